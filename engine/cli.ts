@@ -1,0 +1,36 @@
+// `fulcrum <command> …`: one module per command under engine/cli/, each exporting `run`.
+import type { CliCommand } from './cli/command';
+
+const commands: Record<string, () => Promise<CliCommand>> = {
+  inspect: async () => (await import('./cli/inspect')).command,
+  tokenize: async () => (await import('./cli/tokenize')).command,
+  generate: async () => (await import('./cli/generate')).command,
+};
+
+function usage(): string {
+  return `usage: fulcrum <command> [options]\n\ncommands:\n${Object.keys(commands).map((c) => `  ${c}`).join('\n')}\n\nfulcrum <command> --help for a command's options\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage());
+    return name ? 0 : 2;
+  }
+  const load = commands[name];
+  if (!load) {
+    process.stderr.write(`fulcrum: unknown command '${name}'\n${usage()}`);
+    return 2;
+  }
+  const command = await load();
+  return command.run(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (err: unknown) => {
+    process.stderr.write(`fulcrum: ${err instanceof Error ? err.message : String(err)}\n`);
+    if (process.env.FULCRUM_DEBUG && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+    process.exitCode = 1;
+  },
+);

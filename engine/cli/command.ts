@@ -1,0 +1,51 @@
+// The shape of one CLI command, plus the small argument parser they share.
+
+export interface CliCommand {
+  /** Returns the process exit code. */
+  run(argv: string[]): Promise<number>;
+}
+
+export class UsageError extends Error {}
+
+export interface ParsedArgs {
+  /** --name value or --name=value; flags without a value are 'true'. */
+  options: Map<string, string>;
+  positionals: string[];
+}
+
+/**
+ * Parses argv. `flags` names the options that take no value; every other --option takes one.
+ * Unknown options are a UsageError naming the option.
+ */
+export function parseArgs(argv: string[], valueOptions: string[], flags: string[]): ParsedArgs {
+  const options = new Map<string, string>();
+  const positionals: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') { positionals.push(...argv.slice(i + 1)); break; }
+    if (!a.startsWith('--') || a.length === 2) { positionals.push(a); continue; }
+    const eq = a.indexOf('=');
+    const name = eq > 0 ? a.slice(2, eq) : a.slice(2);
+    if (flags.includes(name)) {
+      if (eq > 0) throw new UsageError(`option --${name} takes no value`);
+      options.set(name, 'true');
+    } else if (valueOptions.includes(name)) {
+      const value = eq > 0 ? a.slice(eq + 1) : argv[++i];
+      if (value === undefined) throw new UsageError(`option --${name} needs a value`);
+      options.set(name, value);
+    } else {
+      throw new UsageError(`unknown option --${name}`);
+    }
+  }
+  return { options, positionals };
+}
+
+export function numberOption(args: ParsedArgs, name: string, fallback: number, min = -Infinity, max = Infinity): number {
+  const raw = args.options.get(name);
+  if (raw === undefined) return fallback;
+  const v = Number(raw);
+  if (!Number.isFinite(v) || v < min || v > max) {
+    throw new UsageError(`--${name} must be a number in [${min}, ${max}], got '${raw}'`);
+  }
+  return v;
+}

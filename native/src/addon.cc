@@ -1,0 +1,31 @@
+// Module entry: runs every registered part's init (see addon_registry.h).
+#include "addon_registry.h"
+#include "ggml_types.h"
+
+#include <vector>
+#include <utility>
+
+namespace fulcrum {
+namespace {
+std::vector<std::pair<const char*, AddonPartInit>>& parts() {
+  static std::vector<std::pair<const char*, AddonPartInit>> list;
+  return list;
+}
+}  // namespace
+
+AddonPart::AddonPart(const char* name, AddonPartInit init) { parts().emplace_back(name, init); }
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  Napi::Array names = Napi::Array::New(env);
+  uint32_t i = 0;
+  for (auto& [name, init] : parts()) {
+    init(env, exports);
+    names.Set(i++, Napi::String::New(env, name));
+  }
+  exports.Set("parts", names);
+  return exports;
+}
+
+}  // namespace fulcrum
+
+NODE_API_MODULE(fulcrum, fulcrum::Init)

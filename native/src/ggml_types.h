@@ -1,0 +1,56 @@
+// Type traits for ggml tensor formats: the one table every kernel looks types up in
+// (ggml's style). Numbering is ggml's, as stored in GGUF files.
+#pragma once
+#include <cstdint>
+#include <cstddef>
+
+namespace fulcrum {
+
+enum class GgmlType : int32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30,
+  COUNT = 40,
+};
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
+  bool avx_vnni = false, amx_int8 = false, amx_bf16 = false;
+};
+
+// Detected once at start-up (cpuid + OS XSAVE support); FULCRUM_ISA=scalar|avx2|avx512 caps it.
+const CpuFeatures& cpu_features();
+// The ISA level kernels were chosen for: "scalar", "avx2" or "avx512".
+const char* isa_level();
+
+// Dot product of one weight row (n elements of the row's type) with one activation row that
+// was converted to this type's vec_dot_type. Writes the result to *out.
+using VecDotFn = void (*)(int64_t n, float* out, const void* weight_row, const void* act_row);
+using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+
+struct TypeTraits {
+  const char* name = nullptr;
+  int64_t block_size = 0;   // elements per block
+  size_t type_size = 0;     // bytes per block
+  bool supported = false;   // has dequantize + vec_dot
+  GgmlType vec_dot_type = GgmlType::F32;  // the activation format vec_dot expects
+  DequantizeRowFn dequantize_row = nullptr;
+  QuantizeRowFn quantize_row = nullptr;    // float -> this format (reference quality)
+  VecDotFn vec_dot = nullptr;
+};
+
+// The table, filled for the detected ISA on first use.
+const TypeTraits& type_traits(GgmlType t);
+inline size_t row_bytes(GgmlType t, int64_t n) {
+  const TypeTraits& tt = type_traits(t);
+  return static_cast<size_t>(n / tt.block_size) * tt.type_size;
+}
+
+// Filled by the float formats (F32, F16, BF16) in kernels/ and by the block formats
+// (Q8_0, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) in quant/; each picks the best
+// implementation for `f`.
+void register_float_types(TypeTraits* table, const CpuFeatures& f);
+void register_quant_types(TypeTraits* table, const CpuFeatures& f);
+
+}  // namespace fulcrum
