@@ -22,7 +22,8 @@ function nodeDirArgs() {
 
 function run(args) {
   const r = spawnSync(process.execPath, [gyp, ...args, '--directory', 'native', ...nodeDirArgs()], { cwd: root, stdio: 'inherit' });
-  if (r.status !== 0) process.exit(r.status ?? 1);
+  // Throw rather than exit, so the lock below is released on failure.
+  if (r.status !== 0) throw new Error(`node-gyp ${args[0]} failed (exit ${r.status})`);
 }
 
 function lock() {
@@ -31,11 +32,21 @@ function lock() {
   const deadline = Date.now() + 15 * 60_000;
   for (;;) {
     try {
-      closeSync(openSync(file, 'wx'));
+      const fd = openSync(file, 'wx');
+      writeFileSync(fd, String(process.pid));
+      closeSync(fd);
       return () => { try { unlinkSync(file); } catch { /* already gone */ } };
     } catch {
-      // A lock older than 15 minutes belongs to a build that died.
-      try { if (Date.now() - statSync(file).mtimeMs > 15 * 60_000) unlinkSync(file); } catch { /* raced */ }
+      // The lock names its owner's pid: a lock whose owner is gone (killed build) is stale.
+      let owner = 0;
+      try { owner = Number(readFileSync(file, 'utf8')) || 0; } catch { /* raced with its removal */ }
+      let alive = true;
+      if (owner > 0) { try { process.kill(owner, 0); } catch { alive = false; } }
+      try {
+        const age = Date.now() - statSync(file).mtimeMs;
+        // No pid yet (just created) or a pid that is gone: stale after a grace period.
+        if ((!alive && age > 2000) || (owner === 0 && age > 15 * 60_000)) unlinkSync(file);
+      } catch { /* raced with its removal */ }
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${file}`);
       spawnSync('sleep', ['1']);
     }
@@ -57,6 +68,9 @@ try {
     writeFileSync(stamp, list);
   }
   run(['build', '-j', 'max']);
+} catch (err) {
+  console.error(`build-native: ${err.message}`);
+  process.exitCode = 1;
 } finally {
   unlock();
 }

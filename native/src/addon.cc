@@ -15,7 +15,7 @@ std::vector<std::pair<const char*, AddonPartInit>>& parts() {
 
 AddonPart::AddonPart(const char* name, AddonPartInit init) { parts().emplace_back(name, init); }
 
-static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Napi::Array names = Napi::Array::New(env);
   uint32_t i = 0;
   for (auto& [name, init] : parts()) {
@@ -28,4 +28,6 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
 }  // namespace fulcrum
 
-NODE_API_MODULE(fulcrum, fulcrum::Init)
+// NODE_API_MODULE pastes the function name into an identifier, so it needs an unqualified name.
+static Napi::Object FulcrumInit(Napi::Env env, Napi::Object exports) { return fulcrum::Init(env, exports); }
+NODE_API_MODULE(fulcrum, FulcrumInit)

@@ -1,0 +1,92 @@
+// The CostModel policies plan from: op work from engine/cost/ops.ts, device times from
+// engine/cost/device.ts, or — for the decode stage — a measured --costs table.
+
+import type { HardwareProfile } from '../hardware/types';
+import { formatBytesPerElement, layerWeightBytes, type ModelShape } from '../model/shape';
+import type { CostModel } from '../plan/policy';
+import { cpuOpMs, gpuOpMs, s2dMs, transferMs } from './device';
+import { headWork, layerWork } from './ops';
+import type { LayerCostTable, OpTimes, OpWork, StageCosts, StepShape } from './types';
+
+export class ProfileCostModel implements CostModel {
+  readonly measured: boolean;
+  private readonly cache = new Map<string, LayerCostTable>();
+  private readonly workCache = new Map<string, OpWork[]>();
+
+  constructor(readonly model: ModelShape, readonly hardware: HardwareProfile, private readonly measuredDecode?: LayerCostTable) {
+    this.measured = measuredDecode !== undefined;
+  }
+
+  layerWork(step: StepShape): OpWork[] {
+    const key = `${step.batch}/${step.newTokens}/${step.context}`;
+    let w = this.workCache.get(key);
+    if (!w) { w = layerWork(this.model, step); this.workCache.set(key, w); }
+    return w;
+  }
+
+  opMs(work: OpWork, device: 'cpu' | 'gpu', contended = false): number {
+    if (device === 'gpu') {
+      if (!this.hardware.gpu) return Infinity;
+      return gpuOpMs(this.hardware.gpu, work);
+    }
+    const kvLen = work.kvReadBytes > 0 ? this.kvLengthOf(work) : 0;
+    const t = cpuOpMs(this.hardware.cpu, work, kvLen);
+    return contended ? t * this.hardware.cpu.contentionFactor : t;
+  }
+
+  private kvLengthOf(work: OpWork): number {
+    const perToken = this.model.nKvHeads * this.model.headDim * 2;
+    return work.kvReadBytes / perToken;
+  }
+
+  transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned = true): number {
+    return transferMs(this.hardware, bytes, direction, pinned);
+  }
+
+  /** Modelled op times; the `cpu` field is contended only when there is a GPU link to contend with. */
+  private timesOf(w: OpWork): OpTimes {
+    const solo = this.opMs(w, 'cpu', false);
+    const t: OpTimes = { name: w.name, kind: w.kind, cpuSolo: solo };
+    if (this.hardware.gpu) {
+      t.cpu = solo * this.hardware.cpu.contentionFactor;
+      t.gpu = this.opMs(w, 'gpu');
+      const h2dBytes = w.weightBytes + w.kvReadBytes;
+      t.h2d = this.transferMs(h2dBytes, 'h2d');
+      if (w.kvReadBytes > 0) t.h2dKv = this.transferMs(w.kvReadBytes, 'h2d');
+      if (w.kvWriteBytes > 0) t.d2h = this.transferMs(w.kvWriteBytes, 'd2h');
+      const s = s2dMs(this.hardware, w.weightBytes);
+      if (s !== undefined) t.s2d = s;
+    } else {
+      t.cpu = solo;
+    }
+    return t;
+  }
+
+  layerTimes(step: StepShape, stage: 'prefill' | 'decode'): LayerCostTable {
+    if (stage === 'decode' && this.measuredDecode) return this.measuredDecode;
+    const key = `${stage}:${step.batch}/${step.newTokens}/${step.context}`;
+    let t = this.cache.get(key);
+    if (!t) {
+      const work = this.layerWork(step);
+      t = { unit: 'ms', ops: work.map((w) => this.timesOf(w)), source: 'model' };
+      this.cache.set(key, t);
+    }
+    return t;
+  }
+
+  headTimes(rows: number): OpTimes {
+    return this.timesOf(headWork(this.model, rows));
+  }
+
+  stage(stage: 'prefill' | 'decode', step: StepShape): StageCosts {
+    const work = this.layerWork(step);
+    const kvBytes = step.batch * (step.context + step.newTokens) * 2 * this.model.nKvHeads * this.model.headDim * formatBytesPerElement(this.model.kvFormat);
+    return {
+      stage, step, work,
+      table: this.layerTimes(step, stage),
+      head: this.headTimes(stage === 'prefill' ? step.batch : step.batch * step.newTokens),
+      layerWeightBytes: layerWeightBytes(this.model),
+      layerKvBytes: kvBytes,
+    };
+  }
+}

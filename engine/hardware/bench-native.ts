@@ -1,0 +1,123 @@
+// Typed access to the addon's `bench` part (native/src/bench): raw timings in nanoseconds per
+// timed run. Statistics and the profile are built by profiler.ts from these.
+import { loadAddon } from '../native/addon';
+
+export interface RunOptions {
+  warmups?: number;
+  runs?: number;
+}
+
+export interface ThreadSamples {
+  threads: number;
+  ns: number[];
+  /** Kernel benchmarks: CPU time of the calling thread (pool thread 0) per run. */
+  cpuNs?: number[];
+}
+
+export type DisturbKind = 'none' | 'host-memcpy' | 'cuda-h2d';
+
+export interface DisturbOptions {
+  /** Concurrent transfer during the timed runs (paper 000 §2.1). */
+  disturb?: DisturbKind;
+  disturbBytes?: number;
+  cudaDevice?: number;
+  /** Alternate blocks of runs without and with the transfer (byThreads / contendedByThreads). */
+  interleave?: boolean;
+}
+
+export interface KernelBenchResult {
+  byThreads: ThreadSamples[];
+  /** With `interleave`: the runs taken while the transfer ran. */
+  contendedByThreads?: ThreadSamples[];
+  bytesPerRun: number;
+  flopsPerRun: number;
+  /** Copies of the data walked by consecutive runs, so each run reads from DRAM. */
+  copies: number;
+  transfer?: { kind: DisturbKind; bytes: number; ns: number };
+}
+
+export interface CudaDevice {
+  index: number;
+  name: string;
+  totalBytes: number;
+  computeCapability: string;
+  multiprocessors: number;
+  clockKHz: number;
+  memoryClockKHz: number;
+  memoryBusBits: number;
+}
+
+export interface CudaProbe {
+  available: boolean;
+  reason?: string;
+  driverVersion: number;
+  devices: CudaDevice[];
+}
+
+export interface CudaLinkSamples {
+  bytes: number;
+  smallBytes: number;
+  freeBytes: number;
+  totalBytes: number;
+  h2dPageable: number[];
+  h2dPinned: number[];
+  d2hPageable: number[];
+  d2hPinned: number[];
+  d2d: number[];
+  smallH2d: number[];
+  /** ns per tiny asynchronous operation (1-byte memset), a launch-overhead proxy. */
+  tinyOp: number[];
+}
+
+/** cuBLAS FP16 timings (ns per run): GEMM m×n×k, GEMV rows×cols, one decode-attention step. */
+export interface CublasSamples {
+  library: string;
+  gemm: { m: number; n: number; k: number; ns: number[] };
+  gemv: { rows: number; cols: number; ns: number[] };
+  attention: { heads: number; kvLen: number; headDim: number; ns: number[] };
+}
+
+export interface BenchAddon {
+  memoryRead(o: { bytes: number; threads: number[] } & RunOptions): Promise<ThreadSamples[]>;
+  memoryCopy(o: { bytes: number; threads: number[] } & RunOptions): Promise<ThreadSamples[]>;
+  matmul(o: { type: number; rows: number; cols: number; tokens: number; threads: number[]; ringBytes?: number }
+    & RunOptions & DisturbOptions): Promise<KernelBenchResult>;
+  attention(o: { kvLen: number; heads: number; kvHeads: number; headDim: number; threads: number[]; ringBytes?: number }
+    & RunOptions & DisturbOptions): Promise<KernelBenchResult>;
+  cudaProbe(): CudaProbe;
+  cudaLink(o: { device: number; bytes: number } & RunOptions): Promise<CudaLinkSamples>;
+  cublas(o: { device: number } & RunOptions): Promise<CublasSamples>;
+  /** Cancels every benchmark started before this call (they return early). */
+  cancel(): void;
+}
+
+interface AddonWithBench {
+  bench?: BenchAddon;
+  kernels?: { physicalCores?: () => number; isaLevel?: () => string };
+}
+
+/** The bench part; throws naming what is missing when the addon predates it. */
+export function benchAddon(): BenchAddon {
+  const addon = loadAddon<AddonWithBench>();
+  if (!addon.bench) throw new Error('fulcrum: the native addon has no `bench` part; rebuild it (npm run build:native)');
+  return addon.bench;
+}
+
+/** Physical cores as the engine's thread pool sees them (affinity-aware), when the addon says. */
+export function nativePhysicalCores(): number | undefined {
+  try {
+    const n = loadAddon<AddonWithBench>().kernels?.physicalCores?.();
+    return typeof n === 'number' && n > 0 ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The ISA level the kernels were dispatched to ('scalar' | 'avx2' | 'avx512'), if known. */
+export function nativeIsaLevel(): string | undefined {
+  try {
+    return loadAddon<AddonWithBench>().kernels?.isaLevel?.();
+  } catch {
+    return undefined;
+  }
+}

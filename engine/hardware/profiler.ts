@@ -1,0 +1,404 @@
+// The hardware profiler: runs the native microbenchmarks (native/src/bench) on this machine and
+// builds its HardwareProfile: CPU GEMV/GEMM throughput per weight format and thread count,
+// decode attention by KV length, memory read/copy bandwidth, the contention factor (CPU kernel
+// time while a transfer runs, paper 000 §2.1), and, when a CUDA device exists, the GPU and the
+// host↔device link. Each figure is the median of timed runs after warm-ups, with min/max kept
+// as its spread. Progress goes to `onProgress` (the CLI prints it; the LSP server sends
+// `$/progress`); an AbortSignal stops it between runs.
+import { readFileSync, readdirSync } from 'node:fs';
+import os from 'node:os';
+
+import { benchAddon, type BenchAddon, type KernelBenchResult, type ThreadSamples } from './bench-native';
+import { readCachedProfile, writeCachedProfile } from './cache';
+import { cpuIsa, cpuinfoFlags } from './fingerprint';
+import { profileGpu } from './gpu-profile';
+import { currentFingerprint, type ThisMachine } from './machine';
+import { FORMAT_TYPE_ID, gemmRows, profileConfig, type ProfileConfig, type ProfileFormat } from './profile-config';
+import { rateOf, sig, summarize, type RateSummary } from './stats';
+import {
+  HARDWARE_PROFILE_VERSION, type ContentionMeasurement, type CpuAttentionRate, type CpuKernelRate, type CpuProfile, type GpuProfile,
+  type HardwareProfile, type LinkProfile, type Spread,
+} from './types';
+
+export type ProgressFn = (fraction: number, message: string) => void;
+
+export interface ProfileOptions {
+  /** A smaller grid (< 10 s): max thread count only, fewer sizes and runs. */
+  quick?: boolean;
+  onProgress?: ProgressFn;
+  signal?: AbortSignal;
+  /** Write the result to the per-fingerprint cache (default true). */
+  writeCache?: boolean;
+  /** Adjusts the measurement grid before it runs (tests shrink it to a smoke-test size). */
+  tune?: (config: ProfileConfig) => ProfileConfig;
+}
+
+export class ProfileAbortedError extends Error {
+  constructor() {
+    super('profiling cancelled');
+    this.name = 'AbortError';
+  }
+}
+
+let running = false;
+
+/**
+ * A measured profile of this machine (always measures; see getProfile for the cached path).
+ * One at a time per process: two concurrent profiles would disturb each other's timings.
+ */
+export async function runProfile(opts: ProfileOptions = {}): Promise<HardwareProfile> {
+  if (running) throw new Error('a hardware profile is already being measured in this process');
+  running = true;
+  try {
+    return await measure(opts);
+  } finally {
+    running = false;
+  }
+}
+
+async function measure(opts: ProfileOptions): Promise<HardwareProfile> {
+  const started = Date.now();
+  const machine = currentFingerprint();
+  const bench = benchAddon();
+  const shape = {
+    physicalCores: machine.facts.physicalCores,
+    llcBytes: lastLevelCacheBytes(),
+    availableBytes: availableMemoryBytes(),
+    cuda: machine.cuda.available,
+  };
+  const planned = profileConfig(shape, opts.quick ?? false);
+  const config = opts.tune ? opts.tune(planned) : planned;
+  const run = new ProfileRun(bench, config, machine, opts);
+  const profile = await run.execute();
+  const durationMs = Date.now() - started;
+  profile.source.durationMs = durationMs;
+  if (opts.writeCache ?? true) writeCachedProfile(profile);
+  return profile;
+}
+
+/**
+ * This machine's profile: the cached one when it is fresh (a quick request accepts a cached full
+ * profile; a full request does not accept a cached quick one), else a new measurement.
+ */
+export async function getProfile(opts: ProfileOptions & { refresh?: boolean } = {}): Promise<{ profile: HardwareProfile; cached: boolean; note?: string }> {
+  const fp = currentFingerprint().fingerprint;
+  if (!opts.refresh) {
+    const hit = readCachedProfile(fp);
+    if (hit.status === 'hit' && (opts.quick || !hit.profile.source.quick)) {
+      return { profile: hit.profile, cached: true };
+    }
+    const profile = await runProfile(opts);
+    return { profile, cached: false, note: hit.status === 'stale' ? `re-profiled: ${hit.reason}` : undefined };
+  }
+  return { profile: await runProfile(opts), cached: false };
+}
+
+// ---- one profiling run ----
+
+interface Step {
+  label: string;
+  /** Estimated seconds, for progress fractions. */
+  weight: number;
+  run: () => Promise<void>;
+}
+
+class ProfileRun {
+  private readonly notes: string[] = [];
+  private readonly kernels: CpuKernelRate[] = [];
+  private readonly attention: CpuAttentionRate[] = [];
+  private readonly readByThreads = new Map<number, { gbps: number; spread: Spread }>();
+  private readonly copyByThreads = new Map<number, { gbps: number; spread: Spread }>();
+  private contention: ContentionMeasurement | undefined;
+  private contentionFactor = 1;
+  private gpu: { gpu: GpuProfile; link: LinkProfile; notes: string[] } | undefined;
+  private readonly unsupported = new Set<ProfileFormat>();
+
+  constructor(
+    private readonly bench: BenchAddon,
+    private readonly config: ProfileConfig,
+    private readonly machine: ThisMachine,
+    private readonly opts: ProfileOptions,
+  ) {}
+
+  async execute(): Promise<HardwareProfile> {
+    const signal = this.opts.signal;
+    const cancelNative = () => this.bench.cancel();
+    signal?.addEventListener('abort', cancelNative);
+    try {
+      const steps = this.steps();
+      const total = steps.reduce((s, x) => s + x.weight, 0);
+      let done = 0;
+      for (const step of steps) {
+        if (signal?.aborted) throw new ProfileAbortedError();
+        this.opts.onProgress?.(done / total, step.label);
+        await step.run();
+        done += step.weight;
+      }
+      if (signal?.aborted) throw new ProfileAbortedError();
+      this.opts.onProgress?.(1, 'profile complete');
+      return this.assemble();
+    } finally {
+      signal?.removeEventListener('abort', cancelNative);
+    }
+  }
+
+  private steps(): Step[] {
+    const c = this.config;
+    const steps: Step[] = [];
+    const mb = Math.round(c.memory.bytes / 2 ** 20);
+    steps.push({ label: `memory read bandwidth (${mb} MiB, threads ${c.memory.threads.join(',')})`, weight: 1.5, run: () => this.memory('read') });
+    steps.push({ label: `memory copy bandwidth (${mb} MiB, threads ${c.memory.threads.join(',')})`, weight: 2, run: () => this.memory('copy') });
+    for (const f of c.gemv.formats) {
+      steps.push({ label: `GEMV ${f} ${c.gemv.rows}×${c.gemv.cols} (threads ${c.gemv.threads.join(',')})`, weight: 0.8, run: () => this.gemv(f) });
+    }
+    for (const f of c.gemm.formats) {
+      for (const t of c.gemm.tokens) {
+        steps.push({ label: `GEMM ${f} ${t} tokens (threads ${c.gemm.threads.join(',')})`, weight: 0.4 * c.gemm.threads.length * (1 + c.gemm.runs), run: () => this.gemm(f, t) });
+      }
+    }
+    for (const kv of c.attention.kvLengths) {
+      steps.push({ label: `decode attention, KV length ${kv}`, weight: 0.3 + kv / 8192, run: () => this.attend(kv) });
+    }
+    steps.push({ label: `contention: GEMV ${c.contention.format} during ${c.contention.disturb === 'cuda-h2d' ? 'an H2D copy' : 'a host memcpy'}`, weight: 2, run: () => this.contend() });
+    if (c.cuda) {
+      steps.push({ label: 'GPU: link and device memory bandwidth', weight: 3, run: () => this.cuda() });
+    } else {
+      this.notes.push(`no CUDA device: ${this.machine.cuda.reason ?? 'unknown reason'}`);
+    }
+    return steps;
+  }
+
+  private async memory(kind: 'read' | 'copy'): Promise<void> {
+    const c = this.config.memory;
+    const call = kind === 'read' ? this.bench.memoryRead : this.bench.memoryCopy;
+    // Copy moves `bytes` from one buffer to another; each of the two is half the budget.
+    const bytes = kind === 'read' ? c.bytes : Math.floor(c.bytes / 2 / 2 ** 20) * 2 ** 20;
+    const res = await call.call(this.bench, { bytes, threads: c.threads, warmups: c.warmups, runs: c.runs });
+    const into = kind === 'read' ? this.readByThreads : this.copyByThreads;
+    for (const s of completed(res)) {
+      const r = rateOf(summarize(s.ns), bytes, 1e9);
+      into.set(s.threads, { gbps: r.median, spread: spreadOf(r) });
+    }
+  }
+
+  private async gemv(format: ProfileFormat): Promise<void> {
+    const c = this.config.gemv;
+    const res = await this.matmul(format, c.rows, c.cols, 1, c.threads, c, this.config.ringBytes);
+    if (!res) return;
+    for (const s of completed(res.byThreads)) {
+      const r = rateOf(summarize(s.ns), res.bytesPerRun, 1e9);
+      this.kernels.push({ kernel: 'gemv', format, threads: s.threads, tokens: 1, gbps: sig(r.median), spread: spreadOf(r) });
+    }
+  }
+
+  private async gemm(format: ProfileFormat, tokens: number): Promise<void> {
+    const c = this.config.gemm;
+    if (this.unsupported.has(format)) return;
+    const rows = gemmRows(c.cols, tokens, c.flopsPerRun);
+    const res = await this.matmul(format, rows, c.cols, tokens, c.threads, c, 0);
+    if (!res) return;
+    for (const s of completed(res.byThreads)) {
+      const t = summarize(s.ns);
+      const r = rateOf(t, res.flopsPerRun, 1e9);
+      const bytes = rateOf(t, res.bytesPerRun, 1e9);
+      this.kernels.push({ kernel: 'gemm', format, threads: s.threads, tokens, gflops: sig(r.median), gbps: sig(bytes.median), spread: spreadOf(r) });
+    }
+  }
+
+  /** undefined (with a note) when the format has no kernel in this build. */
+  private async matmul(format: ProfileFormat, rows: number, cols: number, tokens: number, threads: number[],
+    runs: { warmups: number; runs: number }, ringBytes: number): Promise<KernelBenchResult | undefined> {
+    if (this.unsupported.has(format)) return undefined;
+    try {
+      return await this.bench.matmul({ type: FORMAT_TYPE_ID[format], rows, cols, tokens, threads, ringBytes, warmups: runs.warmups, runs: runs.runs });
+    } catch (e) {
+      const msg = (e as Error).message;
+      if (!/no CPU matmul kernel/.test(msg)) throw e;
+      this.unsupported.add(format);
+      this.notes.push(`${format}: skipped, ${msg}`);
+      return undefined;
+    }
+  }
+
+  private async attend(kvLen: number): Promise<void> {
+    const c = this.config.attention;
+    const res = await this.bench.attention({
+      kvLen, heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, threads: c.threads, ringBytes: this.config.ringBytes,
+      warmups: c.warmups, runs: c.runs,
+    });
+    for (const s of completed(res.byThreads)) {
+      const r = rateOf(summarize(s.ns), res.bytesPerRun, 1e9);
+      this.attention.push({ kvLength: kvLen, threads: s.threads, gbps: sig(r.median), spread: spreadOf(r), heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim });
+    }
+  }
+
+  private async contend(): Promise<void> {
+    const c = this.config.contention;
+    if (this.unsupported.has(c.format)) {
+      this.notes.push(`contention not measured: ${c.format} has no kernel`);
+      return;
+    }
+    const g = this.config.gemv;
+    const disturb = { disturb: c.disturb, disturbBytes: c.disturbBytes, interleave: true, warmups: c.warmups, runs: c.runs };
+    const gemv = await this.bench.matmul({
+      type: FORMAT_TYPE_ID[c.format], rows: g.rows, cols: g.cols, tokens: 1, threads: [c.threads], ringBytes: this.config.ringBytes, ...disturb,
+    });
+    const m = contentionOf(gemv);
+    if (!m) return;
+    const ratio = contentionRatio(m, c.disturb);
+    if (ratio < 1) this.notes.push(`contention: measured factor ${ratio.toFixed(3)} < 1 (noise); recorded as 1`);
+    const scale = ratio / m.wallRatio;  // report times on the basis the factor uses
+    this.contention = {
+      kernel: 'gemv', format: c.format, threads: c.threads, aloneMs: sig(m.aloneMs), contendedMs: sig(m.aloneMs * m.wallRatio * scale),
+      transfer: c.disturb, transferGBps: sig(m.transferGBps),
+    };
+    this.contentionFactor = sig(Math.max(1, ratio));
+    this.notes.push(`contention of GEMV ${c.format} on ${c.threads}t: wall ×${m.wallRatio.toFixed(2)}${m.cpuRatio !== undefined ? `, kernel-thread CPU time ×${m.cpuRatio.toFixed(2)}` : ''}`);
+    // The compute-bound side, for the record: a prefill-sized GEMM under the same transfer.
+    const tokens = this.config.gemm.tokens.includes(128) ? 128 : this.config.gemm.tokens[0] ?? 128;
+    const gemm = await this.bench.matmul({
+      type: FORMAT_TYPE_ID[c.format], rows: gemmRows(this.config.gemm.cols, tokens, this.config.gemm.flopsPerRun / 2),
+      cols: this.config.gemm.cols, tokens, threads: [c.threads], ...disturb, runs: Math.max(3, Math.ceil(c.runs / 3)),
+    });
+    const mg = contentionOf(gemm);
+    if (mg) this.notes.push(`contention of GEMM ${c.format} ${tokens} tokens on ${c.threads}t: wall ×${mg.wallRatio.toFixed(2)}${mg.cpuRatio !== undefined ? `, kernel-thread CPU time ×${mg.cpuRatio.toFixed(2)}` : ''}`);
+    if (c.disturb === 'host-memcpy') {
+      this.notes.push(`contention measured with a host memcpy thread standing in for an H2D DMA (no GPU); kernels ran on ${c.threads} of ${this.machine.facts.physicalCores} cores, alternating blocks of runs without and with the copy`);
+    }
+  }
+
+  private async cuda(): Promise<void> {
+    const c = this.config.cuda;
+    if (!c) return;
+    try {
+      this.gpu = await profileGpu(this.bench, this.machine.cuda, c);
+      this.notes.push(...this.gpu.notes);
+    } catch (e) {
+      this.notes.push(`GPU present but not profiled: ${(e as Error).message}`);
+    }
+  }
+
+  private assemble(): HardwareProfile {
+    const facts = this.machine.facts;
+    const readBest = best([...this.readByThreads.values()].map((v) => v.gbps));
+    const copyBest = best([...this.copyByThreads.values()].map((v) => v.gbps));
+    if (!(readBest > 0)) throw new Error('profile: memory read bandwidth was not measured');
+    const byThreads = [...this.readByThreads.keys()].sort((x, y) => x - y).flatMap((t) => {
+      const r = this.readByThreads.get(t);
+      const c = this.copyByThreads.get(t);
+      return r && c ? [{ threads: t, readGBps: sig(r.gbps), copyGBps: sig(c.gbps) }] : [];
+    });
+    const gemmFlops = this.kernels.filter((k) => k.kernel === 'gemm').map((k) => k.gflops ?? 0);
+    const peakGflops = gemmFlops.length ? best(gemmFlops) : 0;
+    if (!(peakGflops > 0)) this.notes.push('peakGflops: no GEMM was measured');
+    if (!this.contention) this.notes.push('contentionFactor: not measured, recorded as 1');
+    const cpu: CpuProfile = {
+      name: facts.cpuModel,
+      cores: facts.physicalCores,
+      threads: facts.logicalCpus,
+      isa: cpuIsa(cpuinfoFlags(), facts.isaLevel),
+      kernels: this.kernels,
+      attention: this.attention,
+      memory: { readGBps: sig(readBest), copyGBps: sig(copyBest), byThreads, bufferBytes: this.config.memory.bytes },
+      contentionFactor: this.contentionFactor,
+      ...(this.contention ? { contention: this.contention } : {}),
+      peakGflops: sig(peakGflops > 0 ? peakGflops : 1e-3),
+    };
+    const profile: HardwareProfile = {
+      version: HARDWARE_PROFILE_VERSION,
+      name: `this machine (${facts.cpuModel.trim()}, ${facts.physicalCores} cores${this.gpu ? `, ${this.gpu.gpu.name}` : ''})`,
+      cpu,
+      memory: { totalBytes: os.totalmem(), availableBytes: availableMemoryBytes() },
+      ...(this.gpu ? { gpu: this.gpu.gpu, link: this.gpu.link } : {}),
+      source: {
+        kind: 'measured',
+        citation: `fulcrum profile${this.config.quick ? ' --quick' : ''}: native microbenchmarks, median of timed runs after warm-ups (isa ${facts.isaLevel})`,
+        fingerprint: this.machine.fingerprint,
+        measuredAt: new Date().toISOString(),
+        quick: this.config.quick,
+      },
+      notes: this.notes,
+    };
+    return profile;
+  }
+}
+
+export interface ContentionMeasure {
+  aloneMs: number;
+  contendedMs: number;
+  /** Ratio of median wall times. */
+  wallRatio: number;
+  /** Ratio of median CPU times of the kernel's calling thread (undefined when not recorded). */
+  cpuRatio?: number;
+  transferGBps: number;
+}
+
+/** Slowdown of an interleaved disturbed benchmark, by wall time and by the kernel thread's CPU time. */
+export function contentionOf(r: KernelBenchResult): ContentionMeasure | undefined {
+  const a = completed(r.byThreads)[0];
+  const b = completed(r.contendedByThreads ?? [])[0];
+  if (!a || !b || !r.transfer || r.transfer.ns <= 0) return undefined;
+  const aloneMs = summarize(a.ns).medianNs / 1e6;
+  const contendedMs = summarize(b.ns).medianNs / 1e6;
+  const cpuRatio = a.cpuNs?.length && b.cpuNs?.length ? summarize(b.cpuNs).medianNs / summarize(a.cpuNs).medianNs : undefined;
+  return { aloneMs, contendedMs, wallRatio: contendedMs / aloneMs, cpuRatio, transferGBps: r.transfer.bytes / r.transfer.ns };
+}
+
+/**
+ * The slowdown the profile records. A CUDA DMA takes no core, so wall time is right. The host
+ * memcpy stand-in is a thread that the OS time-shares with the kernel whenever the machine is
+ * busier than its cores (other processes, or cores − 1 < 1), which a DMA would never cause; so
+ * there the kernel thread's CPU time is used: it counts memory stalls but not preemption.
+ */
+export function contentionRatio(m: ContentionMeasure, transfer: 'cuda-h2d' | 'host-memcpy'): number {
+  return transfer === 'host-memcpy' && m.cpuRatio !== undefined ? m.cpuRatio : m.wallRatio;
+}
+
+function completed(samples: ThreadSamples[]): ThreadSamples[] {
+  return samples.filter((s) => s.ns.length > 0);
+}
+
+function spreadOf(r: RateSummary): Spread {
+  return { min: sig(r.min), max: sig(r.max), runs: r.runs };
+}
+
+function best(xs: number[]): number {
+  return xs.reduce((m, x) => (x > m ? x : m), 0);
+}
+
+// ---- machine facts the config needs ----
+
+/** The largest data/unified cache of cpu0 in bytes (Linux sysfs), or undefined. */
+export function lastLevelCacheBytes(root = '/sys/devices/system/cpu/cpu0/cache'): number | undefined {
+  let dirs: string[];
+  try {
+    dirs = readdirSync(root).filter((d) => /^index\d+$/.test(d));
+  } catch {
+    return undefined;
+  }
+  let bestBytes = 0;
+  for (const d of dirs) {
+    try {
+      const type = readFileSync(`${root}/${d}/type`, 'utf8').trim();
+      if (type === 'Instruction') continue;
+      const m = /^(\d+)([KMG]?)$/.exec(readFileSync(`${root}/${d}/size`, 'utf8').trim());
+      if (!m) continue;
+      const bytes = Number(m[1]) * ({ '': 1, K: 2 ** 10, M: 2 ** 20, G: 2 ** 30 } as Record<string, number>)[m[2] ?? '']!;
+      if (bytes > bestBytes) bestBytes = bytes;
+    } catch {
+      // an index without size/type: skip it
+    }
+  }
+  return bestBytes > 0 ? bestBytes : undefined;
+}
+
+/** MemAvailable from /proc/meminfo (Linux), else os.freemem(). */
+export function availableMemoryBytes(): number {
+  try {
+    const m = /^MemAvailable:\s+(\d+)\s+kB/m.exec(readFileSync('/proc/meminfo', 'utf8'));
+    if (m) return Number(m[1]) * 1024;
+  } catch {
+    // not Linux
+  }
+  return os.freemem();
+}

@@ -1,0 +1,135 @@
+// lia: per-sublayer CPU/GPU placement with whole-layer residency and overlap (paper 002, LIA,
+// ISCA'25; digest 002). For each stage the 64 placements of the six sublayers (QKV, Q·Kᵀ, S·V,
+// output projection, FC1/gate+up, FC2/down) are scored with Eqs. (2)–(9) on the shared cost
+// model (the CPU side uses the profile's GEMM rate — AMX where the host has it); as many whole
+// layers as fit stay on the GPU (Opt-1) and run all-GPU; the others run the chosen placement with
+// weights and KV in host memory, next-layer weights prefetched during compute (Opt-2).
+// Decisions: the Eq. (8) compute terms come from the shared cost model's per-op roofline times
+// (size-dependent, uncontended CPU), not the paper's scalar TH/BW, so LIA competes with the other
+// policies on the same costs (the paper's scalar form is engine/plan/lia/cost.ts table1Terms, used
+// by the paper tests); the token embedding is a lookup in host memory and is not placed.
+
+import { bindingOf } from '../explain/binding';
+import type { Alternative, Decision } from '../explain/types';
+import { headBytes, headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from './build';
+import type { Policy, PlanContext } from './policy';
+import type { LayerPlan, Plan, PlanStage } from './types';
+import { FULL_CPU, FULL_GPU, PARTIAL_CPU, type LayerTime, type LiaPolicyMask, policyBit, policyVector, searchTerms } from './lia/cost';
+import { residentLayers } from './lia/residency';
+import { layerKvBytesLia, layerWeightBytesLia } from './lia/sublayers';
+import { liaShapeOf, sublayerOfOps, termsFromCosts } from './lia/terms';
+
+interface StageSearch {
+  ranked: LayerTime[];
+  chosen: LayerTime;
+}
+
+function searchStage(ctx: PlanContext, stage: 'prefill' | 'decode'): StageSearch {
+  const step = stage === 'prefill' ? ctx.prefillStep : ctx.decodeStep;
+  const table = ctx.cost.layerTimes(step, stage);
+  const work = ctx.cost.layerWork(step);
+  const ranked = searchTerms(termsFromCosts(ctx, table, work), stage);
+  return { ranked, chosen: ranked[0]! };
+}
+
+const NAMED: [LiaPolicyMask, string][] = [[FULL_CPU, 'full CPU'], [PARTIAL_CPU, 'partial CPU (attention on CPU)'], [FULL_GPU, 'full GPU']];
+function label(p: LiaPolicyMask): string {
+  const named = NAMED.find(([m]) => m === p);
+  return named ? `${policyVector(p)} ${named[1]}` : policyVector(p);
+}
+
+/** The best few placements plus the paper's three named ones, with their Eq. (2) layer times. */
+function alternatives(s: StageSearch): Alternative[] {
+  const pick = new Map<LiaPolicyMask, LayerTime>();
+  for (const t of s.ranked.slice(0, 4)) pick.set(t.policy, t);
+  for (const [m] of NAMED) { const t = s.ranked.find((x) => x.policy === m); if (t) pick.set(m, t); }
+  const best = s.chosen.serialMs;
+  return [...pick.values()].sort((a, b) => a.serialMs - b.serialMs).map((t) => ({
+    label: label(t.policy), predictedMs: t.overlappedMs, metric: 'layerMs' as const,
+    note: t.policy === s.chosen.policy ? 'chosen' : `Eq. (2) ${((t.serialMs / best - 1) * 100).toFixed(0)} % slower`,
+  }));
+}
+
+function stageLayers(ctx: PlanContext, stage: 'prefill' | 'decode', s: StageSearch, resident: number): LayerPlan[] {
+  const step = stage === 'prefill' ? ctx.prefillStep : ctx.decodeStep;
+  const table = ctx.cost.layerTimes(step, stage);
+  const work = ctx.cost.layerWork(step);
+  const groups = sublayerOfOps(table.ops.map((o) => o.kind));
+  const p = s.chosen.policy;
+  const attnOnGpu = policyBit(p, 2) === 0 || policyBit(p, 3) === 0;
+  const residentOps = table.ops.map((t) => opOn(t, 'gpu', 'gpu'));
+  const streamedOps = table.ops.map((t, j) => {
+    const onCpu = policyBit(p, groups[j]! + 1) === 1;
+    return onCpu ? opOn(t, 'cpu', 'host') : opOn(t, 'gpu', 'pinned-host', { streamKv: true });
+  });
+  const msRes = sequentialLayerMs(ctx, residentOps, work.length === table.ops.length ? work : undefined, table);
+  const msStr = s.chosen.overlappedMs;
+  return repeatLayers(ctx.model.nLayers, (i) => i < resident
+    ? makeLayer(i, residentOps, { device: 'gpu' }, msRes)
+    : makeLayer(i, streamedOps, { device: 'cpu', streamed: attnOnGpu }, msStr));
+}
+
+export const policy: Policy = {
+  name: 'lia',
+  title: 'Per-sublayer CPU/GPU placement (64-way search per stage), whole-layer residency, transfer/compute overlap',
+  source: '002 (LIA, ISCA 2025)',
+  applicable(ctx) {
+    if (!ctx.hardware.gpu || !ctx.hardware.link) return { ok: false, reason: 'no GPU in the hardware profile' };
+    const amx = ctx.hardware.cpu.isa.amx;
+    return { ok: true, reason: `searches 64 sublayer placements per stage; CPU matrix rate ${amx ? 'with AMX' : 'without AMX (LIA targets AMX CPUs)'}` };
+  },
+  plan(ctx): Plan {
+    const L = ctx.model.nLayers;
+    const pre = searchStage(ctx, 'prefill');
+    const dec = searchStage(ctx, 'decode');
+    const shape = liaShapeOf(ctx.model);
+    const w = ctx.workload;
+    // Decision (paper silent on the LM head): it stays on the GPU, reserved before whole layers
+    // since it runs every step, unless it would take more than a quarter of the VRAM budget.
+    const hb = headBytes(ctx);
+    const headOnGpu = hb < 0.25 * ctx.vramBytes;
+    const res = residentLayers({
+      shape, nLayers: L, vramBytes: Math.max(0, ctx.vramBytes - (headOnGpu ? hb : 0)), batch: w.batch, maxContext: w.prompt + w.gen,
+      prefillPolicy: pre.chosen.policy, decodePolicy: dec.chosen.policy,
+    });
+    const k = res.residentLayers;
+    const prefill: PlanStage = makeStage({
+      name: 'prefill', step: ctx.prefillStep, layers: stageLayers(ctx, 'prefill', pre, k), head: headOn(ctx, w.batch, headOnGpu),
+      overlap: k < L ? 'prefill: next-layer weights stream over h2d while the current layer computes (Opt-2)' : 'none needed: all layers resident',
+    });
+    const decode: PlanStage = makeStage({
+      name: 'decode', step: ctx.decodeStep, layers: stageLayers(ctx, 'decode', dec, k), head: headOn(ctx, w.batch, headOnGpu),
+      overlap: k < L ? 'decode: the whole batch computes while the next layer\'s weights stream (no mini-batches, Opt-2)' : 'none needed: all layers resident',
+    });
+    const weights = layerWeightBytesLia(shape);
+    const kvLayer = layerKvBytesLia(shape, w.batch, w.prompt + w.gen);
+    const capacityLimited = k < L;
+    const decisions: Decision[] = [
+      { id: 'prefill-policy', chosen: `prefill ${label(pre.chosen.policy)}`, alternatives: alternatives(pre), binding: bindingOf(ctx, prefill, false),
+        reason: `lowest Eq. (2) layer time of 64 placements at B=${w.batch}, L=${w.prompt}` },
+      { id: 'decode-policy', chosen: `decode ${label(dec.chosen.policy)}`, alternatives: alternatives(dec), binding: bindingOf(ctx, decode, false),
+        reason: `lowest Eq. (2) layer time of 64 placements at B=${w.batch}, context ${ctx.decodeStep.context}` },
+      { id: 'layers-on-gpu', chosen: `${k}/${L} whole layers resident on the GPU`, alternatives: [],
+        binding: capacityLimited ? 'vram-capacity' : bindingOf(ctx, decode, false),
+        reason: `each resident layer needs ${((weights + kvLayer) / 2 ** 30).toFixed(2)} GiB (weights + KV of B·(L_in+L_out)); streaming buffers ${(res.streamingBytes / 2 ** 30).toFixed(2)} GiB; VRAM ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB` },
+    ];
+    return makePlan(ctx, {
+      policy: 'lia', prefill, decode,
+      memory: memoryUse(ctx, {
+        gpuBytes: k * (weights + kvLayer) + (capacityLimited ? res.streamingBytes : 0) + (headOnGpu ? hb : 0),
+        pinnedBytes: (L - k) * weights,
+        hostBytes: (L - k) * kvLayer + (headOnGpu ? 0 : hb),
+      }),
+      explanation: {
+        summary: k === L
+          ? `LIA: all ${L} layers fit on the GPU (Opt-1), so every sublayer runs there; no placement search applies.`
+          : `LIA: ${k}/${L} layers resident on the GPU; the other ${L - k} run prefill ${label(pre.chosen.policy)} and decode ${label(dec.chosen.policy)} with host-resident weights and KV.`,
+        binding: bindingOf(ctx, decode, capacityLimited), decisions, whatIf: [],
+      },
+      details: {
+        prefillPolicy: policyVector(pre.chosen.policy), decodePolicy: policyVector(dec.chosen.policy), residentLayers: k,
+        candidates: 64, prefillSerialLayerMs: pre.chosen.serialMs, decodeSerialLayerMs: dec.chosen.serialMs,
+      },
+    });
+  },
+};

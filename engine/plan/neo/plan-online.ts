@@ -1,0 +1,177 @@
+// Turns an online scheduler (NEO, APEX) into a Plan: a steady-state decode iteration at the
+// workload's mid-generation context (which requests' KV and attention sit on the GPU vs the CPU,
+// the sub-batches, the mode), the GPU prefill, and — for online workloads (rate given) — a short
+// continuous-batching simulation for throughput and per-token latency.
+
+import type { OpPlan, Plan, PlanStage, SubBatch as PlanSubBatch } from '../types';
+import type { PlanContext } from '../policy';
+import type { Decision, Resource } from '../../explain/types';
+import { bindingOf } from '../../explain/binding';
+import { headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from '../build';
+import { kvBytesPerToken } from '../../model/shape';
+import { executeIteration } from '../../sim/online/execute';
+import { type OnlineScheduler, runOnline } from '../../sim/online/loop';
+import { generateWorkload } from '../../sim/online/workload';
+import { type OnlineCosts, type OnlinePredictors, profilePredictors } from './costs';
+import { costModelOnlineCosts, neoGpuFixedBytes, tabulatedCosts } from './from-cost-model';
+import { type OnlineRequest, blocksFor, contextTokens, makeRequest } from './request';
+import type { IterationPlan, OnlineQueues, SchedulerLimits } from './scheduler';
+
+export interface OnlinePolicySpec {
+  policy: 'neo' | 'apex';
+  makeScheduler(limits: SchedulerLimits, predictors: OnlinePredictors): OnlineScheduler;
+  /** Policy-specific decisions about the steady-state iteration (e.g. APEX's inequality). */
+  modeDecisions(it: IterationPlan, scheduler: OnlineScheduler): Decision[];
+}
+
+export interface OnlineSetup { costs: OnlineCosts; truth: OnlineCosts; predictors: OnlinePredictors; limits: SchedulerLimits }
+
+const setups = new WeakMap<PlanContext, OnlineSetup>();
+
+/**
+ * Costs, truth and predictors for one planning context, computed once and shared by NEO and
+ * APEX (auto plans both on the same context). Decision: the truth is the cost model tabulated at
+ * 4 points per octave; the schedulers' predictors are a 2-per-octave grid profile of that truth,
+ * as NEO profiles a real machine.
+ */
+export function onlineSetup(ctx: PlanContext): OnlineSetup {
+  const hit = setups.get(ctx);
+  if (hit) return hit;
+  const costs = costModelOnlineCosts(ctx);
+  const truth = tabulatedCosts(costs, 4);
+  const s: OnlineSetup = {
+    costs, truth,
+    predictors: profilePredictors(truth),
+    limits: { nLayers: costs.nLayers, gpuKvTokens: costs.gpuKvTokens, cpuKvTokens: costs.cpuKvTokens, maxBatchTokens: costs.maxBatchTokens },
+  };
+  setups.set(ctx, s);
+  return s;
+}
+
+/** `batch` requests mid-generation, GPU KV filled first (NEO §3.1), the rest on the CPU. */
+export function steadyStateQueues(ctx: PlanContext, limits: SchedulerLimits): OnlineQueues {
+  const w = ctx.workload;
+  const q: OnlineQueues = { waiting: [], gpu: [], cpu: [] };
+  let gpuBlocks = 0;
+  const cap = Math.floor(limits.gpuKvTokens / 16);
+  for (let i = 0; i < w.batch; i++) {
+    const r: OnlineRequest = makeRequest(i, 0, w.prompt, w.gen);
+    r.generated = Math.min(w.gen - 1, Math.floor(w.gen / 2));
+    const b = blocksFor(contextTokens(r) + 1);
+    if (gpuBlocks + b + q.gpu.length + 1 <= cap) { r.where = 'gpu'; q.gpu.push(r); gpuBlocks += b; } else { r.where = 'cpu'; q.cpu.push(r); }
+  }
+  return q;
+}
+
+const ATTN = new Set(['scores', 'softmax', 'wv']);
+
+export function planOnline(ctx: PlanContext, spec: OnlinePolicySpec): Plan {
+  const w = ctx.workload;
+  const L = ctx.model.nLayers;
+  const setup = onlineSetup(ctx);
+  const sched = spec.makeScheduler(setup.limits, setup.predictors);
+  const q = steadyStateQueues(ctx, setup.limits);
+  const gpuReqs = q.gpu.length;
+  const cpuReqs = q.cpu.length;
+  const it = sched.schedule(q);
+  const res = executeIteration(it, setup.truth);
+  let onGpu = 0, onCpu = 0;
+  for (const b of it.batches) { onGpu += b.gpuDecodes.length; onCpu += b.cpuDecodes.length; }
+  const gpuFraction = onGpu + onCpu > 0 ? onGpu / (onGpu + onCpu) : 1;
+  const headMs = setup.truth.headMs(Math.max(1, res.produced.length));
+  const layerMs = Math.max(0, (res.ms - headMs) / L);
+  // Decode layer: linear ops on the GPU; attention split by requests between GPU and CPU.
+  const table = ctx.cost.layerTimes(ctx.decodeStep, 'decode');
+  const decOps: OpPlan[] = table.ops.map((t) => {
+    if (!ATTN.has(t.kind) || onCpu === 0) return opOn(t, 'gpu', 'gpu');
+    if (onGpu === 0) return opOn(t, 'cpu', undefined);
+    const op: OpPlan = { name: t.name, kind: t.kind, device: 'split', gpuFraction, predictedMs: { gpu: (t.gpu ?? 0) * gpuFraction, cpu: (t.cpuSolo ?? t.cpu ?? 0) * (1 - gpuFraction) } };
+    return op;
+  });
+  let gpuKvTok = 0, cpuKvTok = 0;
+  for (const r of q.gpu) gpuKvTok += contextTokens(r);
+  for (const r of q.cpu) cpuKvTok += contextTokens(r);
+  const kvSplit = cpuKvTok === 0 ? { device: 'gpu' as const } : gpuKvTok === 0 ? { device: 'cpu' as const } : { device: 'split' as const, gpuFraction: gpuKvTok / (gpuKvTok + cpuKvTok) };
+  const subBatches: PlanSubBatch[] = it.batches.map((b, i) => ({
+    id: i, size: b.gpuPrefills.length + b.cpuPrefills.length + b.gpuDecodes.length + b.cpuDecodes.length,
+    role: it.mode === 'async-overlap'
+      ? `unified batch: ${b.gpuDecodes.length} GPU decodes + ${b.cpuDecodes.length} CPU decodes (one layer each, results used next iteration)`
+      : i === 0 ? `${b.gpuPrefills.length + b.cpuPrefills.length} prefills + ${b.gpuDecodes.length} GPU decodes + ${b.cpuDecodes.length} CPU decodes`
+        : `${b.cpuDecodes.length} CPU decodes (CPU attention overlaps batch-0's linear ops)`,
+  }));
+  const decode: PlanStage = makeStage({
+    name: 'decode', step: ctx.decodeStep,
+    layers: repeatLayers(L, (i) => makeLayer(i, decOps, kvSplit, layerMs)),
+    head: headOn(ctx, w.batch, true), stepMs: res.ms,
+    overlap: it.mode === 'two-batch'
+      ? 'asymmetric pipelining: batch-0 linear ops overlap batch-1 CPU attention; batch-1 linear + batch-0 GPU attention overlap batch-0 CPU attention'
+      : it.mode === 'async-overlap' ? 'asynchronous overlap: CPU attention of layer i spans the whole GPU iteration; synced before layer i of the next iteration' : 'GPU only this iteration',
+    subBatches,
+  });
+  // Prefill: all on the GPU (NEO §1: prefill stays on the GPU); KV of requests beyond the GPU KV
+  // capacity streams to the host layer by layer, overlapped.
+  const preTable = ctx.cost.layerTimes(ctx.prefillStep, 'prefill');
+  const preWork = ctx.cost.layerWork(ctx.prefillStep);
+  const preOps = preTable.ops.map((t) => opOn(t, 'gpu', 'gpu'));
+  const preLayer = sequentialLayerMs(ctx, preOps, preWork.length === preTable.ops.length ? preWork : undefined, preTable);
+  const overflowFrac = w.batch > 0 ? cpuReqs / w.batch : 0;
+  const swapMs = overflowFrac > 0 ? ctx.cost.transferMs(overflowFrac * w.batch * w.prompt * setup.costs.kvBytesPerTokenLayer, 'd2h') : 0;
+  const prefill: PlanStage = makeStage({
+    name: 'prefill', step: ctx.prefillStep,
+    layers: repeatLayers(L, (i) => makeLayer(i, preOps, overflowFrac > 0 ? { device: 'split', gpuFraction: 1 - overflowFrac } : { device: 'gpu' }, Math.max(preLayer, swapMs))),
+    head: headOn(ctx, w.batch, true),
+    overlap: overflowFrac > 0 ? 'layer-wise KV swap-out of CPU requests overlaps the next layer\'s prefill' : 'none needed',
+  });
+  const produced = res.produced.length + res.aoAdvanced.length / L;
+  const tokensPerSecond = res.ms > 0 ? (produced * 1000) / res.ms : 0;
+  const predicted: Plan['predicted'] = {
+    layerMs, stepMs: res.ms, tokensPerSecond, prefillMs: prefill.predicted.stepMs,
+    totalMs: prefill.predicted.stepMs + (w.gen * w.batch * 1000) / Math.max(tokensPerSecond, 1e-9),
+    perLane: { cpu: res.cpuMs, gpu: res.gpuMs, h2d: res.pcieMs / 2, d2h: res.pcieMs / 2, nvme: 0 },
+  };
+  const notes: string[] = [];
+  if (w.rate !== undefined) {
+    // Decision: a bounded simulation for planning (64 requests, ±10 % lengths, seed 1), so
+    // planning stays fast; `fulcrum simulate` can run longer ones.
+    try {
+      const reqs = generateWorkload({ rate: w.rate, count: 64, prompt: { kind: 'uniform-10pct', mean: w.prompt }, output: { kind: 'uniform-10pct', mean: w.gen }, seed: 1 });
+      const r = runOnline(reqs, spec.makeScheduler(setup.limits, setup.predictors), setup.truth, { maxIterations: 50_000 });
+      predicted.online = { rate: w.rate, throughputTokensPerS: r.throughputTokensPerS, perTokenLatencyMs: r.perTokenLatencyMs };
+    } catch (e) {
+      notes.push(`online simulation not available: ${(e as Error).message}`);
+    }
+  }
+  const kvTok = kvBytesPerToken(ctx.model);
+  const capacityLimited = cpuReqs > 0;
+  const cpuBound = it.skippedCpu > 0;
+  const binding: Resource = cpuBound ? 'cpu-memory-bandwidth' : capacityLimited ? 'vram-capacity' : bindingOf(ctx, decode, false);
+  const decisions: Decision[] = [
+    {
+      id: 'kv-split', chosen: `${gpuReqs} requests' KV on the GPU, ${cpuReqs} on the CPU (GPU filled first)`, alternatives: [],
+      binding: capacityLimited ? 'vram-capacity' : 'gpu-memory-bandwidth',
+      reason: `GPU KV holds ${setup.limits.gpuKvTokens} tokens after weights and workspace; each request needs ${w.prompt + w.gen} at the end`,
+    },
+    {
+      id: 'mode', chosen: `${it.mode}: ${onGpu} GPU decodes, ${onCpu} CPU decodes${it.skippedCpu ? `, ${it.skippedCpu} CPU decodes wait (CPU would not stay hidden)` : ''}`,
+      alternatives: it.considered.map((c) => ({ label: c.mode, predictedMs: c.iterationMs, metric: 'stepMs' as const, note: `${(c.tokensPerMs * 1000).toFixed(1)} tokens/s estimated${c.mode === it.mode ? ' (chosen)' : ''}` })),
+      binding, reason: 'highest estimated tokens per iteration time (T_tr / x) from the interpolated profiles',
+    },
+    ...spec.modeDecisions(it, sched),
+  ];
+  return makePlan(ctx, {
+    policy: spec.policy, prefill, decode, predicted,
+    memory: memoryUse(ctx, {
+      gpuBytes: neoGpuFixedBytes(ctx) + Math.min(gpuKvTok, setup.limits.gpuKvTokens) * kvTok,
+      pinnedBytes: 0,
+      hostBytes: cpuKvTok * kvTok,
+    }),
+    explanation: {
+      summary: `${spec.policy.toUpperCase()}: ${it.mode} — ${onGpu} requests attend on the GPU, ${onCpu} on the CPU; ${tokensPerSecond.toFixed(1)} tokens/s at the mid-generation context.${notes.length ? ' ' + notes.join(' ') : ''}`,
+      binding, decisions, whatIf: [],
+    },
+    details: {
+      mode: it.mode, gpuRequests: gpuReqs, cpuRequests: cpuReqs, gpuKvTokens: setup.limits.gpuKvTokens, cpuKvTokens: setup.limits.cpuKvTokens,
+      skippedCpuDecodes: it.skippedCpu, stages: it.stages, predictors: 'grid-profiled cost model, linear interpolation (2 points per octave)',
+    },
+  });
+}

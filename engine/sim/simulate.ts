@@ -1,0 +1,28 @@
+// Plays a plan on the simulator: one prefill step and one decode step at the planned context,
+// then the offline workload total = prefill + gen × decode step.
+
+import type { Policy, PlanContext } from '../plan/policy';
+import type { Plan } from '../plan/types';
+import { simulateTasks } from './engine';
+import { stageTasks } from './graph';
+import type { WorkloadSimResult } from './types';
+
+export function simulatePlan(plan: Plan, ctx: PlanContext, policy?: Policy): WorkloadSimResult {
+  const prefill = simulateTasks(stageTasks(ctx, plan.stages.prefill));
+  const decodeTasks = policy?.simulate ? policy.simulate(plan, ctx) : stageTasks(ctx, plan.stages.decode);
+  const decode = simulateTasks(decodeTasks);
+  const L = Math.max(1, plan.stages.decode.layers.length);
+  // Layer time: the span of the decode layers' events (the LM head excluded), per layer.
+  let first = Infinity, last = 0;
+  for (const e of decode.events) if (e.layer !== undefined) { first = Math.min(first, e.startMs); last = Math.max(last, e.endMs); }
+  const layerSpan = last > first ? last - first : decode.totalMs;
+  const totalMs = prefill.totalMs + ctx.workload.gen * decode.totalMs;
+  return {
+    prefillMs: prefill.totalMs,
+    decodeStepMs: decode.totalMs,
+    layerMs: layerSpan / L,
+    totalMs,
+    tokensPerSecond: decode.totalMs > 0 ? (ctx.workload.batch * 1000) / decode.totalMs : 0,
+    prefill, decode,
+  };
+}

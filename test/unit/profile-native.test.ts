@@ -1,0 +1,131 @@
+// The profiler against the real native microbenchmarks, at smoke-test sizes: a bandwidth run
+// gives positive finite numbers, bad options are rejected with the option's name, a whole
+// (shrunken) profile validates, progress is monotone, and cancellation stops it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { benchAddon, type BenchAddon } from '../../engine/hardware/bench-native';
+import { runProfile } from '../../engine/hardware/profiler';
+import type { ProfileConfig } from '../../engine/hardware/profile-config';
+import { summarize } from '../../engine/hardware/stats';
+import { validateProfile } from '../../engine/hardware/validate';
+
+let bench: BenchAddon | undefined;
+let why = '';
+try {
+  bench = benchAddon();
+} catch (e) {
+  why = `native addon with the bench part not available: ${(e as Error).message}`;
+}
+const skip = bench ? false : why;
+if (skip) console.log(`# skipping native profiler tests: ${why}`);
+
+const MiB = 2 ** 20;
+
+/** A grid small enough for a unit test (well under a second of measuring). */
+function tiny(c: ProfileConfig): ProfileConfig {
+  return {
+    ...c,
+    ringBytes: 8 * MiB,
+    memory: { ...c.memory, bytes: 8 * MiB, threads: [1], warmups: 1, runs: 3 },
+    gemv: { ...c.gemv, rows: 256, cols: 512, threads: [1], formats: ['F32', 'Q8_0'], warmups: 1, runs: 3 },
+    gemm: { ...c.gemm, cols: 512, tokens: [8], flopsPerRun: 1e6, threads: [1], formats: ['F16'], warmups: 0, runs: 2 },
+    attention: { ...c.attention, kvLengths: [64], threads: [1], warmups: 1, runs: 3 },
+    contention: { ...c.contention, format: 'F32', threads: 1, disturbBytes: 2 * MiB, warmups: 1, runs: 3 },
+    cuda: undefined,
+  };
+}
+
+test('memory read and copy benchmarks return positive, finite bandwidths', { skip }, async () => {
+  const bytes = 8 * MiB;
+  for (const kind of ['memoryRead', 'memoryCopy'] as const) {
+    const res = await bench![kind]({ bytes, threads: [1, 2], warmups: 1, runs: 3 });
+    assert.deepEqual(res.map((r) => r.threads), [1, 2]);
+    for (const r of res) {
+      assert.equal(r.ns.length, 3);
+      const gbps = bytes / summarize(r.ns).medianNs;
+      assert.ok(Number.isFinite(gbps) && gbps > 0, `${kind} ${r.threads}t: ${gbps}`);
+    }
+  }
+});
+
+test('bench options are validated with the option named', { skip }, async () => {
+  assert.throws(() => bench!.memoryRead({ bytes: 1000, threads: [1] }), /bytes must be an integer in/);
+  assert.throws(() => bench!.memoryRead({ bytes: 8 * MiB, threads: [] }), /threads must hold 1 to 64/);
+  assert.throws(() => bench!.memoryRead({ bytes: 8 * MiB, threads: [0] }), /threads\[0\]/);
+  assert.throws(() => bench!.matmul({ rows: 4, cols: 32, tokens: 1, threads: [1] } as never), /type is required/);
+  assert.throws(() => bench!.matmul({ type: 0, rows: 4, cols: 32, tokens: 1, threads: [1], disturb: 'dma' as never }), /disturb must be/);
+  await assert.rejects(bench!.matmul({ type: 8, rows: 4, cols: 100, tokens: 1, threads: [1] }), /not a multiple of Q8_0's block size 32/);
+  assert.throws(() => bench!.matmul({ type: 0, rows: 1 << 20, cols: 1024, tokens: 1 << 14, threads: [1] }), /tokens × max\(rows, cols\) is too large/);
+  assert.throws(() => bench!.attention({ kvLen: 0, heads: 4, kvHeads: 2, headDim: 8, threads: [1] }), /kvLen/);
+});
+
+test('the CUDA probe answers without throwing, with a reason when there is no device', { skip }, () => {
+  const p = bench!.cudaProbe();
+  assert.equal(typeof p.available, 'boolean');
+  if (!p.available) assert.ok(p.reason && p.reason.length > 0);
+  else assert.ok(p.devices.length > 0 && p.devices.every((d) => d.totalBytes > 0));
+});
+
+test('an interleaved contention run returns both sides and the transfer it ran', { skip }, async () => {
+  const r = await bench!.matmul({
+    type: 0, rows: 256, cols: 512, tokens: 1, threads: [1], warmups: 1, runs: 4, disturb: 'host-memcpy', disturbBytes: 2 * MiB, interleave: true,
+  });
+  assert.equal(r.byThreads[0]?.ns.length, 4);
+  assert.equal(r.contendedByThreads?.[0]?.ns.length, 4);
+  assert.equal(r.byThreads[0]?.cpuNs?.length, 4);
+  assert.equal(r.transfer?.kind, 'host-memcpy');
+  assert.ok(r.transfer && r.transfer.bytes > 0 && r.transfer.ns > 0);
+});
+
+test('a smoke-size profile validates, has the required measured fields, and reports progress 0 → 1', { skip }, async () => {
+  const progress: number[] = [];
+  const p = await runProfile({ writeCache: false, tune: tiny, onProgress: (f) => progress.push(f) });
+  const v = validateProfile(JSON.parse(JSON.stringify(p)), 'smoke profile');
+  assert.equal(v.source.kind, 'measured');
+  assert.match(v.source.fingerprint ?? '', /^[0-9a-f]{16}$/);
+  assert.ok(v.cpu.memory.readGBps > 0 && Number.isFinite(v.cpu.memory.readGBps));
+  assert.ok(v.cpu.memory.copyGBps > 0 && Number.isFinite(v.cpu.memory.copyGBps));
+  const gemv = v.cpu.kernels.filter((k) => k.kernel === 'gemv');
+  assert.deepEqual(gemv.map((k) => k.format).sort(), ['F32', 'Q8_0']);
+  for (const k of gemv) assert.ok(k.gbps! > 0 && k.spread && k.spread.min <= k.gbps! && k.gbps! <= k.spread.max && k.tokens === 1);
+  const gemm = v.cpu.kernels.filter((k) => k.kernel === 'gemm');
+  assert.equal(gemm.length, 1);
+  assert.ok(gemm[0]!.gflops! > 0 && gemm[0]!.tokens === 8);
+  assert.equal(v.cpu.peakGflops, gemm[0]!.gflops);
+  assert.equal(v.cpu.attention.length, 1);
+  assert.ok(v.cpu.attention[0]!.gbps > 0);
+  assert.ok(v.cpu.contentionFactor >= 1 && v.cpu.contention && v.cpu.contention.transferGBps > 0);
+  if (!bench!.cudaProbe().available) {
+    assert.equal(v.gpu, undefined);
+    assert.ok(v.notes?.some((n) => n.startsWith('no CUDA device: ')));
+  }
+  assert.equal(progress[0], 0);
+  assert.equal(progress[progress.length - 1], 1);
+  for (let i = 1; i < progress.length; i++) assert.ok(progress[i]! >= progress[i - 1]!);
+});
+
+test('a second profile while one runs is refused', { skip }, async () => {
+  const first = runProfile({ writeCache: false, tune: tiny });
+  await assert.rejects(runProfile({ writeCache: false, tune: tiny }), /already being measured/);
+  await first;
+});
+
+test('aborting stops the profile with an AbortError and writes no cache', { skip }, async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'fulcrum-abort-'));
+  const saved = process.env.XDG_CACHE_HOME;
+  process.env.XDG_CACHE_HOME = dir;
+  try {
+    const ac = new AbortController();
+    const run = runProfile({ tune: tiny, signal: ac.signal, onProgress: (f) => { if (f > 0) ac.abort(); } });
+    await assert.rejects(run, { name: 'AbortError' });
+    assert.throws(() => readdirSync(path.join(dir, 'fulcrum', 'profiles')), /ENOENT/);
+  } finally {
+    if (saved === undefined) delete process.env.XDG_CACHE_HOME;
+    else process.env.XDG_CACHE_HOME = saved;
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
