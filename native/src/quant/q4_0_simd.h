@@ -1,0 +1,36 @@
+// Q4_0 x Q8_0 vec_dot for AVX2 (included by q4_0_avx2.cc; q4_0_avx512.cc has its own
+// two-blocks-per-zmm version): nibbles - 8 as int8, then |x| * sign(y, x) via maddubs/madd.
+#include "quant/blocks.h"
+#include "quant/quant_impl.h"
+#include "quant/simd_avx2.h"
+
+namespace fulcrum {
+namespace quant {
+using namespace simd;
+
+static inline __m256i q4_0_block_dot(const block_q4_0& x, const block_q8_0& y) {
+  const __m256i qx = _mm256_sub_epi8(nibbles_32(x.qs), _mm256_set1_epi8(8));
+  return dot_ss8(qx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs)));
+}
+
+void QUANT_FN(vec_dot_q4_0)(int64_t n, float* out, const void* w, const void* a) {
+  const block_q4_0* x = static_cast<const block_q4_0*>(w);
+  const block_q8_0* y = static_cast<const block_q8_0*>(a);
+  const int64_t nb = n / QK4_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    prefetch_ahead<64>(x + i);
+    const __m256i p0 = q4_0_block_dot(x[i], y[i]);
+    const __m256i p1 = q4_0_block_dot(x[i + 1], y[i + 1]);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i + 1].d) * f16(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+  }
+  for (; i < nb; ++i) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(y[i].d)), _mm256_cvtepi32_ps(q4_0_block_dot(x[i], y[i])), acc0);
+  }
+  *out = hsum(_mm256_add_ps(acc0, acc1));
+}
+
+}  // namespace quant
+}  // namespace fulcrum

@@ -1,0 +1,39 @@
+// Q5_0 x Q8_0 vec_dot for AVX-512 (BW + VNNI): two blocks per zmm; the 64 fifth bits of the two
+// blocks are exactly a byte mask over the zmm (element order matches), so one masked OR adds them.
+#include "quant/blocks.h"
+#include "quant/quant_impl.h"
+#define QUANT_ISA avx512
+#include "quant/simd_avx512.h"
+
+namespace fulcrum {
+namespace quant {
+using namespace simd;
+
+void vec_dot_q5_0_avx512(int64_t n, float* out, const void* w, const void* a) {
+  const block_q5_0* x = static_cast<const block_q5_0*>(w);
+  const block_q8_0* y = static_cast<const block_q8_0*>(a);
+  const int64_t nb = n / QK5_0;
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    prefetch_ahead<64>(x + i);
+    __m512i q = nibbles_2x32(x[i].qs, x[i + 1].qs);
+    q = _mm512_mask_add_epi8(q, _cvtu64_mask64(qh_2(x[i].qh, x[i + 1].qh)), q, sixteen);
+    const __m512i qy = load_2x32(y[i].qs, y[i + 1].qs);
+    const __m512i s = _mm512_sub_epi32(dot_us8_512(q, qy), dot_us8_512(sixteen, qy));
+    acc = _mm512_fmadd_ps(scales_2(f16(x[i].d) * f16(y[i].d), f16(x[i + 1].d) * f16(y[i + 1].d)),
+                          _mm512_cvtepi32_ps(s), acc);
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  if (i < nb) {
+    const __m256i hi = _mm256_and_si256(bits_to_bytes_32(x[i].qh), _mm256_set1_epi8(0x10));
+    const __m256i qx = _mm256_sub_epi8(_mm256_or_si256(nibbles_32(x[i].qs), hi), _mm256_set1_epi8(16));
+    const __m256i p = dot_ss8(qx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs)));
+    sum += f16(x[i].d) * f16(y[i].d) * static_cast<float>(hsum_i32(p));
+  }
+  *out = sum;
+}
+
+}  // namespace quant
+}  // namespace fulcrum
