@@ -1,0 +1,23 @@
+// What every request handler gets: the connection, the open documents, the model host and the
+// options the client sent in `initialize`.
+import type { Connection, TextDocuments } from 'vscode-languageserver';
+import type { TextDocument } from 'vscode-languageserver-textdocument';
+import type { ModelHost } from './model-host';
+
+export interface ServerOptions {
+  modelPath?: string;
+  threads?: number;
+  maxCompletionTokens: number;
+  /** The client accepts server-created work-done progress (window/workDoneProgress/create). */
+  clientSupportsWorkDoneProgress: boolean;
+}
+
+export interface ServerContext {
+  connection: Connection;
+  documents: TextDocuments<TextDocument>;
+  host: ModelHost;
+  options: ServerOptions;
+}
+
+/** A module that registers the handlers of one request family (fulcrum/*, inline completion…). */
+export type HandlerFamily = (ctx: ServerContext) => void;

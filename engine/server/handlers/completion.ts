@@ -1,0 +1,98 @@
+// textDocument/inlineCompletion (LSP 3.18): ghost text from the loaded model for the text
+// before the cursor.
+import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
+import type { TextDocument } from 'vscode-languageserver-textdocument';
+import type { ServerContext } from '../context';
+import { fitPrefix } from '../prompt';
+import { FulcrumNotifications, type CompletionStats } from '../protocol';
+import { invalidParams, requireInteger, requireObject, requireString } from '../validate';
+
+const METHOD = 'textDocument/inlineCompletion';
+
+/** Greedy decoding: the same prefix always gives the same ghost text. */
+const TEMPERATURE = 0;
+/** A blank line ends a paragraph or a block; the completion stops there. */
+const STOP = ['\n\n'];
+
+interface ParsedRequest {
+  document: TextDocument;
+  /** Offset of the cursor in the document. */
+  cursor: number;
+  /** VS Code's selected suggest-widget item: the completion must start with its text. */
+  selected?: { startOffset: number; text: string };
+}
+
+export function registerCompletionHandlers(ctx: ServerContext): void {
+  ctx.connection.languages.inlineCompletion.on(
+    (params: InlineCompletionParams, token: CancellationToken) => complete(ctx, params, token));
+}
+
+async function complete(ctx: ServerContext, raw: unknown, token: CancellationToken): Promise<InlineCompletionList> {
+  const request = parse(ctx, raw);
+  const { document, cursor, selected } = request;
+  const maxTokens = ctx.options.maxCompletionTokens;
+  const text = document.getText();
+  // With a selected suggestion the model continues "prefix up to the word + suggested word".
+  const before = selected ? text.slice(0, selected.startOffset) + selected.text : text.slice(0, cursor);
+
+  // Nothing to continue: no request to the engine (an empty prompt has no tokens to condition on).
+  if (before.length === 0) return { items: [] };
+
+  const abort = new AbortController();
+  if (token.isCancellationRequested) abort.abort();
+  const subscription = token.onCancellationRequested(() => abort.abort());
+  try {
+    const result = await ctx.host.complete(
+      // Room for the prompt and every token the completion may add.
+      (model) => fitPrefix(before, model.summary.contextLength - maxTokens, model.countTokens),
+      { maxTokens, temperature: TEMPERATURE, stop: STOP },
+      abort.signal);
+    const stats: CompletionStats = {
+      promptTokens: result.promptTokens,
+      generatedTokens: result.generatedTokens,
+      promptMs: result.promptMs,
+      generateMs: result.generateMs,
+      tokensPerSecond: result.tokensPerSecond,
+      stopReason: result.stopReason,
+    };
+    void ctx.connection.sendNotification(FulcrumNotifications.stats, stats);
+    if (result.text.length === 0) return { items: [] };
+    const start = document.positionAt(selected ? selected.startOffset : cursor);
+    const end = document.positionAt(cursor);
+    const insertText = (selected ? selected.text : '') + result.text;
+    return { items: [{ insertText, range: { start, end } }] };
+  } finally {
+    subscription.dispose();
+  }
+}
+
+function parse(ctx: ServerContext, raw: unknown): ParsedRequest {
+  const params = requireObject(METHOD, raw);
+  const textDocument = requireObject(METHOD, params.textDocument, 'params.textDocument');
+  const uri = requireString(METHOD, textDocument, 'uri', 'params.textDocument.uri');
+  const document = ctx.documents.get(uri);
+  if (!document) throw invalidParams(METHOD, `document ${uri} is not open (send textDocument/didOpen first)`);
+  const cursor = offsetOf(document, params.position, 'params.position');
+  const context = params.context === undefined ? undefined : requireObject(METHOD, params.context, 'params.context');
+  const info = context?.selectedCompletionInfo;
+  if (info === undefined || info === null) return { document, cursor };
+  const selectedInfo = requireObject(METHOD, info, 'params.context.selectedCompletionInfo');
+  const range = requireObject(METHOD, selectedInfo.range, 'params.context.selectedCompletionInfo.range');
+  const startOffset = offsetOf(document, range.start, 'params.context.selectedCompletionInfo.range.start');
+  const selectedText = selectedInfo.text;
+  if (typeof selectedText !== 'string') {
+    throw invalidParams(METHOD, 'params.context.selectedCompletionInfo.text must be a string');
+  }
+  if (startOffset > cursor) return { document, cursor };
+  return { document, cursor, selected: { startOffset, text: selectedText } };
+}
+
+function offsetOf(document: TextDocument, raw: unknown, what: string): number {
+  const position = requireObject(METHOD, raw, what);
+  const line = requireInteger(METHOD, position, 'line', 0, 2 ** 31 - 1, `${what}.line`);
+  const character = requireInteger(METHOD, position, 'character', 0, 2 ** 31 - 1, `${what}.character`);
+  if (line >= document.lineCount) {
+    throw invalidParams(METHOD, `${what}.line ${line} is past the end of ${document.uri} (${document.lineCount} lines)`);
+  }
+  return document.offsetAt({ line, character });
+}

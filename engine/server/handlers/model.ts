@@ -1,0 +1,58 @@
+// fulcrum/loadModel, fulcrum/modelInfo, fulcrum/layers: the model's lifecycle and contents.
+import type { WorkDoneProgressReporter } from 'vscode-languageserver';
+import type { ServerContext } from '../context';
+import { FulcrumRequests, type LayersResult, type ModelInfo } from '../protocol';
+import { optionalInteger, requireObject, requireString } from '../validate';
+import type { ModelSummary } from '../../runtime/types';
+
+const MAX_THREADS = 1024;
+
+export function registerModelHandlers(ctx: ServerContext): void {
+  const { connection, host } = ctx;
+
+  connection.onRequest(FulcrumRequests.loadModel, async (raw: unknown): Promise<ModelSummary> => {
+    const method = FulcrumRequests.loadModel;
+    const params = requireObject(method, raw);
+    const path = requireString(method, params, 'path');
+    const threads = optionalInteger(method, params, 'threads', 1, MAX_THREADS) ?? ctx.options.threads;
+    const token = params.workDoneToken;
+    const reporter = typeof token === 'string' || typeof token === 'number'
+      ? connection.window.attachWorkDoneProgress(token)
+      : undefined;
+    return loadWithProgress(ctx, path, threads, reporter);
+  });
+
+  // Answers at once in every state, also while a model loads or a completion runs.
+  connection.onRequest(FulcrumRequests.modelInfo, (): ModelInfo => host.info());
+
+  connection.onRequest(FulcrumRequests.layers, (): LayersResult => ({ model: host.summary(), layers: host.layers() }));
+}
+
+/**
+ * Loads a model and reports `$/progress` on `reporter`, or on a progress the server creates
+ * when the client supports that (the initialization-time load has no request token).
+ */
+export async function loadWithProgress(ctx: ServerContext, path: string, threads: number | undefined,
+  reporter?: WorkDoneProgressReporter): Promise<ModelSummary> {
+  const progress = reporter ?? (ctx.options.clientSupportsWorkDoneProgress
+    ? await ctx.connection.window.createWorkDoneProgress().catch(() => undefined)
+    : undefined);
+  progress?.begin('Fulcrum: loading model', 0, path, false);
+  ctx.connection.console.info(`loading model ${path}${threads !== undefined ? ` with ${threads} threads` : ''}`);
+  const started = Date.now();
+  try {
+    const summary = await ctx.host.load({
+      path,
+      ...(threads !== undefined ? { threads } : {}),
+      onProgress: (fraction, message) => progress?.report(Math.round(Math.min(1, Math.max(0, fraction)) * 100), message),
+    });
+    ctx.connection.console.info(`loaded ${summary.name} (${summary.architecture}, ${summary.nLayers} layers, ` +
+      `${summary.parameters} parameters) in ${Date.now() - started} ms`);
+    return summary;
+  } catch (err) {
+    ctx.connection.console.error(err instanceof Error ? err.message : String(err));
+    throw err;
+  } finally {
+    progress?.done();
+  }
+}

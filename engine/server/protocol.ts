@@ -1,0 +1,96 @@
+// The Fulcrum-specific part of the engine's LSP protocol: custom requests, notifications and
+// error codes. Shared by the server (engine/server), the VS Code client (extension/) and the
+// LSP tests, so the method names and shapes live in exactly one place. Plain names and types
+// only: the server, the client and the tests each use their own copy of the JSON-RPC library,
+// so request-type objects are not shared.
+import type { LayerSummary, ModelSummary, StopReason } from '../runtime/types';
+
+/** `initializationOptions` of the `initialize` request. Every field is optional. */
+export interface FulcrumInitializationOptions {
+  /** A GGUF file to load right after `initialized` (progress is reported with `$/progress`). */
+  modelPath?: string;
+  /** CPU threads for the runtime; default: the runtime's choice. */
+  threads?: number;
+  /** Most tokens one inline completion may generate; default 32. */
+  maxCompletionTokens?: number;
+}
+
+export interface LoadModelParams {
+  path: string;
+  threads?: number;
+  /** Set by clients that created the work-done progress themselves. */
+  workDoneToken?: string | number;
+}
+
+export type EngineState = 'no-model' | 'loading' | 'ready' | 'generating' | 'error';
+
+export interface ModelInfo {
+  state: EngineState;
+  /** The loaded model, when one is loaded (also while a completion runs). */
+  summary?: ModelSummary;
+  /** The file being loaded while state is 'loading'. */
+  loadingPath?: string;
+  /** Why the last load failed, while state is 'error'. */
+  error?: string;
+}
+
+export interface LayersResult {
+  model: ModelSummary;
+  layers: LayerSummary[];
+}
+
+/** Sent after every finished inline completion (the status bar shows tokens/s). */
+export interface CompletionStats {
+  promptTokens: number;
+  generatedTokens: number;
+  promptMs: number;
+  generateMs: number;
+  tokensPerSecond: number;
+  stopReason: StopReason;
+}
+
+export interface StateParams {
+  state: EngineState;
+  /** The model file the state refers to, when there is one. */
+  modelPath?: string;
+  message?: string;
+}
+
+/**
+ * Requests: fulcrum/loadModel (LoadModelParams → ModelSummary), fulcrum/modelInfo (→ ModelInfo),
+ * fulcrum/layers (→ LayersResult); the planner's fulcrum/plan and fulcrum/explain (PlanParams of
+ * engine/plan/api.ts → Plan) and fulcrum/simulate (SimulateParams → SimulateResult), where
+ * `model` defaults to the loaded model and `hardware` to 'this'; fulcrum/profile
+ * ({quick?, refresh?, workDoneToken?} → {profile: HardwareProfile, cached, note?}).
+ */
+export const FulcrumRequests = {
+  loadModel: 'fulcrum/loadModel',
+  modelInfo: 'fulcrum/modelInfo',
+  layers: 'fulcrum/layers',
+  plan: 'fulcrum/plan',
+  explain: 'fulcrum/explain',
+  simulate: 'fulcrum/simulate',
+  profile: 'fulcrum/profile',
+} as const;
+
+/** Server → client notifications: fulcrum/state (StateParams), fulcrum/stats (CompletionStats). */
+export const FulcrumNotifications = {
+  state: 'fulcrum/state',
+  stats: 'fulcrum/stats',
+} as const;
+
+/**
+ * Server-defined JSON-RPC error codes (the range -32099..-32000 is reserved for servers).
+ * Standard codes are used where they fit: InvalidParams for malformed params, MethodNotFound for
+ * unknown methods, LSP's RequestCancelled for cancelled or superseded completions.
+ */
+export const FulcrumErrorCodes = {
+  /** A request needs a model and none is loaded (or the last load failed). */
+  NoModel: -32001,
+  /** A request needs a model and one is still loading. */
+  ModelLoading: -32002,
+  /** fulcrum/loadModel failed: missing file, not a GGUF, unsupported architecture… */
+  LoadFailed: -32003,
+  /** The runtime failed while generating. */
+  GenerateFailed: -32004,
+} as const;

@@ -1,0 +1,100 @@
+// The Fulcrum VS Code extension: starts the engine as a language server, shows its state in
+// the status bar, and hosts the panels. All logic lives in the engine; this only translates.
+import * as vscode from 'vscode';
+import { State, type LanguageClient } from 'vscode-languageclient/node';
+import type { ModelSummary } from '../engine/runtime/types';
+import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadModelParams, type StateParams } from '../engine/server/protocol';
+import { createClient } from './client';
+import { LayersPanel } from './layers-panel';
+import { RestartPolicy } from './restart-policy';
+import { readSettings } from './settings';
+import { StatusBar } from './status-bar';
+
+let client: LanguageClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel('Fulcrum', { log: true });
+  const status = new StatusBar();
+  const policy = new RestartPolicy();
+  context.subscriptions.push(output, status);
+
+  const languageClient = createClient(context.extensionPath, output, policy, {
+    completionsWanted: () => readSettings().completionsEnabled && (status.current === 'ready' || status.current === 'generating'),
+    onRestart: (attempt, delayMs) => {
+      output.appendLine(`engine exited; restart ${attempt} in ${delayMs} ms`);
+      status.setState('starting', `restart ${attempt} after the engine exited`);
+    },
+    onGiveUp: (crashes) => {
+      status.setState('error', `the engine exited ${crashes} times in a short time`);
+      void vscode.window.showErrorMessage(
+        `Fulcrum: the engine exited ${crashes} times within ${policy.windowMs / 60_000} minutes and was not restarted. See Output › Fulcrum.`,
+        'Show Log', 'Restart',
+      ).then((choice) => {
+        if (choice === 'Show Log') output.show();
+        if (choice === 'Restart') void vscode.commands.executeCommand('fulcrum.restartEngine');
+      });
+    },
+  });
+  client = languageClient;
+
+  context.subscriptions.push(
+    languageClient.onDidChangeState((e) => {
+      if (e.newState === State.Starting) status.setState('starting');
+      // After the restart policy gave up the state stays 'error', not just 'stopped'.
+      else if (e.newState === State.Stopped && status.current !== 'error') status.setState('stopped');
+    }),
+    languageClient.onNotification(FulcrumNotifications.state, (p: StateParams) => {
+      status.setState(p.state, p.message ?? p.modelPath);
+      if (p.state === 'ready') LayersPanel.refreshIfOpen();
+      if (p.state === 'error' && p.message) void vscode.window.showErrorMessage(`Fulcrum: ${p.message}`, 'Show Log')
+        .then((choice) => { if (choice) output.show(); });
+    }),
+    languageClient.onNotification(FulcrumNotifications.stats, (s: CompletionStats) => status.setStats(s)),
+    vscode.commands.registerCommand('fulcrum.showModelLayers', () => LayersPanel.show(context.extensionUri, () => client, output)),
+    vscode.commands.registerCommand('fulcrum.showOutput', () => output.show()),
+    vscode.commands.registerCommand('fulcrum.restartEngine', async () => {
+      policy.reset();
+      status.setState('starting');
+      await languageClient.restart();
+    }),
+    vscode.commands.registerCommand('fulcrum.toggleCompletions', async () => {
+      const config = vscode.workspace.getConfiguration('fulcrum');
+      await config.update('completions.enabled', !config.get<boolean>('completions.enabled', true), vscode.ConfigurationTarget.Global);
+    }),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration('fulcrum.completions.enabled')) status.setCompletionsEnabled(readSettings().completionsEnabled);
+      // The model file and thread count apply at load: reload with the new values.
+      if (e.affectsConfiguration('fulcrum.modelPath') || e.affectsConfiguration('fulcrum.threads')) void loadConfiguredModel(output);
+    }),
+  );
+
+  status.setState('starting');
+  status.setCompletionsEnabled(readSettings().completionsEnabled);
+  try {
+    await languageClient.start();
+  } catch (err) {
+    // The client has logged it; the restart policy or the error state covers the rest.
+    output.appendLine(`engine failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+async function loadConfiguredModel(output: vscode.LogOutputChannel): Promise<void> {
+  const settings = readSettings();
+  if (!client?.isRunning() || settings.modelPath === undefined) return;
+  try {
+    const params: LoadModelParams = {
+      path: settings.modelPath,
+      ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
+    };
+    await client.sendRequest<ModelSummary>(FulcrumRequests.loadModel, params);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    output.appendLine(message);
+    void vscode.window.showErrorMessage(`Fulcrum: ${message}`);
+  }
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+  client = undefined;
+}

@@ -1,0 +1,328 @@
+// The engine's LSP server as a separate process, spoken to over stdio by a real JSON-RPC
+// client (vscode-languageserver-protocol), with the real runtime and ../shared stories260K.
+import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { ErrorCodes, LSPErrorCodes } from 'vscode-languageserver-protocol';
+import { GgmlType } from '../../engine/model/ggml-types';
+import { readGguf } from '../../engine/model/gguf/index';
+import { writeSyntheticModel } from '../../engine/model/synthetic';
+import { layerSummaries } from '../../engine/model/summary';
+import { addonPath } from '../../engine/native/addon';
+import { Engine } from '../../engine/runtime/engine';
+import type { LayerSummary, ModelSummary } from '../../engine/runtime/types';
+import { FulcrumErrorCodes, type LayersResult, type ModelInfo } from '../../engine/server/protocol';
+import { repoRoot, sharedPath, tempDir } from '../helpers/shared';
+import { CancellationTokenSource, LspSession, rejection } from './lsp-session';
+
+const MODEL = sharedPath('models', 'stories260K.gguf');
+const skip = !existsSync(MODEL) ? `shared file ${MODEL} is absent`
+  : !existsSync(addonPath()) ? `native addon ${addonPath()} is not built (npm run build:native)` : false;
+/** What the server asks the runtime for (engine/server/handlers/completion.ts). */
+const COMPLETION_OPTIONS = { maxTokens: 32, temperature: 0, stop: ['\n\n'] };
+const STORY_URI = 'file:///work/story.txt';
+const STORY = 'Once upon a time, there was a little';
+
+/** The runtime's own greedy continuation, computed in this process for comparison. */
+async function greedy(prompt: string): Promise<string> {
+  const engine = await Engine.load(MODEL, { threads: 1 });
+  try {
+    return (await engine.generate(prompt, COMPLETION_OPTIONS)).text;
+  } finally {
+    engine.dispose();
+  }
+}
+
+describe('LSP server, model loaded by request', { skip }, () => {
+  let lsp: LspSession;
+  const scratch = tempDir('fulcrum-lsp-');
+
+  before(async () => { lsp = LspSession.start(); });
+  after(async () => {
+    const code = await lsp.stop();
+    scratch.cleanup();
+    assert.equal(code, 0, `server exit code after shutdown/exit\n${lsp.stderr}`);
+  });
+
+  test('initialize advertises inline completions and incremental sync', async () => {
+    const result = await lsp.initialize();
+    assert.equal(result.capabilities.inlineCompletionProvider, true);
+    assert.equal(result.capabilities.textDocumentSync, 2 /* Incremental */);
+    assert.equal(result.serverInfo?.name, 'fulcrum');
+  });
+
+  test('without a model: modelInfo says so, layers and completions fail with NoModel', async () => {
+    const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
+    assert.equal(info.state, 'no-model');
+    const layers = await rejection(lsp.request('fulcrum/layers'));
+    assert.equal(layers.code, FulcrumErrorCodes.NoModel);
+    assert.match(layers.message, /no model loaded.*fulcrum\/loadModel/);
+    lsp.openDocument(STORY_URI, STORY);
+    const completion = await rejection(lsp.inlineCompletion(STORY_URI, 0, STORY.length));
+    assert.equal(completion.code, FulcrumErrorCodes.NoModel);
+  });
+
+  test('malformed and bad requests get clear errors and the server keeps serving', async () => {
+    const cases: [string, unknown, number, RegExp][] = [
+      ['fulcrum/loadModel', { path: 42 }, ErrorCodes.InvalidParams, /params\.path must be a non-empty string, got number 42/],
+      ['fulcrum/loadModel', [], ErrorCodes.InvalidParams, /params must be an object, got an array/],
+      ['fulcrum/loadModel', { path: MODEL, threads: 0 }, ErrorCodes.InvalidParams, /params\.threads must be an integer in \[1, 1024\], got number 0/],
+      ['fulcrum/loadModel', { path: '/nonexistent/model.gguf' }, FulcrumErrorCodes.LoadFailed, /no such file: \/nonexistent\/model\.gguf/],
+      ['fulcrum/loadModel', { path: scratch.dir }, FulcrumErrorCodes.LoadFailed, /not a file/],
+      ['fulcrum/noSuchThing', {}, ErrorCodes.MethodNotFound, /fulcrum\/noSuchThing/],
+      ['textDocument/inlineCompletion', { textDocument: { uri: 'file:///not/open.txt' }, position: { line: 0, character: 0 } },
+        ErrorCodes.InvalidParams, /document file:\/\/\/not\/open\.txt is not open/],
+      ['textDocument/inlineCompletion', { textDocument: { uri: STORY_URI }, position: { line: -1, character: 0 } },
+        ErrorCodes.InvalidParams, /params\.position\.line must be an integer/],
+      ['textDocument/inlineCompletion', { textDocument: { uri: STORY_URI }, position: { line: 7, character: 0 } },
+        ErrorCodes.InvalidParams, /line 7 is past the end/],
+      ['textDocument/inlineCompletion', { textDocument: {} }, ErrorCodes.InvalidParams, /params\.textDocument\.uri must be a non-empty string/],
+    ];
+    for (const [method, params, code, message] of cases) {
+      const err = await rejection(lsp.request(method, params));
+      assert.equal(err.code, code, `${method} ${JSON.stringify(params)}: ${err.message}`);
+      assert.match(err.message, message);
+      assert.ok((await lsp.request<ModelInfo>('fulcrum/modelInfo')).state, 'still serving');
+    }
+  });
+
+  test('a file that is not a GGUF model fails to load with the reason', async () => {
+    const notGguf = path.join(scratch.dir, 'notes.gguf');
+    writeFileSync(notGguf, 'these are not the weights you are looking for\n');
+    const err = await rejection(lsp.request('fulcrum/loadModel', { path: notGguf }));
+    assert.equal(err.code, FulcrumErrorCodes.LoadFailed);
+    assert.match(err.message, new RegExp(`cannot load ${notGguf}: .+`));
+    const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
+    assert.equal(info.state, 'error');
+    assert.match(info.error ?? '', /notes\.gguf/);
+  });
+
+  test('garbage on the wire is survived', async () => {
+    lsp.child.stdin.write('Content-Length: 9\r\n\r\n{"oops":}');
+    assert.ok((await lsp.request<ModelInfo>('fulcrum/modelInfo')).state);
+  });
+
+  test('fulcrum/loadModel loads stories260K and reports $/progress on the given token', async () => {
+    const summary = await lsp.request<ModelSummary>('fulcrum/loadModel', { path: MODEL, threads: 1, workDoneToken: 'load-1' });
+    assert.equal(summary.path, MODEL);
+    assert.equal(summary.architecture, 'llama');
+    assert.ok(summary.nLayers > 0 && summary.contextLength > 0);
+    const kinds = lsp.progress.filter((p) => p.token === 'load-1').map((p) => p.value.kind);
+    assert.equal(kinds[0], 'begin');
+    assert.equal(kinds.at(-1), 'end');
+    assert.ok(lsp.states.some((s) => s.state === 'loading'), 'state went through loading');
+    await lsp.waitFor(() => lsp.states.at(-1)?.state === 'ready', 'state ready');
+    const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
+    assert.equal(info.state, 'ready');
+    assert.equal(info.summary?.nLayers, summary.nLayers);
+  });
+
+  test('fulcrum/layers returns the per-layer bytes the GGUF file holds', async () => {
+    const result = await lsp.request<LayersResult>('fulcrum/layers');
+    const fromFile: LayerSummary[] = layerSummaries(readGguf(MODEL));
+    assert.deepEqual(result.layers.map(strip), fromFile.map(strip));
+    for (const l of result.layers) assert.equal(l.attentionBytes + l.ffnBytes + l.normBytes + l.otherBytes, l.totalBytes, l.label);
+    assert.equal(result.model.path, MODEL);
+  });
+
+  test('inline completion is the model\'s greedy continuation of the text before the cursor', async () => {
+    const expected = await greedy(STORY);
+    assert.ok(expected.length > 0);
+    const statsBefore = lsp.stats.length;
+    const list = await lsp.inlineCompletion(STORY_URI, 0, STORY.length);
+    assert.equal(list.items.length, 1);
+    const item = list.items[0]!;
+    assert.equal(item.insertText, expected);
+    assert.deepEqual(item.range, { start: { line: 0, character: STORY.length }, end: { line: 0, character: STORY.length } });
+    await lsp.waitFor(() => lsp.stats.length > statsBefore, 'fulcrum/stats');
+    const stats = lsp.stats.at(-1)!;
+    assert.ok(stats.generatedTokens > 0 && stats.tokensPerSecond > 0, JSON.stringify(stats));
+  });
+
+  test('edits are tracked: the completion continues the edited text, only up to the cursor', async () => {
+    const edited = 'The dog and the cat';
+    void lsp.connection.sendNotification('textDocument/didChange', {
+      textDocument: { uri: STORY_URI, version: 2 },
+      contentChanges: [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: STORY.length } }, text: `${edited} went home.` }],
+    });
+    const list = await lsp.inlineCompletion(STORY_URI, 0, edited.length);
+    assert.equal(list.items[0]?.insertText, await greedy(edited));
+  });
+
+  test('$/cancelRequest: a cancelled completion is answered with RequestCancelled', async () => {
+    const source = new CancellationTokenSource();
+    const pending = lsp.inlineCompletion(STORY_URI, 0, 10, source);
+    source.cancel();
+    const err = await rejection(pending);
+    assert.equal(err.code, LSPErrorCodes.RequestCancelled);
+    assert.match(err.message, /cancelled/);
+    const next = await lsp.inlineCompletion(STORY_URI, 0, 10);
+    assert.equal(next.items.length, 1, 'the next completion works');
+  });
+
+  test('a newer completion supersedes the running one; modelInfo answers meanwhile', async () => {
+    const first = lsp.inlineCompletion(STORY_URI, 0, 7);
+    const second = lsp.inlineCompletion(STORY_URI, 0, 11);
+    const info = lsp.request<ModelInfo>('fulcrum/modelInfo');
+    const err = await rejection(first);
+    assert.equal(err.code, LSPErrorCodes.RequestCancelled);
+    assert.match(err.message, /superseded by a newer completion request/);
+    assert.equal((await second).items[0]?.insertText, await greedy('The dog and the cat went home.'.slice(0, 11)));
+    assert.ok(['ready', 'generating'].includes((await info).state));
+  });
+});
+
+describe('LSP server, model from initializationOptions', { skip }, () => {
+  test('loads modelPath after initialized, with server-created $/progress', async () => {
+    const lsp = LspSession.start();
+    try {
+      await lsp.initialize({ modelPath: MODEL, threads: 1 });
+      await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'state ready');
+      const tokens = new Set(lsp.progress.map((p) => p.token));
+      assert.equal(tokens.size, 1, 'one progress, created by the server');
+      const kinds = lsp.progress.map((p) => p.value.kind);
+      assert.deepEqual([kinds[0], kinds.at(-1)], ['begin', 'end']);
+      assert.equal((await lsp.request<ModelInfo>('fulcrum/modelInfo')).summary?.path, MODEL);
+    } finally {
+      await lsp.stop();
+    }
+  });
+
+  test('a bad modelPath leaves the server in state error, still serving', async () => {
+    const lsp = LspSession.start();
+    try {
+      await lsp.initialize({ modelPath: '/nonexistent/x.gguf' });
+      await lsp.waitFor(() => lsp.logs.some((l) => /no such file: \/nonexistent\/x\.gguf/.test(l)), 'the error in the log');
+      const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
+      assert.equal(info.state, 'error');
+      assert.match(info.error ?? '', /no such file/);
+      const ok = await lsp.request<ModelSummary>('fulcrum/loadModel', { path: MODEL });
+      assert.equal(ok.path, MODEL);
+    } finally {
+      await lsp.stop();
+    }
+  });
+
+  test('malformed initializationOptions fail initialize with InvalidParams', async () => {
+    const lsp = LspSession.start();
+    try {
+      const err = await rejection(lsp.initialize({ threads: -3 }));
+      assert.equal(err.code, ErrorCodes.InvalidParams);
+      assert.match(err.message, /initializationOptions\.threads must be an integer/);
+    } finally {
+      lsp.child.kill();
+      await lsp.exit;
+    }
+  });
+});
+
+// stories260K decodes thousands of tokens per second, too fast to act while one completion
+// runs. A synthetic llama of real shape (random Q8_0 weights, 64 MB) takes seconds for 400
+// tokens, so cancellation and concurrent requests are checked in flight.
+describe('LSP server, requests while a long completion runs', { skip }, () => {
+  const scratch = tempDir('fulcrum-lsp-slow-');
+  const model = path.join(scratch.dir, 'synthetic-llama.gguf');
+  const uri = 'file:///work/slow.txt';
+  // Greedy decoding of this prompt on this seed runs to the token limit (no EOS, no blank line).
+  const text = 'Once upon a time';
+  let lsp: LspSession;
+  let fullMs = 0;
+
+  before(async () => {
+    writeSyntheticModel(model, {
+      architecture: 'llama', nLayers: 4, nEmbd: 1024, nHeads: 16, nKvHeads: 16, nFf: 2816, nVocab: 4096,
+      contextLength: 1024, weightType: GgmlType.Q8_0, seed: 7,
+    });
+    lsp = LspSession.start();
+    await lsp.initialize({ modelPath: model, threads: 1, maxCompletionTokens: 400 });
+    await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'state ready');
+    lsp.openDocument(uri, text);
+  });
+  after(async () => {
+    await lsp.stop();
+    scratch.cleanup();
+  });
+
+  /** Sends a completion; resolves (with the pending response) once the server is generating it. */
+  async function startCompletion(character: number, token?: CancellationTokenSource) {
+    const seen = lsp.states.length;
+    const pending = lsp.inlineCompletion(uri, 0, character, token);
+    pending.catch(() => undefined); // examined by the caller
+    await lsp.waitFor(() => lsp.states.slice(seen).some((s) => s.state === 'generating'), 'state generating');
+    return { pending };
+  }
+
+  test('an uncancelled completion runs to its token limit (the reference duration)', async () => {
+    const t = Date.now();
+    const list = await lsp.inlineCompletion(uri, 0, text.length);
+    fullMs = Date.now() - t;
+    const stats = lsp.stats.at(-1);
+    assert.equal(stats?.generatedTokens, 400, `the synthetic model generates all 400 tokens: ${JSON.stringify(stats)}`);
+    assert.ok(list.items.length === 1);
+  });
+
+  test('modelInfo is answered while the completion runs', async () => {
+    const { pending } = await startCompletion(text.length);
+    const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
+    assert.equal(info.state, 'generating');
+    assert.equal(info.summary?.path, model);
+    await pending;
+    assert.equal(lsp.stats.at(-1)?.generatedTokens, 400, 'the completion was not disturbed');
+  });
+
+  test('$/cancelRequest stops the running completion within a step', async (ctx) => {
+    const source = new CancellationTokenSource();
+    const { pending } = await startCompletion(text.length, source);
+    await new Promise((r) => setTimeout(r, 100)); // some real decoding first
+    const t = Date.now();
+    source.cancel();
+    const err = await rejection(pending);
+    const latencyMs = Date.now() - t;
+    assert.equal(err.code, LSPErrorCodes.RequestCancelled);
+    assert.match(err.message, /cancelled by the client/);
+    // Relative to the full run measured above on this same machine, not an absolute time.
+    ctx.diagnostic(`cancel answered after ${latencyMs} ms; the full 400-token completion took ${fullMs} ms`);
+    assert.ok(latencyMs < fullMs / 4, `answered ${latencyMs} ms after the cancel; the full completion takes ${fullMs} ms`);
+  });
+
+  test('a newer completion supersedes the running one', async () => {
+    const { pending: first } = await startCompletion(text.length);
+    const second = lsp.inlineCompletion(uri, 0, 9);
+    const err = await rejection(first);
+    assert.equal(err.code, LSPErrorCodes.RequestCancelled);
+    assert.match(err.message, /superseded by a newer completion request/);
+    const list = await second;
+    assert.equal(list.items.length, 1, 'the newer request is answered');
+  });
+
+  test('loading a model cancels the running completion and then serves the new model', async () => {
+    const { pending } = await startCompletion(text.length);
+    const loaded = lsp.request<ModelSummary>('fulcrum/loadModel', { path: MODEL, threads: 1 });
+    const err = await rejection(pending);
+    assert.equal(err.code, LSPErrorCodes.RequestCancelled);
+    assert.match(err.message, /a model load started/);
+    assert.equal((await loaded).path, MODEL);
+    assert.equal((await lsp.request<ModelInfo>('fulcrum/modelInfo')).summary?.path, MODEL);
+  });
+});
+
+describe('fulcrum serve --lsp --stdio', { skip }, () => {
+  test('the CLI command serves the same protocol', async () => {
+    const lsp = LspSession.start(['--import', 'tsx', path.join(repoRoot, 'engine', 'cli.ts'), 'serve', '--lsp', '--stdio']);
+    try {
+      const init = await lsp.initialize({ modelPath: MODEL, threads: 1 });
+      assert.equal(init.capabilities.inlineCompletionProvider, true);
+      await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'state ready');
+      lsp.openDocument(STORY_URI, STORY);
+      const list = await lsp.inlineCompletion(STORY_URI, 0, STORY.length);
+      assert.equal(list.items[0]?.insertText, await greedy(STORY));
+    } finally {
+      assert.equal(await lsp.stop(), 0);
+    }
+  });
+});
+
+function strip(l: LayerSummary) {
+  return { index: l.index, label: l.label, attentionBytes: l.attentionBytes, ffnBytes: l.ffnBytes, normBytes: l.normBytes, otherBytes: l.otherBytes, totalBytes: l.totalBytes };
+}
