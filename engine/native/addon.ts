@@ -16,6 +16,8 @@ export function packageRoot(): string {
 }
 
 export function addonPath(): string {
+  // An explicit file wins: the sanitizer build and private builds live outside build/Release.
+  if (process.env.FULCRUM_NATIVE_PATH) return path.resolve(process.env.FULCRUM_NATIVE_PATH);
   const root = packageRoot();
   const variant = process.env.FULCRUM_NATIVE_BUILD ?? 'Release';
   return path.join(root, 'native', 'build', variant, 'fulcrum.node');
