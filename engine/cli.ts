@@ -5,6 +5,13 @@ const commands: Record<string, () => Promise<CliCommand>> = {
   inspect: async () => (await import('./cli/inspect')).command,
   tokenize: async () => (await import('./cli/tokenize')).command,
   generate: async () => (await import('./cli/generate')).command,
+  bench: async () => (await import('./cli/bench')).command,
+  serve: async () => (await import('./cli/serve')).command,
+  plan: async () => (await import('./cli/plan')).command,
+  explain: async () => (await import('./cli/explain')).command,
+  simulate: async () => (await import('./cli/simulate')).command,
+  presets: async () => (await import('./cli/presets')).command,
+  profile: async () => (await import('./cli/profile')).command,
 };
 
 function usage(): string {

@@ -179,6 +179,8 @@ describe('LSP server, model from initializationOptions', { skip }, () => {
     try {
       await lsp.initialize({ modelPath: MODEL, threads: 1 });
       await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'state ready');
+      // The state notification and the progress end are separate messages: wait for both.
+      await lsp.waitFor(() => lsp.progress.some((p) => p.value.kind === 'end'), 'progress end');
       const tokens = new Set(lsp.progress.map((p) => p.token));
       assert.equal(tokens.size, 1, 'one progress, created by the server');
       const kinds = lsp.progress.map((p) => p.value.kind);

@@ -1,0 +1,72 @@
+// `fulcrum generate --model FILE --prompt TEXT -n N …`: streams the continuation to stdout and
+// ends with the prompt/generated token counts and decode speed on stderr.
+import { Engine } from '../runtime/engine';
+import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
+
+const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
+                        [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--stop TEXT]
+
+  -n, --n-predict N    tokens to generate (default 128)
+  --temp T             temperature; 0 = greedy (default 0.8)
+  --top-k K            keep the K most likely tokens (default 40; 0 = all)
+  --top-p P            nucleus sampling (default 0.95)
+  --min-p P            drop tokens below P × the top probability (default 0.05)
+  --repeat-penalty R   penalise the last 64 tokens (default 1.0 = off)
+  --seed S             PRNG seed (default random)
+  --threads N          CPU threads (default: physical cores)
+  --ctx N              context length (default min(training context, 4096))
+  --stop TEXT          stop before this text (one string)
+`;
+
+export const command: CliCommand = {
+  async run(argv: string[]): Promise<number> {
+    // -n is the one short option; map it to its long form before parsing.
+    const args = parseArgs(
+      argv.map((a) => (a === '-n' ? '--n-predict' : a)),
+      ['model', 'prompt', 'n-predict', 'temp', 'top-k', 'top-p', 'min-p', 'repeat-penalty', 'seed', 'threads', 'ctx', 'stop'],
+      ['help'],
+    );
+    if (args.options.has('help')) {
+      process.stdout.write(USAGE);
+      return 0;
+    }
+    const model = args.options.get('model');
+    const prompt = args.options.get('prompt');
+    if (!model) throw new UsageError(`--model is required\n${USAGE}`);
+    if (prompt === undefined) throw new UsageError(`--prompt is required\n${USAGE}`);
+    const maxTokens = numberOption(args, 'n-predict', 128, 0, 1 << 20);
+    const threads = args.options.has('threads') ? numberOption(args, 'threads', 1, 1, 512) : undefined;
+    const ctx = args.options.has('ctx') ? numberOption(args, 'ctx', 1, 1, 1 << 22) : undefined;
+    const engine = await Engine.load(model, {
+      ...(threads !== undefined ? { threads: Math.floor(threads) } : {}),
+      ...(ctx !== undefined ? { contextLength: Math.floor(ctx) } : {}),
+    });
+    try {
+      const ac = new AbortController();
+      const onSigint = () => ac.abort();
+      process.once('SIGINT', onSigint);
+      const stop = args.options.get('stop');
+      const result = await engine.generate(prompt, {
+        maxTokens: Math.floor(maxTokens),
+        ...(args.options.has('temp') ? { temperature: numberOption(args, 'temp', 0.8, 0, 100) } : {}),
+        ...(args.options.has('top-k') ? { topK: numberOption(args, 'top-k', 40, 0, 1 << 24) } : {}),
+        ...(args.options.has('top-p') ? { topP: numberOption(args, 'top-p', 0.95, 0, 1) } : {}),
+        ...(args.options.has('min-p') ? { minP: numberOption(args, 'min-p', 0.05, 0, 1) } : {}),
+        ...(args.options.has('repeat-penalty') ? { repeatPenalty: numberOption(args, 'repeat-penalty', 1, 0.01, 100) } : {}),
+        ...(args.options.has('seed') ? { seed: numberOption(args, 'seed', 0, 0, 2 ** 32 - 1) } : {}),
+        ...(stop ? { stop: [stop] } : {}),
+        signal: ac.signal,
+        onText: (t) => process.stdout.write(t),
+      });
+      process.removeListener('SIGINT', onSigint);
+      process.stdout.write('\n');
+      process.stderr.write(
+        `prompt tokens: ${result.promptTokens} (${result.promptMs.toFixed(1)} ms), generated tokens: ${result.generatedTokens}, ` +
+          `${result.tokensPerSecond.toFixed(2)} tokens/s, threads: ${engine.threads}, stop: ${result.stopReason}\n`,
+      );
+      return 0;
+    } finally {
+      engine.dispose();
+    }
+  },
+};

@@ -1,0 +1,79 @@
+// Throughput measurement of the native executor on one model file: prefill of a prompt of N
+// tokens in batches, then M decode steps of one token each. Token ids are fixed pseudo-random
+// ordinary ids (the text does not matter for speed; the same ids every run).
+import { readGguf } from '../model/gguf';
+import { readHparams } from '../model/hparams';
+import { createNativeModel } from '../native/model';
+import { defaultThreads, nativeConfig, PREFILL_BATCH } from './engine';
+import { argmax } from './sampler';
+
+export interface BenchOptions {
+  threads?: number;
+  promptTokens: number;
+  genTokens: number;
+}
+
+export interface BenchResult {
+  prompt_tokens_per_s: number;
+  gen_tokens_per_s: number;
+  threads: number;
+  peak_rss_bytes: number;
+  prompt_tokens: number;
+  gen_tokens: number;
+  prompt_ms: number;
+  gen_ms: number;
+}
+
+/** Deterministic token ids in [lo, hi). */
+export function benchTokens(n: number, nVocab: number, seed = 12345): number[] {
+  const lo = Math.min(100, Math.floor(nVocab / 4));
+  const span = Math.max(1, nVocab - lo - 1);
+  let s = seed >>> 0;
+  return Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return lo + (s % span);
+  });
+}
+
+export async function benchModel(path: string, opts: BenchOptions): Promise<BenchResult> {
+  const file = readGguf(path);
+  const hp = readHparams(file);
+  const threads = opts.threads ?? defaultThreads();
+  const ctx = opts.promptTokens + opts.genTokens + 1;
+  const model = createNativeModel(
+    path,
+    file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset })),
+    nativeConfig(file, hp, ctx, threads),
+  );
+  try {
+    const prompt = benchTokens(opts.promptTokens, hp.nVocab);
+    // Warm-up: one short step pages in the weights so the first timed step is not a page-fault run.
+    await model.evalAsync(Int32Array.from(prompt.slice(0, 1)), 0);
+    model.clearKv(0);
+    const t0 = performance.now();
+    let logits: Float32Array | undefined;
+    for (let pos = 0; pos < prompt.length; pos += PREFILL_BATCH) {
+      logits = await model.evalAsync(Int32Array.from(prompt.slice(pos, pos + PREFILL_BATCH)), pos);
+    }
+    const t1 = performance.now();
+    let pos = prompt.length;
+    let next = logits ? argmax(logits) : 1;
+    for (let i = 0; i < opts.genTokens; i++) {
+      logits = await model.evalAsync(Int32Array.of(next), pos++);
+      next = argmax(logits);
+    }
+    const t2 = performance.now();
+    return {
+      prompt_tokens_per_s: opts.promptTokens > 0 ? (opts.promptTokens / (t1 - t0)) * 1000 : 0,
+      gen_tokens_per_s: opts.genTokens > 0 ? (opts.genTokens / (t2 - t1)) * 1000 : 0,
+      threads: model.threads,
+      peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+      prompt_tokens: opts.promptTokens,
+      gen_tokens: opts.genTokens,
+      prompt_ms: t1 - t0,
+      gen_ms: t2 - t1,
+    };
+  } finally {
+    model.dispose();
+  }
+}

@@ -1,0 +1,237 @@
+// The runtime's front door: loads a GGUF model onto the native CPU executor and generates text.
+// One generation at a time per engine (calls queue); the KV cache keeps the tokens of the last
+// call so a prompt that extends it (editor keystrokes) only evaluates its new tokens.
+import { readGguf } from '../model/gguf';
+import type { GgufFile } from '../model/gguf';
+import { readHparams, type ModelHparams } from '../model/hparams';
+import { layerSummaries, summarizeModel } from '../model/summary';
+import { createTokenizer, type Tokenizer } from '../model/tokenizer';
+import { createNativeModel, nativeKernels, type NativeModel, type NativeModelConfig, type NativeOpTiming } from '../native/model';
+import { Sampler } from './sampler';
+import { StopStringFilter } from './stop-strings';
+import type { GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
+
+/** Most tokens per native forward step (sizes the native scratch buffers). */
+export const PREFILL_BATCH = 512;
+/**
+ * Tokens per evalAsync call while a generation's prompt is prefilled: small enough that an
+ * abort is noticed within a fraction of a second on CPU, large enough that the per-call cost
+ * (one worker-thread hop) stays negligible.
+ */
+export const PREFILL_CHUNK = 64;
+const DEFAULT_CONTEXT_CAP = 4096;
+
+export class EngineError extends Error {}
+
+/** Native configuration from the file's hyperparameters; rejects what the executor lacks. */
+export function nativeConfig(file: GgufFile, hp: ModelHparams, contextLength: number, threads: number): NativeModelConfig {
+  if (hp.hasRopeFreqs) throw new EngineError(`${file.path}: tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors) is not supported yet`);
+  if (hp.hasOutputBias) throw new EngineError(`${file.path}: attention output bias ('attn_output.bias') is not supported yet`);
+  if (hp.ropeScalingType === 'yarn' || hp.ropeScalingType === 'longrope') {
+    throw new EngineError(`${file.path}: RoPE scaling '${hp.ropeScalingType}' is not supported yet (none and linear are)`);
+  }
+  return {
+    arch: hp.architecture,
+    nLayers: hp.nLayers,
+    nEmbd: hp.nEmbd,
+    nHeads: hp.nHeads,
+    nKvHeads: hp.nKvHeads,
+    headDim: hp.headDim,
+    nFf: hp.nFf,
+    nVocab: hp.nVocab,
+    contextLength,
+    batchSize: Math.min(PREFILL_BATCH, contextLength),
+    threads,
+    normEps: hp.normEps,
+    ropeFreqBase: hp.ropeFreqBase,
+    ropeFreqScale: hp.ropeScalingType === 'linear' ? 1 / hp.ropeScalingFactor : 1,
+    ropeStyle: hp.ropeStyle,
+    nRot: hp.ropeDims,
+  };
+}
+
+export function defaultThreads(): number {
+  return Math.max(1, nativeKernels().physicalCores());
+}
+
+export class Engine {
+  readonly summary: ModelSummary;
+  readonly tokenizer: Tokenizer;
+  readonly hparams: ModelHparams;
+  private readonly file: GgufFile;
+  private native: NativeModel | undefined;
+  /** Tokens whose keys/values are in the KV cache, in order from position 0. */
+  private kvTokens: number[] = [];
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number) {
+    this.file = file;
+    this.hparams = hp;
+    this.tokenizer = tokenizer;
+    this.native = native;
+    this.summary = summarizeModel(file, { contextLength, hparams: hp });
+  }
+
+  static async load(path: string, opts: LoadOptions = {}): Promise<Engine> {
+    const progress = opts.onProgress ?? (() => {});
+    progress(0, 'reading GGUF header');
+    const file = readGguf(path);
+    const hp = readHparams(file);
+    progress(0.2, 'building tokenizer');
+    const tokenizer = createTokenizer(file);
+    const contextLength = opts.contextLength ?? Math.min(hp.contextLength, DEFAULT_CONTEXT_CAP);
+    if (!Number.isInteger(contextLength) || contextLength < 1) {
+      throw new EngineError(`contextLength must be a positive integer, got ${contextLength}`);
+    }
+    const threads = opts.threads ?? defaultThreads();
+    if (!Number.isInteger(threads) || threads < 1 || threads > 512) throw new EngineError(`threads must be an integer in [1, 512], got ${threads}`);
+    progress(0.4, 'mapping weights');
+    const config = nativeConfig(file, hp, contextLength, threads);
+    const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
+    const native = createNativeModel(path, tensors, config);
+    progress(1, 'ready');
+    return new Engine(file, hp, tokenizer, native, contextLength);
+  }
+
+  layers(): LayerSummary[] {
+    return layerSummaries(this.file);
+  }
+
+  get threads(): number {
+    return this.model().threads;
+  }
+
+  get contextLength(): number {
+    return this.summary.contextLength;
+  }
+
+  /** Runs after every earlier call has finished (one generation at a time). */
+  generate(prompt: string, opts: GenerateOptions): Promise<GenerateResult> {
+    const run = this.queue.then(() => this.generateNow(prompt, opts));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Logits for `tokens` evaluated from position 0 (the KV cache is reused where it matches). */
+  async logits(tokens: number[]): Promise<Float32Array> {
+    const run = this.queue.then(() => this.prefill(tokens));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Switches per-op timing of the forward pass on or off (and resets the counters). */
+  setProfiling(on: boolean): void {
+    this.model().profiling = on;
+  }
+
+  /** Measured time per op of the compiled forward pass since profiling was switched on. */
+  opProfile(): NativeOpTiming[] {
+    return this.model().opProfile();
+  }
+
+  dispose(): void {
+    this.native?.dispose();
+    this.native = undefined;
+    this.kvTokens = [];
+  }
+
+  private model(): NativeModel {
+    if (!this.native) throw new EngineError('engine: already disposed');
+    return this.native;
+  }
+
+  /** Brings the KV cache to `tokens` (reusing the common prefix) and returns the last logits. */
+  private async prefill(tokens: number[], signal?: AbortSignal): Promise<Float32Array> {
+    const model = this.model();
+    if (tokens.length === 0) throw new EngineError('prompt is empty (no tokens)');
+    let same = 0;
+    const limit = Math.min(tokens.length, this.kvTokens.length);
+    while (same < limit && tokens[same] === this.kvTokens[same]) same++;
+    // The last prompt token is always evaluated again: its logits are needed.
+    let pos = Math.min(same, tokens.length - 1);
+    model.clearKv(pos);
+    this.kvTokens.length = pos;
+    let logits: Float32Array | undefined;
+    while (pos < tokens.length) {
+      if (signal?.aborted) break;
+      const chunk = tokens.slice(pos, pos + PREFILL_CHUNK);
+      logits = await model.evalAsync(Int32Array.from(chunk), pos);
+      this.kvTokens.push(...chunk);
+      pos += chunk.length;
+    }
+    if (!logits) throw new EngineError('cancelled');
+    return logits;
+  }
+
+  private async generateNow(prompt: string, opts: GenerateOptions): Promise<GenerateResult> {
+    const model = this.model();
+    if (!Number.isInteger(opts.maxTokens) || opts.maxTokens < 0) throw new EngineError(`maxTokens must be a non-negative integer, got ${opts.maxTokens}`);
+    const sampler = new Sampler(opts);
+    const promptTokens = this.tokenizer.encode(prompt, { addBos: opts.addBos ?? this.tokenizer.addBos, parseSpecial: opts.parseSpecial ?? false });
+    const ctx = model.contextLength;
+    if (promptTokens.length === 0) throw new EngineError('prompt is empty (no tokens, and no BOS is added)');
+    if (promptTokens.length >= ctx) {
+      throw new EngineError(`prompt has ${promptTokens.length} tokens but the context holds ${ctx} (at least one position is needed to generate); shorten the prompt or load with a larger contextLength`);
+    }
+    const signal = opts.signal;
+    const t0 = performance.now();
+    const result = (stopReason: StopReason, text: string, generated: number[], promptMs: number, t1: number): GenerateResult => {
+      const generateMs = performance.now() - t1;
+      return {
+        text,
+        tokens: generated,
+        promptTokens: promptTokens.length,
+        generatedTokens: generated.length,
+        promptMs,
+        generateMs,
+        tokensPerSecond: generateMs > 0 ? (generated.length / generateMs) * 1000 : 0,
+        stopReason,
+      };
+    };
+    if (signal?.aborted) return result('cancelled', '', [], 0, t0);
+
+    let logits: Float32Array;
+    try {
+      logits = await this.prefill(promptTokens, signal);
+    } catch (e) {
+      if (signal?.aborted) return result('cancelled', '', [], performance.now() - t0, performance.now());
+      throw e;
+    }
+    const t1 = performance.now();
+    const promptMs = t1 - t0;
+    const history = [...promptTokens];
+    const generated: number[] = [];
+    const decoder = this.tokenizer.createStreamDecoder();
+    const stops = new StopStringFilter(opts.stop ?? []);
+    let out = '';
+    const emit = (text: string) => {
+      if (!text) return;
+      out += text;
+      opts.onText?.(text);
+    };
+    let reason: StopReason = 'length';
+    for (;;) {
+      if (generated.length >= opts.maxTokens) break;
+      if (signal?.aborted) { reason = 'cancelled'; break; }
+      const id = sampler.sample(logits, history);
+      if (this.tokenizer.isEog(id)) { reason = 'eos'; break; }
+      generated.push(id);
+      history.push(id);
+      const piece = stops.push(decoder.push(id));
+      emit(piece.text);
+      if (piece.stopped) { reason = 'stop'; break; }
+      if (generated.length >= opts.maxTokens) break;
+      if (this.kvTokens.length >= ctx) break;  // context full: 'length'
+      if (signal?.aborted) { reason = 'cancelled'; break; }
+      logits = await model.evalAsync(Int32Array.of(id), this.kvTokens.length);
+      this.kvTokens.push(id);
+    }
+    if (reason !== 'stop') {
+      const tail = stops.push(decoder.flush());
+      emit(tail.text);
+      if (tail.stopped) reason = 'stop';
+      else emit(stops.flush());
+    }
+    return result(reason, out, generated, promptMs, t1);
+  }
+}

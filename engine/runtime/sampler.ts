@@ -1,0 +1,180 @@
+// Token sampling: repetition penalty, then top-k, top-p and min-p on the raw logits, then
+// temperature and a draw from a seeded PRNG (llama.cpp's default chain order). Temperature 0 is
+// greedy (argmax after the penalty). The same options and seed give the same tokens.
+import type { SamplingOptions } from './types';
+
+export interface ResolvedSampling {
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  repeatPenalty: number;
+  repeatLastN: number;
+  seed: number;
+}
+
+/** llama.cpp's defaults, so the CLI behaves like llama-cli when nothing is given. */
+export const DEFAULT_SAMPLING: Omit<ResolvedSampling, 'seed'> = {
+  temperature: 0.8,
+  topK: 40,
+  topP: 0.95,
+  minP: 0.05,
+  repeatPenalty: 1.0,
+  repeatLastN: 64,
+};
+
+export class SamplingOptionError extends Error {}
+
+function check(name: string, v: number, lo: number, hi: number): number {
+  if (!Number.isFinite(v) || v < lo || v > hi) throw new SamplingOptionError(`${name} must be in [${lo}, ${hi}], got ${v}`);
+  return v;
+}
+
+export function resolveSampling(opts: SamplingOptions): ResolvedSampling {
+  const d = DEFAULT_SAMPLING;
+  return {
+    temperature: check('temperature', opts.temperature ?? d.temperature, 0, 100),
+    topK: Math.floor(check('topK', opts.topK ?? d.topK, 0, 1 << 24)),
+    topP: check('topP', opts.topP ?? d.topP, 0, 1),
+    minP: check('minP', opts.minP ?? d.minP, 0, 1),
+    repeatPenalty: check('repeatPenalty', opts.repeatPenalty ?? d.repeatPenalty, 0.01, 100),
+    repeatLastN: Math.floor(check('repeatLastN', opts.repeatLastN ?? d.repeatLastN, 0, 1 << 20)),
+    seed: Math.floor(check('seed', opts.seed ?? (Math.random() * 0x100000000) >>> 0, 0, 2 ** 53)) >>> 0,
+  };
+}
+
+/** mulberry32: a small deterministic 32-bit PRNG; next() is uniform in [0, 1). */
+export class Prng {
+  private state: number;
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+  next(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+}
+
+export function argmax(logits: ArrayLike<number>): number {
+  let best = 0;
+  let bestV = -Infinity;
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i]!;
+    if (v > bestV) {
+      bestV = v;
+      best = i;
+    }
+  }
+  return best;
+}
+
+/**
+ * llama.cpp's repetition penalty: each distinct token among the last `lastN` of `history` has
+ * its logit divided by `penalty` when positive, multiplied when negative. Modifies `logits`.
+ */
+export function applyRepeatPenalty(logits: Float32Array, history: readonly number[], penalty: number, lastN: number): void {
+  if (penalty === 1 || lastN === 0) return;
+  const seen = new Set<number>();
+  for (let i = Math.max(0, history.length - lastN); i < history.length; i++) {
+    const id = history[i]!;
+    if (id < 0 || id >= logits.length || seen.has(id)) continue;
+    seen.add(id);
+    const v = logits[id]!;
+    logits[id] = v > 0 ? v / penalty : v * penalty;
+  }
+}
+
+/** The k largest logits' ids, highest first (k ≥ vocabulary: all, sorted). */
+export function topKIds(logits: Float32Array, k: number): number[] {
+  const n = logits.length;
+  if (k <= 0 || k >= n) {
+    const ids = Array.from({ length: n }, (_, i) => i);
+    return ids.sort((a, b) => logits[b]! - logits[a]! || a - b);
+  }
+  // Min-heap of the best k seen so far (root = the weakest of them).
+  const heap: number[] = [];
+  const less = (a: number, b: number) => logits[a]! < logits[b]! || (logits[a] === logits[b] && a > b);
+  const down = (i: number) => {
+    for (;;) {
+      const l = 2 * i + 1, r = l + 1;
+      let m = i;
+      if (l < heap.length && less(heap[l]!, heap[m]!)) m = l;
+      if (r < heap.length && less(heap[r]!, heap[m]!)) m = r;
+      if (m === i) return;
+      [heap[i], heap[m]] = [heap[m]!, heap[i]!];
+      i = m;
+    }
+  };
+  for (let id = 0; id < n; id++) {
+    if (heap.length < k) {
+      heap.push(id);
+      for (let i = heap.length - 1; i > 0;) {
+        const p = (i - 1) >> 1;
+        if (!less(heap[i]!, heap[p]!)) break;
+        [heap[i], heap[p]] = [heap[p]!, heap[i]!];
+        i = p;
+      }
+    } else if (less(heap[0]!, id)) {
+      heap[0] = id;
+      down(0);
+    }
+  }
+  return heap.sort((a, b) => logits[b]! - logits[a]! || a - b);
+}
+
+export class Sampler {
+  readonly options: ResolvedSampling;
+  private readonly rng: Prng;
+
+  constructor(opts: SamplingOptions) {
+    this.options = resolveSampling(opts);
+    this.rng = new Prng(this.options.seed);
+  }
+
+  /** Picks the next token. `logits` is modified (penalty applied); `history` is prompt + generated ids. */
+  sample(logits: Float32Array, history: readonly number[]): number {
+    const o = this.options;
+    applyRepeatPenalty(logits, history, o.repeatPenalty, o.repeatLastN);
+    if (o.temperature <= 0) return argmax(logits);
+
+    // Candidates, highest first.
+    let ids = topKIds(logits, o.topK);
+    const maxLogit = logits[ids[0]!]!;
+    // Probabilities before temperature, for top-p and min-p (llama.cpp applies both to the raw
+    // distribution and the temperature afterwards).
+    let probs = ids.map((id) => Math.exp(logits[id]! - maxLogit));
+    let sum = probs.reduce((a, b) => a + b, 0);
+    if (o.topP < 1) {
+      let acc = 0;
+      let keep = ids.length;
+      for (let i = 0; i < ids.length; i++) {
+        acc += probs[i]! / sum;
+        if (acc >= o.topP) {
+          keep = i + 1;
+          break;
+        }
+      }
+      ids = ids.slice(0, keep);
+      probs = probs.slice(0, keep);
+    }
+    if (o.minP > 0) {
+      // probs[0] is the largest (= 1 after the max shift).
+      let keep = 1;
+      while (keep < ids.length && probs[keep]! >= o.minP) keep++;
+      ids = ids.slice(0, keep);
+      probs = probs.slice(0, keep);
+    }
+    // Temperature, then draw.
+    const weights = ids.map((id) => Math.exp((logits[id]! - maxLogit) / o.temperature));
+    sum = weights.reduce((a, b) => a + b, 0);
+    let r = this.rng.next() * sum;
+    for (let i = 0; i < ids.length; i++) {
+      r -= weights[i]!;
+      if (r < 0) return ids[i]!;
+    }
+    return ids[ids.length - 1]!;
+  }
+}

@@ -1,0 +1,42 @@
+// The float-format primitives (F32/F16/BF16 dot products, row conversions, f16 axpy) with one
+// implementation per ISA. Each ISA file fills the table through a plain extern function, and
+// float_fns() returns the one for the detected level; the rest of the code calls through it.
+#pragma once
+#include <cstdint>
+
+namespace fulcrum {
+namespace kernels {
+
+struct FloatFns {
+  // out = sum w[i]*x[i]; the weight and activation rows have the same format.
+  void (*dot_f32)(int64_t n, float* out, const void* w, const void* x);
+  void (*dot_f16)(int64_t n, float* out, const void* w, const void* x);
+  void (*dot_bf16)(int64_t n, float* out, const void* w, const void* x);
+  void (*f32_to_f16)(const float* src, void* dst, int64_t n);
+  void (*f16_to_f32)(const void* src, float* dst, int64_t n);
+  void (*f32_to_bf16)(const float* src, void* dst, int64_t n);
+  void (*bf16_to_f32)(const void* src, float* dst, int64_t n);
+  // y[i] += a * x[i], x in f16 (the V rows of the KV cache).
+  void (*axpy_f16)(int64_t n, float a, const uint16_t* x, float* y);
+  // Attention against f16 cache rows, for the nq query heads that share one KV head:
+  // scores[j*ld + t] = scale * Σ_d q[j*hd + d] · k[t*kstride + d] for t in [0, n), j in [0, nq).
+  // Each K row is loaded once for all nq heads.
+  void (*kq_f16)(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
+                 float* scores, int64_t ld);
+  // out[j*hd + d] += Σ_t p[j*ld + t] · v[t*vstride + d]; each V row is loaded once for all nq heads.
+  void (*pv_f16)(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld,
+                 float* out);
+  // Softmax pieces: x[i] = exp(x[i] - m), returning Σ x[i]; and x[i] = f16-rounded(x[i] · a).
+  float (*exp_sub_sum)(float* x, int64_t n, float m);
+  void (*scale_round_f16)(float* x, int64_t n, float a);
+};
+
+void fill_float_fns_scalar(FloatFns* f);
+void fill_float_fns_avx2(FloatFns* f);
+void fill_float_fns_avx512(FloatFns* f);
+
+// The table for the detected ISA level (see ggml_types.h cpu_features()).
+const FloatFns& float_fns();
+
+}  // namespace kernels
+}  // namespace fulcrum

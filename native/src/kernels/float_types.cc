@@ -1,0 +1,145 @@
+// F32, F16 and BF16 in the type-traits table, plus the scalar float primitives.
+// vec_dot_type follows llama.cpp's CPU backend so results round the same way: F16 weights take
+// activations converted to F16, BF16 weights take BF16, F32 takes F32.
+#include "ggml_types.h"
+#include "core/fp16.h"
+#include "kernels/float_fns.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace fulcrum {
+namespace kernels {
+namespace {
+
+void dot_f32_scalar(int64_t n, float* out, const void* w, const void* x) {
+  const float* a = static_cast<const float*>(w);
+  const float* b = static_cast<const float*>(x);
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
+  float sum = 0;
+  for (; i < n; ++i) sum += a[i] * b[i];
+  for (int j = 0; j < 8; ++j) sum += s[j];
+  *out = sum;
+}
+
+void dot_f16_scalar(int64_t n, float* out, const void* w, const void* x) {
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const uint16_t* b = static_cast<const uint16_t*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]);
+  *out = sum;
+}
+
+void dot_bf16_scalar(int64_t n, float* out, const void* w, const void* x) {
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const uint16_t* b = static_cast<const uint16_t*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += bf16_to_fp32(a[i]) * bf16_to_fp32(b[i]);
+  *out = sum;
+}
+
+void f32_to_f16_scalar(const float* src, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+}
+void f16_to_f32_scalar(const void* src, float* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(s[i]);
+}
+void f32_to_bf16_scalar(const float* src, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_bf16(src[i]);
+}
+void bf16_to_f32_scalar(const void* src, float* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(s[i]);
+}
+void axpy_f16_scalar(int64_t n, float a, const uint16_t* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
+}
+
+void kq_f16_scalar(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
+                   float* scores, int64_t ld) {
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* kr = k + t * kstride;
+    for (int64_t j = 0; j < nq; ++j) {
+      float s = 0;
+      for (int64_t d = 0; d < hd; ++d) s += q[j * hd + d] * fp16_to_fp32(kr[d]);
+      scores[j * ld + t] = s * scale;
+    }
+  }
+}
+
+void pv_f16_scalar(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld,
+                   float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* vr = v + t * vstride;
+    for (int64_t j = 0; j < nq; ++j) {
+      const float a = p[j * ld + t];
+      for (int64_t d = 0; d < hd; ++d) out[j * hd + d] += a * fp16_to_fp32(vr[d]);
+    }
+  }
+}
+
+float exp_sub_sum_scalar(float* x, int64_t n, float m) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  return sum;
+}
+
+void scale_round_f16_scalar(float* x, int64_t n, float a) {
+  for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i] * a));
+}
+
+void f32_copy_row(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
+void f32_dequant_row(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
+
+}  // namespace
+
+void fill_float_fns_scalar(FloatFns* f) {
+  f->dot_f32 = dot_f32_scalar;
+  f->dot_f16 = dot_f16_scalar;
+  f->dot_bf16 = dot_bf16_scalar;
+  f->f32_to_f16 = f32_to_f16_scalar;
+  f->f16_to_f32 = f16_to_f32_scalar;
+  f->f32_to_bf16 = f32_to_bf16_scalar;
+  f->bf16_to_f32 = bf16_to_f32_scalar;
+  f->axpy_f16 = axpy_f16_scalar;
+  f->kq_f16 = kq_f16_scalar;
+  f->pv_f16 = pv_f16_scalar;
+  f->exp_sub_sum = exp_sub_sum_scalar;
+  f->scale_round_f16 = scale_round_f16_scalar;
+}
+
+const FloatFns& float_fns() {
+  static const FloatFns fns = [] {
+    FloatFns f{};
+    const CpuFeatures& cf = cpu_features();
+    if (cf.avx512f) fill_float_fns_avx512(&f);
+    else if (cf.avx2) fill_float_fns_avx2(&f);
+    else fill_float_fns_scalar(&f);
+    return f;
+  }();
+  return fns;
+}
+
+}  // namespace kernels
+
+void register_float_types(TypeTraits* table, const CpuFeatures& /*f: float_fns() reads it*/) {
+  using namespace kernels;
+  TypeTraits& f32 = table[static_cast<int>(GgmlType::F32)];
+  const FloatFns& fns = float_fns();
+  f32 = TypeTraits{"F32", 1, 4, true, GgmlType::F32, f32_dequant_row, f32_copy_row, fns.dot_f32};
+  TypeTraits& f16 = table[static_cast<int>(GgmlType::F16)];
+  f16 = TypeTraits{"F16", 1, 2, true, GgmlType::F16, fns.f16_to_f32, fns.f32_to_f16, fns.dot_f16};
+  TypeTraits& bf16 = table[static_cast<int>(GgmlType::BF16)];
+  bf16 = TypeTraits{"BF16", 1, 2, true, GgmlType::BF16, fns.bf16_to_f32, fns.f32_to_bf16, fns.dot_bf16};
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,114 @@
+// JS access to single kernels for tests and diagnostics: `kernels.matmul`, `kernels.rmsnorm`,
+// `kernels.rope`, plus the detected ISA level and core count. Each call validates its inputs
+// (sizes against buffer lengths) and throws a JS Error instead of reading out of bounds.
+#include <napi.h>
+
+#include <memory>
+#include <string>
+
+#include "addon_registry.h"
+#include "core/thread_pool.h"
+#include "ggml_types.h"
+#include "kernels/bandwidth.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace fulcrum {
+namespace {
+
+int64_t int_arg(const Napi::CallbackInfo& info, size_t i, const char* name, int64_t lo, int64_t hi) {
+  if (info.Length() <= i || !info[i].IsNumber()) throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a number");
+  const int64_t v = info[i].As<Napi::Number>().Int64Value();
+  if (v < lo || v > hi)
+    throw Napi::RangeError::New(info.Env(), std::string(name) + " = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+Napi::Float32Array f32_arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (info.Length() <= i || !info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+    throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a Float32Array");
+  return info[i].As<Napi::Float32Array>();
+}
+
+// matmul(type, weights: Uint8Array, rows, cols, x: Float32Array, nTokens, threads) -> Float32Array (nTokens × rows)
+Napi::Value Matmul(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int64_t type = int_arg(info, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1);
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    throw Napi::TypeError::New(env, "weights must be a Uint8Array");
+  Napi::Uint8Array w = info[1].As<Napi::Uint8Array>();
+  const int64_t rows = int_arg(info, 2, "rows", 1, 1 << 20);
+  const int64_t cols = int_arg(info, 3, "cols", 1, 1 << 20);
+  Napi::Float32Array x = f32_arg(info, 4, "x");
+  const int64_t n_tokens = int_arg(info, 5, "nTokens", 1, 1 << 16);
+  const int threads = static_cast<int>(int_arg(info, 6, "threads", 1, 256));
+  const GgmlType t = static_cast<GgmlType>(type);
+  const TypeTraits& tt = type_traits(t);
+  if (!tt.supported || !tt.vec_dot) throw Napi::Error::New(env, "matmul: type " + std::to_string(type) + " is not supported");
+  if (cols % tt.block_size != 0) throw Napi::RangeError::New(env, "matmul: cols is not a multiple of the block size");
+  if (static_cast<uint64_t>(w.ByteLength()) != static_cast<uint64_t>(cols / tt.block_size) * tt.type_size * static_cast<uint64_t>(rows))
+    throw Napi::RangeError::New(env, "matmul: weights hold " + std::to_string(w.ByteLength()) + " bytes, rows × row bytes = " +
+                                         std::to_string((cols / tt.block_size) * tt.type_size * rows));
+  if (static_cast<int64_t>(x.ElementLength()) != cols * n_tokens)
+    throw Napi::RangeError::New(env, "matmul: x holds " + std::to_string(x.ElementLength()) + " floats, expected cols × nTokens");
+  ThreadPool pool(threads);
+  Scratch scratch;
+  Napi::Float32Array y = Napi::Float32Array::New(env, static_cast<size_t>(rows * n_tokens));
+  matmul(pool, t, w.Data(), rows, cols, x.Data(), n_tokens, y.Data(), scratch);
+  return y;
+}
+
+// rmsnorm(x: Float32Array, w: Float32Array, eps) -> Float32Array (one row)
+Napi::Value RmsNorm(const Napi::CallbackInfo& info) {
+  Napi::Float32Array x = f32_arg(info, 0, "x"), w = f32_arg(info, 1, "w");
+  if (x.ElementLength() != w.ElementLength() || x.ElementLength() == 0) throw Napi::RangeError::New(info.Env(), "rmsnorm: x and w lengths differ or are 0");
+  if (!info[2].IsNumber()) throw Napi::TypeError::New(info.Env(), "eps must be a number");
+  Napi::Float32Array y = Napi::Float32Array::New(info.Env(), x.ElementLength());
+  rmsnorm_row(x.Data(), w.Data(), y.Data(), static_cast<int64_t>(x.ElementLength()), info[2].As<Napi::Number>().FloatValue());
+  return y;
+}
+
+// rope(x: Float32Array, nHeads, headDim, pos, nRot, freqBase, freqScale, neox: boolean) -> Float32Array
+Napi::Value Rope(const Napi::CallbackInfo& info) {
+  Napi::Float32Array x = f32_arg(info, 0, "x");
+  const int64_t heads = int_arg(info, 1, "nHeads", 1, 4096);
+  const int64_t hd = int_arg(info, 2, "headDim", 2, 1024);
+  const int64_t pos = int_arg(info, 3, "pos", 0, 1 << 24);
+  RopeParams p;
+  p.n_rot = int_arg(info, 4, "nRot", 2, hd);
+  if (p.n_rot % 2) throw Napi::RangeError::New(info.Env(), "nRot must be even");
+  if (!info[5].IsNumber() || !info[6].IsNumber()) throw Napi::TypeError::New(info.Env(), "freqBase and freqScale must be numbers");
+  p.freq_base = info[5].As<Napi::Number>().FloatValue();
+  p.freq_scale = info[6].As<Napi::Number>().FloatValue();
+  p.style = info.Length() > 7 && info[7].ToBoolean().Value() ? RopeStyle::Neox : RopeStyle::Normal;
+  if (static_cast<int64_t>(x.ElementLength()) != heads * hd) throw Napi::RangeError::New(info.Env(), "rope: x length != nHeads × headDim");
+  Napi::Float32Array y = Napi::Float32Array::New(info.Env(), x.ElementLength());
+  for (size_t i = 0; i < x.ElementLength(); ++i) y[i] = x[i];
+  rope_row(y.Data(), heads, hd, pos, p);
+  return y;
+}
+
+// readBandwidth(bytes, threads, reps) -> bytes/s (best repetition)
+Napi::Value ReadBandwidth(const Napi::CallbackInfo& info) {
+  const int64_t bytes = int_arg(info, 0, "bytes", 1 << 16, int64_t{1} << 34);
+  const int threads = static_cast<int>(int_arg(info, 1, "threads", 1, 256));
+  const int reps = static_cast<int>(int_arg(info, 2, "reps", 1, 1000));
+  ThreadPool pool(threads);
+  return Napi::Number::New(info.Env(), read_bandwidth(pool, static_cast<uint64_t>(bytes), reps));
+}
+
+void InitKernels(Napi::Env env, Napi::Object exports) {
+  Napi::Object k = Napi::Object::New(env);
+  k.Set("matmul", Napi::Function::New(env, Matmul));
+  k.Set("rmsnorm", Napi::Function::New(env, RmsNorm));
+  k.Set("rope", Napi::Function::New(env, Rope));
+  k.Set("readBandwidth", Napi::Function::New(env, ReadBandwidth));
+  k.Set("isaLevel", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::String::New(i.Env(), isa_level()); }));
+  k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
+  exports.Set("kernels", k);
+}
+
+}  // namespace
+}  // namespace fulcrum
+
+FULCRUM_ADDON_PART(kernels, fulcrum::InitKernels);

@@ -1,0 +1,90 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+namespace fulcrum {
+
+size_t converted_bytes(GgmlType t, int64_t cols, int64_t n_tokens) {
+  const TypeTraits& tt = type_traits(t);
+  return static_cast<size_t>(cols / tt.block_size) * tt.type_size * static_cast<size_t>(n_tokens);
+}
+
+void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens, int64_t cols, void* dst) {
+  const TypeTraits& tt = type_traits(t);
+  const size_t stride = converted_bytes(t, cols, 1);
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  if (n_tokens == 1 || pool.size() == 1) {
+    for (int64_t r = 0; r < n_tokens; ++r) tt.quantize_row(x + r * cols, out + r * stride, cols);
+    return;
+  }
+  pool.run([&](int ith, int nth) {
+    int64_t b, e;
+    ThreadPool::split(n_tokens, ith, nth, &b, &e);
+    for (int64_t r = b; r < e; ++r) tt.quantize_row(x + r * cols, out + r * stride, cols);
+  });
+}
+
+void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                     const void* act, int64_t n_tokens, float* y, int64_t y_stride) {
+  const TypeTraits& tt = type_traits(wtype);
+  const size_t w_stride = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
+  const size_t a_stride = converted_bytes(tt.vec_dot_type, cols, 1);
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* ab = static_cast<const uint8_t*>(act);
+  const VecDotFn dot = tt.vec_dot;
+  // Rows per block: keep a block of weights around 32 KiB so it stays in L1/L2 while a block of
+  // activation rows streams past it.
+  const int64_t row_block = (std::max<int64_t>(16, std::min<int64_t>(64, static_cast<int64_t>((32 << 10) / std::max<size_t>(w_stride, 1)))) + 15) / 16 * 16;
+  constexpr int64_t kTokenBlock = 8;
+  // Rows are handed out in chunks from a shared counter rather than split statically, so a
+  // thread that runs late (preempted, or on a slower core) does less of the work instead of
+  // holding everyone at the join. Chunks are multiples of 16 rows (threads never share a cache
+  // line of y) and, for several tokens, one cache block each.
+  const int nth_total = pool.size();
+  int64_t chunk = row_block;
+  if (n_tokens == 1) chunk = nth_total == 1 ? rows : std::max<int64_t>(16, (rows / (nth_total * 8) + 15) / 16 * 16);
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (;;) {
+      const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (r0 >= rows) return;
+      const int64_t r1 = std::min(rows, r0 + chunk);
+      if (n_tokens == 1) {
+        for (int64_t r = r0; r < r1; ++r) dot(cols, y + r, wb + r * w_stride, ab);
+        continue;
+      }
+      for (int64_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
+        const int64_t te = std::min(n_tokens, tb + kTokenBlock);
+        for (int64_t r = r0; r < r1; ++r) {
+          const uint8_t* wr = wb + r * w_stride;
+          for (int64_t t = tb; t < te; ++t) dot(cols, y + t * y_stride + r, wr, ab + t * a_stride);
+        }
+      }
+    }
+  });
+}
+
+void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
+            int64_t n_tokens, float* y, Scratch& scratch) {
+  const TypeTraits& tt = type_traits(wtype);
+  if (!tt.supported || !tt.vec_dot) {
+    throw std::invalid_argument(std::string("matmul: weight type ") + (tt.name ? tt.name : std::to_string(static_cast<int>(wtype))) + " is not supported");
+  }
+  if (cols % tt.block_size != 0) {
+    throw std::invalid_argument("matmul: cols " + std::to_string(cols) + " is not a multiple of the " + tt.name + " block size " + std::to_string(tt.block_size));
+  }
+  const TypeTraits& at = type_traits(tt.vec_dot_type);
+  if (!at.quantize_row) throw std::invalid_argument(std::string("matmul: activation format of ") + tt.name + " has no converter");
+  const void* act = x;
+  if (tt.vec_dot_type != GgmlType::F32) {
+    void* buf = scratch.reserve(converted_bytes(tt.vec_dot_type, cols, n_tokens));
+    convert_rows(pool, tt.vec_dot_type, x, n_tokens, cols, buf);
+    act = buf;
+  }
+  matmul_prepared(pool, wtype, w, rows, cols, act, n_tokens, y, rows);
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,47 @@
+// Matrix multiplication over the type-traits table: y = x · Wᵀ for a weight matrix W of any
+// supported format (rows × cols, row-major as GGUF stores it) and float activations x
+// (n_tokens × cols). The activation rows are converted once to the weight format's
+// vec_dot_type (F16, BF16, Q8_0, Q8_K…), then each output is one vec_dot of a weight row with an
+// activation row. Weight rows are split across the pool's threads; with several activation rows
+// (prefill) each thread walks its rows in cache-sized blocks so a block of weights is reused for
+// a block of tokens before moving on.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ggml_types.h"
+#include "core/thread_pool.h"
+
+namespace fulcrum {
+
+// Holds converted activations between calls; grows on demand, never shrinks. Reserve up front
+// (reserve_for) to keep allocation out of timed loops.
+struct Scratch {
+  std::vector<uint8_t> act;
+  uint8_t* reserve(size_t bytes) {
+    if (act.size() < bytes) act.resize(bytes);
+    return act.data();
+  }
+};
+
+// Bytes `convert_rows` writes for n_tokens rows of `cols` into format `t`.
+size_t converted_bytes(GgmlType t, int64_t cols, int64_t n_tokens);
+
+// dst[t] = x[t] converted to `t` (row stride = converted_bytes(t, cols, 1)); rows split across
+// threads. For F32 it copies.
+void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens, int64_t cols, void* dst);
+
+// y[t * y_stride + r] = vec_dot(W row r, act row t). `act` holds n_tokens rows already in
+// type_traits(wtype).vec_dot_type. Preconditions (checked by callers at load time): wtype is
+// supported and cols is a multiple of its block size.
+void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
+                     const void* act, int64_t n_tokens, float* y, int64_t y_stride);
+
+// Convenience for one-off callers (profiler microbenchmarks, tests): converts x into
+// scratch, then multiplies. y is n_tokens × rows. Throws std::invalid_argument when wtype is not
+// supported or cols is not a multiple of the block size.
+void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
+            int64_t n_tokens, float* y, Scratch& scratch);
+
+}  // namespace fulcrum

@@ -1,0 +1,416 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+#include "kernels/float_fns.h"
+#include "kernels/matmul.h"
+
+namespace fulcrum {
+namespace {
+
+// ggml's names for every type id a GGUF file may hold, for error messages about types that have
+// no entry in the traits table.
+std::string type_name(GgmlType t) {
+  const TypeTraits& tt = type_traits(t);
+  if (tt.name) return tt.name;
+  static const char* const names[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
+                                      "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+                                      "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M",
+                                      "BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0"};
+  const int i = static_cast<int>(t);
+  if (i >= 0 && i < static_cast<int>(sizeof(names) / sizeof(names[0]))) return names[i];
+  return "type " + std::to_string(i);
+}
+
+std::string mib(uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+void check_range(const char* what, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw std::runtime_error(std::string("model config: ") + what + " = " + std::to_string(v) + " is outside [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+}  // namespace
+
+Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, const ModelConfig& cfg) : cfg_(cfg) {
+  if (cfg_.arch != "llama" && cfg_.arch != "qwen2")
+    throw std::runtime_error(path + ": architecture '" + cfg_.arch + "' is not supported (llama, qwen2)");
+  check_range("n_layers", cfg_.n_layers, 1, 1024);
+  check_range("n_embd", cfg_.n_embd, 1, 1 << 16);
+  check_range("n_heads", cfg_.n_heads, 1, 1024);
+  check_range("n_kv_heads", cfg_.n_kv_heads, 1, cfg_.n_heads);
+  check_range("head_dim", cfg_.head_dim, 2, 1024);
+  check_range("n_ff", cfg_.n_ff, 1, 1 << 18);
+  check_range("n_vocab", cfg_.n_vocab, 1, 1 << 22);
+  check_range("context_length", cfg_.context_length, 1, 1 << 22);
+  check_range("batch_size", cfg_.batch_size, 1, 1 << 14);
+  check_range("threads", cfg_.threads, 1, 512);
+  check_range("rope n_rot", cfg_.rope.n_rot, 2, cfg_.head_dim);
+  if (cfg_.n_heads % cfg_.n_kv_heads != 0)
+    throw std::runtime_error("model config: n_heads " + std::to_string(cfg_.n_heads) + " is not a multiple of n_kv_heads " +
+                             std::to_string(cfg_.n_kv_heads));
+  if (cfg_.rope.n_rot % 2 != 0) throw std::runtime_error("model config: rope n_rot must be even, got " + std::to_string(cfg_.rope.n_rot));
+  if (!(cfg_.norm_eps > 0) || !(cfg_.rope.freq_base > 0) || !(cfg_.rope.freq_scale > 0))
+    throw std::runtime_error("model config: norm_eps, rope freq_base and freq_scale must be positive");
+  cfg_.batch_size = std::min(cfg_.batch_size, cfg_.context_length);
+
+  for (const TensorEntry& t : tensors) table_[t.name] = t;
+
+  // Memory: weights (paged in from the map), KV cache and scratch, against what the OS can give.
+  const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, KVW = cfg_.n_kv_heads * cfg_.head_dim, F = cfg_.n_ff;
+  const int64_t B = cfg_.batch_size;
+  const uint64_t kv = kv_bytes();
+  const int64_t max_w = std::max({E, QW, F});
+  const uint64_t scratch = static_cast<uint64_t>(B) * (2 * E + 2 * QW + 2 * KVW + 2 * F) * 4 +
+                           static_cast<uint64_t>(B) * max_w * 4 /* converted activations, upper bound */ +
+                           static_cast<uint64_t>(std::max<int64_t>(cfg_.n_heads, cfg_.threads)) * cfg_.context_length * 4;
+  uint64_t weights = 0;
+  for (const TensorEntry& t : tensors) {
+    const TypeTraits& tt = type_traits(t.type);
+    if (!tt.name || tt.block_size <= 0) continue;  // reported when (if) the tensor is used
+    uint64_t n = 1;
+    for (int64_t d : t.dims)
+      if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || n > (uint64_t{1} << 53))
+        throw std::runtime_error(path + ": tensor '" + t.name + "' has more than 2^53 elements");
+    weights += n / static_cast<uint64_t>(tt.block_size) * tt.type_size;
+  }
+  const uint64_t needed = weights + kv + scratch;
+  uint64_t available = mem_available_bytes();
+  if (cfg_.memory_limit_bytes > 0 && (available == 0 || cfg_.memory_limit_bytes < available)) available = cfg_.memory_limit_bytes;
+  if (available > 0 && needed > available) {
+    throw std::runtime_error(path + ": not enough memory: needs " + mib(needed) + " (weights " + mib(weights) + ", KV cache " + mib(kv) +
+                             " for " + std::to_string(cfg_.context_length) + " positions, scratch " + mib(scratch) + ") but " +
+                             mib(available) + " is available; lower the context length or the batch size, or use a smaller model");
+  }
+
+  file_ = std::make_unique<MappedFile>(path);
+
+  token_embd_ = find("token_embd.weight", E, cfg_.n_vocab, true, false);
+  output_norm_ = find("output_norm.weight", E, 1, true, false);
+  output_norm_f_ = vector_f32(output_norm_, E);
+  if (table_.count("output.weight")) output_ = find("output.weight", E, cfg_.n_vocab, true, true);
+  else output_ = find("token_embd.weight", E, cfg_.n_vocab, true, true);  // tied embeddings
+
+  layers_.resize(static_cast<size_t>(cfg_.n_layers));
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    L.attn_norm = find(p + "attn_norm.weight", E, 1, true, false);
+    L.wq = find(p + "attn_q.weight", E, QW, true, true);
+    L.wk = find(p + "attn_k.weight", E, KVW, true, true);
+    L.wv = find(p + "attn_v.weight", E, KVW, true, true);
+    L.wo = find(p + "attn_output.weight", QW, E, true, true);
+    L.ffn_norm = find(p + "ffn_norm.weight", E, 1, true, false);
+    L.gate = find(p + "ffn_gate.weight", E, F, true, true);
+    L.up = find(p + "ffn_up.weight", E, F, true, true);
+    L.down = find(p + "ffn_down.weight", F, E, true, true);
+    L.attn_norm_f = vector_f32(L.attn_norm, E);
+    L.ffn_norm_f = vector_f32(L.ffn_norm, E);
+    const bool want_bias = cfg_.arch == "qwen2";
+    if (want_bias || table_.count(p + "attn_q.bias")) {
+      L.bq = vector_f32(find(p + "attn_q.bias", QW, 1, true, false), QW);
+      L.bk = vector_f32(find(p + "attn_k.bias", KVW, 1, true, false), KVW);
+      L.bv = vector_f32(find(p + "attn_v.bias", KVW, 1, true, false), KVW);
+    }
+    L.k_cache.reset(new uint16_t[static_cast<size_t>(cfg_.context_length * KVW)]);
+    L.v_cache.reset(new uint16_t[static_cast<size_t>(cfg_.context_length * KVW)]);
+  }
+
+  x_.assign(static_cast<size_t>(B * E), 0.f);
+  h_.assign(static_cast<size_t>(B * E), 0.f);
+  q_.assign(static_cast<size_t>(B * QW), 0.f);
+  k_.assign(static_cast<size_t>(B * KVW), 0.f);
+  v_.assign(static_cast<size_t>(B * KVW), 0.f);
+  att_.assign(static_cast<size_t>(B * QW), 0.f);
+  gate_.assign(static_cast<size_t>(B * F), 0.f);
+  up_.assign(static_cast<size_t>(B * F), 0.f);
+  pool_ = std::make_unique<ThreadPool>(cfg_.threads);
+  AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  attn_scratch_.reserve(shape, cfg_.context_length, B, cfg_.threads);
+  compile();
+}
+
+uint64_t Model::kv_bytes() const {
+  return static_cast<uint64_t>(cfg_.n_layers) * 2 * cfg_.context_length * cfg_.n_kv_heads * cfg_.head_dim * sizeof(uint16_t);
+}
+
+void Model::set_threads(int n) {
+  check_range("threads", n, 1, 512);
+  if (n == pool_->size()) return;
+  pool_ = std::make_unique<ThreadPool>(n);
+  AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  attn_scratch_.reserve(shape, cfg_.context_length, cfg_.batch_size, n);
+  cfg_.threads = n;
+}
+
+const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul) {
+  auto it = table_.find(name);
+  if (it == table_.end()) {
+    if (required) throw std::runtime_error(file_->path() + ": tensor '" + name + "' is missing");
+    static const Weight none{};
+    return none;
+  }
+  const TensorEntry& t = it->second;
+  const TypeTraits& tt = type_traits(t.type);
+  if (!tt.name || !tt.supported || !tt.dequantize_row || (matmul && !tt.vec_dot))
+    throw std::runtime_error(file_->path() + ": tensor '" + name + "' has type " + type_name(t.type) +
+                             ", which Fulcrum's CPU kernels do not support");
+  const int64_t d0 = t.dims.empty() ? 1 : t.dims[0];
+  const int64_t d1 = t.dims.size() > 1 ? t.dims[1] : 1;
+  for (size_t i = 2; i < t.dims.size(); ++i)
+    if (t.dims[i] != 1) throw std::runtime_error(file_->path() + ": tensor '" + name + "' has more than 2 dimensions");
+  if (d0 != cols || d1 != rows)
+    throw std::runtime_error(file_->path() + ": tensor '" + name + "' has shape [" + std::to_string(d0) + ", " + std::to_string(d1) +
+                             "], expected [" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
+  if (cols % tt.block_size != 0)
+    throw std::runtime_error(file_->path() + ": tensor '" + name + "' row of " + std::to_string(cols) + " elements is not a multiple of the " +
+                             tt.name + " block size " + std::to_string(tt.block_size));
+  if (matmul && !type_traits(tt.vec_dot_type).quantize_row)
+    throw std::runtime_error(file_->path() + ": tensor '" + name + "' of type " + tt.name + " needs activations in " +
+                             type_name(tt.vec_dot_type) + ", which is not available");
+  auto w = std::make_unique<Weight>();
+  w->name = name;
+  w->type = t.type;
+  w->cols = cols;
+  w->rows = rows;
+  w->row_bytes = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
+  w->data = file_->range(t.offset, static_cast<uint64_t>(w->row_bytes) * static_cast<uint64_t>(rows), "tensor '" + name + "'");
+  weights_.push_back(std::move(w));
+  return *weights_.back();
+}
+
+std::vector<float> Model::vector_f32(const Weight& w, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  type_traits(w.type).dequantize_row(w.data, out.data(), n);
+  return out;
+}
+
+float* Model::buf(Buf b) {
+  switch (b) {
+    case Buf::X: return x_.data();
+    case Buf::H: return h_.data();
+    case Buf::Q: return q_.data();
+    case Buf::K: return k_.data();
+    case Buf::V: return v_.data();
+    case Buf::Att: return att_.data();
+    case Buf::Gate: return gate_.data();
+    case Buf::Up: return up_.data();
+    case Buf::Logits: return nullptr;  // the caller's output
+  }
+  return nullptr;
+}
+
+int64_t Model::width(Buf b) const {
+  switch (b) {
+    case Buf::X: case Buf::H: return cfg_.n_embd;
+    case Buf::Q: case Buf::Att: return cfg_.n_heads * cfg_.head_dim;
+    case Buf::K: case Buf::V: return cfg_.n_kv_heads * cfg_.head_dim;
+    case Buf::Gate: case Buf::Up: return cfg_.n_ff;
+    case Buf::Logits: return cfg_.n_vocab;
+  }
+  return 0;
+}
+
+// One conversion per distinct activation format, then the matmuls that share it.
+void Model::emit_matmuls(Buf src, int64_t w, const std::vector<std::pair<const Weight*, Buf>>& outs, int layer) {
+  std::set<GgmlType> formats;
+  for (auto& o : outs) formats.insert(type_traits(o.first->type).vec_dot_type);
+  for (GgmlType f : formats) {
+    Op c{OpKind::Convert, layer, src, src, nullptr, nullptr, f, w};
+    ops_.push_back(c);
+    auto& slot = act_[f];
+    const size_t need = converted_bytes(f, std::max({cfg_.n_embd, cfg_.n_heads * cfg_.head_dim, cfg_.n_ff}), cfg_.batch_size);
+    if (slot.size() < need) slot.assign(need, 0);
+  }
+  for (auto& o : outs) ops_.push_back(Op{OpKind::MatMul, layer, src, o.second, o.first, nullptr, type_traits(o.first->type).vec_dot_type, w});
+}
+
+void Model::compile() {
+  ops_.clear();
+  const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, F = cfg_.n_ff;
+  ops_.push_back(Op{OpKind::Embed});
+  for (int l = 0; l < static_cast<int>(cfg_.n_layers); ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    ops_.push_back(Op{OpKind::RmsNorm, l, Buf::X, Buf::H, nullptr, L.attn_norm_f.data()});
+    emit_matmuls(Buf::H, E, {{&L.wq, Buf::Q}, {&L.wk, Buf::K}, {&L.wv, Buf::V}}, l);
+    if (!L.bq.empty()) {
+      ops_.push_back(Op{OpKind::AddBias, l, Buf::Q, Buf::Q, nullptr, L.bq.data()});
+      ops_.push_back(Op{OpKind::AddBias, l, Buf::K, Buf::K, nullptr, L.bk.data()});
+      ops_.push_back(Op{OpKind::AddBias, l, Buf::V, Buf::V, nullptr, L.bv.data()});
+    }
+    ops_.push_back(Op{OpKind::Rope, l, Buf::Q, Buf::Q});
+    ops_.push_back(Op{OpKind::Rope, l, Buf::K, Buf::K});
+    ops_.push_back(Op{OpKind::StoreKv, l});
+    ops_.push_back(Op{OpKind::Attention, l, Buf::Q, Buf::Att});
+    emit_matmuls(Buf::Att, QW, {{&L.wo, Buf::H}}, l);
+    ops_.push_back(Op{OpKind::AddResidual, l, Buf::H, Buf::X});
+    ops_.push_back(Op{OpKind::RmsNorm, l, Buf::X, Buf::H, nullptr, L.ffn_norm_f.data()});
+    emit_matmuls(Buf::H, E, {{&L.gate, Buf::Gate}, {&L.up, Buf::Up}}, l);
+    ops_.push_back(Op{OpKind::SwiGlu, l, Buf::Gate, Buf::Gate});
+    emit_matmuls(Buf::Gate, F, {{&L.down, Buf::H}}, l);
+    ops_.push_back(Op{OpKind::AddResidual, l, Buf::H, Buf::X});
+  }
+  ops_.push_back(Op{OpKind::LastRows});
+  ops_.push_back(Op{OpKind::RmsNorm, -1, Buf::X, Buf::H, nullptr, output_norm_f_.data()});
+  emit_matmuls(Buf::H, E, {{&output_, Buf::Logits}}, -1);
+}
+
+namespace {
+const char* op_kind_name(int k) {
+  static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv",
+                                      "attention", "add_residual", "swiglu", "last_rows"};
+  return k >= 0 && k < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[k] : "?";
+}
+}  // namespace
+
+void Model::set_profiling(bool on) {
+  profiling_ = on;
+  op_ns_.assign(ops_.size(), 0);
+  op_calls_.assign(ops_.size(), 0);
+}
+
+std::vector<Model::OpTiming> Model::op_timings() const {
+  std::vector<OpTiming> out;
+  for (size_t i = 0; i < ops_.size() && i < op_ns_.size(); ++i) {
+    const Op& op = ops_[i];
+    out.push_back(OpTiming{op_kind_name(static_cast<int>(op.kind)), op.layer, op.w ? op.w->name.c_str() : nullptr, op_ns_[i], op_calls_[i]});
+  }
+  return out;
+}
+
+void Model::clear_kv(int64_t from_pos) {
+  if (from_pos < 0) throw std::runtime_error("clearKv: position " + std::to_string(from_pos) + " is negative");
+  n_past_ = std::min(n_past_.load(), from_pos);
+}
+
+std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all) {
+  if (n <= 0) throw std::runtime_error("eval: no tokens");
+  if (start_pos < 0 || start_pos > n_past_.load())
+    throw std::runtime_error("eval: start position " + std::to_string(start_pos) + " leaves a gap: the KV cache holds " +
+                             std::to_string(n_past_.load()) + " positions");
+  if (start_pos + n > cfg_.context_length)
+    throw std::runtime_error("eval: positions " + std::to_string(start_pos) + ".." + std::to_string(start_pos + n) +
+                             " exceed the context length " + std::to_string(cfg_.context_length));
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab)
+      throw std::runtime_error("eval: token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) + " is outside the vocabulary [0, " +
+                               std::to_string(cfg_.n_vocab) + ")");
+  n_past_ = start_pos;
+  std::vector<float> out(static_cast<size_t>((want_all ? n : 1) * cfg_.n_vocab));
+  for (int64_t done = 0; done < n;) {
+    const int64_t chunk = std::min(cfg_.batch_size, n - done);
+    const bool last = done + chunk == n;
+    float* dst = want_all ? out.data() + done * cfg_.n_vocab : (last ? out.data() : nullptr);
+    forward(tokens + done, chunk, start_pos + done, want_all, dst);
+    done += chunk;
+    n_past_ = start_pos + done;
+  }
+  return out;
+}
+
+void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all, float* logits_out) {
+  ThreadPool& pool = *pool_;
+  const kernels::FloatFns& fns = kernels::float_fns();
+  int64_t rows = n;
+  auto for_rows = [&](auto&& fn) {
+    if (rows == 1 || pool.size() == 1) {
+      for (int64_t r = 0; r < rows; ++r) fn(r);
+      return;
+    }
+    pool.run([&](int ith, int nth) {
+      int64_t b, e;
+      ThreadPool::split(rows, ith, nth, &b, &e);
+      for (int64_t r = b; r < e; ++r) fn(r);
+    });
+  };
+  const AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
+
+  for (size_t oi = 0; oi < ops_.size(); ++oi) {
+    const Op& op = ops_[oi];
+    const auto t_op = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    switch (op.kind) {
+      case OpKind::Embed: {
+        const DequantizeRowFn dq = type_traits(token_embd_.type).dequantize_row;
+        for (int64_t i = 0; i < n; ++i)
+          dq(token_embd_.data + static_cast<size_t>(tokens[i]) * token_embd_.row_bytes, x_.data() + i * cfg_.n_embd, cfg_.n_embd);
+        break;
+      }
+      case OpKind::RmsNorm: {
+        const int64_t w = width(op.src);
+        float* s = buf(op.src);
+        float* d = buf(op.dst);
+        for_rows([&](int64_t r) { rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps); });
+        break;
+      }
+      case OpKind::Convert:
+        convert_rows(pool, op.act_type, buf(op.src), rows, op.width, act_[op.act_type].data());
+        break;
+      case OpKind::MatMul: {
+        const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf(op.src)) : act_[op.act_type].data();
+        float* dst = op.dst == Buf::Logits ? logits_out : buf(op.dst);
+        if (!dst) break;  // a non-final chunk of a prompt: its logits are not wanted
+        matmul_prepared(pool, op.w->type, op.w->data, op.w->rows, op.w->cols, act, rows, dst, width(op.dst));
+        break;
+      }
+      case OpKind::AddBias: {
+        const int64_t w = width(op.dst);
+        float* d = buf(op.dst);
+        for_rows([&](int64_t r) { add_row(d + r * w, op.vec, w); });
+        break;
+      }
+      case OpKind::Rope: {
+        const int64_t w = width(op.dst);
+        const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
+        float* d = buf(op.dst);
+        for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, pos + r, cfg_.rope); });
+        break;
+      }
+      case OpKind::StoreKv: {
+        Layer& L = layers_[static_cast<size_t>(op.layer)];
+        fns.f32_to_f16(k_.data(), L.k_cache.get() + pos * KVW, rows * KVW);
+        fns.f32_to_f16(v_.data(), L.v_cache.get() + pos * KVW, rows * KVW);
+        break;
+      }
+      case OpKind::Attention: {
+        Layer& L = layers_[static_cast<size_t>(op.layer)];
+        attention(pool, shape, q_.data(), rows, pos, L.k_cache.get(), L.v_cache.get(), att_.data(), attn_scratch_);
+        break;
+      }
+      case OpKind::AddResidual: {
+        const int64_t w = width(op.dst);
+        float* d = buf(op.dst);
+        const float* s = buf(op.src);
+        for_rows([&](int64_t r) { add_row(d + r * w, s + r * w, w); });
+        break;
+      }
+      case OpKind::SwiGlu: {
+        const int64_t w = cfg_.n_ff;
+        for_rows([&](int64_t r) { swiglu_row(gate_.data() + r * w, up_.data() + r * w, gate_.data() + r * w, w); });
+        break;
+      }
+      case OpKind::LastRows:
+        if (!logits_out) return;  // nothing more to compute for this chunk
+        if (!want_all && rows > 1) {
+          std::memcpy(x_.data(), x_.data() + (rows - 1) * cfg_.n_embd, static_cast<size_t>(cfg_.n_embd) * sizeof(float));
+          rows = 1;
+        }
+        break;
+    }
+    if (profiling_) {
+      op_ns_[oi] += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t_op).count());
+      op_calls_[oi] += 1;
+    }
+  }
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,311 @@
+// JS binding of the model: `new Model(path, tensors, config)` with eval / evalAsync / clearKv /
+// dispose. evalAsync runs the forward pass on a libuv worker thread (Napi::AsyncWorker) so the
+// event loop stays free; one eval at a time per model (a second is rejected, not queued, so
+// callers see their own sequencing bugs). Every failure becomes a JS Error.
+#include <cmath>
+#include <napi.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "addon_registry.h"
+#include "model/model.h"
+
+namespace fulcrum {
+namespace {
+
+struct Shared {
+  std::unique_ptr<Model> model;
+  std::atomic<bool> busy{false};
+};
+
+int64_t get_int(const Napi::Object& o, const char* key, bool required, int64_t fallback = 0) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined() || v.IsNull()) {
+    if (required) throw Napi::TypeError::New(o.Env(), std::string("model config: '") + key + "' is required");
+    return fallback;
+  }
+  if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string("model config: '") + key + "' must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  // Range-check before casting: converting an out-of-range double (1e300, inf, NaN) is UB.
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != std::floor(d))
+    throw Napi::TypeError::New(o.Env(), std::string("model config: '") + key + "' must be an integer, got " + std::to_string(d));
+  return static_cast<int64_t>(d);
+}
+
+double get_num(const Napi::Object& o, const char* key, double fallback) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined() || v.IsNull()) return fallback;
+  if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string("model config: '") + key + "' must be a number");
+  return v.As<Napi::Number>().DoubleValue();
+}
+
+ModelConfig parse_config(const Napi::Object& o) {
+  ModelConfig c;
+  Napi::Value arch = o.Get("arch");
+  if (!arch.IsString()) throw Napi::TypeError::New(o.Env(), "model config: 'arch' must be a string");
+  c.arch = arch.As<Napi::String>().Utf8Value();
+  c.n_layers = get_int(o, "nLayers", true);
+  c.n_embd = get_int(o, "nEmbd", true);
+  c.n_heads = get_int(o, "nHeads", true);
+  c.n_kv_heads = get_int(o, "nKvHeads", true);
+  c.head_dim = get_int(o, "headDim", true);
+  c.n_ff = get_int(o, "nFf", true);
+  c.n_vocab = get_int(o, "nVocab", true);
+  c.context_length = get_int(o, "contextLength", true);
+  c.batch_size = get_int(o, "batchSize", false, 512);
+  c.threads = static_cast<int>(get_int(o, "threads", false, 1));
+  c.memory_limit_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(o, "memoryLimitBytes", false, 0)));
+  c.norm_eps = static_cast<float>(get_num(o, "normEps", 1e-5));
+  c.rope.freq_base = static_cast<float>(get_num(o, "ropeFreqBase", 10000.0));
+  c.rope.freq_scale = static_cast<float>(get_num(o, "ropeFreqScale", 1.0));
+  c.rope.n_rot = get_int(o, "nRot", false, c.head_dim);
+  Napi::Value style = o.Get("ropeStyle");
+  const std::string s = style.IsString() ? style.As<Napi::String>().Utf8Value() : "normal";
+  if (s == "normal") c.rope.style = RopeStyle::Normal;
+  else if (s == "neox") c.rope.style = RopeStyle::Neox;
+  else throw Napi::TypeError::New(o.Env(), "model config: 'ropeStyle' must be 'normal' or 'neox', got '" + s + "'");
+  return c;
+}
+
+std::vector<TensorEntry> parse_tensors(const Napi::Array& a) {
+  std::vector<TensorEntry> out;
+  out.reserve(a.Length());
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value v = a.Get(i);
+    if (!v.IsObject()) throw Napi::TypeError::New(a.Env(), "tensor table: entry " + std::to_string(i) + " is not an object");
+    Napi::Object o = v.As<Napi::Object>();
+    TensorEntry t;
+    Napi::Value name = o.Get("name");
+    if (!name.IsString()) throw Napi::TypeError::New(a.Env(), "tensor table: entry " + std::to_string(i) + " has no name");
+    t.name = name.As<Napi::String>().Utf8Value();
+    const int64_t type = get_int(o, "type", true);
+    if (type < 0 || type >= static_cast<int64_t>(GgmlType::COUNT))
+      throw Napi::TypeError::New(a.Env(), "tensor '" + t.name + "': unknown ggml type " + std::to_string(type));
+    t.type = static_cast<GgmlType>(type);
+    const int64_t off = get_int(o, "offset", true);
+    if (off < 0) throw Napi::TypeError::New(a.Env(), "tensor '" + t.name + "': negative offset");
+    t.offset = static_cast<uint64_t>(off);
+    Napi::Value dims = o.Get("dims");
+    if (!dims.IsArray()) throw Napi::TypeError::New(a.Env(), "tensor '" + t.name + "': dims must be an array");
+    Napi::Array d = dims.As<Napi::Array>();
+    if (d.Length() > 4) throw Napi::TypeError::New(a.Env(), "tensor '" + t.name + "': " + std::to_string(d.Length()) + " dimensions, at most 4");
+    for (uint32_t k = 0; k < d.Length(); ++k) {
+      Napi::Value dv = d.Get(k);
+      if (!dv.IsNumber()) throw Napi::TypeError::New(a.Env(), "tensor '" + t.name + "': dims must be numbers");
+      const int64_t n = dv.As<Napi::Number>().Int64Value();
+      if (n < 1 || n > (int64_t{1} << 32)) throw Napi::TypeError::New(a.Env(), "tensor '" + t.name + "': dimension " + std::to_string(n) + " out of range");
+      t.dims.push_back(n);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Napi::Float32Array to_js(Napi::Env env, std::vector<float>&& v) {
+  auto* heap = new std::vector<float>(std::move(v));
+  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, heap->data(), heap->size() * sizeof(float),
+                                                [](Napi::Env, void*, std::vector<float>* p) { delete p; }, heap);
+  return Napi::Float32Array::New(env, heap->size(), ab, 0);
+}
+
+class EvalWorker : public Napi::AsyncWorker {
+ public:
+  EvalWorker(Napi::Env env, std::shared_ptr<Shared> shared, std::vector<int32_t> tokens, int64_t start, bool all)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), shared_(std::move(shared)),
+        tokens_(std::move(tokens)), start_(start), all_(all) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      out_ = shared_->model->eval(tokens_.data(), static_cast<int64_t>(tokens_.size()), start_, all_);
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+  // The model stays busy until the result is back on the JS thread, so JS never sees an idle
+  // model whose promise has not settled.
+  void OnOK() override {
+    shared_->busy.store(false);
+    deferred_.Resolve(to_js(Env(), std::move(out_)));
+  }
+  void OnError(const Napi::Error& e) override {
+    shared_->busy.store(false);
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<Shared> shared_;
+  std::vector<int32_t> tokens_;
+  int64_t start_;
+  bool all_;
+  std::vector<float> out_;
+};
+
+class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Model",
+                       {InstanceMethod("eval", &ModelWrap::Eval), InstanceMethod("evalAsync", &ModelWrap::EvalAsync),
+                        InstanceMethod("clearKv", &ModelWrap::ClearKv), InstanceMethod("dispose", &ModelWrap::Dispose),
+                        InstanceMethod("opProfile", &ModelWrap::OpProfile),
+                        InstanceAccessor("profiling", &ModelWrap::GetProfiling, &ModelWrap::SetProfiling),
+                        InstanceAccessor("threads", &ModelWrap::GetThreads, &ModelWrap::SetThreads),
+                        InstanceAccessor("nPast", &ModelWrap::GetNPast, nullptr),
+                        InstanceAccessor("contextLength", &ModelWrap::GetContext, nullptr),
+                        InstanceAccessor("kvBytes", &ModelWrap::GetKvBytes, nullptr),
+                        InstanceAccessor("disposed", &ModelWrap::GetDisposed, nullptr)});
+  }
+
+  explicit ModelWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ModelWrap>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 3 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsObject())
+      throw Napi::TypeError::New(env, "new Model(path: string, tensors: TensorEntry[], config: object)");
+    const std::string path = info[0].As<Napi::String>().Utf8Value();
+    std::vector<TensorEntry> tensors = parse_tensors(info[1].As<Napi::Array>());
+    ModelConfig cfg = parse_config(info[2].As<Napi::Object>());
+    shared_ = std::make_shared<Shared>();
+    try {
+      shared_->model = std::make_unique<Model>(path, tensors, cfg);
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
+  }
+
+ private:
+  Shared& acquire(Napi::Env env) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(env, "model: already disposed");
+    bool expected = false;
+    if (!shared_->busy.compare_exchange_strong(expected, true))
+      throw Napi::Error::New(env, "model: an evaluation is already running on this model");
+    return *shared_;
+  }
+
+  static std::vector<int32_t> tokens_arg(const Napi::CallbackInfo& info) {
+    if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array || !info[1].IsNumber())
+      throw Napi::TypeError::New(info.Env(), "eval(tokens: Int32Array, startPos: number, wantAllLogits?: boolean)");
+    Napi::Int32Array a = info[0].As<Napi::Int32Array>();
+    return std::vector<int32_t>(a.Data(), a.Data() + a.ElementLength());
+  }
+
+  static int64_t pos_arg(const Napi::CallbackInfo& info) {
+    const double d = info[1].As<Napi::Number>().DoubleValue();
+    if (!(d >= 0 && d < 9223372036854775808.0) || d != std::floor(d))
+      throw Napi::RangeError::New(info.Env(), "eval: startPos must be a non-negative integer");
+    return static_cast<int64_t>(d);
+  }
+
+  Napi::Value Eval(const Napi::CallbackInfo& info) {
+    std::vector<int32_t> tokens = tokens_arg(info);
+    const int64_t start = pos_arg(info);
+    const bool all = info.Length() > 2 && info[2].ToBoolean().Value();
+    Shared& s = acquire(info.Env());
+    std::vector<float> out;
+    try {
+      out = s.model->eval(tokens.data(), static_cast<int64_t>(tokens.size()), start, all);
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+    s.busy.store(false);
+    return to_js(info.Env(), std::move(out));
+  }
+
+  Napi::Value EvalAsync(const Napi::CallbackInfo& info) {
+    std::vector<int32_t> tokens = tokens_arg(info);
+    const int64_t start = pos_arg(info);
+    const bool all = info.Length() > 2 && info[2].ToBoolean().Value();
+    acquire(info.Env());
+    auto* w = new EvalWorker(info.Env(), shared_, std::move(tokens), start, all);
+    Napi::Promise p = w->promise();
+    w->Queue();
+    return p;
+  }
+
+  Napi::Value ClearKv(const Napi::CallbackInfo& info) {
+    if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "clearKv(fromPos: number)");
+    Shared& s = acquire(info.Env());
+    try {
+      s.model->clear_kv(info[0].As<Napi::Number>().Int64Value());
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+    s.busy.store(false);
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    // A running evalAsync holds its own reference; the model is freed when it finishes.
+    if (shared_ && !shared_->busy.load()) shared_->model.reset();
+    shared_.reset();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value GetThreads(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Number::New(info.Env(), shared_->model->threads());
+  }
+  void SetThreads(const Napi::CallbackInfo& info, const Napi::Value& v) {
+    if (!v.IsNumber()) throw Napi::TypeError::New(info.Env(), "threads must be a number");
+    Shared& s = acquire(info.Env());
+    try {
+      s.model->set_threads(static_cast<int>(v.As<Napi::Number>().Int32Value()));
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+    s.busy.store(false);
+  }
+  Napi::Value GetNPast(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->n_past()));
+  }
+  Napi::Value GetContext(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->config().context_length));
+  }
+  Napi::Value GetKvBytes(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->kv_bytes()));
+  }
+  // opProfile() -> [{kind, layer, weight?, ns, calls}] accumulated since profiling was switched on.
+  Napi::Value OpProfile(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    if (shared_->busy.load()) throw Napi::Error::New(info.Env(), "model: an evaluation is running");
+    Napi::Array out = Napi::Array::New(info.Env());
+    uint32_t i = 0;
+    for (const Model::OpTiming& t : shared_->model->op_timings()) {
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("kind", t.kind);
+      o.Set("layer", t.layer);
+      if (t.weight) o.Set("weight", t.weight);
+      o.Set("ns", static_cast<double>(t.ns));
+      o.Set("calls", static_cast<double>(t.calls));
+      out.Set(i++, o);
+    }
+    return out;
+  }
+  Napi::Value GetProfiling(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Boolean::New(info.Env(), shared_->model->profiling());
+  }
+  void SetProfiling(const Napi::CallbackInfo& info, const Napi::Value& v) {
+    Shared& s = acquire(info.Env());
+    s.model->set_profiling(v.ToBoolean().Value());
+    s.busy.store(false);
+  }
+  Napi::Value GetDisposed(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), !shared_); }
+
+  std::shared_ptr<Shared> shared_;
+};
+
+void InitModel(Napi::Env env, Napi::Object exports) { exports.Set("Model", ModelWrap::Define(env)); }
+
+}  // namespace
+}  // namespace fulcrum
+
+FULCRUM_ADDON_PART(model, fulcrum::InitModel);
