@@ -39,12 +39,28 @@ export interface ChartLayout {
   ticks: { x: number; bytes: number }[];
 }
 
+/** A step of 1, 2 or 5 × 2^(10k) × 10^j bytes giving at most 5 intervals up to maxBytes. */
+export function tickStep(maxBytes: number): number {
+  if (!(maxBytes > 0)) return 0;
+  const unit = 1024 ** Math.min(4, Math.max(0, Math.floor(Math.log(maxBytes) / Math.log(1024))));
+  const inUnits = maxBytes / unit;
+  for (let decade = 10 ** Math.floor(Math.log10(inUnits / 5)); ; decade *= 10) {
+    for (const m of [1, 2, 5]) {
+      const step = m * decade;
+      if (inUnits / step <= 5) return step * unit;
+    }
+  }
+}
+
 export function layoutChart(layers: LayerSummary[], barAreaWidth = 640, labelWidth = 140): ChartLayout {
   const rowHeight = 22;
   const barHeight = 16;
   const top = 26;
   const maxBytes = Math.max(0, ...layers.map((l) => GROUPS.reduce((s, g) => s + groupBytes(l, g), 0)));
-  const unitsPerByte = maxBytes > 0 ? barAreaWidth / maxBytes : 0;
+  // The axis ends at a round multiple of a round step, so tick labels read 64 KiB, not 64.1 KiB.
+  const step = tickStep(maxBytes);
+  const axisBytes = step > 0 ? Math.ceil(maxBytes / step) * step : 0;
+  const unitsPerByte = axisBytes > 0 ? barAreaWidth / axisBytes : 0;
   const bars = layers.map((layer, i): Bar => {
     let x = labelWidth;
     const segments = GROUPS.map((group): Segment => {
@@ -55,7 +71,9 @@ export function layoutChart(layers: LayerSummary[], barAreaWidth = 640, labelWid
     });
     return { layer, y: top + i * rowHeight + (rowHeight - barHeight) / 2, segments, totalWidth: x - labelWidth };
   });
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => ({ x: labelWidth + f * barAreaWidth, bytes: f * maxBytes }));
+  const ticks: { x: number; bytes: number }[] = [];
+  for (let b = 0; step > 0 && b <= axisBytes + step / 2; b += step) ticks.push({ x: labelWidth + b * unitsPerByte, bytes: b });
+  if (ticks.length === 0) ticks.push({ x: labelWidth, bytes: 0 });
   return {
     width: labelWidth + barAreaWidth + 40, // room for the last tick label
     height: top + layers.length * rowHeight + 4,
