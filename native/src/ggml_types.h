@@ -28,6 +28,11 @@ const char* isa_level();
 using VecDotFn = void (*)(int64_t n, float* out, const void* weight_row, const void* act_row);
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+// Prefill tile: out[c * out_stride + r] = vec_dot(weight row r, activation row c) for r < rows
+// (<= tile_rows) and c < cols (<= tile_cols); each weight block is unpacked once per tile and
+// reused across the activation rows. Same preconditions as VecDotFn.
+using GemmTileFn = void (*)(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
+                            const void* act, size_t act_row_bytes, int cols);
 
 struct TypeTraits {
   const char* name = nullptr;
@@ -38,6 +43,8 @@ struct TypeTraits {
   DequantizeRowFn dequantize_row = nullptr;
   QuantizeRowFn quantize_row = nullptr;    // float -> this format (reference quality)
   VecDotFn vec_dot = nullptr;
+  GemmTileFn gemm_tile = nullptr;  // optional (quant/gemm_registry.cc); matmul falls back to vec_dot
+  int tile_rows = 0, tile_cols = 0;
 };
 
 // The table, filled for the detected ISA on first use.

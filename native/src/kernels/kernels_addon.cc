@@ -30,7 +30,9 @@ Napi::Float32Array f32_arg(const Napi::CallbackInfo& info, size_t i, const char*
   return info[i].As<Napi::Float32Array>();
 }
 
-// matmul(type, weights: Uint8Array, rows, cols, x: Float32Array, nTokens, threads) -> Float32Array (nTokens × rows)
+// matmul(type, weights: Uint8Array, rows, cols, x: Float32Array, nTokens, threads, path?) -> Float32Array
+// (nTokens × rows). path: 'auto' (default: prefill tile kernels where the format has them) or
+// 'vecdot' (one vec_dot per output; the reference the tile kernels are tested against).
 Napi::Value Matmul(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const int64_t type = int_arg(info, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1);
@@ -42,6 +44,12 @@ Napi::Value Matmul(const Napi::CallbackInfo& info) {
   Napi::Float32Array x = f32_arg(info, 4, "x");
   const int64_t n_tokens = int_arg(info, 5, "nTokens", 1, 1 << 16);
   const int threads = static_cast<int>(int_arg(info, 6, "threads", 1, 256));
+  bool use_tiles = true;
+  if (info.Length() > 7 && !info[7].IsUndefined()) {
+    const std::string path = info[7].IsString() ? info[7].As<Napi::String>().Utf8Value() : std::string();
+    if (path == "vecdot") use_tiles = false;
+    else if (path != "auto") throw Napi::TypeError::New(env, "matmul: path must be 'auto' or 'vecdot'");
+  }
   const GgmlType t = static_cast<GgmlType>(type);
   const TypeTraits& tt = type_traits(t);
   if (!tt.supported || !tt.vec_dot) throw Napi::Error::New(env, "matmul: type " + std::to_string(type) + " is not supported");
@@ -54,7 +62,7 @@ Napi::Value Matmul(const Napi::CallbackInfo& info) {
   ThreadPool pool(threads);
   Scratch scratch;
   Napi::Float32Array y = Napi::Float32Array::New(env, static_cast<size_t>(rows * n_tokens));
-  matmul(pool, t, w.Data(), rows, cols, x.Data(), n_tokens, y.Data(), scratch);
+  matmul(pool, t, w.Data(), rows, cols, x.Data(), n_tokens, y.Data(), scratch, use_tiles);
   return y;
 }
 
@@ -103,6 +111,15 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("rmsnorm", Napi::Function::New(env, RmsNorm));
   k.Set("rope", Napi::Function::New(env, Rope));
   k.Set("readBandwidth", Napi::Function::New(env, ReadBandwidth));
+  // gemmTile(type) -> { rows, cols } of the prefill tile kernel matmul uses for that format, or null.
+  k.Set("gemmTile", Napi::Function::New(env, [](const Napi::CallbackInfo& i) -> Napi::Value {
+    const TypeTraits& tt = type_traits(static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1)));
+    if (!tt.gemm_tile) return i.Env().Null();
+    Napi::Object o = Napi::Object::New(i.Env());
+    o.Set("rows", tt.tile_rows);
+    o.Set("cols", tt.tile_cols);
+    return o;
+  }));
   k.Set("isaLevel", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::String::New(i.Env(), isa_level()); }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
   exports.Set("kernels", k);

@@ -28,7 +28,7 @@ void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens
 }
 
 void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
-                     const void* act, int64_t n_tokens, float* y, int64_t y_stride) {
+                     const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles) {
   const TypeTraits& tt = type_traits(wtype);
   const size_t w_stride = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
   const size_t a_stride = converted_bytes(tt.vec_dot_type, cols, 1);
@@ -39,12 +39,21 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   // activation rows streams past it.
   const int64_t row_block = (std::max<int64_t>(16, std::min<int64_t>(64, static_cast<int64_t>((32 << 10) / std::max<size_t>(w_stride, 1)))) + 15) / 16 * 16;
   constexpr int64_t kTokenBlock = 8;
+  // Tile path: per row chunk, token blocks of kTileTokenBlock rows (at most ~170 KB of Q8
+  // activations for 4864 columns: they stay in L2) pass over the chunk's weights, which stay in
+  // L1/L2; inside, each tile kernel call reuses a tile_rows × n weight slice across tile_cols
+  // tokens from registers (or AMX tiles). Chunks are multiples of 16 rows and of tile_rows (4 for
+  // the VNNI/AVX2 kernels, 64 for AMX, whose per-call activation repacking then serves all 64
+  // rows), so only the matrix's last chunk can end in a partial tile: the kernel handles it.
+  const GemmTileFn tile = use_tiles && n_tokens >= 2 ? tt.gemm_tile : nullptr;
+  const int64_t tile_r = tile ? tt.tile_rows : 1, tile_c = tile ? tt.tile_cols : 1;
+  constexpr int64_t kTileTokenBlock = 32;
   // Rows are handed out in chunks from a shared counter rather than split statically, so a
   // thread that runs late (preempted, or on a slower core) does less of the work instead of
   // holding everyone at the join. Chunks are multiples of 16 rows (threads never share a cache
   // line of y) and, for several tokens, one cache block each.
   const int nth_total = pool.size();
-  int64_t chunk = row_block;
+  int64_t chunk = tile ? std::max(row_block, (tile_r + 15) / 16 * 16) : row_block;
   if (n_tokens == 1) chunk = nth_total == 1 ? rows : std::max<int64_t>(16, (rows / (nth_total * 8) + 15) / 16 * 16);
   std::atomic<int64_t> next{0};
   pool.run([&](int, int) {
@@ -54,6 +63,19 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
       const int64_t r1 = std::min(rows, r0 + chunk);
       if (n_tokens == 1) {
         for (int64_t r = r0; r < r1; ++r) dot(cols, y + r, wb + r * w_stride, ab);
+        continue;
+      }
+      if (tile) {
+        for (int64_t tb = 0; tb < n_tokens; tb += kTileTokenBlock) {
+          const int64_t te = std::min(n_tokens, tb + kTileTokenBlock);
+          for (int64_t r = r0; r < r1; r += tile_r) {
+            const int nr = static_cast<int>(std::min(tile_r, r1 - r));
+            for (int64_t t = tb; t < te; t += tile_c) {
+              tile(cols, y + t * y_stride + r, y_stride, wb + r * w_stride, w_stride, nr, ab + t * a_stride, a_stride,
+                   static_cast<int>(std::min(tile_c, te - t)));
+            }
+          }
+        }
         continue;
       }
       for (int64_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
@@ -68,7 +90,7 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
 }
 
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
-            int64_t n_tokens, float* y, Scratch& scratch) {
+            int64_t n_tokens, float* y, Scratch& scratch, bool use_tiles) {
   const TypeTraits& tt = type_traits(wtype);
   if (!tt.supported || !tt.vec_dot) {
     throw std::invalid_argument(std::string("matmul: weight type ") + (tt.name ? tt.name : std::to_string(static_cast<int>(wtype))) + " is not supported");
@@ -84,7 +106,7 @@ void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64
     convert_rows(pool, tt.vec_dot_type, x, n_tokens, cols, buf);
     act = buf;
   }
-  matmul_prepared(pool, wtype, w, rows, cols, act, n_tokens, y, rows);
+  matmul_prepared(pool, wtype, w, rows, cols, act, n_tokens, y, rows, use_tiles);
 }
 
 }  // namespace fulcrum

@@ -34,14 +34,17 @@ void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens
 
 // y[t * y_stride + r] = vec_dot(W row r, act row t). `act` holds n_tokens rows already in
 // type_traits(wtype).vec_dot_type. Preconditions (checked by callers at load time): wtype is
-// supported and cols is a multiple of its block size.
+// supported and cols is a multiple of its block size. With several tokens and a format that has
+// a tile kernel (TypeTraits::gemm_tile), outputs are computed a tile of rows × tokens at a time
+// (same values up to float summation order); use_tiles = false forces one vec_dot per output
+// (tests compare the two).
 void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
-                     const void* act, int64_t n_tokens, float* y, int64_t y_stride);
+                     const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles = true);
 
 // Convenience for one-off callers (profiler microbenchmarks, tests): converts x into
 // scratch, then multiplies. y is n_tokens × rows. Throws std::invalid_argument when wtype is not
 // supported or cols is not a multiple of the block size.
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
-            int64_t n_tokens, float* y, Scratch& scratch);
+            int64_t n_tokens, float* y, Scratch& scratch, bool use_tiles = true);
 
 }  // namespace fulcrum

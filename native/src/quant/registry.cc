@@ -3,6 +3,7 @@
 // tests and benchmarks can run every path side by side.
 #include "quant/blocks.h"
 #include "quant/fp16_table.h"
+#include "quant/gemm_tiles.h"
 #include "quant/quant_impl.h"
 
 namespace fulcrum {
@@ -124,6 +125,7 @@ void register_quant_types(TypeTraits* table, const CpuFeatures& f) {
     tt.vec_dot = fi.has_vec_dot ? k->vec_dot : nullptr;
     tt.supported = fi.has_vec_dot && tt.dequantize_row && tt.vec_dot;
   }
+  register_gemm_tiles(table, f);
 }
 
 }  // namespace fulcrum

@@ -1,0 +1,71 @@
+// Puts the prefill tile kernels (gemm_<fmt>_<isa>.cc) into the type-traits table for the best
+// ISA the CPU runs (the same choice register_quant_types makes for vec_dot, so a format's tile
+// kernel and its vec_dot always come from one ISA). Formats without a tile kernel for that ISA
+// keep gemm_tile = nullptr and matmul uses vec_dot for them.
+#include "quant/gemm_tiles.h"
+#include "quant/quant_impl.h"
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace fulcrum {
+namespace quant {
+
+namespace {
+
+// Linux hands out the AMX tile state (8 KiB of XSAVE area) only to processes that ask for it;
+// without this, the first tile instruction faults. Process-wide and idempotent.
+bool amx_request_permission() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
+  struct Tile {
+    GgmlType type;
+    GemmTileFn fn;
+    int rows, cols;
+  };
+  const Tile avx512[] = {
+      {GgmlType::Q8_0, gemm_tile_q8_0_avx512, kTileRowsAvx512, kTileColsAvx512},
+      {GgmlType::Q4_0, gemm_tile_q4_0_avx512, kTileRowsAvx512, kTileColsAvx512},
+      {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512},
+  };
+  const Tile avx2[] = {
+      {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsAvx2, kTileColsAvx2},
+      {GgmlType::Q4_0, gemm_tile_q4_0_avx2, kTileRowsAvx2, kTileColsAvx2},
+  };
+  auto install = [&](const Tile* begin, const Tile* end) {
+    for (const Tile* t = begin; t != end; ++t) {
+      TypeTraits& tt = table[static_cast<int>(t->type)];
+      if (!tt.supported) continue;
+      tt.gemm_tile = t->fn;
+      tt.tile_rows = t->rows;
+      tt.tile_cols = t->cols;
+    }
+  };
+  if (isa_runs_on(Isa::Avx512, f)) {
+    install(avx512, avx512 + sizeof(avx512) / sizeof(avx512[0]));
+    // AMX-INT8 (only reported with the full AVX-512 level, so FULCRUM_ISA=avx2 turns it off).
+    if (f.amx_int8 && amx_request_permission()) {
+      const Tile amx[] = {
+          {GgmlType::Q8_0, gemm_tile_q8_0_amx, kTileRowsAmx, kTileColsAmx},
+          {GgmlType::Q4_0, gemm_tile_q4_0_amx, kTileRowsAmx, kTileColsAmx},
+      };
+      install(amx, amx + sizeof(amx) / sizeof(amx[0]));
+    }
+  }
+  else if (isa_runs_on(Isa::Avx2, f)) install(avx2, avx2 + sizeof(avx2) / sizeof(avx2[0]));
+}
+
+}  // namespace quant
+}  // namespace fulcrum

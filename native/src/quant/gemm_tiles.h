@@ -1,0 +1,36 @@
+// Prefill tile kernels (GemmTileFn, see ggml_types.h): a tile of weight rows × activation rows
+// per call, each weight block unpacked once and reused across the tile's tokens. One file per
+// format and ISA (gemm_<fmt>_<isa>.cc); gemm_registry.cc puts them in the type-traits table.
+#pragma once
+#include "ggml_types.h"
+
+namespace fulcrum {
+namespace quant {
+
+// Tile shapes (rows × tokens). AVX-512 has 32 zmm: 4×4 accumulators + 4 tokens' activations
+// and scales fit. AVX2 has 16 ymm: 4×2 accumulators + 2 tokens' operands fit without spills.
+constexpr int kTileRowsAvx512 = 4, kTileColsAvx512 = 4;
+constexpr int kTileRowsAvx2 = 4, kTileColsAvx2 = 2;
+// Q4_K keeps an int32 super-block sum per pair besides the float accumulator: 4×4 spills.
+// AMX-INT8 (gemm_amx_avx512.cc): up to four 16-row tile groups × 16 tokens per call.
+constexpr int kTileRowsAmx = 64, kTileColsAmx = 16;
+constexpr int kTileRowsQ4kAvx512 = 2, kTileColsQ4kAvx512 = 4;
+
+#define FULCRUM_GEMM_TILE_DECL(name)                                                                    \
+  void name(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows, \
+            const void* act, size_t act_row_bytes, int cols);
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_avx512)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avx512)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avx512)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_amx)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_amx)
+#undef FULCRUM_GEMM_TILE_DECL
+
+// Sets gemm_tile/tile_rows/tile_cols of the formats that have a tile kernel for the best ISA
+// `f` runs (call after the vec_dot kernels are registered). Baseline code (gemm_registry.cc).
+void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f);
+
+}  // namespace quant
+}  // namespace fulcrum

@@ -1,0 +1,97 @@
+// Child process of test/unit/gemm-tiles.test.ts, run once per ISA (FULCRUM_ISA set by the
+// parent): multiplies random matrices through kernels.matmul twice — the default path (prefill
+// tile kernels where the format has them) and path 'vecdot' (one vec_dot per output) — and
+// against a float64 dot of the dequantized weights and dequantized quantized activations.
+// Prints one JSON line: the ISA level and, per case, the worst deviations found.
+import { loadAddon } from '../../engine/native/addon';
+import { dequantize, quantize } from '../../engine/native/quant';
+
+interface Kernels {
+  matmul(type: number, w: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number, path?: 'auto' | 'vecdot'): Float32Array;
+  isaLevel(): string;
+  gemmTile(type: number): { rows: number; cols: number } | null;
+}
+
+export interface GemmCase {
+  type: string;
+  rows: number;
+  cols: number;
+  nTokens: number;
+  threads: number;
+  /** The tile kernel's shape for this format on this ISA (rows × tokens), or null (vec_dot only). */
+  tile: { rows: number; cols: number } | null;
+  /** max over outputs of |tile − vecdot| / (max |vecdot| of that token's outputs) */
+  tileVsVecdot: number;
+  identical: boolean;
+  /** max over outputs of |vecdot − f64 reference| / Σ|w·a| */
+  vecdotVsRef: number;
+}
+
+// Weight formats with their activation format (the type vec_dot quantizes activations to).
+const TYPES: { name: string; id: number; act: number }[] = [
+  { name: 'Q8_0', id: 8, act: 8 },
+  { name: 'Q4_0', id: 2, act: 8 },
+  { name: 'Q4_1', id: 3, act: 9 },
+  { name: 'Q4_K', id: 12, act: 15 },
+];
+
+function gaussian(n: number, seed: number, scale: number): Float32Array {
+  let s = seed >>> 0;
+  const next = (): number => { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; return (s + 1) / 4294967297; };
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = scale * Math.sqrt(-2 * Math.log(next())) * Math.cos(2 * Math.PI * next());
+  return out;
+}
+
+function main(): void {
+  const k = loadAddon<{ kernels: Kernels }>().kernels;
+  const cases: GemmCase[] = [];
+  const tokenCounts = [1, 2, 3, 5, 8, 17, 64];
+  for (const t of TYPES) {
+    // Row counts end in partial tiles (37 = 9×4 + 1 for the 4-row tiles; for AMX's 16-row groups
+    // 21, 37, 53 and 70 give 1, 2, 3 and 4 groups plus leftover rows); 96 columns = an odd number
+    // of 32-blocks (the VNNI kernels' tail path), 32/64/512 = even; K-quants need 256 multiples.
+    // (Q4_1 has no tile kernel: two shapes suffice to see it stays on vec_dot.)
+    const shapes = t.id === 12
+      ? [{ rows: 37, cols: 512 }]
+      : [{ rows: 37, cols: 96 }, { rows: 70, cols: 512 }, ...(t.id === 3 ? [] : [{ rows: 53, cols: 64 }, { rows: 21, cols: 32 }])];
+    for (const { rows, cols } of shapes) {
+      const wf = gaussian(rows * cols, 7 + rows + cols + t.id, 0.05);
+      const w = quantize(t.id, wf);
+      const wd = dequantize(t.id, w, rows * cols);
+      for (const nTokens of tokenCounts) {
+        const x = gaussian(nTokens * cols, 1000 + nTokens + t.id, 1);
+        const xd = new Float32Array(nTokens * cols);
+        for (let tok = 0; tok < nTokens; tok++) {
+          const row = x.subarray(tok * cols, (tok + 1) * cols);
+          xd.set(dequantize(t.act, quantize(t.act, row), cols), tok * cols);
+        }
+        for (const threads of [1, 2]) {
+          const tile = k.matmul(t.id, w, rows, cols, x, nTokens, threads);
+          const ref = k.matmul(t.id, w, rows, cols, x, nTokens, threads, 'vecdot');
+          let tileVsVecdot = 0, vecdotVsRef = 0, identical = true;
+          for (let tok = 0; tok < nTokens; tok++) {
+            let scale = 0;
+            for (let r = 0; r < rows; r++) scale = Math.max(scale, Math.abs(ref[tok * rows + r]!));
+            for (let r = 0; r < rows; r++) {
+              const a = tile[tok * rows + r]!, b = ref[tok * rows + r]!;
+              if (a !== b) identical = false;
+              tileVsVecdot = Math.max(tileVsVecdot, Math.abs(a - b) / Math.max(scale, 1e-30));
+              let dot = 0, mag = 0;
+              for (let c = 0; c < cols; c++) {
+                const p = wd[r * cols + c]! * xd[tok * cols + c]!;
+                dot += p;
+                mag += Math.abs(p);
+              }
+              vecdotVsRef = Math.max(vecdotVsRef, Math.abs(b - dot) / Math.max(mag, 1e-30));
+            }
+          }
+          cases.push({ type: t.name, rows, cols, nTokens, threads, tile: k.gemmTile(t.id), tileVsVecdot, identical, vecdotVsRef });
+        }
+      }
+    }
+  }
+  console.log(JSON.stringify({ isa: k.isaLevel(), cases }));
+}
+
+main();

@@ -1,0 +1,51 @@
+// Prefill tile kernels (TypeTraits::gemm_tile, native/src/quant/gemm_*.cc) against the one
+// vec_dot per output path they replace, through kernels.matmul, for token counts that hit full
+// tiles, partial tiles and the single-token (vec_dot only) case, on every ISA this CPU runs
+// (each in a child process with FULCRUM_ISA set, as the ISA is chosen once per process).
+// Tolerances: both paths compute the same integer block sums and the same float scale products;
+// only the float summation order may differ, so outputs agree to ~1e-6 of the token's largest
+// output. The avx512 VNNI 4×4 tiles keep vec_dot's lanes and reduction: results are identical.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+import { quantIsas } from '../../engine/native/quant';
+import type { GemmCase } from '../helpers/gemm-tiles-child';
+
+const root = path.resolve(__dirname, '..', '..');
+const child = path.join(root, 'test', 'helpers', 'gemm-tiles-child.ts');
+
+function runIsa(isa: string): { isa: string; cases: GemmCase[] } {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
+    cwd: root, env: { ...process.env, FULCRUM_ISA: isa }, encoding: 'utf8', timeout: 120_000,
+  });
+  assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}) failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; cases: GemmCase[] };
+}
+
+for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
+  const runs = quantIsas().includes(isa);
+  test(`matmul tiles equal per-token vec_dot (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
+    const out = runIsa(isa);
+    assert.equal(out.isa, isa);
+    // The formats with tile kernels on this ISA must really take them (else this tests nothing).
+    const tiled = new Set(out.cases.filter((c) => c.tile !== null).map((c) => c.type));
+    const expected = isa === 'scalar' ? [] : isa === 'avx2' ? ['Q4_0', 'Q8_0'] : ['Q4_0', 'Q4_K', 'Q8_0'];
+    assert.deepEqual([...tiled].sort(), expected);
+    assert.equal(out.cases.length, 2 * 7 * (4 + 4 + 2 + 1));  // threads × token counts × shapes
+    for (const c of out.cases) {
+      const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
+      // Q4_1 adds m·s with s = d·Σq stored as f16 in the Q8_1 block: its rounding is not in the
+      // dequantized activations, so that format gets a looser bound.
+      assert.ok(c.vecdotVsRef <= (c.type === 'Q4_1' ? 1e-3 : 2e-5), `${label}: vec_dot path off the float64 reference by ${c.vecdotVsRef}`);
+      assert.ok(c.tileVsVecdot <= 2e-6, `${label}: tile path off the vec_dot path by ${c.tileVsVecdot}`);
+      // One token never takes the tile path, nor do formats without a tile kernel on this ISA
+      // (Q4_1 anywhere, Q4_K below avx512); the avx512 VNNI 4×4 tiles (Q8_0/Q4_0 without AMX)
+      // keep vec_dot's lanes and order. AMX (Q8_0 64×16) and Q4_K reorder float sums.
+      if (c.nTokens === 1 || c.tile === null || (isa === 'avx512' && c.tile.rows === 4 && c.tile.cols === 4)) {
+        assert.ok(c.identical, `${label}: expected bit-identical results`);
+      }
+    }
+  });
+}
