@@ -22,7 +22,11 @@ export interface SyntheticModelSpec {
   /** Vocabulary size; with vocabFrom it may be omitted (and must match the file when given). */
   nVocab?: number;
   contextLength: number;
-  /** Type of the matrices (token_embd, attention, FFN, output). Norms and biases stay F32. */
+  /**
+   * Type of the matrices (token_embd, attention, FFN, output). Norms and biases stay F32. For a
+   * K-quant, matrices whose rows are not a multiple of 256 values take llama.cpp's fallback type
+   * (see storedType).
+   */
   weightType: GgmlType;
   seed: number;
   /** A GGUF file (e.g. ../shared/vocab/*.gguf) whose tokenizer.* metadata is copied. */
@@ -144,12 +148,30 @@ interface TensorPlan {
   std: number;
 }
 
+/**
+ * llama.cpp's quantizer (llama-quant.cpp) stores a tensor whose rows are not a multiple of the
+ * K-quants' 256-value super-block in a 32-block format of similar size instead: Q4_K -> Q5_0,
+ * Q5_K -> Q5_1, Q6_K -> Q8_0. Doing the same lets real shapes (rows of 896 or 5504 values) be
+ * written as "Q4_K" models that look like llama.cpp's own output.
+ */
+const K_QUANT_FALLBACK: Partial<Record<GgmlType, GgmlType>> = {
+  [GgmlType.Q4_K]: GgmlType.Q5_0, [GgmlType.Q5_K]: GgmlType.Q5_1, [GgmlType.Q6_K]: GgmlType.Q8_0,
+};
+
+/** The type a matrix with rows of `rowLen` values is stored in when the model's type is `type`. */
+export function storedType(type: GgmlType, rowLen: number): GgmlType {
+  const fallback = K_QUANT_FALLBACK[type];
+  const info = ggmlTypeInfo(type);
+  if (fallback === undefined || !info || rowLen % info.blockSize === 0) return type;
+  return fallback;
+}
+
 function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
   const headDim = spec.nEmbd / spec.nHeads;
   const qDim = spec.nHeads * headDim;
   const kvDim = spec.nKvHeads * headDim;
   const std = spec.weightStd ?? 0.02;
-  const w = (name: string, dims: number[]): TensorPlan => ({ name, dims, type: spec.weightType, mean: 0, std });
+  const w = (name: string, dims: number[]): TensorPlan => ({ name, dims, type: storedType(spec.weightType, dims[0]!), mean: 0, std });
   // Norm gains near 1 (trained models keep them there); biases small.
   const norm = (name: string): TensorPlan => ({ name, dims: [spec.nEmbd], type: GgmlType.F32, mean: 1, std: 0.02 });
   const bias = (name: string, n: number): TensorPlan => ({ name, dims: [n], type: GgmlType.F32, mean: 0, std });
@@ -291,16 +313,22 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
     vocabKvs = generatedVocabKvs(nVocab);
   }
 
-  const plan = planTensors(spec, nVocab);
   const typeInfo = ggmlTypeInfo(spec.weightType);
   if (!typeInfo) throw new Error(`synthetic model: unknown weight type ${spec.weightType}`);
+  const plan = planTensors(spec, nVocab);
   for (const p of plan) {
-    if (p.type === spec.weightType && p.dims[0]! % typeInfo.blockSize !== 0) {
-      throw new Error(`synthetic model: tensor ${p.name} has rows of ${p.dims[0]} values, not a multiple of ${typeInfo.name}'s block size ${typeInfo.blockSize}`);
+    const info = ggmlTypeInfo(p.type)!;
+    if (p.dims[0]! % info.blockSize !== 0) {
+      throw new Error(`synthetic model: tensor ${p.name} has rows of ${p.dims[0]} values, not a multiple of ${info.name}'s block size ${info.blockSize}`);
     }
   }
-  // Resolve the converter before writing anything, so a missing quantizer fails fast.
-  const convert = converterFor(spec.weightType);
+  // Resolve the converters before writing anything, so a missing quantizer fails fast.
+  const converters = new Map<GgmlType, Converter>();
+  for (const p of plan) {
+    if (p.type !== GgmlType.F32 && !converters.has(p.type)) converters.set(p.type, converterFor(p.type));
+  }
+  // F32 tensors are written as generated (tensorChunks never converts them).
+  const convertFor = (type: GgmlType): Converter => converters.get(type) ?? ((src) => new Uint8Array(src.buffer, src.byteOffset, src.byteLength));
 
   const arch = spec.architecture;
   const isQwen = arch === 'qwen2';
@@ -324,7 +352,7 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
     name: p.name,
     dims: p.dims,
     type: p.type,
-    data: () => tensorChunks(p, spec.seed, convert),
+    data: () => tensorChunks(p, spec.seed, convertFor(p.type)),
   }));
   return writeGguf(path, { version: 3, kv, tensors });
 }

@@ -4,8 +4,8 @@ import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { GgmlType, ggmlTypeName } from '../../engine/model/ggml-types';
-import { writeSyntheticModel, type SyntheticModelSpec } from '../../engine/model/synthetic';
+import { GgmlType, ggmlTypeInfo, ggmlTypeName } from '../../engine/model/ggml-types';
+import { storedType, writeSyntheticModel, type SyntheticModelSpec } from '../../engine/model/synthetic';
 
 export interface BenchShape {
   label: string;
@@ -25,11 +25,16 @@ export function benchCacheDir(): string {
   return process.env.FULCRUM_BENCH_CACHE ?? path.join(tmpdir(), 'fulcrum-bench-models');
 }
 
-/** Why a shape cannot be stored in a format (rows not a multiple of the block), or undefined. */
+/**
+ * Why a shape cannot be stored in a format (rows not a multiple of the block), or undefined.
+ * K-quant models store matrices whose rows are not a multiple of 256 in llama.cpp's fallback type
+ * (Q4_K -> Q5_0 ...; see storedType), so only that type's block has to divide the rows.
+ */
 export function unsupportedReason(shape: BenchShape, type: GgmlType): string | undefined {
-  const block = type === GgmlType.Q4_K || type === GgmlType.Q5_K || type === GgmlType.Q6_K ? 256 : 32;
   for (const cols of [shape.spec.nEmbd, shape.spec.nFf]) {
-    if (cols % block !== 0) return `rows of ${cols} values are not a multiple of the ${ggmlTypeName(type)} block of ${block}`;
+    const stored = storedType(type, cols);
+    const block = ggmlTypeInfo(stored)?.blockSize ?? 1;
+    if (cols % block !== 0) return `rows of ${cols} values are not a multiple of the ${ggmlTypeName(stored)} block of ${block}`;
   }
   return undefined;
 }
