@@ -46,7 +46,6 @@ const THREADS = 2;
 interface Case {
   label: string;
   spec: SyntheticModelSpec;
-  knownIssue?: string;
   /** Check every prompt prefix (see the top of the file). */
   sweep?: boolean;
   /** The tensor types the written file must hold (checks the writer's per-tensor fallback). */
@@ -98,7 +97,7 @@ test('synthetic models: logits and greedy tokens match llama.cpp', { timeout: 30
   const dir = mkdtempSync(path.join(tmpdir(), 'fulcrum-parity-'));
   try {
     for (const c of CASES) {
-      await t.test(c.label, c.knownIssue ? { todo: c.knownIssue } : {}, async () => {
+      await t.test(c.label, async () => {
         const file = path.join(dir, `${c.label.replace(/\W+/g, '-')}.gguf`);
         writeSyntheticModel(file, c.spec);
         if (c.storedTypes) {

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <set>
 #include <stdexcept>
 
@@ -125,6 +129,8 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     L.v_cache.reset(new uint16_t[static_cast<size_t>(cfg_.context_length * KVW)]);
   }
 
+  relocate_matmul_weights();
+
   x_.assign(static_cast<size_t>(B * E), 0.f);
   h_.assign(static_cast<size_t>(B * E), 0.f);
   q_.assign(static_cast<size_t>(B * QW), 0.f);
@@ -186,6 +192,53 @@ const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, b
   w->data = file_->range(t.offset, static_cast<uint64_t>(w->row_bytes) * static_cast<uint64_t>(rows), "tensor '" + name + "'");
   weights_.push_back(std::move(w));
   return *weights_.back();
+}
+
+Model::Arena::~Arena() {
+  if (base) ::munmap(base, size);
+}
+
+// Decode streams every matmul weight once per token, so it runs at the speed the memory system
+// delivers those bytes. Page-cache pages of the mapped file sit behind 4 KiB page-table entries
+// (a TLB miss every 4 KiB); a copy in anonymous memory advised for transparent huge pages is
+// walked with 2 MiB entries. Off with FULCRUM_NO_WEIGHT_COPY=1 (keeps the file pages only).
+void Model::relocate_matmul_weights() {
+  if (const char* e = std::getenv("FULCRUM_NO_WEIGHT_COPY"); e && e[0] == '1') return;
+  std::vector<Weight*> ws;
+  for (Layer& L : layers_)
+    for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) ws.push_back(w);
+  ws.push_back(&output_);
+  constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
+  size_t total = 0;
+  for (Weight* w : ws) total += (w->row_bytes * static_cast<size_t>(w->rows) + kAlign - 1) / kAlign * kAlign;
+  const size_t size = (total + kHuge - 1) / kHuge * kHuge + kHuge;
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;  // not fatal: the weights stay in the file mapping
+  arena_.base = p;
+  arena_.size = size;
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
+#ifdef MADV_HUGEPAGE
+  ::madvise(base, size - kHuge, MADV_HUGEPAGE);
+#endif
+  // pread copies from the page cache in the kernel, without faulting the file mapping in 4 KiB
+  // at a time; the mapped bytes are the fallback when the file cannot be read that way.
+  const uint8_t* file_base = file_->range(0, 0, "file start");
+  const int fd = ::open(file_->path().c_str(), O_RDONLY | O_CLOEXEC);
+  size_t off = 0;
+  for (Weight* w : ws) {
+    const size_t n = w->row_bytes * static_cast<size_t>(w->rows);
+    const off_t src = static_cast<off_t>(w->data - file_base);
+    size_t got = 0;
+    while (fd >= 0 && got < n) {
+      const ssize_t r = ::pread(fd, base + off + got, n - got, src + static_cast<off_t>(got));
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    if (got < n) std::memcpy(base + off + got, w->data + got, n - got);
+    w->data = base + off;
+    off += (n + kAlign - 1) / kAlign * kAlign;
+  }
+  if (fd >= 0) ::close(fd);
 }
 
 std::vector<float> Model::vector_f32(const Weight& w, int64_t n) {

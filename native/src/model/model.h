@@ -97,9 +97,21 @@ class Model {
   float* buf(Buf b);
   int64_t width(Buf b) const;
   void forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all, float* logits_out);
+  void relocate_matmul_weights();
+
+  // Anonymous, huge-page-advised copy of the matmul weights (see relocate_matmul_weights).
+  struct Arena {
+    void* base = nullptr;
+    size_t size = 0;
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena();
+  };
 
   ModelConfig cfg_;
   std::unique_ptr<MappedFile> file_;
+  Arena arena_;
   std::map<std::string, TensorEntry> table_;
   std::vector<std::unique_ptr<Weight>> weights_;
   Weight token_embd_, output_, output_norm_;
