@@ -45,6 +45,7 @@ const testPatterns = [
   /^test\/unit\/quant.*\.test\.ts$/,
   /^test\/unit\/kernels.*\.test\.ts$/,
   /^test\/unit\/runtime.*\.test\.ts$/,
+  /^test\/unit\/gemm-tiles\.test\.ts$/,
   /^test\/unit\/profile-native\.test\.ts$/,
   /^test\/parity\/stories260k\.test\.ts$/,
   /^test\/parity\/synthetic\.test\.ts$/,
