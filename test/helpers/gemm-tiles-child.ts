@@ -32,6 +32,7 @@ const TYPES: { name: string; id: number; act: number }[] = [
   { name: 'Q8_0', id: 8, act: 8 },
   { name: 'Q4_0', id: 2, act: 8 },
   { name: 'Q4_1', id: 3, act: 9 },
+  { name: 'Q5_0', id: 6, act: 8 },
   { name: 'Q4_K', id: 12, act: 15 },
 ];
 

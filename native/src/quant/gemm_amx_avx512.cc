@@ -1,7 +1,7 @@
-// Q8_0 and Q4_0 (× Q8_0 activations) prefill tiles on AMX-INT8 (Sapphire Rapids and later): up
+// Q8_0, Q4_0 and Q5_0 (× Q8_0 activations) prefill tiles on AMX-INT8 (Sapphire Rapids and later): up
 // to 64 weight rows × 16 tokens per call. Per 32-element block, tdpbssd multiplies a 16-row ×
-// 32-byte weight tile (Q8_0: loaded straight from the weight rows with their row stride; Q4_0:
-// unpacked to q − 8 first) by a 32 × 16-token activation tile (the block's activation bytes
+// 32-byte weight tile (Q8_0: loaded straight from the weight rows with their row stride; Q4_0/Q5_0:
+// unpacked to q − 8 / q − 16 first) by a 32 × 16-token activation tile (the block's activation bytes
 // transposed into AMX's 4-byte-group layout once per block and call, shared by all row groups),
 // giving the 16 × 16 exact int32 block sums; AVX-512 then scales them by d_w · d_a and
 // accumulates in f32. The integer sums equal vec_dot's; only the float summation order differs.
@@ -45,7 +45,8 @@ void configure(int cols) {
 }
 
 // The weight formats: block size in bytes, and how a group's 16 rows of one block reach tile 4
-// as int8 (Q8_0 straight from the rows; Q4_0 unpacked to q − 8 through a 512-byte buffer).
+// as int8 (Q8_0 straight from the rows; Q4_0 / Q5_0 unpacked to q − 8 / q − 16 through a
+// 512-byte buffer).
 struct Q8_0Amx {
   static constexpr size_t kBlockBytes = sizeof(block_q8_0);
   static void load_weights(const uint8_t* blk, size_t wrb, int8_t*) {
@@ -59,6 +60,20 @@ struct Q4_0Amx {
     const __m256i eight = _mm256_set1_epi8(8);
     for (int r = 0; r < kGroupRows; ++r) {
       const __m256i q = _mm256_sub_epi8(nibbles_32(blk + r * wrb + 2), eight);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(buf + r * QK8_0), q);
+    }
+    _tile_loadd(4, buf, QK8_0);
+  }
+};
+
+struct Q5_0Amx {
+  static constexpr size_t kBlockBytes = sizeof(block_q5_0);
+  static void load_weights(const uint8_t* blk, size_t wrb, int8_t* buf) {
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    for (int r = 0; r < kGroupRows; ++r) {
+      const uint8_t* b = blk + r * wrb;  // d (2 bytes), qh (4), qs (16)
+      const __m256i hi = _mm256_and_si256(bits_to_bytes_32(b + 2), sixteen);
+      const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles_32(b + 6), hi), sixteen);
       _mm256_store_si256(reinterpret_cast<__m256i*>(buf + r * QK8_0), q);
     }
     _tile_loadd(4, buf, QK8_0);
@@ -183,6 +198,11 @@ void gemm_tile_q8_0_amx(int64_t n, float* out, int64_t out_stride, const void* w
 void gemm_tile_q4_0_amx(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                         const void* act, size_t act_row_bytes, int cols) {
   amx_tile<Q4_0Amx>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols, gemm_tile_q4_0_avx512);
+}
+
+void gemm_tile_q5_0_amx(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
+                        const void* act, size_t act_row_bytes, int cols) {
+  amx_tile<Q5_0Amx>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols, gemm_tile_q5_0_avx512);
 }
 
 }  // namespace quant

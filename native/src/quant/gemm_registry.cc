@@ -38,6 +38,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
   const Tile avx512[] = {
       {GgmlType::Q8_0, gemm_tile_q8_0_avx512, kTileRowsAvx512, kTileColsAvx512},
       {GgmlType::Q4_0, gemm_tile_q4_0_avx512, kTileRowsAvx512, kTileColsAvx512},
+      {GgmlType::Q5_0, gemm_tile_q5_0_avx512, kTileRowsAvx512, kTileColsAvx512},
       {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512},
   };
   const Tile avx2[] = {
@@ -60,6 +61,8 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       const Tile amx[] = {
           {GgmlType::Q8_0, gemm_tile_q8_0_amx, kTileRowsAmx, kTileColsAmx},
           {GgmlType::Q4_0, gemm_tile_q4_0_amx, kTileRowsAmx, kTileColsAmx},
+          {GgmlType::Q5_0, gemm_tile_q5_0_amx, kTileRowsAmx, kTileColsAmx},
+          {GgmlType::Q4_K, gemm_tile_q4_k_amx, kTileRowsAmx, kTileColsAmx},
       };
       install(amx, amx + sizeof(amx) / sizeof(amx[0]));
     }

@@ -23,9 +23,12 @@ FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_avx2)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_amx)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_amx)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_amx)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_amx)
 #undef FULCRUM_GEMM_TILE_DECL
 
 // Sets gemm_tile/tile_rows/tile_cols of the formats that have a tile kernel for the best ISA
