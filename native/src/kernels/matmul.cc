@@ -47,6 +47,9 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   // rows), so only the matrix's last chunk can end in a partial tile: the kernel handles it.
   const GemmTileFn tile = use_tiles && n_tokens >= 2 ? tt.gemm_tile : nullptr;
   const int64_t tile_r = tile ? tt.tile_rows : 1, tile_c = tile ? tt.tile_cols : 1;
+  // Decode: the format's multi-row GEMV where it has one (same results as vec_dot per row).
+  const GemvFn gemv = use_tiles && n_tokens == 1 ? tt.gemv : nullptr;
+  const int64_t gemv_r = gemv ? tt.gemv_rows : 1;
   constexpr int64_t kTileTokenBlock = 32;
   // Rows are handed out in chunks from a shared counter rather than split statically, so a
   // thread that runs late (preempted, or on a slower core) does less of the work instead of
@@ -61,6 +64,10 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
       const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
       if (r0 >= rows) return;
       const int64_t r1 = std::min(rows, r0 + chunk);
+      if (gemv) {
+        for (int64_t r = r0; r < r1; r += gemv_r) gemv(cols, y + r, wb + r * w_stride, w_stride, static_cast<int>(std::min(gemv_r, r1 - r)), ab);
+        continue;
+      }
       if (n_tokens == 1) {
         for (int64_t r = r0; r < r1; ++r) dot(cols, y + r, wb + r * w_stride, ab);
         continue;
