@@ -2,7 +2,7 @@
 // tokens in batches, then M decode steps of one token each. Token ids are fixed pseudo-random
 // ordinary ids (the text does not matter for speed; the same ids every run).
 import { readGguf } from '../model/gguf';
-import { readHparams } from '../model/hparams';
+import { readHparams, type ModelHparams } from '../model/hparams';
 import { createNativeModel } from '../native/model';
 import { defaultThreads, nativeConfig, PREFILL_BATCH } from './engine';
 import { argmax } from './sampler';
@@ -11,13 +11,24 @@ export interface BenchOptions {
   threads?: number;
   promptTokens: number;
   genTokens: number;
+  /** KV cache positions (default: prompt + gen + 1, the fewest the run needs). */
+  contextLength?: number;
+  /**
+   * Called once the model is loaded ('loaded', before the warm-up) and once after the timed run
+   * while it is still loaded ('done'): where a caller reads the process's memory at those points.
+   */
+  probe?: (stage: 'loaded' | 'done') => void;
 }
 
 export interface BenchResult {
   prompt_tokens_per_s: number;
   gen_tokens_per_s: number;
   threads: number;
+  /** Process-wide peak resident set (getrusage maxRSS): meaningful when the bench runs alone in its process. */
   peak_rss_bytes: number;
+  /** KV cache positions and the cache's size in bytes (f16 keys and values). */
+  context_length: number;
+  kv_bytes: number;
   prompt_tokens: number;
   gen_tokens: number;
   prompt_ms: number;
@@ -35,17 +46,30 @@ export function benchTokens(n: number, nVocab: number, seed = 12345): number[] {
   });
 }
 
+/** Bytes of an f16 KV cache of `contextLength` positions: keys and values, every layer. */
+export function kvCacheBytes(hp: ModelHparams, contextLength: number): number {
+  return hp.nLayers * 2 * contextLength * hp.nKvHeads * hp.headDim * 2;
+}
+
 export async function benchModel(path: string, opts: BenchOptions): Promise<BenchResult> {
   const file = readGguf(path);
   const hp = readHparams(file);
   const threads = opts.threads ?? defaultThreads();
-  const ctx = opts.promptTokens + opts.genTokens + 1;
+  const needed = opts.promptTokens + opts.genTokens + 1;
+  const ctx = opts.contextLength ?? needed;
+  if (!Number.isInteger(ctx) || ctx < needed) {
+    throw new Error(`bench: context length ${ctx} is below the ${needed} positions a ${opts.promptTokens}-token prompt and ${opts.genTokens} decoded tokens need`);
+  }
   const model = createNativeModel(
     path,
     file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset })),
     nativeConfig(file, hp, ctx, threads),
   );
   try {
+    const kvBytes = kvCacheBytes(hp, ctx);
+    // The executor's own count must agree, or the memory comparison would rest on a wrong size.
+    if (model.kvBytes !== kvBytes) throw new Error(`${path}: executor KV cache is ${model.kvBytes} bytes, hparams give ${kvBytes}`);
+    opts.probe?.('loaded');
     const prompt = benchTokens(opts.promptTokens, hp.nVocab);
     // Warm-up: one short step pages in the weights so the first timed step is not a page-fault run.
     await model.evalAsync(Int32Array.from(prompt.slice(0, 1)), 0);
@@ -63,11 +87,14 @@ export async function benchModel(path: string, opts: BenchOptions): Promise<Benc
       next = argmax(logits);
     }
     const t2 = performance.now();
+    opts.probe?.('done');
     return {
       prompt_tokens_per_s: opts.promptTokens > 0 ? (opts.promptTokens / (t1 - t0)) * 1000 : 0,
       gen_tokens_per_s: opts.genTokens > 0 ? (opts.genTokens / (t2 - t1)) * 1000 : 0,
       threads: model.threads,
       peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+      context_length: ctx,
+      kv_bytes: kvBytes,
       prompt_tokens: opts.promptTokens,
       gen_tokens: opts.genTokens,
       prompt_ms: t1 - t0,

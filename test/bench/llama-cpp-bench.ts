@@ -12,21 +12,40 @@ function llama(): Promise<Any> {
   return llamaPromise;
 }
 
+/** Loads node-llama-cpp's addon and CPU backend (what a process pays before any model). */
+export async function loadLlamaCpp(): Promise<void> {
+  await llama();
+}
+
 export interface PeerResult {
   prompt_tokens_per_s: number;
   gen_tokens_per_s: number;
+  /** KV cache cells the context was created with (node-llama-cpp pads the request up to a multiple of 256). */
+  context_size: number;
 }
 
-export async function benchLlamaCpp(file: string, opts: { threads: number; promptTokens: number; genTokens: number; nVocab: number }): Promise<PeerResult> {
+export interface PeerOptions {
+  threads: number;
+  promptTokens: number;
+  genTokens: number;
+  nVocab: number;
+  /** KV cache cells; default prompt + gen + 8 (the decode loop feeds one extra input token). */
+  contextSize?: number;
+  /** Same contract as engine/runtime/bench.ts BenchOptions.probe. */
+  probe?: (stage: 'loaded' | 'done') => void;
+}
+
+export async function benchLlamaCpp(file: string, opts: PeerOptions): Promise<PeerResult> {
   const l = await llama();
   const model = await l.loadModel({ modelPath: file });
   const context = await model.createContext({
-    contextSize: opts.promptTokens + opts.genTokens + 8,
+    contextSize: opts.contextSize ?? opts.promptTokens + opts.genTokens + 8,
     batchSize: 512,
     threads: opts.threads,
     flashAttention: false,
   });
   try {
+    opts.probe?.('loaded');
     const seq = context.getSequence();
     const prompt = benchTokens(opts.promptTokens, opts.nVocab);
     // Warm-up (page in the weights), like the Fulcrum side.
@@ -41,9 +60,11 @@ export async function benchLlamaCpp(file: string, opts: { threads: number; promp
       if (++n >= opts.genTokens) break;
     }
     const t2 = performance.now();
+    opts.probe?.('done');
     return {
       prompt_tokens_per_s: (opts.promptTokens / (t1 - t0)) * 1000,
       gen_tokens_per_s: (n / (t2 - t1)) * 1000,
+      context_size: context.contextSize as number,
     };
   } finally {
     await context.dispose();
