@@ -56,10 +56,12 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
   };
   if (isa_runs_on(Isa::Avx512, f)) {
     install(avx512, avx512 + sizeof(avx512) / sizeof(avx512[0]));
-    TypeTraits& q4_0 = table[static_cast<int>(GgmlType::Q4_0)];
-    if (q4_0.supported) {
-      q4_0.gemv = gemv_q4_0_avx512;
-      q4_0.gemv_rows = kGemvRowsAvx512;
+    const struct { GgmlType type; GemvFn fn; } gemvs[] = {{GgmlType::Q4_0, gemv_q4_0_avx512}, {GgmlType::Q8_0, gemv_q8_0_avx512}};
+    for (const auto& g : gemvs) {
+      TypeTraits& tt = table[static_cast<int>(g.type)];
+      if (!tt.supported) continue;
+      tt.gemv = g.fn;
+      tt.gemv_rows = kGemvRowsAvx512;
     }
     // AMX-INT8 (only reported with the full AVX-512 level, so FULCRUM_ISA=avx2 turns it off).
     if (f.amx_int8 && amx_request_permission()) {

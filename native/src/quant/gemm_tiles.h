@@ -34,6 +34,7 @@ FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_amx)
 // Decode GEMV kernels (GemvFn): rows per pass.
 constexpr int kGemvRowsAvx512 = 4;
 void gemv_q4_0_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
+void gemv_q8_0_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 
 // Sets gemm_tile/tile_rows/tile_cols of the formats that have a tile kernel for the best ISA
 // `f` runs (call after the vec_dot kernels are registered). Baseline code (gemm_registry.cc).
