@@ -44,6 +44,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
   const Tile avx2[] = {
       {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsAvx2, kTileColsAvx2},
       {GgmlType::Q4_0, gemm_tile_q4_0_avx2, kTileRowsAvx2, kTileColsAvx2},
+      {GgmlType::Q5_0, gemm_tile_q5_0_avx2, kTileRowsAvx2, kTileColsAvx2},
   };
   auto install = [&](const Tile* begin, const Tile* end) {
     for (const Tile* t = begin; t != end; ++t) {
