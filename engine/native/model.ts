@@ -37,6 +37,8 @@ export interface NativeModelConfig {
   nRot: number;
   /** Refuse to load above this many bytes (weights + KV + scratch); 0: MemAvailable only. */
   memoryLimitBytes?: number;
+  /** Positions per KV cache page, in [8, 4096]; default 64 (native KvCache::kPageTokens). */
+  kvPageTokens?: number;
 }
 
 /** Accumulated time of one op of the compiled forward pass. */
@@ -64,7 +66,14 @@ export interface NativeModel {
   threads: number;
   readonly nPast: number;
   readonly contextLength: number;
+  /** KV cache bytes of the whole context (what the load-time memory check counts). */
   readonly kvBytes: number;
+  /** Bytes of the KV cache pages holding positions now (whole pages, every layer). */
+  readonly kvBytesInUse: number;
+  /** Bytes of every KV cache page allocated so far, free ones included (pages are reused, never returned). */
+  readonly kvBytesReserved: number;
+  /** Positions per KV cache page. */
+  readonly kvPageTokens: number;
   readonly disposed: boolean;
 }
 

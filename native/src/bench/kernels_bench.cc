@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "model/kv_cache.h"
 
 namespace fulcrum {
 namespace bench {
@@ -222,6 +223,19 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   for (int t : thread_counts) max_threads = std::max(max_threads, t);
   AttentionScratch scratch;
   scratch.reserve(shape, spec.kv_len, 1, max_threads);
+  // Each copy read through page tables the model's page size apart, as the model reads its
+  // cache (the pages of one copy happen to be adjacent).
+  const int64_t page = KvCache::kPageTokens, kvrow = spec.kv_heads * spec.head_dim;
+  const int64_t n_pages = (spec.kv_len + page - 1) / page;
+  std::vector<const uint16_t*> k_pages(static_cast<size_t>(copies * n_pages)), v_pages(k_pages.size());
+  for (int c = 0; c < copies; ++c) {
+    const uint16_t* k = reinterpret_cast<const uint16_t*>(ring.data() + static_cast<size_t>(c) * one);
+    const uint16_t* v = k + cache_b / sizeof(uint16_t);
+    for (int64_t p = 0; p < n_pages; ++p) {
+      k_pages[static_cast<size_t>(c * n_pages + p)] = k + p * page * kvrow;
+      v_pages[static_cast<size_t>(c * n_pages + p)] = v + p * page * kvrow;
+    }
+  }
 
   KernelBenchResult out;
   out.bytes_per_run = 2 * cache_b;
@@ -229,9 +243,8 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   out.flops_per_run = 4.0 * static_cast<double>(spec.heads) * static_cast<double>(spec.kv_len) * static_cast<double>(spec.head_dim);
   out.copies = copies;
   time_kernel(thread_counts, plan, disturber, mode, cancel, copies, &out, [&](ThreadPool& pool, int copy) {
-    const uint16_t* k = reinterpret_cast<const uint16_t*>(ring.data() + static_cast<size_t>(copy) * one);
-    const uint16_t* v = k + cache_b / sizeof(uint16_t);
-    attention(pool, shape, q.data(), 1, spec.kv_len - 1, k, v, o.data(), scratch);
+    const KvPages kv{k_pages.data() + copy * n_pages, v_pages.data() + copy * n_pages, page};
+    attention(pool, shape, q.data(), 1, spec.kv_len - 1, kv, o.data(), scratch);
   });
   keep(o[0]);
   return out;

@@ -22,10 +22,29 @@ void AttentionScratch::reserve(const AttentionShape& s, int64_t ctx_len, int64_t
   chunk_sum.assign(static_cast<size_t>(s.n_heads * kMaxChunks), 0.f);
 }
 
+namespace {
+
+// Calls fn(t, n, k, v) for each run [t, t + n) of positions [t0, t1) that lies in one page, in
+// position order; k and v point at KV head g's K and V rows of position t (head_dim values per
+// row, the run's rows consecutive).
+template <class F>
+inline void for_page_segments(const KvPages& kv, int64_t g, int64_t hd, int64_t t0, int64_t t1, F&& fn) {
+  const int64_t P = kv.page_tokens;
+  for (int64_t t = t0; t < t1;) {
+    const int64_t p = t / P, off = t - p * P;
+    const int64_t n = std::min(t1 - t, P - off);
+    const int64_t at = (g * P + off) * hd;
+    fn(t, n, kv.k[p] + at, kv.v[p] + at);
+    t += n;
+  }
+}
+
+}  // namespace
+
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_t n_tokens, int64_t pos0,
-               const uint16_t* kcache, const uint16_t* vcache, float* out, AttentionScratch& sc) {
+               const KvPages& kv, float* out, AttentionScratch& sc) {
   const kernels::FloatFns& fns = kernels::float_fns();
-  const int64_t hd = s.head_dim, qrow = s.n_heads * hd, kvrow = s.n_kv_heads * hd;
+  const int64_t hd = s.head_dim, qrow = s.n_heads * hd;
   const int64_t group = s.n_heads / s.n_kv_heads;
   fns.f32_to_f16(q, sc.q16.data(), n_tokens * qrow);
 
@@ -43,7 +62,10 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
         const int64_t u = units - 1 - k;
         const int64_t i = u / s.n_kv_heads, g = u % s.n_kv_heads;
         const int64_t n_kv = pos0 + i + 1, h0 = g * group;
-        fns.kq_f16(n_kv, hd, kcache + g * hd, kvrow, sc.qf.data() + i * qrow + h0 * hd, group, s.scale, scores, ld);
+        const float* qg = sc.qf.data() + i * qrow + h0 * hd;
+        for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t* kr, const uint16_t*) {
+          fns.kq_f16(n, hd, kr, hd, qg, group, s.scale, scores + t, ld);
+        });
         for (int64_t j = 0; j < group; ++j) {
           float* sj = scores + j * ld;
           float mx = -std::numeric_limits<float>::infinity();
@@ -53,36 +75,42 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
         }
         float* o = out + i * qrow + h0 * hd;
         std::memset(o, 0, static_cast<size_t>(group * hd) * sizeof(float));
-        fns.pv_f16(n_kv, hd, vcache + g * hd, kvrow, scores, group, ld, o);
+        for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
+          fns.pv_f16(n, hd, vr, hd, scores + t, group, ld, o);
+        });
       }
     });
     return;
   }
 
-  // Decode: split across threads by chunks of KV positions. Within a chunk, positions are
-  // walked in order and every KV head's slice of a cache row is used while the row is hot, so
-  // the cache is streamed front to back (the hardware prefetcher follows that; a walk per KV
-  // head would stride a whole row per step). Each group of query heads sharing a KV head is
-  // scored together.
+  // Decode: units of (chunk of positions, KV head), about two per thread. Chunks are balanced
+  // rather than page-aligned: a chunk that starts inside a page costs one more kernel call,
+  // while page-aligned chunks would differ by up to a page of work. Units of one chunk are
+  // adjacent, so a thread's range walks neighbouring runs of the same pages.
   const int64_t n_kv = pos0 + 1;
   float* qf = sc.qf.data();
   fns.f16_to_f32(sc.q16.data(), qf, qrow);  // q as rounded to f16, in f32 for the grouped kernels
   constexpr int64_t kMinChunk = 32;
-  const int64_t n_chunks = std::max<int64_t>(1, std::min<int64_t>({AttentionScratch::kMaxChunks, n_kv / kMinChunk, 2 * pool.size()}));
-  const int64_t chunk_len = (n_kv + n_chunks - 1) / n_chunks;
-  const int64_t ld = sc.ctx;
   constexpr int64_t MC = AttentionScratch::kMaxChunks;
+  const int64_t want_chunks = (2 * static_cast<int64_t>(pool.size()) + s.n_kv_heads - 1) / s.n_kv_heads;
+  const int64_t n_chunks = std::max<int64_t>(1, std::min<int64_t>({MC, n_kv / kMinChunk, want_chunks}));
+  const int64_t chunk_len = (n_kv + n_chunks - 1) / n_chunks;
+  const int64_t units = n_chunks * s.n_kv_heads;
+  const int64_t ld = sc.ctx;
 
   pool.run([&](int ith, int nth) {
     int64_t b, e;
-    ThreadPool::split(n_chunks, ith, nth, &b, &e);
-    for (int64_t c = b; c < e; ++c) {
+    ThreadPool::split(units, ith, nth, &b, &e);
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t c = u / s.n_kv_heads, g = u % s.n_kv_heads;
       const int64_t t0 = c * chunk_len, t1 = std::min(n_kv, t0 + chunk_len);
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t g = 0; g < s.n_kv_heads; ++g)
-          fns.kq_f16(1, hd, kcache + t * kvrow + g * hd, kvrow, qf + g * group * hd, group, s.scale, sc.scores.data() + g * group * ld + t, ld);
-      for (int64_t h = 0; h < s.n_heads; ++h) {
-        float* sh = sc.scores.data() + h * ld;
+      float* sg = sc.scores.data() + g * group * ld;
+      for_page_segments(kv, g, hd, t0, t1, [&](int64_t t, int64_t n, const uint16_t* kr, const uint16_t*) {
+        fns.kq_f16(n, hd, kr, hd, qf + g * group * hd, group, s.scale, sg + t, ld);
+      });
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t h = g * group + j;
+        float* sh = sg + j * ld;
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t t = t0; t < t1; ++t) mx = std::max(mx, sh[t]);
         // Scores become exp(score - chunk max); pass two rescales them to the head's max.
@@ -94,10 +122,13 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
 
   pool.run([&](int ith, int nth) {
     int64_t b, e;
-    ThreadPool::split(n_chunks, ith, nth, &b, &e);
-    for (int64_t c = b; c < e; ++c) {
+    ThreadPool::split(units, ith, nth, &b, &e);
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t c = u / s.n_kv_heads, g = u % s.n_kv_heads;
       const int64_t t0 = c * chunk_len, t1 = std::min(n_kv, t0 + chunk_len);
-      for (int64_t h = 0; h < s.n_heads; ++h) {
+      float* sg = sc.scores.data() + g * group * ld;
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t h = g * group + j;
         const float* cm = sc.chunk_max.data() + h * MC;
         const float* cs = sc.chunk_sum.data() + h * MC;
         float mx = -std::numeric_limits<float>::infinity();
@@ -105,13 +136,13 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
         double total = 0;
         for (int64_t k = 0; k < n_chunks; ++k) total += static_cast<double>(cs[k]) * std::exp(cm[k] - mx);
         const float inv = static_cast<float>(1.0 / total);
-        if (t1 > t0) fns.scale_round_f16(sc.scores.data() + h * ld + t0, t1 - t0, std::exp(cm[c] - mx) * inv);
+        if (t1 > t0) fns.scale_round_f16(sg + j * ld + t0, t1 - t0, std::exp(cm[c] - mx) * inv);
       }
-      float* acc = sc.partial.data() + c * s.n_heads * hd;
-      std::memset(acc, 0, static_cast<size_t>(s.n_heads * hd) * sizeof(float));
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t g = 0; g < s.n_kv_heads; ++g)
-          fns.pv_f16(1, hd, vcache + t * kvrow + g * hd, kvrow, sc.scores.data() + g * group * ld + t, group, ld, acc + g * group * hd);
+      float* acc = sc.partial.data() + (c * s.n_heads + g * group) * hd;
+      std::memset(acc, 0, static_cast<size_t>(group * hd) * sizeof(float));
+      for_page_segments(kv, g, hd, t0, t1, [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
+        fns.pv_f16(n, hd, vr, hd, sg + t, group, ld, acc);
+      });
     }
   });
 

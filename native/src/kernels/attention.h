@@ -1,4 +1,4 @@
-// Causal attention over the f16 KV cache, with grouped-query heads (head h reads KV head
+// Causal attention over the paged f16 KV cache, with grouped-query heads (head h reads KV head
 // h / (n_heads / n_kv_heads)).
 //
 // Numerics follow llama.cpp's CPU path without flash attention, which the parity tests compare
@@ -7,11 +7,17 @@
 // subtracted, and the probabilities are rounded to f16 before they weight V (the V·P mul_mat
 // converts P likewise). Sums are f32.
 //
-// Decode (one query token) is split across threads by KV head and by chunks of KV positions
+// The cache is read through page tables (model/kv_cache.h): position t of KV head g is row
+// g * page_tokens + t % page_tokens of page t / page_tokens. Every walk over positions goes page segment by page
+// segment (runs of at most page_tokens consecutive rows), in position order: the kernels see
+// the same rows in the same order as over one contiguous array, so results do not depend on
+// the page size.
+//
+// Decode (one query token) is split across threads in units of (KV head, chunk of positions)
 // (flash-decoding): scores and per-chunk maxima first, then every chunk's weighted V sum with
-// the head's global max and normaliser, then a merge of the chunks' partial outputs. The query
-// heads of one KV head are processed together, so each K and V row is read once per group.
-// Prefill splits (query token, KV head) pairs across threads.
+// the head's global max and normaliser, then a merge of the chunks' partial outputs. A unit
+// scores all the query heads of its KV head together, so each K and V row slice is read once
+// per group; within a page a KV head's rows are contiguous, so every walk streams. Prefill splits (query token, KV head) pairs across threads.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -39,10 +45,18 @@ class AttentionScratch {
   static constexpr int64_t kMaxChunks = 16;
 };
 
-// q: [n_tokens][n_heads*head_dim] (RoPE applied). kcache/vcache: [ctx][n_kv_heads*head_dim] f16,
-// already holding positions [0, pos0 + n_tokens). Token i attends to positions [0, pos0 + i].
+// One layer's KV cache as attention reads it: k[p] and v[p] point at page p, each
+// [n_kv_heads][page_tokens][head_dim] f16 (head-major: one KV head's positions are contiguous).
+struct KvPages {
+  const uint16_t* const* k = nullptr;
+  const uint16_t* const* v = nullptr;
+  int64_t page_tokens = 0;
+};
+
+// q: [n_tokens][n_heads*head_dim] (RoPE applied). kv: pages already holding positions
+// [0, pos0 + n_tokens). Token i attends to positions [0, pos0 + i].
 // out: [n_tokens][n_heads*head_dim].
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_t n_tokens, int64_t pos0,
-               const uint16_t* kcache, const uint16_t* vcache, float* out, AttentionScratch& scratch);
+               const KvPages& kv, float* out, AttentionScratch& scratch);
 
 }  // namespace fulcrum

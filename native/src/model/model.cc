@@ -58,6 +58,8 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   check_range("context_length", cfg_.context_length, 1, 1 << 22);
   check_range("batch_size", cfg_.batch_size, 1, 1 << 14);
   check_range("threads", cfg_.threads, 1, 512);
+  // At least 8 positions a page, so the page tables (24 bytes a slot) stay below the pages' size.
+  check_range("kv_page_tokens", cfg_.kv_page_tokens, 8, 4096);
   check_range("rope n_rot", cfg_.rope.n_rot, 2, cfg_.head_dim);
   if (cfg_.n_heads % cfg_.n_kv_heads != 0)
     throw std::runtime_error("model config: n_heads " + std::to_string(cfg_.n_heads) + " is not a multiple of n_kv_heads " +
@@ -125,9 +127,9 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
       L.bk = vector_f32(find(p + "attn_k.bias", KVW, 1, true, false), KVW);
       L.bv = vector_f32(find(p + "attn_v.bias", KVW, 1, true, false), KVW);
     }
-    L.k_cache.reset(new uint16_t[static_cast<size_t>(cfg_.context_length * KVW)]);
-    L.v_cache.reset(new uint16_t[static_cast<size_t>(cfg_.context_length * KVW)]);
   }
+  // Page tables only: pages are allocated as positions are first written.
+  kv_ = std::make_unique<KvCache>(cfg_.n_layers, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens);
 
   relocate_matmul_weights();
 
@@ -343,6 +345,7 @@ std::vector<Model::OpTiming> Model::op_timings() const {
 void Model::clear_kv(int64_t from_pos) {
   if (from_pos < 0) throw std::runtime_error("clearKv: position " + std::to_string(from_pos) + " is negative");
   n_past_ = std::min(n_past_.load(), from_pos);
+  kv_->release_from(n_past_.load());
 }
 
 std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all) {
@@ -357,6 +360,8 @@ std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_p
     if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab)
       throw std::runtime_error("eval: token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) + " is outside the vocabulary [0, " +
                                std::to_string(cfg_.n_vocab) + ")");
+  kv_->hold(start_pos + n);  // throws, leaving everything as it was, if a page cannot be allocated
+  kv_->release_from(start_pos + n);  // pages of a longer, rewound sequence hold stale positions only
   n_past_ = start_pos;
   std::vector<float> out(static_cast<size_t>((want_all ? n : 1) * cfg_.n_vocab));
   for (int64_t done = 0; done < n;) {
@@ -429,14 +434,18 @@ void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all
         break;
       }
       case OpKind::StoreKv: {
-        Layer& L = layers_[static_cast<size_t>(op.layer)];
-        fns.f32_to_f16(k_.data(), L.k_cache.get() + pos * KVW, rows * KVW);
-        fns.f32_to_f16(v_.data(), L.v_cache.get() + pos * KVW, rows * KVW);
+        // Pages are head-major: each position's row scatters into one head_dim run per KV head.
+        const int64_t hd = cfg_.head_dim;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t g = 0; g < cfg_.n_kv_heads; ++g) {
+            fns.f32_to_f16(k_.data() + r * KVW + g * hd, kv_->k_at(op.layer, pos + r, g), hd);
+            fns.f32_to_f16(v_.data() + r * KVW + g * hd, kv_->v_at(op.layer, pos + r, g), hd);
+          }
+        }
         break;
       }
       case OpKind::Attention: {
-        Layer& L = layers_[static_cast<size_t>(op.layer)];
-        attention(pool, shape, q_.data(), rows, pos, L.k_cache.get(), L.v_cache.get(), att_.data(), attn_scratch_);
+        attention(pool, shape, q_.data(), rows, pos, kv_->pages(op.layer), att_.data(), attn_scratch_);
         break;
       }
       case OpKind::AddResidual: {

@@ -14,6 +14,7 @@
 #include "ggml_types.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "model/kv_cache.h"
 
 namespace fulcrum {
 
@@ -26,6 +27,7 @@ struct ModelConfig {
   int64_t batch_size = 512;    // most tokens per forward step (longer inputs are chunked)
   int threads = 1;
   uint64_t memory_limit_bytes = 0;  // 0: /proc/meminfo MemAvailable only
+  int64_t kv_page_tokens = KvCache::kPageTokens;  // positions per KV cache page
 };
 
 struct TensorEntry {
@@ -57,7 +59,10 @@ class Model {
   int threads() const { return pool_->size(); }
   void set_threads(int n);
   const ModelConfig& config() const { return cfg_; }
-  uint64_t kv_bytes() const;
+  uint64_t kv_bytes() const;  // the whole context's KV cache (what the load-time check counts)
+  // KV cache pages held by the page tables, and all pages allocated (free list included).
+  uint64_t kv_bytes_in_use() const { return kv_->bytes_in_use(); }
+  uint64_t kv_bytes_reserved() const { return kv_->bytes_reserved(); }
 
   // Per-operation timing of forward steps (off by default: two clock reads per op).
   struct OpTiming {
@@ -85,9 +90,6 @@ class Model {
   struct Layer {
     Weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     std::vector<float> attn_norm_f, ffn_norm_f, bq, bk, bv;
-    // [context][n_kv_heads * head_dim] f16. Left uninitialised on purpose: a position is always
-    // written before it is read, and untouched pages of a large cache cost no memory.
-    std::unique_ptr<uint16_t[]> k_cache, v_cache;
   };
 
   const Weight& find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul);
@@ -122,6 +124,7 @@ class Model {
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_, logits_;
   std::map<GgmlType, std::vector<uint8_t>> act_;  // converted activations per vec_dot_type
   AttentionScratch attn_scratch_;
+  std::unique_ptr<KvCache> kv_;  // every layer's K and V, paged
   std::atomic<int64_t> n_past_{0};  // read by the JS thread while evalAsync runs on a worker
   bool profiling_ = false;
   std::vector<uint64_t> op_ns_, op_calls_;  // indexed like ops_

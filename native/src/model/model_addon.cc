@@ -58,6 +58,7 @@ ModelConfig parse_config(const Napi::Object& o) {
   c.batch_size = get_int(o, "batchSize", false, 512);
   c.threads = static_cast<int>(get_int(o, "threads", false, 1));
   c.memory_limit_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(o, "memoryLimitBytes", false, 0)));
+  c.kv_page_tokens = get_int(o, "kvPageTokens", false, KvCache::kPageTokens);
   c.norm_eps = static_cast<float>(get_num(o, "normEps", 1e-5));
   c.rope.freq_base = static_cast<float>(get_num(o, "ropeFreqBase", 10000.0));
   c.rope.freq_scale = static_cast<float>(get_num(o, "ropeFreqScale", 1.0));
@@ -157,6 +158,9 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceAccessor("nPast", &ModelWrap::GetNPast, nullptr),
                         InstanceAccessor("contextLength", &ModelWrap::GetContext, nullptr),
                         InstanceAccessor("kvBytes", &ModelWrap::GetKvBytes, nullptr),
+                        InstanceAccessor("kvBytesInUse", &ModelWrap::GetKvBytesInUse, nullptr),
+                        InstanceAccessor("kvBytesReserved", &ModelWrap::GetKvBytesReserved, nullptr),
+                        InstanceAccessor("kvPageTokens", &ModelWrap::GetKvPageTokens, nullptr),
                         InstanceAccessor("disposed", &ModelWrap::GetDisposed, nullptr)});
   }
 
@@ -271,6 +275,19 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value GetKvBytes(const Napi::CallbackInfo& info) {
     if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
     return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->kv_bytes()));
+  }
+  // Page counts are atomics: these may be read while evalAsync runs.
+  Napi::Value GetKvBytesInUse(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->kv_bytes_in_use()));
+  }
+  Napi::Value GetKvBytesReserved(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->kv_bytes_reserved()));
+  }
+  Napi::Value GetKvPageTokens(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->config().kv_page_tokens));
   }
   // opProfile() -> [{kind, layer, weight?, ns, calls}] accumulated since profiling was switched on.
   Napi::Value OpProfile(const Napi::CallbackInfo& info) {

@@ -1,0 +1,81 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace fulcrum {
+
+KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens)
+    : n_layers_(n_layers), context_(context), n_kv_heads_(n_kv_heads), head_dim_(head_dim), row_width_(n_kv_heads * head_dim),
+      page_tokens_(page_tokens) {
+  if (n_layers < 1 || context < 1 || n_kv_heads < 1 || head_dim < 1 || page_tokens < 1)
+    throw std::runtime_error("KV cache: layers " + std::to_string(n_layers) + ", context " + std::to_string(context) + ", KV heads " +
+                             std::to_string(n_kv_heads) + ", head size " + std::to_string(head_dim) + " and page size " +
+                             std::to_string(page_tokens) + " must all be positive");
+  table_size_ = (context + page_tokens - 1) / page_tokens;
+  const uint64_t half = static_cast<uint64_t>(page_tokens) * static_cast<uint64_t>(row_width_) * sizeof(uint16_t);
+  v_offset_ = static_cast<size_t>((half + kAlign - 1) / kAlign * kAlign);
+  block_bytes_ = 2 * static_cast<uint64_t>(v_offset_);
+  k_tables_.assign(static_cast<size_t>(n_layers), std::vector<uint16_t*>(static_cast<size_t>(table_size_), nullptr));
+  v_tables_.assign(static_cast<size_t>(n_layers), std::vector<uint16_t*>(static_cast<size_t>(table_size_), nullptr));
+  blocks_.assign(static_cast<size_t>(n_layers), std::vector<void*>(static_cast<size_t>(table_size_), nullptr));
+  // Every page the context can need fits on the free list, so releasing never allocates.
+  free_.reserve(static_cast<size_t>(n_layers * table_size_));
+}
+
+KvCache::~KvCache() {
+  for (auto& table : blocks_)
+    for (void* b : table) std::free(b);
+  for (void* b : free_) std::free(b);
+}
+
+void KvCache::hold(int64_t n_positions) {
+  const int64_t want = std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_);
+  for (int64_t p = held_pages_.load(std::memory_order_relaxed); p < want; ++p) {
+    const size_t slot = static_cast<size_t>(p);
+    for (int64_t l = 0; l < n_layers_; ++l) {
+      const size_t li = static_cast<size_t>(l);
+      void* block = nullptr;
+      if (!free_.empty()) {
+        block = free_.back();
+        free_.pop_back();
+      } else if (::posix_memalign(&block, kAlign, static_cast<size_t>(block_bytes_)) != 0 || !block) {
+        // Put back this slot's pages of the earlier layers, so the cache is as before the call.
+        for (int64_t u = 0; u < l; ++u) {
+          const size_t ui = static_cast<size_t>(u);
+          free_.push_back(blocks_[ui][slot]);
+          blocks_[ui][slot] = nullptr;
+          k_tables_[ui][slot] = v_tables_[ui][slot] = nullptr;
+        }
+        throw std::runtime_error("KV cache: out of memory allocating a page of " + std::to_string(block_bytes_) + " bytes for layer " +
+                                 std::to_string(l) + ", positions " + std::to_string(p * page_tokens_) + ".." +
+                                 std::to_string(std::min(context_, (p + 1) * page_tokens_) - 1) + " (" + std::to_string(bytes_in_use()) +
+                                 " bytes of pages in use, " + std::to_string(bytes_reserved()) + " reserved)");
+      } else {
+        allocated_.fetch_add(1, std::memory_order_relaxed);
+      }
+      blocks_[li][slot] = block;
+      k_tables_[li][slot] = static_cast<uint16_t*>(block);
+      v_tables_[li][slot] = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(block) + v_offset_);
+    }
+    held_pages_.store(p + 1, std::memory_order_relaxed);
+  }
+}
+
+void KvCache::release_from(int64_t from_pos) {
+  const int64_t keep = (std::max<int64_t>(0, from_pos) + page_tokens_ - 1) / page_tokens_;
+  for (int64_t p = held_pages_.load(std::memory_order_relaxed); p > keep; --p) {
+    const size_t slot = static_cast<size_t>(p - 1);
+    for (int64_t l = 0; l < n_layers_; ++l) {
+      const size_t li = static_cast<size_t>(l);
+      free_.push_back(blocks_[li][slot]);
+      blocks_[li][slot] = nullptr;
+      k_tables_[li][slot] = v_tables_[li][slot] = nullptr;
+    }
+    held_pages_.store(p - 1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace fulcrum
