@@ -10,6 +10,7 @@ interface Kernels {
   matmul(type: number, w: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number, path?: 'auto' | 'vecdot'): Float32Array;
   isaLevel(): string;
   gemmTile(type: number): { rows: number; cols: number } | null;
+  gemvRows(type: number): number | null;
 }
 
 export interface GemmCase {
@@ -20,6 +21,8 @@ export interface GemmCase {
   threads: number;
   /** The tile kernel's shape for this format on this ISA (rows × tokens), or null (vec_dot only). */
   tile: { rows: number; cols: number } | null;
+  /** Rows per pass of the format's decode GEMV kernel on this ISA, or null (vec_dot per row). */
+  gemvRows: number | null;
   /** max over outputs of |tile − vecdot| / (max |vecdot| of that token's outputs) */
   tileVsVecdot: number;
   identical: boolean;
@@ -50,12 +53,13 @@ function main(): void {
   const tokenCounts = [1, 2, 3, 5, 8, 17, 64];
   for (const t of TYPES) {
     // Row counts end in partial tiles (37 = 9×4 + 1 for the 4-row tiles; for AMX's 16-row groups
-    // 21, 37, 53 and 70 give 1, 2, 3 and 4 groups plus leftover rows); 96 columns = an odd number
-    // of 32-blocks (the VNNI kernels' tail path), 32/64/512 = even; K-quants need 256 multiples.
+    // 21, 37, 53 and 70 give 1, 2, 3 and 4 groups plus leftover rows); 160 columns = an odd number
+    // of 32-blocks (the VNNI kernels' tail path; for the Q4_0 GEMV one step of four blocks and a
+    // tail block), 32/64/512 = even; K-quants need 256 multiples.
     // (Q4_1 has no tile kernel: two shapes suffice to see it stays on vec_dot.)
     const shapes = t.id === 12
       ? [{ rows: 37, cols: 512 }]
-      : [{ rows: 37, cols: 96 }, { rows: 70, cols: 512 }, ...(t.id === 3 ? [] : [{ rows: 53, cols: 64 }, { rows: 21, cols: 32 }])];
+      : [{ rows: 37, cols: 160 }, { rows: 70, cols: 512 }, ...(t.id === 3 ? [] : [{ rows: 53, cols: 64 }, { rows: 21, cols: 32 }])];
     for (const { rows, cols } of shapes) {
       const wf = gaussian(rows * cols, 7 + rows + cols + t.id, 0.05);
       const w = quantize(t.id, wf);
@@ -87,7 +91,7 @@ function main(): void {
               vecdotVsRef = Math.max(vecdotVsRef, Math.abs(b - dot) / Math.max(mag, 1e-30));
             }
           }
-          cases.push({ type: t.name, rows, cols, nTokens, threads, tile: k.gemmTile(t.id), tileVsVecdot, identical, vecdotVsRef });
+          cases.push({ type: t.name, rows, cols, nTokens, threads, tile: k.gemmTile(t.id), gemvRows: k.gemvRows(t.id), tileVsVecdot, identical, vecdotVsRef });
         }
       }
     }

@@ -120,6 +120,12 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
     o.Set("cols", tt.tile_cols);
     return o;
   }));
+  // gemvRows(type) -> rows per pass of the decode GEMV kernel matmul uses for one token, or null.
+  k.Set("gemvRows", Napi::Function::New(env, [](const Napi::CallbackInfo& i) -> Napi::Value {
+    const TypeTraits& tt = type_traits(static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1)));
+    if (!tt.gemv) return i.Env().Null();
+    return Napi::Number::New(i.Env(), tt.gemv_rows);
+  }));
   k.Set("isaLevel", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::String::New(i.Env(), isa_level()); }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
   exports.Set("kernels", k);
