@@ -76,6 +76,16 @@ Napi::Value RmsNorm(const Napi::CallbackInfo& info) {
   return y;
 }
 
+// swiglu(gate: Float32Array, up: Float32Array) -> Float32Array: silu(gate) · up (the ISA version
+// the CPU runs, as the executor uses it).
+Napi::Value Swiglu(const Napi::CallbackInfo& info) {
+  Napi::Float32Array g = f32_arg(info, 0, "gate"), u = f32_arg(info, 1, "up");
+  if (g.ElementLength() != u.ElementLength()) throw Napi::RangeError::New(info.Env(), "swiglu: gate and up lengths differ");
+  Napi::Float32Array y = Napi::Float32Array::New(info.Env(), g.ElementLength());
+  swiglu_row(g.Data(), u.Data(), y.Data(), static_cast<int64_t>(g.ElementLength()));
+  return y;
+}
+
 // rope(x: Float32Array, nHeads, headDim, pos, nRot, freqBase, freqScale, neox: boolean) -> Float32Array
 Napi::Value Rope(const Napi::CallbackInfo& info) {
   Napi::Float32Array x = f32_arg(info, 0, "x");
@@ -110,6 +120,7 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("matmul", Napi::Function::New(env, Matmul));
   k.Set("rmsnorm", Napi::Function::New(env, RmsNorm));
   k.Set("rope", Napi::Function::New(env, Rope));
+  k.Set("swiglu", Napi::Function::New(env, Swiglu));
   k.Set("readBandwidth", Napi::Function::New(env, ReadBandwidth));
   // gemmTile(type) -> { rows, cols } of the prefill tile kernel matmul uses for that format, or null.
   k.Set("gemmTile", Napi::Function::New(env, [](const Napi::CallbackInfo& i) -> Napi::Value {
