@@ -46,6 +46,8 @@ const testPatterns = [
   /^test\/unit\/kernels.*\.test\.ts$/,
   /^test\/unit\/runtime.*\.test\.ts$/,
   /^test\/unit\/gemm-tiles\.test\.ts$/,
+  /^test\/unit\/swiglu\.test\.ts$/,
+  /^test\/unit\/kv-cache\.test\.ts$/,
   /^test\/unit\/profile-native\.test\.ts$/,
   /^test\/parity\/stories260k\.test\.ts$/,
   /^test\/parity\/synthetic\.test\.ts$/,
