@@ -14,8 +14,12 @@ namespace fulcrum {
 
 void AttentionScratch::reserve(const AttentionShape& s, int64_t ctx_len, int64_t max_tokens, int n_threads) {
   ctx = ctx_len;
+  const int64_t group = s.n_heads / s.n_kv_heads;
+  const int64_t row_bytes = std::max<int64_t>(1, group * ctx_len) * static_cast<int64_t>(sizeof(float));
+  block_tokens = std::max<int64_t>(1, std::min<int64_t>({kMaxBlockTokens, max_tokens, kScoreBytesPerThread / row_bytes}));
   q16.assign(static_cast<size_t>(max_tokens * s.n_heads * s.head_dim), 0);
-  scores.assign(static_cast<size_t>(std::max<int64_t>(s.n_heads, static_cast<int64_t>(n_threads) * (s.n_heads / s.n_kv_heads)) * ctx_len), 0.f);
+  scores.assign(static_cast<size_t>(std::max<int64_t>(s.n_heads, static_cast<int64_t>(n_threads) * block_tokens * group) * ctx_len), 0.f);
+  work.assign(static_cast<size_t>(n_threads) * kernels::kAttnWorkFloats, 0.f);
   partial.assign(static_cast<size_t>(s.n_heads * kMaxChunks * s.head_dim), 0.f);
   qf.assign(static_cast<size_t>(max_tokens * s.n_heads * s.head_dim), 0.f);
   chunk_max.assign(static_cast<size_t>(s.n_heads * kMaxChunks), 0.f);
@@ -49,34 +53,49 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
   fns.f32_to_f16(q, sc.q16.data(), n_tokens * qrow);
 
   if (n_tokens > 1) {
-    // Causal rows cost more the later the token: hand out (token, KV head) units from a shared
-    // counter, latest tokens first, so threads finish together. A unit scores all the query
-    // heads of its KV head at once (each K and V row read once per group).
+    // Units of (block of BT tokens, KV head), rows ordered (token, query head of the group).
+    // Causal rows cost more the later the token: units are handed out from a shared counter,
+    // latest blocks first, so threads finish together.
     fns.f16_to_f32(sc.q16.data(), sc.qf.data(), n_tokens * qrow);
-    const int64_t units = n_tokens * s.n_kv_heads;
+    const int64_t BT = std::min(sc.block_tokens, n_tokens);
+    const int64_t n_blocks = (n_tokens + BT - 1) / BT;
+    const int64_t units = n_blocks * s.n_kv_heads;
     const int64_t ld = sc.ctx;
     std::atomic<int64_t> next{0};
     pool.run([&](int ith, int) {
-      float* scores = sc.scores.data() + static_cast<size_t>(ith) * group * ld;
+      float* scores = sc.scores.data() + static_cast<size_t>(ith) * BT * group * ld;
+      float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
       for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < units;) {
         const int64_t u = units - 1 - k;
-        const int64_t i = u / s.n_kv_heads, g = u % s.n_kv_heads;
-        const int64_t n_kv = pos0 + i + 1, h0 = g * group;
-        const float* qg = sc.qf.data() + i * qrow + h0 * hd;
+        const int64_t b = u / s.n_kv_heads, g = u % s.n_kv_heads;
+        const int64_t i0 = b * BT, nt = std::min(BT, n_tokens - i0), rows = nt * group;
+        const int64_t h0 = g * group;
+        const int64_t n_kv = pos0 + i0 + nt;  // positions the block's last token sees
+        const float* qb = sc.qf.data() + i0 * qrow + h0 * hd;
+        float* ob = out + i0 * qrow + h0 * hd;
+        // Scores of every row over [0, n_kv); a row's positions past its own token are computed
+        // but never read.
         for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t* kr, const uint16_t*) {
-          fns.kq_f16(n, hd, kr, hd, qg, group, s.scale, scores + t, ld);
+          if (fns.kq_block_f16(n, hd, kr, hd, qb, rows, group, qrow, s.scale, scores + t, ld, work)) return;
+          for (int64_t ii = 0; ii < nt; ++ii) fns.kq_f16(n, hd, kr, hd, qb + ii * qrow, group, s.scale, scores + ii * group * ld + t, ld);
         });
-        for (int64_t j = 0; j < group; ++j) {
-          float* sj = scores + j * ld;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t t = 0; t < n_kv; ++t) mx = std::max(mx, sj[t]);
-          const float sum = fns.exp_sub_sum(sj, n_kv, mx);
-          fns.scale_round_f16(sj, n_kv, 1.0f / sum);
+        for (int64_t ii = 0; ii < nt; ++ii) {
+          const int64_t n_row = pos0 + i0 + ii + 1;
+          for (int64_t j = 0; j < group; ++j) {
+            float* sj = scores + (ii * group + j) * ld;
+            const float mx = fns.max_f32(sj, n_row);
+            const float sum = fns.exp_sub_sum(sj, n_row, mx);
+            fns.scale_round_f16(sj, n_row, 1.0f / sum);
+          }
+          std::memset(ob + ii * qrow, 0, static_cast<size_t>(group * hd) * sizeof(float));
         }
-        float* o = out + i * qrow + h0 * hd;
-        std::memset(o, 0, static_cast<size_t>(group * hd) * sizeof(float));
         for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
-          fns.pv_f16(n, hd, vr, hd, scores + t, group, ld, o);
+          const int64_t n_first = pos0 + i0 + 1 - t;  // positions of this run the block's first token sees
+          if (fns.pv_block_f16(n, hd, vr, hd, scores + t, rows, group, ld, n_first, ob, qrow, work)) return;
+          for (int64_t ii = 0; ii < nt; ++ii) {
+            const int64_t m = std::min(n, n_first + ii);
+            if (m > 0) fns.pv_f16(m, hd, vr, hd, scores + ii * group * ld + t, group, ld, ob + ii * qrow);
+          }
         });
       }
     });
@@ -111,8 +130,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = g * group + j;
         float* sh = sg + j * ld;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t t = t0; t < t1; ++t) mx = std::max(mx, sh[t]);
+        const float mx = fns.max_f32(sh + t0, t1 - t0);
         // Scores become exp(score - chunk max); pass two rescales them to the head's max.
         sc.chunk_sum[h * MC + c] = t1 > t0 ? fns.exp_sub_sum(sh + t0, t1 - t0, mx) : 0.f;
         sc.chunk_max[h * MC + c] = mx;

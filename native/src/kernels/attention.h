@@ -17,7 +17,15 @@
 // (flash-decoding): scores and per-chunk maxima first, then every chunk's weighted V sum with
 // the head's global max and normaliser, then a merge of the chunks' partial outputs. A unit
 // scores all the query heads of its KV head together, so each K and V row slice is read once
-// per group; within a page a KV head's rows are contiguous, so every walk streams. Prefill splits (query token, KV head) pairs across threads.
+// per group; within a page a KV head's rows are contiguous, so every walk streams.
+//
+// Prefill splits (block of up to 16 tokens, KV head) units across threads. A unit computes the
+// scores of all its query rows (block tokens × the KV head's query heads) a page segment at a
+// time (kq_block_f16: a block of K rows transposed once, 16 positions' scores per register, no
+// horizontal sums), the softmax of each row over its causal range, then the weighted V sums with
+// tiles of output rows held in registers (pv_block_f16). Every score and output value is rounded
+// exactly as single-chunk decode rounds it (same per-lane sums, reduction tree and FMA chains), so
+// results do not depend on how a prompt is split into evaluations either.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -36,13 +44,19 @@ class AttentionScratch {
  public:
   void reserve(const AttentionShape& s, int64_t ctx, int64_t max_tokens, int n_threads);
   std::vector<uint16_t> q16;     // [max_tokens][n_heads][head_dim] f16 queries
-  std::vector<float> scores;     // decode: [n_heads][ctx]; prefill: [n_threads][group][ctx]
+  std::vector<float> scores;     // decode: [n_heads][ctx]; prefill: [n_threads][block_tokens * group][ctx]
+  std::vector<float> work;       // prefill: [n_threads][kernels::kAttnWorkFloats] kernel scratch
   std::vector<float> qf;         // [max_tokens][n_heads][head_dim] q rounded to f16, as f32
   std::vector<float> partial;    // decode: [kMaxChunks][n_heads][head_dim]
   std::vector<float> chunk_max;  // decode: [n_heads][kMaxChunks]
   std::vector<float> chunk_sum;  // decode: [n_heads][kMaxChunks]
   int64_t ctx = 0;
+  // Prefill tokens per unit: up to kMaxBlockTokens, fewer where a thread's score rows for that
+  // many tokens would pass kScoreBytesPerThread (long contexts).
+  int64_t block_tokens = 1;
   static constexpr int64_t kMaxChunks = 16;
+  static constexpr int64_t kMaxBlockTokens = 16;
+  static constexpr int64_t kScoreBytesPerThread = int64_t{4} << 20;
 };
 
 // One layer's KV cache as attention reads it: k[p] and v[p] point at page p, each

@@ -169,6 +169,21 @@ inline __m256 exp_nonpos(__m256 x) {
   return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
 }
 
+float max_f32(const float* x, int64_t n) {
+  __m256 m0 = _mm256_set1_ps(-__builtin_inff()), m1 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+  }
+  m0 = _mm256_max_ps(m0, m1);
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  float mx = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  return mx;
+}
+
 float exp_sub_sum(float* x, int64_t n, float m) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256 acc = _mm256_setzero_ps();
@@ -194,6 +209,189 @@ void scale_round_f16(float* x, int64_t n, float a) {
   for (; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i] * a));
 }
 
+
+// ---- Blocked prefill attention (see float_fns.h and the AVX-512 file), 8 lanes ----
+
+// kt[d*8 + i] = K row i, value d, as f32, for i < m; rows [m, 8) are zero (8×8 transposes).
+void transpose_k8(const uint16_t* k, int64_t kstride, int64_t m, int64_t nc, float* kt) {
+  for (int64_t c = 0; c < nc; ++c) {
+    __m256 r[8], a[8], b[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < m ? load_h(k + i * kstride + 8 * c) : _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      a[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      a[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // b[4j + e], 128-bit lane L: rows 4j..4j+3 of value 4L + e.
+    for (int j = 0; j < 2; ++j) {
+      const __m256d a0 = _mm256_castps_pd(a[4 * j]), a1 = _mm256_castps_pd(a[4 * j + 1]);
+      const __m256d a2 = _mm256_castps_pd(a[4 * j + 2]), a3 = _mm256_castps_pd(a[4 * j + 3]);
+      b[4 * j] = _mm256_castpd_ps(_mm256_unpacklo_pd(a0, a2));
+      b[4 * j + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a0, a2));
+      b[4 * j + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(a1, a3));
+      b[4 * j + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(a1, a3));
+    }
+    float* o = kt + 64 * c;
+    for (int e = 0; e < 4; ++e) {
+      _mm256_storeu_ps(o + 8 * e, _mm256_permute2f128_ps(b[e], b[4 + e], 0x20));
+      _mm256_storeu_ps(o + 8 * (4 + e), _mm256_permute2f128_ps(b[e], b[4 + e], 0x31));
+    }
+  }
+}
+
+// kq_f16's lane l sums q[d]·k[d] over d ≡ l (mod 8) (a product, then FMAs in increasing d); hsum
+// adds lanes (l, l+4), then (0, 2) and (1, 3), then those two. Here each lane class is a vector
+// over 8 positions, added in the same tree. pair_sum: B_l = A_l + A_{l+4} for R rows.
+template <int R>
+inline void pair_sum(const float* const* qr, const float* kt, int64_t nc, int l, __m256* out) {
+  const float* k0 = kt + 8 * l;
+  const float* k1 = kt + 8 * (l + 4);
+  __m256 a[R], b[R];
+  const __m256 ka = _mm256_loadu_ps(k0), kb = _mm256_loadu_ps(k1);
+  for (int r = 0; r < R; ++r) {
+    a[r] = _mm256_mul_ps(_mm256_set1_ps(qr[r][l]), ka);
+    b[r] = _mm256_mul_ps(_mm256_set1_ps(qr[r][l + 4]), kb);
+  }
+  for (int64_t c = 1; c < nc; ++c) {
+    const __m256 kc = _mm256_loadu_ps(k0 + 64 * c), kd = _mm256_loadu_ps(k1 + 64 * c);
+    for (int r = 0; r < R; ++r) {
+      a[r] = _mm256_fmadd_ps(_mm256_set1_ps(qr[r][l + 8 * c]), kc, a[r]);
+      b[r] = _mm256_fmadd_ps(_mm256_set1_ps(qr[r][l + 4 + 8 * c]), kd, b[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm256_add_ps(a[r], b[r]);
+}
+
+// 8 scores for each of R rows: (B0 + B2) + (B1 + B3), × scale; the first m stored.
+template <int R>
+inline void kq_tile(const float* const* qr, const float* kt, int64_t nc, float scale, float* const* sr, int64_t m) {
+  __m256 c0[R], c1[R], x[R];
+  pair_sum<R>(qr, kt, nc, 0, c0);
+  pair_sum<R>(qr, kt, nc, 2, x);
+  for (int r = 0; r < R; ++r) c0[r] = _mm256_add_ps(c0[r], x[r]);
+  pair_sum<R>(qr, kt, nc, 1, c1);
+  pair_sum<R>(qr, kt, nc, 3, x);
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (int r = 0; r < R; ++r) {
+    const __m256 e = _mm256_mul_ps(_mm256_add_ps(c0[r], _mm256_add_ps(c1[r], x[r])), vs);
+    if (m == 8) {
+      _mm256_storeu_ps(sr[r], e);
+    } else {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, e);
+      for (int64_t i = 0; i < m; ++i) sr[r][i] = tmp[i];
+    }
+  }
+}
+
+template <int R>
+inline void kq_rows(const float* q, int64_t r0, int64_t rpt, int64_t qstride, int64_t hd, const float* kt, float scale, float* scores,
+                    int64_t ld, int64_t m) {
+  const float* qr[R];
+  float* sr[R];
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + r;
+    qr[r] = q + (row / rpt) * qstride + (row % rpt) * hd;
+    sr[r] = scores + row * ld;
+  }
+  kq_tile<R>(qr, kt, hd / 8, scale, sr, m);
+}
+
+// 3 rows: their partial trees (4 × 3 registers) and two K vectors fit the 16 ymm registers.
+constexpr int64_t kKqRows = 3;
+
+bool kq_block_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
+                  int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
+  if (hd % 8 != 0 || hd > 128) return false;  // kq_f16's own fallback order applies
+  for (int64_t t0 = 0; t0 < n; t0 += 8) {
+    const int64_t m = n - t0 < 8 ? n - t0 : 8;
+    transpose_k8(k + t0 * kstride, kstride, m, hd / 8, work);
+    float* st = scores + t0;
+    int64_t r = 0;
+    for (; r + kKqRows <= rows; r += kKqRows) kq_rows<3>(q, r, rpt, qstride, hd, work, scale, st, ld, m);
+    switch (rows - r) {
+      case 2: kq_rows<2>(q, r, rpt, qstride, hd, work, scale, st, ld, m); break;
+      case 1: kq_rows<1>(q, r, rpt, qstride, hd, work, scale, st, ld, m); break;
+      default: break;
+    }
+  }
+  return true;
+}
+
+// R output rows × W vectors of 8 columns in registers, FMA chains in position order over
+// [0, lim[r]) (lim nondecreasing in r).
+template <int R, int W>
+inline void pv_tile(const float* vf, int64_t hd, int64_t col, const float* const* pr, float* const* orow, const int64_t* lim) {
+  __m256 acc[R][W];
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm256_loadu_ps(orow[r] + col + 8 * w);
+  const int64_t lo = lim[0];
+  for (int64_t t = 0; t < lo; ++t) {
+    const float* vt = vf + t * hd + col;
+    __m256 vv[W];
+    for (int w = 0; w < W; ++w) vv[w] = _mm256_loadu_ps(vt + 8 * w);
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_set1_ps(pr[r][t]);
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(a, vv[w], acc[r][w]);
+    }
+  }
+  for (int r = 1; r < R; ++r)
+    for (int64_t t = lo; t < lim[r]; ++t) {
+      const __m256 a = _mm256_set1_ps(pr[r][t]);
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(a, _mm256_loadu_ps(vf + t * hd + col + 8 * w), acc[r][w]);
+    }
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) _mm256_storeu_ps(orow[r] + col + 8 * w, acc[r][w]);
+}
+
+template <int R>
+inline void pv_rows(const float* vf, int64_t hd, const float* p, int64_t r0, int64_t rpt, int64_t ld, int64_t first, int64_t m, float* out,
+                    int64_t ostride) {
+  const float* pr[R];
+  float* orow[R];
+  int64_t lim[R];
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + r;
+    pr[r] = p + row * ld;
+    orow[r] = out + (row / rpt) * ostride + (row % rpt) * hd;
+    const int64_t l = first + row / rpt;
+    lim[r] = l < 0 ? 0 : (l > m ? m : l);
+  }
+  if (lim[R - 1] == 0) return;
+  int64_t col = 0;
+  for (; col + 16 <= hd; col += 16) pv_tile<R, 2>(vf, hd, col, pr, orow, lim);
+  if (col < hd) pv_tile<R, 1>(vf, hd, col, pr, orow, lim);
+}
+
+// 4 rows × 2 vectors: 8 accumulators, 2 V vectors and a broadcast in the 16 registers.
+constexpr int64_t kPvRows = 4;
+
+bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
+                  int64_t n_first, float* out, int64_t ostride, float* work) {
+  if (hd % 8 != 0 || hd > 128) return false;  // pv_f16's own fallback order applies
+  const int64_t block = kAttnVBlockFloats / hd;
+  const int64_t last_token = (rows - 1) / rpt;
+  for (int64_t b = 0; b < n; b += block) {
+    const int64_t first = n_first - b;
+    int64_t m = n - b < block ? n - b : block;
+    if (first + last_token < m) m = first + last_token;
+    if (m <= 0) break;
+    for (int64_t i = 0; i < m; ++i) {
+      const uint16_t* vr = v + (b + i) * vstride;
+      for (int64_t d = 0; d < hd; d += 8) _mm256_storeu_ps(work + i * hd + d, load_h(vr + d));
+    }
+    const float* pb = p + b;
+    int64_t r = 0;
+    for (; r + kPvRows <= rows; r += kPvRows) pv_rows<4>(work, hd, pb, r, rpt, ld, first, m, out, ostride);
+    switch (rows - r) {
+      case 3: pv_rows<3>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      case 2: pv_rows<2>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      case 1: pv_rows<1>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      default: break;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void fill_float_fns_avx2(FloatFns* f) {
@@ -207,8 +405,11 @@ void fill_float_fns_avx2(FloatFns* f) {
   f->axpy_f16 = axpy_f16;
   f->kq_f16 = kq_f16;
   f->pv_f16 = pv_f16;
+  f->max_f32 = max_f32;
   f->exp_sub_sum = exp_sub_sum;
   f->scale_round_f16 = scale_round_f16;
+  f->kq_block_f16 = kq_block_f16;
+  f->pv_block_f16 = pv_block_f16;
 }
 
 }  // namespace kernels

@@ -26,10 +26,36 @@ struct FloatFns {
   // out[j*hd + d] += Σ_t p[j*ld + t] · v[t*vstride + d]; each V row is loaded once for all nq heads.
   void (*pv_f16)(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld,
                  float* out);
-  // Softmax pieces: x[i] = exp(x[i] - m), returning Σ x[i]; and x[i] = f16-rounded(x[i] · a).
+  // Softmax pieces: max x[i] (-inf for n = 0); x[i] = exp(x[i] - m), returning Σ x[i]; and
+  // x[i] = f16-rounded(x[i] · a).
+  float (*max_f32)(const float* x, int64_t n);
   float (*exp_sub_sum)(float* x, int64_t n, float m);
   void (*scale_round_f16)(float* x, int64_t n, float a);
+
+  // Blocked prefill attention: `rows` query rows at once (the query heads of one KV head for a
+  // block of tokens). Row r is q + (r / rpt) * qstride + (r % rpt) * hd (rpt rows per token, the
+  // tokens qstride apart); its scores are scores[r*ld + t] and its output row is laid out like q
+  // (out + (r / rpt) * ostride + (r % rpt) * hd). work: kAttnWorkFloats floats of scratch.
+  // Both return false, doing nothing, when hd does not fit their register layout (the caller then
+  // falls back to kq_f16 / pv_f16 per token).
+  //
+  // Each score is rounded exactly as kq_f16 rounds it (the same per-lane partial sums, the same
+  // reduction tree, then × scale), and each output value is the same chain of f32 FMAs in position
+  // order as pv_f16's, so prefill, decode and any split of a prompt give identical bits.
+  // scores[r*ld + t] = scale · q_r · k_t for t in [0, n).
+  bool (*kq_block_f16)(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
+                       int64_t qstride, float scale, float* scores, int64_t ld, float* work);
+  // out_r[d] += Σ_t p[r*ld + t] · v[t*vstride + d] for t in [0, min(n, n_first + r / rpt)): the
+  // token of row r sees n_first + (its index) positions of this run (the causal limit).
+  bool (*pv_block_f16)(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt,
+                       int64_t ld, int64_t n_first, float* out, int64_t ostride, float* work);
 };
+
+// Scratch floats the blocked attention kernels need: a transposed block of up to 32 K rows of up
+// to 256 values, or a block of V rows converted to f32 (kAttnVBlockFloats, 16 KiB: stays in L1
+// while every output row of the unit reads it).
+constexpr int64_t kAttnWorkFloats = 8192;
+constexpr int64_t kAttnVBlockFloats = 4096;
 
 void fill_float_fns_scalar(FloatFns* f);
 void fill_float_fns_avx2(FloatFns* f);

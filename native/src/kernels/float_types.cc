@@ -84,6 +84,12 @@ void pv_f16_scalar(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, co
   }
 }
 
+float max_f32_scalar(const float* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 float exp_sub_sum_scalar(float* x, int64_t n, float m) {
   float sum = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -95,6 +101,14 @@ float exp_sub_sum_scalar(float* x, int64_t n, float m) {
 
 void scale_round_f16_scalar(float* x, int64_t n, float a) {
   for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i] * a));
+}
+
+// No blocked layout without SIMD registers: attention falls back to kq_f16 / pv_f16 per token.
+bool kq_block_f16_none(int64_t, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, int64_t, float*) {
+  return false;
+}
+bool pv_block_f16_none(int64_t, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t, float*) {
+  return false;
 }
 
 void f32_copy_row(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
@@ -113,8 +127,11 @@ void fill_float_fns_scalar(FloatFns* f) {
   f->axpy_f16 = axpy_f16_scalar;
   f->kq_f16 = kq_f16_scalar;
   f->pv_f16 = pv_f16_scalar;
+  f->max_f32 = max_f32_scalar;
   f->exp_sub_sum = exp_sub_sum_scalar;
   f->scale_round_f16 = scale_round_f16_scalar;
+  f->kq_block_f16 = kq_block_f16_none;
+  f->pv_block_f16 = pv_block_f16_none;
 }
 
 const FloatFns& float_fns() {

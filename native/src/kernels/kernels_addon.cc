@@ -3,13 +3,18 @@
 // (sizes against buffer lengths) and throws a JS Error instead of reading out of bounds.
 #include <napi.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "addon_registry.h"
 #include "core/thread_pool.h"
 #include "ggml_types.h"
+#include "core/fp16.h"
+#include "kernels/attention.h"
 #include "kernels/bandwidth.h"
+#include "kernels/float_fns.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -115,6 +120,54 @@ Napi::Value ReadBandwidth(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), read_bandwidth(pool, static_cast<uint64_t>(bytes), reps));
 }
 
+// attention(q, k, v, nHeads, nKvHeads, headDim, pageTokens, threads, context?) -> Float32Array
+// The executor's causal attention for nTokens = q.length / (nHeads·headDim) query rows (prefill
+// for more than one, decode for one) at positions [pos0, pos0 + nTokens), where k and v hold the
+// pos0 + nTokens cached positions, [position][nKvHeads·headDim]. They are rounded to f16 and laid
+// out in head-major pages of pageTokens positions as the KV cache keeps them; context (default:
+// the positions held) sizes the scratch as the model's context does.
+Napi::Value Attention(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Float32Array q = f32_arg(info, 0, "q"), k = f32_arg(info, 1, "k"), v = f32_arg(info, 2, "v");
+  AttentionShape s;
+  s.n_heads = int_arg(info, 3, "nHeads", 1, 1024);
+  s.n_kv_heads = int_arg(info, 4, "nKvHeads", 1, s.n_heads);
+  s.head_dim = int_arg(info, 5, "headDim", 1, 1024);
+  const int64_t page_tokens = int_arg(info, 6, "pageTokens", 1, 1 << 16);
+  const int threads = static_cast<int>(int_arg(info, 7, "threads", 1, 256));
+  if (s.n_heads % s.n_kv_heads != 0) throw Napi::RangeError::New(env, "attention: nHeads is not a multiple of nKvHeads");
+  const int64_t qrow = s.n_heads * s.head_dim, kvrow = s.n_kv_heads * s.head_dim;
+  const int64_t q_len = static_cast<int64_t>(q.ElementLength()), kv_len = static_cast<int64_t>(k.ElementLength());
+  if (q_len == 0 || q_len % qrow != 0) throw Napi::RangeError::New(env, "attention: q length is not a positive multiple of nHeads × headDim");
+  if (kv_len % kvrow != 0 || static_cast<int64_t>(v.ElementLength()) != kv_len)
+    throw Napi::RangeError::New(env, "attention: k and v must both hold whole positions of nKvHeads × headDim values");
+  const int64_t n_tokens = q_len / qrow, n_kv = kv_len / kvrow;
+  if (n_kv < n_tokens) throw Napi::RangeError::New(env, "attention: k and v hold fewer positions than q has tokens");
+  if (n_kv > (1 << 20)) throw Napi::RangeError::New(env, "attention: more than 2^20 positions");
+  const int64_t ctx = info.Length() > 8 && !info[8].IsUndefined() ? int_arg(info, 8, "context", n_kv, 1 << 20) : n_kv;
+  if (s.n_heads * ctx > (int64_t{1} << 24)) throw Napi::RangeError::New(env, "attention: nHeads × context is over 2^24 (score scratch)");
+  s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+
+  const int64_t n_pages = (n_kv + page_tokens - 1) / page_tokens, page = s.n_kv_heads * page_tokens * s.head_dim;
+  std::vector<uint16_t> kbuf(static_cast<size_t>(n_pages * page), 0), vbuf(kbuf.size(), 0);
+  std::vector<const uint16_t*> kp(static_cast<size_t>(n_pages)), vp(static_cast<size_t>(n_pages));
+  for (int64_t p = 0; p < n_pages; ++p) kp[p] = kbuf.data() + p * page, vp[p] = vbuf.data() + p * page;
+  for (int64_t t = 0; t < n_kv; ++t)
+    for (int64_t g = 0; g < s.n_kv_heads; ++g) {
+      const int64_t at = (t / page_tokens) * page + (g * page_tokens + t % page_tokens) * s.head_dim;
+      for (int64_t d = 0; d < s.head_dim; ++d) {
+        kbuf[at + d] = fp32_to_fp16(k[t * kvrow + g * s.head_dim + d]);
+        vbuf[at + d] = fp32_to_fp16(v[t * kvrow + g * s.head_dim + d]);
+      }
+    }
+  ThreadPool pool(threads);
+  AttentionScratch scratch;
+  scratch.reserve(s, ctx, n_tokens, threads);
+  Napi::Float32Array out = Napi::Float32Array::New(env, static_cast<size_t>(q_len));
+  attention(pool, s, q.Data(), n_tokens, n_kv - n_tokens, KvPages{kp.data(), vp.data(), page_tokens}, out.Data(), scratch);
+  return out;
+}
+
 void InitKernels(Napi::Env env, Napi::Object exports) {
   Napi::Object k = Napi::Object::New(env);
   k.Set("matmul", Napi::Function::New(env, Matmul));
@@ -136,6 +189,16 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
     const TypeTraits& tt = type_traits(static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1)));
     if (!tt.gemv) return i.Env().Null();
     return Napi::Number::New(i.Env(), tt.gemv_rows);
+  }));
+  k.Set("attention", Napi::Function::New(env, Attention));
+  // attentionBlocked(headDim) -> whether prefill attention takes the blocked kernels for that head
+  // size on this ISA (else kq_f16 / pv_f16 per token).
+  k.Set("attentionBlocked", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
+    const int64_t hd = int_arg(i, 0, "headDim", 1, 1024);
+    const kernels::FloatFns& f = kernels::float_fns();
+    const bool kq = f.kq_block_f16(0, hd, nullptr, hd, nullptr, 0, 1, hd, 1.f, nullptr, 0, nullptr);
+    const bool pv = f.pv_block_f16(0, hd, nullptr, hd, nullptr, 0, 1, 0, 0, nullptr, hd, nullptr);
+    return Napi::Boolean::New(i.Env(), kq && pv);
   }));
   k.Set("isaLevel", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::String::New(i.Env(), isa_level()); }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
