@@ -48,6 +48,7 @@ const testPatterns = [
   /^test\/unit\/gemm-tiles\.test\.ts$/,
   /^test\/unit\/swiglu\.test\.ts$/,
   /^test\/unit\/kv-cache\.test\.ts$/,
+  /^test\/unit\/attention\.test\.ts$/,
   /^test\/unit\/profile-native\.test\.ts$/,
   /^test\/parity\/stories260k\.test\.ts$/,
   /^test\/parity\/synthetic\.test\.ts$/,
