@@ -152,12 +152,14 @@ Napi::Value Attention(const Napi::CallbackInfo& info) {
   std::vector<uint16_t> kbuf(static_cast<size_t>(n_pages * page), 0), vbuf(kbuf.size(), 0);
   std::vector<const uint16_t*> kp(static_cast<size_t>(n_pages)), vp(static_cast<size_t>(n_pages));
   for (int64_t p = 0; p < n_pages; ++p) kp[p] = kbuf.data() + p * page, vp[p] = vbuf.data() + p * page;
+  const float* kf = k.Data();
+  const float* vf = v.Data();
   for (int64_t t = 0; t < n_kv; ++t)
     for (int64_t g = 0; g < s.n_kv_heads; ++g) {
       const int64_t at = (t / page_tokens) * page + (g * page_tokens + t % page_tokens) * s.head_dim;
       for (int64_t d = 0; d < s.head_dim; ++d) {
-        kbuf[at + d] = fp32_to_fp16(k[t * kvrow + g * s.head_dim + d]);
-        vbuf[at + d] = fp32_to_fp16(v[t * kvrow + g * s.head_dim + d]);
+        kbuf[static_cast<size_t>(at + d)] = fp32_to_fp16(kf[t * kvrow + g * s.head_dim + d]);
+        vbuf[static_cast<size_t>(at + d)] = fp32_to_fp16(vf[t * kvrow + g * s.head_dim + d]);
       }
     }
   ThreadPool pool(threads);
