@@ -5,8 +5,9 @@
 // make it a 256-byte read every n_kv_heads × head_dim × 2 bytes (4 KiB on a 16-head model: a new
 // 4 KiB page for every position, which defeats the hardware prefetcher).
 // Each layer has a page table with a slot per page of the context; no page exists at load.
-// Pages are taken when positions are about to be written (from the free list first, else
-// allocated) and clearing positions returns whole pages to the free list, so memory follows
+// Pages are taken when positions are about to be written (from the free list first, else the
+// next unused slot of an address range reserved at construction for the whole context and
+// advised for 2 MiB pages; the OS commits memory only where pages are written) and clearing positions returns whole pages to the free list, so memory follows
 // the positions held and steady-state generation allocates nothing. Pages are never zeroed: a
 // position is always written before attention reads it.
 //
@@ -75,6 +76,10 @@ class KvCache {
   std::vector<std::vector<uint16_t*>> k_tables_, v_tables_;
   std::vector<std::vector<void*>> blocks_;
   std::vector<void*> free_;  // capacity for every page of the context, reserved up front
+  void* region_ = nullptr;   // the reserved address range (mmap), region_size_ bytes
+  size_t region_size_ = 0;
+  uint8_t* next_ = nullptr;  // first never-used page slot in the range (2 MiB aligned at start)
+  uint8_t* end_ = nullptr;
   std::atomic<int64_t> held_pages_{0};  // page slots filled in every layer's table
   std::atomic<int64_t> allocated_{0};   // pages allocated (held + free)
 };
