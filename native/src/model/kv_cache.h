@@ -6,8 +6,8 @@
 // 4 KiB page for every position, which defeats the hardware prefetcher).
 // Each layer has a page table with a slot per page of the context; no page exists at load.
 // Pages are taken when positions are about to be written (from the free list first, else the
-// next unused slot of an address range reserved at construction for the whole context and
-// advised for 2 MiB pages; the OS commits memory only where pages are written) and clearing positions returns whole pages to the free list, so memory follows
+// next unused slot of an address range reserved at construction for the whole context; the OS
+// commits memory only where pages are written) and clearing positions returns whole pages to the free list, so memory follows
 // the positions held and steady-state generation allocates nothing. Pages are never zeroed: a
 // position is always written before attention reads it.
 //
