@@ -75,7 +75,16 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       install(amx, amx + sizeof(amx) / sizeof(amx[0]));
     }
   }
-  else if (isa_runs_on(Isa::Avx2, f)) install(avx2, avx2 + sizeof(avx2) / sizeof(avx2[0]));
+  else if (isa_runs_on(Isa::Avx2, f)) {
+    install(avx2, avx2 + sizeof(avx2) / sizeof(avx2[0]));
+    const struct { GgmlType type; GemvFn fn; } gemvs[] = {{GgmlType::Q4_0, gemv_q4_0_avx2}, {GgmlType::Q8_0, gemv_q8_0_avx2}};
+    for (const auto& g : gemvs) {
+      TypeTraits& tt = table[static_cast<int>(g.type)];
+      if (!tt.supported) continue;
+      tt.gemv = g.fn;
+      tt.gemv_rows = kGemvRowsAvx2;
+    }
+  }
 }
 
 }  // namespace quant

@@ -34,6 +34,9 @@ FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_amx)
 
 // Decode GEMV kernels (GemvFn): rows per pass.
 constexpr int kGemvRowsAvx512 = 4;
+constexpr int kGemvRowsAvx2 = 4;
+void gemv_q4_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
+void gemv_q8_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 void gemv_q4_0_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 void gemv_q8_0_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 
