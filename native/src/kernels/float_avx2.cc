@@ -106,6 +106,24 @@ void axpy_f16(int64_t n, float a, const uint16_t* x, float* y) {
 }
 
 // As the AVX-512 version, 8 lanes: K/V rows of up to 128 values stay in 16 ymm registers.
+// Rows of JN query heads against one K row: a product for the first 8 dims then FMAs in
+// increasing d per lane, then hsum. Processing at most 4 heads at a time keeps the accumulators
+// and one K chunk in registers (a whole 128-wide K row in 16 ymm spilled); the per-lane order,
+// and so every score, is the same as one head at a time.
+template <int JN>
+inline void kq_heads(const uint16_t* kr, int64_t nc, const float* q, int64_t hd, float scale, float* scores, int64_t ld, int64_t t) {
+  __m256 acc[JN];
+  const __m256 k0 = load_h(kr);
+  for (int j = 0; j < JN; ++j) acc[j] = _mm256_mul_ps(_mm256_loadu_ps(q + j * hd), k0);
+  for (int64_t c = 1; c < nc; ++c) {
+    const __m256 kc = load_h(kr + 8 * c);
+    for (int j = 0; j < JN; ++j) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * hd + 8 * c), kc, acc[j]);
+  }
+  for (int j = 0; j < JN; ++j) scores[j * ld + t] = hsum(acc[j]) * scale;
+}
+
+constexpr int64_t kAheadRows = 8;  // software prefetch distance in K/V rows, as in the AVX-512 file
+
 void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
             float* scores, int64_t ld) {
   if (hd % 8 != 0 || hd > 128) {
@@ -118,19 +136,25 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
     return;
   }
   const int64_t nc = hd / 8;
-  __m256 kv[16];
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* kr = k + t * kstride;
-    for (int64_t c = 0; c < nc; ++c) kv[c] = load_h(kr + 8 * c);
-    for (int64_t j = 0; j < nq; ++j) {
-      const float* qj = q + j * hd;
-      __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qj), kv[0]);
-      for (int64_t c = 1; c < nc; ++c) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qj + 8 * c), kv[c], acc);
-      scores[j * ld + t] = hsum(acc) * scale;
+    if (t + kAheadRows < n)
+      for (int64_t c = 0; c < nc; c += 4) _mm_prefetch(reinterpret_cast<const char*>(kr + kAheadRows * kstride + 8 * c), _MM_HINT_T0);
+    int64_t j = 0;
+    for (; j + 4 <= nq; j += 4) kq_heads<4>(kr, nc, q + j * hd, hd, scale, scores + j * ld, ld, t);
+    switch (nq - j) {
+      case 3: kq_heads<3>(kr, nc, q + j * hd, hd, scale, scores + j * ld, ld, t); break;
+      case 2: kq_heads<2>(kr, nc, q + j * hd, hd, scale, scores + j * ld, ld, t); break;
+      case 1: kq_heads<1>(kr, nc, q + j * hd, hd, scale, scores + j * ld, ld, t); break;
+      default: break;
     }
   }
 }
 
+// out[j] += Σ_t p[j][t] · v[t], each output element accumulated over t in increasing order.
+// One query head: the outputs stay in registers (8 ymm = 64 dims at a time) across the run of
+// positions. Several heads: per position, V in chunks of 4 ymm against every head's outputs in
+// memory (no spilled 16-ymm V row). Same operations in the same order either way.
 void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out) {
   if (hd % 8 != 0 || hd > 128) {
     for (int64_t t = 0; t < n; ++t)
@@ -139,14 +163,34 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
     return;
   }
   const int64_t nc = hd / 8;
-  __m256 vv[16];
+  if (nq == 1) {
+    for (int64_t c0 = 0; c0 < nc; c0 += 8) {
+      const int64_t cn = nc - c0 < 8 ? nc - c0 : 8;
+      __m256 acc[8];
+      for (int64_t c = 0; c < cn; ++c) acc[c] = _mm256_loadu_ps(out + 8 * (c0 + c));
+      for (int64_t t = 0; t < n; ++t) {
+        const uint16_t* vr = v + t * vstride + 8 * c0;
+        if (t + kAheadRows < n) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride), _MM_HINT_T0);
+        const __m256 a = _mm256_set1_ps(p[t]);
+        for (int64_t c = 0; c < cn; ++c) acc[c] = _mm256_fmadd_ps(a, load_h(vr + 8 * c), acc[c]);
+      }
+      for (int64_t c = 0; c < cn; ++c) _mm256_storeu_ps(out + 8 * (c0 + c), acc[c]);
+    }
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* vr = v + t * vstride;
-    for (int64_t c = 0; c < nc; ++c) vv[c] = load_h(vr + 8 * c);
-    for (int64_t j = 0; j < nq; ++j) {
-      const __m256 a = _mm256_set1_ps(p[j * ld + t]);
-      float* oj = out + j * hd;
-      for (int64_t c = 0; c < nc; ++c) _mm256_storeu_ps(oj + 8 * c, _mm256_fmadd_ps(a, vv[c], _mm256_loadu_ps(oj + 8 * c)));
+    if (t + kAheadRows < n)
+      for (int64_t c = 0; c < nc; c += 4) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + 8 * c), _MM_HINT_T0);
+    for (int64_t c0 = 0; c0 < nc; c0 += 4) {
+      const int64_t cn = nc - c0 < 4 ? nc - c0 : 4;
+      __m256 vv[4];
+      for (int64_t c = 0; c < cn; ++c) vv[c] = load_h(vr + 8 * (c0 + c));
+      for (int64_t j = 0; j < nq; ++j) {
+        const __m256 a = _mm256_set1_ps(p[j * ld + t]);
+        float* oj = out + j * hd + 8 * c0;
+        for (int64_t c = 0; c < cn; ++c) _mm256_storeu_ps(oj + 8 * c, _mm256_fmadd_ps(a, vv[c], _mm256_loadu_ps(oj + 8 * c)));
+      }
     }
   }
 }
