@@ -154,6 +154,21 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
     return;
   }
   const int64_t nc = hd / 16;
+  if (nq == 1) {
+    // One query head (no GQA): the outputs stay in registers across the run of positions; each
+    // element still accumulates over t in increasing order, as below.
+    __m512 acc[16];
+    for (int64_t c = 0; c < nc; ++c) acc[c] = _mm512_loadu_ps(out + 16 * c);
+    for (int64_t t = 0; t < n; ++t) {
+      const uint16_t* vr = v + t * vstride;
+      if (t + kAheadRows < n)
+        for (int64_t c = 0; c < nc; c += 2) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + 16 * c), _MM_HINT_T0);
+      const __m512 a = _mm512_set1_ps(p[t]);
+      for (int64_t c = 0; c < nc; ++c) acc[c] = _mm512_fmadd_ps(a, load_h(vr + 16 * c), acc[c]);
+    }
+    for (int64_t c = 0; c < nc; ++c) _mm512_storeu_ps(out + 16 * c, acc[c]);
+    return;
+  }
   __m512 vv[16];
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* vr = v + t * vstride;
