@@ -37,6 +37,7 @@ const TYPES: { name: string; id: number; act: number }[] = [
   { name: 'Q4_1', id: 3, act: 9 },
   { name: 'Q5_0', id: 6, act: 8 },
   { name: 'Q4_K', id: 12, act: 15 },
+  { name: 'Q6_K', id: 14, act: 15 },
 ];
 
 function gaussian(n: number, seed: number, scale: number): Float32Array {
@@ -57,7 +58,7 @@ function main(): void {
     // of 32-blocks (the VNNI kernels' tail path; for the Q4_0 GEMV one step of four blocks and a
     // tail block), 32/64/512 = even; K-quants need 256 multiples.
     // (Q4_1 has no tile kernel: two shapes suffice to see it stays on vec_dot.)
-    const shapes = t.id === 12
+    const shapes = t.id === 12 || t.id === 14
       ? [{ rows: 37, cols: 512 }]
       : [{ rows: 37, cols: 160 }, { rows: 70, cols: 512 }, ...(t.id === 3 ? [] : [{ rows: 53, cols: 64 }, { rows: 21, cols: 32 }])];
     for (const { rows, cols } of shapes) {

@@ -40,6 +40,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       {GgmlType::Q4_0, gemm_tile_q4_0_avx512, kTileRowsAvx512, kTileColsAvx512},
       {GgmlType::Q5_0, gemm_tile_q5_0_avx512, kTileRowsAvx512, kTileColsAvx512},
       {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512},
+      {GgmlType::Q6_K, gemm_tile_q6_k_avx512, kTileRowsQ6kAvx512, kTileColsQ6kAvx512},
   };
   const Tile avx2[] = {
       {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsAvx2, kTileColsAvx2},

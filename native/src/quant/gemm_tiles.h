@@ -15,6 +15,7 @@ constexpr int kTileRowsAvx2 = 4, kTileColsAvx2 = 2;
 // AMX-INT8 (gemm_amx_avx512.cc): up to four 16-row tile groups × 16 tokens per call.
 constexpr int kTileRowsAmx = 64, kTileColsAmx = 16;
 constexpr int kTileRowsQ4kAvx512 = 2, kTileColsQ4kAvx512 = 4;
+constexpr int kTileRowsQ6kAvx512 = 2, kTileColsQ6kAvx512 = 4;  // same register budget as Q4_K
 
 #define FULCRUM_GEMM_TILE_DECL(name)                                                                    \
   void name(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows, \
@@ -26,6 +27,7 @@ FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avx2)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avx2)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avx512)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q6_k_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_amx)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_amx)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_amx)
