@@ -28,6 +28,11 @@ export interface SyntheticModelSpec {
    * (see storedType).
    */
   weightType: GgmlType;
+  /**
+   * Per-matrix type instead of weightType where it returns one (e.g. llama.cpp's Q4_K_M mix:
+   * attn_v, some ffn_down and output in Q6_K); the same K-quant fallback applies.
+   */
+  tensorType?: (name: string) => GgmlType | undefined;
   seed: number;
   /** A GGUF file (e.g. ../shared/vocab/*.gguf) whose tokenizer.* metadata is copied. */
   vocabFrom?: string;
@@ -171,7 +176,7 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
   const qDim = spec.nHeads * headDim;
   const kvDim = spec.nKvHeads * headDim;
   const std = spec.weightStd ?? 0.02;
-  const w = (name: string, dims: number[]): TensorPlan => ({ name, dims, type: storedType(spec.weightType, dims[0]!), mean: 0, std });
+  const w = (name: string, dims: number[]): TensorPlan => ({ name, dims, type: storedType(spec.tensorType?.(name) ?? spec.weightType, dims[0]!), mean: 0, std });
   // Norm gains near 1 (trained models keep them there); biases small.
   const norm = (name: string): TensorPlan => ({ name, dims: [spec.nEmbd], type: GgmlType.F32, mean: 1, std: 0.02 });
   const bias = (name: string, n: number): TensorPlan => ({ name, dims: [n], type: GgmlType.F32, mean: 0, std });

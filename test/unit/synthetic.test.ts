@@ -93,6 +93,28 @@ test('synthetic models are deterministic per seed', () => {
   }
 });
 
+test('synthetic per-matrix types (a Q4_K_M-like mix) with the K-quant fallback per row length', () => {
+  const { dir, cleanup } = tempDir();
+  try {
+    const file = path.join(dir, 'mix.gguf');
+    // nEmbd 256: rows of 256 take Q4_K / Q6_K; ffn_down rows of nFf 320 take the fallbacks.
+    writeSyntheticModel(file, {
+      ...base, nEmbd: 256, nFf: 320, weightType: GgmlType.Q4_K,
+      tensorType: (name) => (/attn_v|ffn_down|^output/.test(name) ? GgmlType.Q6_K : undefined),
+    });
+    const g = readGguf(file);
+    const type = (name: string) => ggmlTypeName(findTensor(g, name)!.type);
+    assert.equal(type('blk.0.attn_q.weight'), 'Q4_K');
+    assert.equal(type('blk.1.attn_v.weight'), 'Q6_K');
+    assert.equal(type('output.weight'), 'Q6_K');
+    assert.equal(type('blk.0.ffn_down.weight'), 'Q8_0');  // Q6_K's fallback for rows of 320
+    assert.equal(type('blk.0.ffn_gate.weight'), 'Q4_K');
+    assert.equal(type('blk.0.attn_norm.weight'), 'F32');
+  } finally {
+    cleanup();
+  }
+});
+
 test('synthetic qwen2: biases, tied output, F16/BF16/F32 weights', () => {
   const { dir, cleanup } = tempDir();
   try {
