@@ -41,7 +41,11 @@ export interface NativeModelConfig {
   kvPageTokens?: number;
 }
 
-/** Accumulated time of one op of the compiled forward pass. */
+/**
+ * Accumulated time of one op of the compiled forward pass. An 'rmsnorm' or 'swiglu' op includes
+ * the conversion of its output rows to the next matmuls' activation format (fused: no separate
+ * 'convert' op follows it).
+ */
 export interface NativeOpTiming {
   kind: 'embed' | 'rmsnorm' | 'convert' | 'matmul' | 'add_bias' | 'rope' | 'store_kv' | 'attention' | 'add_residual' | 'swiglu' | 'last_rows';
   /** Decoder layer, or -1 outside the layers. */

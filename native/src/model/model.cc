@@ -317,6 +317,27 @@ void Model::compile() {
   ops_.push_back(Op{OpKind::LastRows});
   ops_.push_back(Op{OpKind::RmsNorm, -1, Buf::X, Buf::H, nullptr, output_norm_f_.data()});
   emit_matmuls(Buf::H, E, {{&output_, Buf::Logits}}, -1);
+  fuse_converts();
+}
+
+// Folds the Convert ops that directly follow an RmsNorm or SwiGlu of the same buffer into it
+// (at most two formats, e.g. Q8_K and Q8_0 for a K-quant file with fallback matrices). The
+// converted rows are the same bytes either way: the same quantize_row on the same float row.
+void Model::fuse_converts() {
+  std::vector<Op> fused;
+  fused.reserve(ops_.size());
+  for (const Op& op : ops_) {
+    if (op.kind == OpKind::Convert && !fused.empty()) {
+      Op& prev = fused.back();
+      const bool producer = (prev.kind == OpKind::RmsNorm || prev.kind == OpKind::SwiGlu) && prev.dst == op.src;
+      if (producer && prev.n_fused_convert < 2 && op.width == width(op.src)) {
+        prev.fused_convert[prev.n_fused_convert++] = op.act_type;
+        continue;
+      }
+    }
+    fused.push_back(op);
+  }
+  ops_ = std::move(fused);
 }
 
 namespace {
@@ -390,6 +411,14 @@ void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all
       for (int64_t r = b; r < e; ++r) fn(r);
     });
   };
+  // Row r of an RmsNorm / SwiGlu output, converted into the activation buffers of its fused
+  // Convert ops (the layout convert_rows writes: rows converted_bytes(type, w, 1) apart).
+  auto convert_fused = [&](const Op& op, const float* row, int64_t r, int64_t w) {
+    for (int k = 0; k < op.n_fused_convert; ++k) {
+      const GgmlType t = op.fused_convert[k];
+      type_traits(t).quantize_row(row, act_[t].data() + static_cast<size_t>(r) * converted_bytes(t, w, 1), w);
+    }
+  };
   const AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
 
@@ -407,7 +436,10 @@ void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all
         const int64_t w = width(op.src);
         float* s = buf(op.src);
         float* d = buf(op.dst);
-        for_rows([&](int64_t r) { rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps); });
+        for_rows([&](int64_t r) {
+          rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps);
+          convert_fused(op, d + r * w, r, w);
+        });
         break;
       }
       case OpKind::Convert:
@@ -457,7 +489,10 @@ void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all
       }
       case OpKind::SwiGlu: {
         const int64_t w = cfg_.n_ff;
-        for_rows([&](int64_t r) { swiglu_row(gate_.data() + r * w, up_.data() + r * w, gate_.data() + r * w, w); });
+        for_rows([&](int64_t r) {
+          swiglu_row(gate_.data() + r * w, up_.data() + r * w, gate_.data() + r * w, w);
+          convert_fused(op, gate_.data() + r * w, r, w);
+        });
         break;
       }
       case OpKind::LastRows:
