@@ -213,6 +213,19 @@ inline __m256 exp_nonpos(__m256 x) {
   return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
 }
 
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp_nonpos(_mm256_or_ps(g, sign));  // exp(−|g|)
+    const __m256 neg = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ);
+    const __m256 num = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), neg);
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 float max_f32(const float* x, int64_t n) {
   __m256 m0 = _mm256_set1_ps(-__builtin_inff()), m1 = m0;
   int64_t i = 0;
@@ -451,6 +464,7 @@ void fill_float_fns_avx2(FloatFns* f) {
   f->pv_f16 = pv_f16;
   f->max_f32 = max_f32;
   f->exp_sub_sum = exp_sub_sum;
+  f->swiglu = swiglu;
   f->scale_round_f16 = scale_round_f16;
   f->kq_block_f16 = kq_block_f16;
   f->pv_block_f16 = pv_block_f16;

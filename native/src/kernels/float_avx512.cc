@@ -1,6 +1,8 @@
 // AVX-512 float primitives. Helpers stay in an anonymous namespace (ISA-file ODR rule).
 #include <immintrin.h>
 
+#include <cmath>
+
 // GCC 12 reports the _mm512_undefined_* pass-through operand of its own inlined intrinsics
 // (`__Y = __Y`) as uninitialised; the operand is never read (all-ones masks). False reports.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -199,6 +201,19 @@ inline __m512 exp_nonpos(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   const __m512 e = _mm512_scalef_ps(p, n);
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ), e);
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 e = exp_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));  // exp(−|g|)
+    const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 num = _mm512_mask_mul_ps(g, neg, g, e);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 float max_f32(const float* x, int64_t n) {
@@ -488,6 +503,7 @@ void fill_float_fns_avx512(FloatFns* f) {
   f->pv_f16 = pv_f16;
   f->max_f32 = max_f32;
   f->exp_sub_sum = exp_sub_sum;
+  f->swiglu = swiglu;
   f->scale_round_f16 = scale_round_f16;
   f->kq_block_f16 = kq_block_f16;
   f->pv_block_f16 = pv_block_f16;

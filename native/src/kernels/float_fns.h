@@ -31,6 +31,10 @@ struct FloatFns {
   float (*max_f32)(const float* x, int64_t n);
   float (*exp_sub_sum)(float* x, int64_t n, float m);
   void (*scale_round_f16)(float* x, int64_t n, float a);
+  // out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + e^−g) evaluated through e = exp(−|g|) so
+  // the exponential never overflows: g / (1 + e) for g ≥ 0, g·e / (1 + e) for g < 0 (the SIMD
+  // versions use the softmax exp above; relative error a few float ulps).
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
 
   // Blocked prefill attention: `rows` query rows at once (the query heads of one KV head for a
   // block of tokens). Row r is q + (r / rpt) * qstride + (r % rpt) * hd (rpt rows per token, the

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/ops_isa.h"
+#include "kernels/float_fns.h"
 
 namespace fulcrum {
 
@@ -50,31 +50,7 @@ void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const Ro
   }
 }
 
-namespace {
-
-void swiglu_row_scalar(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
-}
-
-using SwigluFn = void (*)(const float*, const float*, float*, int64_t);
-
-// The best version the CPU runs, chosen once (FULCRUM_ISA caps it, as for every kernel).
-SwigluFn pick_swiglu() {
-  const CpuFeatures& f = cpu_features();
-  if (f.avx512f) return swiglu_row_avx512;
-  if (f.avx2 && f.fma) return swiglu_row_avx2;
-  return swiglu_row_scalar;
-}
-
-}  // namespace
-
-void swiglu_row(const float* gate, const float* up, float* out, int64_t n) {
-  static const SwigluFn fn = pick_swiglu();
-  fn(gate, up, out, n);
-}
+void swiglu_row(const float* gate, const float* up, float* out, int64_t n) { kernels::float_fns().swiglu(gate, up, out, n); }
 
 void add_row(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
