@@ -47,6 +47,21 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       {GgmlType::Q4_0, gemm_tile_q4_0_avx2, kTileRowsAvx2, kTileColsAvx2},
       {GgmlType::Q5_0, gemm_tile_q5_0_avx2, kTileRowsAvx2, kTileColsAvx2},
   };
+  struct Gemv {
+    GgmlType type;
+    GemvFn fn;
+    int rows;
+  };
+  const Gemv gemv_avx512[] = {{GgmlType::Q4_0, gemv_q4_0_avx512, kGemvRowsAvx512}, {GgmlType::Q8_0, gemv_q8_0_avx512, kGemvRowsAvx512}};
+  const Gemv gemv_avx2[] = {{GgmlType::Q4_0, gemv_q4_0_avx2, kGemvRowsAvx2}, {GgmlType::Q8_0, gemv_q8_0_avx2, kGemvRowsAvx2}};
+  auto install_gemv = [&](const Gemv* begin, const Gemv* end) {
+    for (const Gemv* g = begin; g != end; ++g) {
+      TypeTraits& tt = table[static_cast<int>(g->type)];
+      if (!tt.supported) continue;
+      tt.gemv = g->fn;
+      tt.gemv_rows = g->rows;
+    }
+  };
   auto install = [&](const Tile* begin, const Tile* end) {
     for (const Tile* t = begin; t != end; ++t) {
       TypeTraits& tt = table[static_cast<int>(t->type)];
@@ -58,13 +73,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
   };
   if (isa_runs_on(Isa::Avx512, f)) {
     install(avx512, avx512 + sizeof(avx512) / sizeof(avx512[0]));
-    const struct { GgmlType type; GemvFn fn; } gemvs[] = {{GgmlType::Q4_0, gemv_q4_0_avx512}, {GgmlType::Q8_0, gemv_q8_0_avx512}};
-    for (const auto& g : gemvs) {
-      TypeTraits& tt = table[static_cast<int>(g.type)];
-      if (!tt.supported) continue;
-      tt.gemv = g.fn;
-      tt.gemv_rows = kGemvRowsAvx512;
-    }
+    install_gemv(gemv_avx512, gemv_avx512 + sizeof(gemv_avx512) / sizeof(gemv_avx512[0]));
     // AMX-INT8 (only reported with the full AVX-512 level, so FULCRUM_ISA=avx2 turns it off).
     if (f.amx_int8 && amx_request_permission()) {
       const Tile amx[] = {
@@ -78,13 +87,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
   }
   else if (isa_runs_on(Isa::Avx2, f)) {
     install(avx2, avx2 + sizeof(avx2) / sizeof(avx2[0]));
-    const struct { GgmlType type; GemvFn fn; } gemvs[] = {{GgmlType::Q4_0, gemv_q4_0_avx2}, {GgmlType::Q8_0, gemv_q8_0_avx2}};
-    for (const auto& g : gemvs) {
-      TypeTraits& tt = table[static_cast<int>(g.type)];
-      if (!tt.supported) continue;
-      tt.gemv = g.fn;
-      tt.gemv_rows = kGemvRowsAvx2;
-    }
+    install_gemv(gemv_avx2, gemv_avx2 + sizeof(gemv_avx2) / sizeof(gemv_avx2[0]));
   }
 }
 

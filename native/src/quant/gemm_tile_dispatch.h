@@ -36,6 +36,17 @@ void gemm_tile_any(int64_t n, float* out, int64_t out_stride, const void* w, siz
                                 static_cast<const uint8_t*>(act), act_row_bytes);
 }
 
+// The GemvFn body: K::run<R>(n, out, w, w_row_bytes, act) for rows = R in [1, RMAX] (others
+// write nothing), so partial passes at a matrix's end keep the register blocking.
+template <class K, int R>
+void gemv_any(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
+  if (rows == R) {
+    K::template run<R>(n, out, static_cast<const uint8_t*>(w), w_row_bytes, act);
+  } else if constexpr (R > 1) {
+    gemv_any<K, R - 1>(n, out, w, w_row_bytes, rows, act);
+  }
+}
+
 }  // namespace
 }  // namespace quant
 }  // namespace fulcrum

@@ -6,6 +6,7 @@
 // vec_dot_q4_0_avx2 / vec_dot_q8_0_avx2 bit for bit.
 #define QUANT_ISA avx2
 #include "quant/blocks.h"
+#include "quant/gemm_tile_dispatch.h"
 #include "quant/gemm_tiles.h"
 #include "quant/simd_avx2.h"
 
@@ -76,30 +77,28 @@ void gemv_q8_0_rows(int64_t n, float* out, const uint8_t* w, size_t wrb, const b
   }
 }
 
+struct Q4_0Gemv {
+  template <int R>
+  static void run(int64_t n, float* out, const uint8_t* w, size_t wrb, const void* act) {
+    gemv_q4_0_rows<R>(n, out, w, wrb, static_cast<const block_q8_0*>(act));
+  }
+};
+
+struct Q8_0Gemv {
+  template <int R>
+  static void run(int64_t n, float* out, const uint8_t* w, size_t wrb, const void* act) {
+    gemv_q8_0_rows<R>(n, out, w, wrb, static_cast<const block_q8_0*>(act));
+  }
+};
+
 }  // namespace
 
 void gemv_q4_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
-  const uint8_t* wb = static_cast<const uint8_t*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(act);
-  switch (rows) {
-    case 4: gemv_q4_0_rows<4>(n, out, wb, w_row_bytes, y); break;
-    case 3: gemv_q4_0_rows<3>(n, out, wb, w_row_bytes, y); break;
-    case 2: gemv_q4_0_rows<2>(n, out, wb, w_row_bytes, y); break;
-    case 1: gemv_q4_0_rows<1>(n, out, wb, w_row_bytes, y); break;
-    default: break;
-  }
+  gemv_any<Q4_0Gemv, kGemvRowsAvx2>(n, out, w, w_row_bytes, rows, act);
 }
 
 void gemv_q8_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
-  const uint8_t* wb = static_cast<const uint8_t*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(act);
-  switch (rows) {
-    case 4: gemv_q8_0_rows<4>(n, out, wb, w_row_bytes, y); break;
-    case 3: gemv_q8_0_rows<3>(n, out, wb, w_row_bytes, y); break;
-    case 2: gemv_q8_0_rows<2>(n, out, wb, w_row_bytes, y); break;
-    case 1: gemv_q8_0_rows<1>(n, out, wb, w_row_bytes, y); break;
-    default: break;
-  }
+  gemv_any<Q8_0Gemv, kGemvRowsAvx2>(n, out, w, w_row_bytes, rows, act);
 }
 
 }  // namespace quant
