@@ -8,6 +8,7 @@
 // Rows beyond the last full group of 16 go to the VNNI 4×4 kernels. The process must have been
 // granted the AMX tile state first (amx_request_permission in gemm_registry.cc).
 #pragma GCC target("amx-tile,amx-int8")
+#include "quant/amx_tiles.h"
 #include "quant/blocks.h"
 #include "quant/gemm_tiles.h"
 #define QUANT_ISA avx512
@@ -21,17 +22,9 @@ using namespace simd;
 constexpr int kGroupRows = 16;  // rows of one AMX weight/result tile
 constexpr int kMaxGroups = kTileRowsAmx / kGroupRows;
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // tmm0..3: the block sums of row groups 0..3 (16 rows × cols int32); tmm4: a weight group's block
 // (16 rows × 32 bytes); tmm5: the tokens' block (8 rows of 4-byte groups × cols).
-void configure(int cols) {
+TileConfig config_for(int cols) {
   TileConfig cfg;
   for (int t = 0; t < 4; ++t) {
     cfg.rows[t] = kGroupRows;
@@ -41,7 +34,7 @@ void configure(int cols) {
   cfg.colsb[4] = QK8_0;
   cfg.rows[5] = QK8_0 / 4;
   cfg.colsb[5] = static_cast<uint16_t>(cols * 4);
-  _tile_loadconfig(&cfg);
+  return cfg;
 }
 
 // The weight formats: block size in bytes, and how a group's 16 rows of one block reach tile 4
@@ -97,11 +90,7 @@ void run_groups(int64_t nb, float* out, int64_t os, const uint8_t* w, size_t wrb
   for (int r = 0; r < kGroupRows; ++r) row_off[r] = static_cast<int32_t>(r * wrb);
   const __m512i roff = _mm512_load_si512(row_off);
   const __m512i f16mask = _mm512_set1_epi32(0xFFFF);
-  // Other AMX users on this thread (llama.cpp's ggml configures its tiles once per thread, and
-  // node's worker threads run both) must find their configuration as they left it.
-  TileConfig saved;
-  _tile_storeconfig(&saved);
-  configure(cols);
+  const TileConfigScope tiles(config_for(cols));  // the thread's previous configuration returns on exit
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* ab = a + i * sizeof(block_q8_0);
     for (int k = 0; k < QK8_0 / 4; ++k) {
@@ -149,8 +138,6 @@ void run_groups(int64_t nb, float* out, int64_t os, const uint8_t* w, size_t wrb
       }
     }
   }
-  if (saved.palette != 0) _tile_loadconfig(&saved);
-  else _tile_release();
   alignas(64) float lanes[16];
   for (int r = 0; r < G * kGroupRows; ++r) {
     _mm512_store_ps(lanes, acc[r]);

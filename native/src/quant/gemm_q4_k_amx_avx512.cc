@@ -10,6 +10,7 @@
 // differs. Rows beyond the last full group go to the VNNI 2 × 4 kernel. The process must have
 // been granted the AMX tile state (gemm_registry.cc).
 #pragma GCC target("amx-tile,amx-int8")
+#include "quant/amx_tiles.h"
 #include "quant/blocks.h"
 #include "quant/gemm_tiles.h"
 #include "quant/k_scales.h"
@@ -25,18 +26,10 @@ constexpr int kGroupRows = 16;
 constexpr int kSub = QK_K / 32;  // sub-blocks per super-block
 constexpr size_t kQsOffset = offsetof(block_q8_K, qs), kBsumsOffset = offsetof(block_q8_K, bsums);
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // tmm0: a group's sums for one sub-block (16 rows × cols int32); tmm4: the group's weights of
 // that sub-block (16 rows × 32 bytes); tmm5: the tokens' sub-block (8 rows of 4-byte groups ×
 // cols).
-void configure(int cols) {
+TileConfig config_for(int cols) {
   TileConfig cfg;
   cfg.rows[0] = kGroupRows;
   cfg.colsb[0] = static_cast<uint16_t>(cols * 4);
@@ -44,7 +37,7 @@ void configure(int cols) {
   cfg.colsb[4] = 32;
   cfg.rows[5] = 32 / 4;
   cfg.colsb[5] = static_cast<uint16_t>(cols * 4);
-  _tile_loadconfig(&cfg);
+  return cfg;
 }
 
 void run_groups(int64_t nsb, float* out, int64_t os, const uint8_t* w, size_t wrb, const uint8_t* a, size_t arb,
@@ -62,11 +55,7 @@ void run_groups(int64_t nsb, float* out, int64_t os, const uint8_t* w, size_t wr
   const __m512i toff = _mm512_load_si512(tok_off);
   const __m512i ones16 = _mm512_set1_epi16(1), low16 = _mm512_set1_epi32(0xFFFF);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  // Other AMX users on this thread (llama.cpp's ggml configures its tiles once per thread) must
-  // find their configuration as they left it.
-  TileConfig saved;
-  _tile_storeconfig(&saved);
-  configure(cols);
+  const TileConfigScope tiles(config_for(cols));  // the thread's previous configuration returns on exit
   for (int64_t i = 0; i < nsb; ++i) {
     const uint8_t* ab = a + i * sizeof(block_q8_K);
     for (int k = 0; k < QK_K / 4; ++k) {
@@ -120,8 +109,6 @@ void run_groups(int64_t nsb, float* out, int64_t os, const uint8_t* w, size_t wr
       }
     }
   }
-  if (saved.palette != 0) _tile_loadconfig(&saved);
-  else _tile_release();
   for (int r = 0; r < groups * kGroupRows; ++r)
     for (int c = 0; c < cols; ++c) out[c * os + r] = acc[r][c];
 }

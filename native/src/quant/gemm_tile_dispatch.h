@@ -1,7 +1,8 @@
 // Turns a tile kernel with compile-time shape (K::run<R, C>) into a GemmTileFn body that takes
 // any rows <= RMAX and cols <= CMAX, so partial tiles at the matrix edges keep the register
-// blocking instead of falling back to one vec_dot per output. Include only from the gemm_*
-// ISA files; everything here has internal linkage (ODR rule: no shared inline ISA code).
+// blocking instead of falling back to one vec_dot per output; gemv_any does the same for the
+// decode GEMV kernels. Include only from the gemm_* / gemv_* ISA files; everything here has
+// internal linkage (ODR rule: no shared inline ISA code).
 #pragma once
 #include <cstddef>
 #include <cstdint>
