@@ -56,7 +56,85 @@ export interface NativeOpTiming {
   calls: number;
 }
 
+/** Where an op's buffers live: host memory (the CPU) or the model's accelerator. */
+export type NativeLoc = 'host' | 'device';
+/** The plan's ops of one decoder layer, in the cost model's vocabulary (engine/cost/ops.ts); attention is Scores+Softmax+WV. */
+export const NATIVE_PLAN_OPS = ['attn_norm', 'Q', 'K', 'V', 'RoPE', 'Attention', 'Output', 'ffn_norm', 'Gate', 'Up', 'Down'] as const;
+export type NativePlanOp = (typeof NATIVE_PLAN_OPS)[number];
+
+export interface NativeOpPlacement {
+  loc: NativeLoc;
+  /** Matmuls on the device: the fraction of output rows computed there; the rest run on the CPU at the same time. Default 1. */
+  deviceFraction?: number;
+  /** For ops on the device: weights resident in device memory or streamed layer by layer from host memory. */
+  weights?: 'host' | 'resident' | 'streamed';
+}
+
+export interface NativeLayerPlacement {
+  ops: Partial<Record<NativePlanOp, NativeOpPlacement>>;
+  /** Where the layer's KV lives; host KV with attention on the device is streamed to it every step. */
+  kv: NativeLoc;
+  /** KVPR: with streamed KV, positions [0, n) are recomputed on the device from stored activations instead of copied. */
+  recomputePrefix?: number;
+}
+
+export interface NativePlacement {
+  layers: NativeLayerPlacement[];
+  head: NativeOpPlacement;
+}
+
+export interface NativeLoopbackDevice {
+  kind: 'loopback';
+  /** The arena's capacity: the device memory budget, enforced. */
+  capacityBytes: number;
+  /** Link bandwidth cap (0: uncapped memcpy). */
+  linkBytesPerSecond?: number;
+  linkLatencySeconds?: number;
+  /** Kernel threads of the device's worker pool. */
+  threads?: number;
+}
+
+export interface NativeDeviceStats {
+  name: string;
+  capacityBytes: number;
+  bytesInUse: number;
+  peakBytes: number;
+}
+
+/** One op of the compiled op list. */
+export interface NativeCompiledOp {
+  kind: string;
+  lane: 'cpu' | 'device' | 'h2d' | 'd2h';
+  layer: number;
+  /** The plan op it serves ('LM head' / 'embed' outside the layers). */
+  planOp: string;
+  weight?: string;
+  loc: NativeLoc;
+}
+
+export interface NativeDeviceInfo {
+  name: string;
+  description: string;
+  emulated: boolean;
+  capacityBytes: number;
+  threads: number;
+  formats: string[];
+  ops: string[];
+}
+
 export interface NativeModel {
+  /**
+   * Executes on `device` with `placement` (null, null: the CPU only). Throws with `deviceError`
+   * set when the device refuses the memory; the model is then back on the CPU. Forgets the KV cache.
+   */
+  setPlacement(placement: NativePlacement | null, device: NativeLoopbackDevice | null): void;
+  /** [step, op, startNs, endNs] per executed op since tracing was switched on or last taken. */
+  takeTrace(): Float64Array;
+  compiledOps(): NativeCompiledOp[];
+  /** Test hook: the device is lost after `n` more operations. */
+  failDeviceAfter(n: number): void;
+  readonly deviceStats: NativeDeviceStats | null;
+  tracing: boolean;
   /** Logits of the last token (nVocab floats), or of every token when wantAllLogits. */
   eval(tokens: Int32Array, startPos: number, wantAllLogits?: boolean): Float32Array;
   /** Same, on a worker thread. One evaluation at a time per model. */
@@ -94,6 +172,12 @@ export interface NativeKernels {
 interface ModelAddon {
   Model: new (path: string, tensors: NativeTensorEntry[], config: NativeModelConfig) => NativeModel;
   kernels: NativeKernels;
+  listDevices(): { found: NativeDeviceInfo[]; unavailable: string[] };
+}
+
+/** The devices this addon can open here, and why each other one cannot be. */
+export function listNativeDevices(): { found: NativeDeviceInfo[]; unavailable: string[] } {
+  return loadAddon<ModelAddon>().listDevices();
 }
 
 export function createNativeModel(path: string, tensors: NativeTensorEntry[], config: NativeModelConfig): NativeModel {

@@ -1,5 +1,7 @@
 #include "model/kv_cache.h"
 
+#include "device/device.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cerrno>
@@ -45,7 +47,22 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   end_ = next_ + need;
 }
 
+KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, Device* device)
+    : KvCache(n_layers, context, n_kv_heads, head_dim, page_tokens) {
+  if (!device) return;
+  ::munmap(region_, region_size_);  // device pages: the host range is not used
+  region_ = nullptr;
+  region_size_ = 0;
+  next_ = end_ = nullptr;
+  device_ = device;
+}
+
 KvCache::~KvCache() {
+  if (device_) {
+    for (auto& layer : blocks_)
+      for (void* b : layer) device_->free(b);
+    for (void* b : free_) device_->free(b);
+  }
   if (region_) ::munmap(region_, region_size_);
 }
 
@@ -56,10 +73,20 @@ void KvCache::hold(int64_t n_positions) {
     for (int64_t l = 0; l < n_layers_; ++l) {
       const size_t li = static_cast<size_t>(l);
       void* block = nullptr;
+      std::string refused;
       if (!free_.empty()) {
         block = free_.back();
         free_.pop_back();
-      } else if (next_ + block_bytes_ > end_) {
+      } else if (device_) {
+        try {
+          block = device_->alloc(block_bytes_, "a KV cache page (layer " + std::to_string(l) + ", positions " + std::to_string(p * page_tokens_) + ".." +
+                                                   std::to_string(std::min(context_, (p + 1) * page_tokens_) - 1) + ")");
+          allocated_.fetch_add(1, std::memory_order_relaxed);
+        } catch (const DeviceError& e) {
+          refused = e.what();
+        }
+      }
+      if (!block && (device_ || next_ + block_bytes_ > end_)) {
         // Put back this slot's pages of the earlier layers, so the cache is as before the call.
         for (int64_t u = 0; u < l; ++u) {
           const size_t ui = static_cast<size_t>(u);
@@ -67,12 +94,13 @@ void KvCache::hold(int64_t n_positions) {
           blocks_[ui][slot] = nullptr;
           k_tables_[ui][slot] = v_tables_[ui][slot] = nullptr;
         }
+        if (device_) throw DeviceError(refused);
         // Unreachable while the page tables and the reserved space agree (both cover the context).
         throw std::runtime_error("KV cache: no page of " + std::to_string(block_bytes_) + " bytes left in the reserved space for layer " +
                                  std::to_string(l) + ", positions " + std::to_string(p * page_tokens_) + ".." +
                                  std::to_string(std::min(context_, (p + 1) * page_tokens_) - 1) + " (" + std::to_string(bytes_in_use()) +
                                  " bytes of pages in use, " + std::to_string(bytes_reserved()) + " reserved)");
-      } else {
+      } else if (!block) {
         block = next_;
         next_ += block_bytes_;
         allocated_.fetch_add(1, std::memory_order_relaxed);

@@ -20,6 +20,8 @@
 
 #include "kernels/attention.h"
 
+namespace fulcrum { class Device; }
+
 namespace fulcrum {
 
 class KvCache {
@@ -35,6 +37,9 @@ class KvCache {
 
   // No memory is taken here beyond the page tables (n_layers × ceil(context/page_tokens) slots).
   KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens);
+  // Pages taken from `device` (its budget enforced page by page, a refusal rolls the call back)
+  // instead of a reserved host range: the KV pool of a device, or a device's staging layers.
+  KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, Device* device);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -61,6 +66,8 @@ class KvCache {
   }
 
   int64_t page_tokens() const { return page_tokens_; }
+  int64_t held_pages() const { return held_pages_.load(std::memory_order_relaxed); }
+  int64_t n_layers() const { return n_layers_; }
   // Bytes of one page (K and V of page_tokens positions of one layer, with alignment padding).
   uint64_t page_bytes() const { return block_bytes_; }
   // Bytes of the pages in the page tables, and of every page allocated (free list included).
@@ -76,6 +83,7 @@ class KvCache {
   std::vector<std::vector<uint16_t*>> k_tables_, v_tables_;
   std::vector<std::vector<void*>> blocks_;
   std::vector<void*> free_;  // capacity for every page of the context, reserved up front
+  Device* device_ = nullptr;  // page source when not the reserved range
   void* region_ = nullptr;   // the reserved address range (mmap), region_size_ bytes
   size_t region_size_ = 0;
   uint8_t* next_ = nullptr;  // first never-used page slot in the range (2 MiB aligned at start)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "kernels/float_fns.h"
 #include "kernels/matmul.h"
@@ -144,7 +145,10 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   pool_ = std::make_unique<ThreadPool>(cfg_.threads);
   AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   attn_scratch_.reserve(shape, cfg_.context_length, B, cfg_.threads);
+  kv_index_.resize(static_cast<size_t>(cfg_.n_layers));
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) kv_index_[static_cast<size_t>(l)] = static_cast<int>(l);
   compile();
+  build_deps();
 }
 
 uint64_t Model::kv_bytes() const {
@@ -276,74 +280,12 @@ int64_t Model::width(Buf b) const {
 }
 
 // One conversion per distinct activation format, then the matmuls that share it.
-void Model::emit_matmuls(Buf src, int64_t w, const std::vector<std::pair<const Weight*, Buf>>& outs, int layer) {
-  std::set<GgmlType> formats;
-  for (auto& o : outs) formats.insert(type_traits(o.first->type).vec_dot_type);
-  for (GgmlType f : formats) {
-    Op c{OpKind::Convert, layer, src, src, nullptr, nullptr, f, w};
-    ops_.push_back(c);
-    auto& slot = act_[f];
-    const size_t need = converted_bytes(f, std::max({cfg_.n_embd, cfg_.n_heads * cfg_.head_dim, cfg_.n_ff}), cfg_.batch_size);
-    if (slot.size() < need) slot.assign(need, 0);
-  }
-  for (auto& o : outs) ops_.push_back(Op{OpKind::MatMul, layer, src, o.second, o.first, nullptr, type_traits(o.first->type).vec_dot_type, w});
-}
-
-void Model::compile() {
-  ops_.clear();
-  const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, F = cfg_.n_ff;
-  ops_.push_back(Op{OpKind::Embed});
-  for (int l = 0; l < static_cast<int>(cfg_.n_layers); ++l) {
-    Layer& L = layers_[static_cast<size_t>(l)];
-    ops_.push_back(Op{OpKind::RmsNorm, l, Buf::X, Buf::H, nullptr, L.attn_norm_f.data()});
-    emit_matmuls(Buf::H, E, {{&L.wq, Buf::Q}, {&L.wk, Buf::K}, {&L.wv, Buf::V}}, l);
-    if (!L.bq.empty()) {
-      ops_.push_back(Op{OpKind::AddBias, l, Buf::Q, Buf::Q, nullptr, L.bq.data()});
-      ops_.push_back(Op{OpKind::AddBias, l, Buf::K, Buf::K, nullptr, L.bk.data()});
-      ops_.push_back(Op{OpKind::AddBias, l, Buf::V, Buf::V, nullptr, L.bv.data()});
-    }
-    ops_.push_back(Op{OpKind::Rope, l, Buf::Q, Buf::Q});
-    ops_.push_back(Op{OpKind::Rope, l, Buf::K, Buf::K});
-    ops_.push_back(Op{OpKind::StoreKv, l});
-    ops_.push_back(Op{OpKind::Attention, l, Buf::Q, Buf::Att});
-    emit_matmuls(Buf::Att, QW, {{&L.wo, Buf::H}}, l);
-    ops_.push_back(Op{OpKind::AddResidual, l, Buf::H, Buf::X});
-    ops_.push_back(Op{OpKind::RmsNorm, l, Buf::X, Buf::H, nullptr, L.ffn_norm_f.data()});
-    emit_matmuls(Buf::H, E, {{&L.gate, Buf::Gate}, {&L.up, Buf::Up}}, l);
-    ops_.push_back(Op{OpKind::SwiGlu, l, Buf::Gate, Buf::Gate});
-    emit_matmuls(Buf::Gate, F, {{&L.down, Buf::H}}, l);
-    ops_.push_back(Op{OpKind::AddResidual, l, Buf::H, Buf::X});
-  }
-  ops_.push_back(Op{OpKind::LastRows});
-  ops_.push_back(Op{OpKind::RmsNorm, -1, Buf::X, Buf::H, nullptr, output_norm_f_.data()});
-  emit_matmuls(Buf::H, E, {{&output_, Buf::Logits}}, -1);
-  fuse_converts();
-}
-
-// Folds the Convert ops that directly follow an RmsNorm or SwiGlu of the same buffer into it
-// (at most two formats, e.g. Q8_K and Q8_0 for a K-quant file with fallback matrices). The
-// converted rows are the same bytes either way: the same quantize_row on the same float row.
-void Model::fuse_converts() {
-  std::vector<Op> fused;
-  fused.reserve(ops_.size());
-  for (const Op& op : ops_) {
-    if (op.kind == OpKind::Convert && !fused.empty()) {
-      Op& prev = fused.back();
-      const bool producer = (prev.kind == OpKind::RmsNorm || prev.kind == OpKind::SwiGlu) && prev.dst == op.src;
-      if (producer && prev.n_fused_convert < 2 && op.width == width(op.src)) {
-        prev.fused_convert[prev.n_fused_convert++] = op.act_type;
-        continue;
-      }
-    }
-    fused.push_back(op);
-  }
-  ops_ = std::move(fused);
-}
 
 namespace {
 const char* op_kind_name(int k) {
-  static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv",
-                                      "attention", "add_residual", "swiglu", "last_rows"};
+  static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
+                                      "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
+                                      "recompute_kv"};
   return k >= 0 && k < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[k] : "?";
 }
 }  // namespace
@@ -367,6 +309,8 @@ void Model::clear_kv(int64_t from_pos) {
   if (from_pos < 0) throw std::runtime_error("clearKv: position " + std::to_string(from_pos) + " is negative");
   n_past_ = std::min(n_past_.load(), from_pos);
   kv_->release_from(n_past_.load());
+  if (dev_kv_) dev_kv_->release_from(n_past_.load());
+  if (staging_kv_) staging_kv_->release_from(n_past_.load());
 }
 
 std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all) {
@@ -381,8 +325,14 @@ std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_p
     if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab)
       throw std::runtime_error("eval: token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) + " is outside the vocabulary [0, " +
                                std::to_string(cfg_.n_vocab) + ")");
-  kv_->hold(start_pos + n);  // throws, leaving everything as it was, if a page cannot be allocated
+  // Each hold throws, leaving its cache as it was, if a page cannot be allocated (a device cache
+  // throws DeviceError: the engine then falls back to the CPU).
+  kv_->hold(start_pos + n);
+  if (dev_kv_) dev_kv_->hold(start_pos + n);
+  if (staging_kv_) staging_kv_->hold(start_pos + n);
   kv_->release_from(start_pos + n);  // pages of a longer, rewound sequence hold stale positions only
+  if (dev_kv_) dev_kv_->release_from(start_pos + n);
+  if (staging_kv_) staging_kv_->release_from(start_pos + n);
   n_past_ = start_pos;
   std::vector<float> out(static_cast<size_t>((want_all ? n : 1) * cfg_.n_vocab));
   for (int64_t done = 0; done < n;) {
@@ -397,9 +347,37 @@ std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_p
 }
 
 void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all, float* logits_out) {
-  ThreadPool& pool = *pool_;
+  if (device_) device_->check();
+  step_state_ = StepState{tokens, n, pos, want_all, logits_out};
+  const bool timing = profiling_ || tracing_;
+  auto exec = [](void* ctx, int32_t i) { static_cast<Model*>(ctx)->exec_op(i); };
+  // Ops after LastRows are not needed for a chunk whose logits nobody wants.
+  auto skip = [](void* ctx, int32_t i) {
+    Model* m = static_cast<Model*>(ctx);
+    return m->ops_[static_cast<size_t>(i)].after_last && !m->step_state_.logits_out;
+  };
+  executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data());
+  if (timing) {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (start_ns_[i] == 0 && end_ns_[i] == 0) continue;
+      if (profiling_) {
+        op_ns_[i] += static_cast<uint64_t>(end_ns_[i] - start_ns_[i]);
+        op_calls_[i] += 1;
+      }
+      if (tracing_ && trace_.size() < max_trace_) trace_.push_back(TraceEvent{step_, static_cast<int32_t>(i), start_ns_[i], end_ns_[i]});
+    }
+  }
+  ++step_;
+}
+
+void Model::exec_op(int32_t oi) {
+  const Op& op = ops_[static_cast<size_t>(oi)];
+  const StepState& st = step_state_;
+  const int64_t rows = op.after_last && !st.want_all ? 1 : st.n;
+  const int64_t pos = st.pos;
+  if (op.loc == Loc::Dev || op.lane != Lane::Cpu) device_->check();
+  ThreadPool& pool = op.lane == Lane::Device ? device_->pool() : *pool_;
   const kernels::FloatFns& fns = kernels::float_fns();
-  int64_t rows = n;
   auto for_rows = [&](auto&& fn) {
     if (rows == 1 || pool.size() == 1) {
       for (int64_t r = 0; r < rows; ++r) fn(r);
@@ -413,99 +391,180 @@ void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all
   };
   // Row r of an RmsNorm / SwiGlu output, converted into the activation buffers of its fused
   // Convert ops (the layout convert_rows writes: rows converted_bytes(type, w, 1) apart).
-  auto convert_fused = [&](const Op& op, const float* row, int64_t r, int64_t w) {
+  auto convert_fused = [&](const float* row, int64_t r, int64_t w) {
     for (int k = 0; k < op.n_fused_convert; ++k) {
       const GgmlType t = op.fused_convert[k];
-      type_traits(t).quantize_row(row, act_[t].data() + static_cast<size_t>(r) * converted_bytes(t, w, 1), w);
+      type_traits(t).quantize_row(row, act_at(t, op.loc) + static_cast<size_t>(r) * converted_bytes(t, w, 1), w);
     }
   };
   const AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
-
-  for (size_t oi = 0; oi < ops_.size(); ++oi) {
-    const Op& op = ops_[oi];
-    const auto t_op = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    switch (op.kind) {
-      case OpKind::Embed: {
-        const DequantizeRowFn dq = type_traits(token_embd_.type).dequantize_row;
-        for (int64_t i = 0; i < n; ++i)
-          dq(token_embd_.data + static_cast<size_t>(tokens[i]) * token_embd_.row_bytes, x_.data() + i * cfg_.n_embd, cfg_.n_embd);
-        break;
+  const int64_t hd = cfg_.head_dim;
+  auto store_rows = [&](KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n_rows, int64_t pos0) {
+    // Pages are head-major: each position's row scatters into one head_dim run per KV head.
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t g = 0; g < cfg_.n_kv_heads; ++g) {
+        fns.f32_to_f16(k + r * KVW + g * hd, kv.k_at(idx, pos0 + r, g), hd);
+        fns.f32_to_f16(v + r * KVW + g * hd, kv.v_at(idx, pos0 + r, g), hd);
       }
-      case OpKind::RmsNorm: {
-        const int64_t w = width(op.src);
-        float* s = buf(op.src);
-        float* d = buf(op.dst);
-        for_rows([&](int64_t r) {
-          rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps);
-          convert_fused(op, d + r * w, r, w);
-        });
-        break;
-      }
-      case OpKind::Convert:
-        convert_rows(pool, op.act_type, buf(op.src), rows, op.width, act_[op.act_type].data());
-        break;
-      case OpKind::MatMul: {
-        const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf(op.src)) : act_[op.act_type].data();
-        float* dst = op.dst == Buf::Logits ? logits_out : buf(op.dst);
-        if (!dst) break;  // a non-final chunk of a prompt: its logits are not wanted
-        matmul_prepared(pool, op.w->type, op.w->data, op.w->rows, op.w->cols, act, rows, dst, width(op.dst));
-        break;
-      }
-      case OpKind::AddBias: {
-        const int64_t w = width(op.dst);
-        float* d = buf(op.dst);
-        for_rows([&](int64_t r) { add_row(d + r * w, op.vec, w); });
-        break;
-      }
-      case OpKind::Rope: {
-        const int64_t w = width(op.dst);
-        const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
-        float* d = buf(op.dst);
-        for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, pos + r, cfg_.rope); });
-        break;
-      }
-      case OpKind::StoreKv: {
-        // Pages are head-major: each position's row scatters into one head_dim run per KV head.
-        const int64_t hd = cfg_.head_dim;
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t g = 0; g < cfg_.n_kv_heads; ++g) {
-            fns.f32_to_f16(k_.data() + r * KVW + g * hd, kv_->k_at(op.layer, pos + r, g), hd);
-            fns.f32_to_f16(v_.data() + r * KVW + g * hd, kv_->v_at(op.layer, pos + r, g), hd);
-          }
-        }
-        break;
-      }
-      case OpKind::Attention: {
-        attention(pool, shape, q_.data(), rows, pos, kv_->pages(op.layer), att_.data(), attn_scratch_);
-        break;
-      }
-      case OpKind::AddResidual: {
-        const int64_t w = width(op.dst);
-        float* d = buf(op.dst);
-        const float* s = buf(op.src);
-        for_rows([&](int64_t r) { add_row(d + r * w, s + r * w, w); });
-        break;
-      }
-      case OpKind::SwiGlu: {
-        const int64_t w = cfg_.n_ff;
-        for_rows([&](int64_t r) {
-          swiglu_row(gate_.data() + r * w, up_.data() + r * w, gate_.data() + r * w, w);
-          convert_fused(op, gate_.data() + r * w, r, w);
-        });
-        break;
-      }
-      case OpKind::LastRows:
-        if (!logits_out) return;  // nothing more to compute for this chunk
-        if (!want_all && rows > 1) {
-          std::memcpy(x_.data(), x_.data() + (rows - 1) * cfg_.n_embd, static_cast<size_t>(cfg_.n_embd) * sizeof(float));
-          rows = 1;
-        }
-        break;
+  };
+  switch (op.kind) {
+    case OpKind::Embed: {
+      const DequantizeRowFn dq = type_traits(token_embd_.type).dequantize_row;
+      for (int64_t i = 0; i < st.n; ++i)
+        dq(token_embd_.data + static_cast<size_t>(st.tokens[i]) * token_embd_.row_bytes, x_.data() + i * cfg_.n_embd, cfg_.n_embd);
+      break;
     }
-    if (profiling_) {
-      op_ns_[oi] += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t_op).count());
-      op_calls_[oi] += 1;
+    case OpKind::RmsNorm: {
+      const int64_t w = width(op.src);
+      float* s = buf_at(op.src, op.loc);
+      float* d = buf_at(op.dst, op.loc);
+      for_rows([&](int64_t r) {
+        rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps);
+        convert_fused(d + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::Convert:
+      convert_rows(pool, op.act_type, buf_at(op.src, op.loc), rows, op.width, act_at(op.act_type, op.loc));
+      break;
+    case OpKind::MatMul: {
+      const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf_at(op.src, op.loc)) : act_at(op.act_type, op.loc);
+      float* dst = buf_at(op.dst, op.loc);
+      if (!dst) break;
+      matmul_prepared(pool, op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst));
+      break;
+    }
+    case OpKind::AddBias: {
+      const int64_t w = width(op.dst);
+      float* d = buf_at(op.dst, op.loc);
+      for_rows([&](int64_t r) { add_row(d + r * w, op.vec, w); });
+      break;
+    }
+    case OpKind::Rope: {
+      const int64_t w = width(op.dst);
+      const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
+      float* d = buf_at(op.dst, op.loc);
+      for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, pos + r, cfg_.rope); });
+      break;
+    }
+    case OpKind::StoreKv: {
+      KvCache& kv = kv_for(op.layer, op.loc, op.kv_slot);
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      store_rows(kv, idx, buf_at(Buf::K, op.loc), buf_at(Buf::V, op.loc), rows, pos);
+      break;
+    }
+    case OpKind::Attention: {
+      KvCache& kv = kv_for(op.layer, op.loc, op.kv_slot);
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      attention(pool, shape, buf_at(Buf::Q, op.loc), rows, pos, kv.pages(idx), buf_at(Buf::Att, op.loc),
+                op.loc == Loc::Dev ? dev_attn_scratch_ : attn_scratch_);
+      break;
+    }
+    case OpKind::AddResidual: {
+      const int64_t w = width(op.dst);
+      float* d = buf_at(op.dst, op.loc);
+      const float* s = buf_at(op.src, op.loc);
+      for_rows([&](int64_t r) { add_row(d + r * w, s + r * w, w); });
+      break;
+    }
+    case OpKind::SwiGlu: {
+      const int64_t w = cfg_.n_ff;
+      float* g = buf_at(Buf::Gate, op.loc);
+      const float* u = buf_at(Buf::Up, op.loc);
+      for_rows([&](int64_t r) {
+        swiglu_row(g + r * w, u + r * w, g + r * w, w);
+        convert_fused(g + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::LastRows:
+      if (!st.want_all && st.n > 1) {
+        float* x = buf_at(Buf::X, op.loc);
+        std::memmove(x, x + (st.n - 1) * cfg_.n_embd, static_cast<size_t>(cfg_.n_embd) * sizeof(float));
+      }
+      break;
+    case OpKind::CopyRows: {
+      const Loc from = op.loc == Loc::Host ? Loc::Dev : Loc::Host;
+      const size_t bytes = static_cast<size_t>(rows * op.width) * sizeof(float);
+      float* d = buf_at(op.dst, op.loc);
+      const float* s = buf_at(op.src, from);
+      if (op.loc == Loc::Dev) device_->copy_to_device(d, s, bytes);
+      else device_->copy_to_host(d, s, bytes);
+      break;
+    }
+    case OpKind::CopyCols: {
+      // The device's rows of a split matmul, back into the host's output (strided per token).
+      const int64_t w = width(op.dst);
+      float* d = buf_at(op.dst, Loc::Host);
+      const float* s = buf_at(op.src, Loc::Dev);
+      if (!d) break;
+      for (int64_t r = 0; r < rows; ++r)
+        device_->copy_to_host(d + r * w + op.r0, s + r * w + op.r0, static_cast<size_t>(op.r1 - op.r0) * sizeof(float));
+      break;
+    }
+    case OpKind::CopyWeight:
+      device_->copy_to_device(const_cast<uint8_t*>(op.wdata), op.w->data, op.w->row_bytes * static_cast<size_t>(op.r1));
+      break;
+    case OpKind::CopyKv: {
+      // Positions [from, pos) of the host KV into the staging slot, whole pages; KVPR's
+      // recomputed prefix is not copied.
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      const int64_t pt = cfg_.kv_page_tokens;
+      const int64_t from = std::min(lp.recompute_prefix, pos) / pt;
+      const int64_t to = (pos + pt - 1) / pt;
+      const KvPages src = kv_->pages(kv_index_[static_cast<size_t>(op.layer)]);
+      const KvPages dst = staging_kv_->pages(op.kv_slot);
+      const size_t half = static_cast<size_t>(pt * KVW) * sizeof(uint16_t);
+      for (int64_t p = from; p < to; ++p) {
+        device_->copy_to_device(const_cast<uint16_t*>(dst.k[p]), src.k[p], half);
+        device_->copy_to_device(const_cast<uint16_t*>(dst.v[p]), src.v[p], half);
+      }
+      break;
+    }
+    case OpKind::SaveActs: {
+      std::vector<float>& saved = saved_acts_[static_cast<size_t>(op.layer)];
+      const int64_t cap = static_cast<int64_t>(saved.size()) / cfg_.n_embd;
+      const int64_t n_keep = std::max<int64_t>(0, std::min(rows, cap - pos));
+      if (n_keep > 0)
+        std::memcpy(saved.data() + pos * cfg_.n_embd, buf_at(Buf::H, Loc::Host), static_cast<size_t>(n_keep * cfg_.n_embd) * sizeof(float));
+      break;
+    }
+    case OpKind::CopyActs: {
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      const int64_t p = std::min(lp.recompute_prefix, pos);
+      if (p > 0)
+        device_->copy_to_device(dev_recompute_, saved_acts_[static_cast<size_t>(op.layer)].data(),
+                                static_cast<size_t>(p * cfg_.n_embd) * sizeof(float));
+      break;
+    }
+    case OpKind::RecomputeKv: {
+      // KVPR: K and V of positions [0, p) from the saved attn_norm rows, through the same kernels
+      // (conversion, matmul, bias, RoPE, f16 store) as when they were first computed.
+      Layer& L = layers_[static_cast<size_t>(op.layer)];
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      const int64_t p = std::min(lp.recompute_prefix, pos);
+      const int64_t E = cfg_.n_embd;
+      for (int64_t c0 = 0; c0 < p; c0 += cfg_.batch_size) {
+        const int64_t nc = std::min(cfg_.batch_size, p - c0);
+        const float* h = dev_recompute_ + c0 * E;
+        for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
+          const GgmlType t = type_traits(w->type).vec_dot_type;
+          const void* act = h;
+          if (t != GgmlType::F32) {
+            convert_rows(pool, t, h, nc, E, dev_act_[t]);
+            act = dev_act_[t];
+          }
+          // W_K and W_V are read from host memory, which the loopback device shares; a discrete
+          // GPU reads them from the layer's streamed-weight slot (the Vulkan issue).
+          matmul_prepared(pool, w->type, w->data, w->rows, w->cols, act, nc, out, KVW);
+          if (!bias->empty())
+            for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
+        }
+        for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, cfg_.rope);
+        store_rows(*staging_kv_, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
+      }
+      break;
     }
   }
 }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/mapped_file.h"
+#include "device/device.h"
+#include "exec/executor.h"
 #include "core/thread_pool.h"
 #include "ggml_types.h"
 #include "kernels/attention.h"
@@ -45,6 +47,48 @@ struct Weight {
   size_t row_bytes = 0;
 };
 
+// Where an op's buffers live: host memory (the cpu device) or the model's accelerator.
+enum class Loc : int8_t { Host = 0, Dev = 1 };
+// Where a matmul weight lives for the accelerator: used in place on the host (CPU ops only),
+// resident in device memory (copied once when the placement is set), or streamed from host
+// memory into one of two device slots layer by layer (double-buffered prefetch).
+enum class WeightHome : int8_t { Host = 0, Resident = 1, Streamed = 2 };
+// A decoder layer's ops in the cost model's vocabulary (engine/cost/ops.ts: attn_norm, Q, K, V,
+// RoPE, Scores+Softmax+WV = attention, Output, ffn_norm, Gate, Up, Down), so every measured op
+// joins its predicted op. Native helper ops (bias, KV store, residual add, SwiGLU, conversions,
+// copies) are attributed to the plan op they serve.
+enum PlanOp : int8_t { kAttnNorm, kQ, kK, kV, kRope, kAttention, kOutput, kFfnNorm, kGate, kUp, kDown, kPlanOps };
+const char* plan_op_name(int op);
+
+struct OpPlacement {
+  Loc loc = Loc::Host;
+  // Matmuls only, with loc Dev: the fraction of output rows computed on the device; the rest run
+  // on the CPU at the same time (paper 000's intra-op split). 1: the whole op on the device.
+  double dev_fraction = 1.0;
+  WeightHome weights = WeightHome::Host;
+};
+struct LayerPlacement {
+  OpPlacement op[kPlanOps];
+  // Where the layer's KV cache lives. KV on the host with attention on the device is streamed to
+  // the device every step (offloaded KV); KV on the device needs attention on the device.
+  Loc kv = Loc::Host;
+  // KVPR (paper 001): with streamed KV, positions [0, recompute_prefix) are not copied but
+  // recomputed on the device from the layer's stored attn_norm outputs.
+  int64_t recompute_prefix = 0;
+};
+struct Placement {
+  std::vector<LayerPlacement> layers;  // empty: everything on the host
+  OpPlacement head;                    // final norm + LM head
+  bool uses_device() const;
+};
+
+// One executed op of a traced step: which op, lane, and when (steady-clock ns).
+struct TraceEvent {
+  int64_t step;
+  int32_t op;
+  int64_t start_ns, end_ns;
+};
+
 class Model {
  public:
   // Throws std::runtime_error naming the problem (file, tensor, type, numbers).
@@ -75,9 +119,41 @@ class Model {
   bool profiling() const { return profiling_; }
   std::vector<OpTiming> op_timings() const;
 
+  // Executes on `device` (nullptr: host only) with `placement`. Allocates device copies of the
+  // resident weights, the streaming slots, device activations and device KV pages within the
+  // device's budget; a refusal throws DeviceError and leaves the model on the host. Forgets the KV
+  // cache (positions are re-evaluated under the new placement).
+  void set_placement(const Placement& placement, std::unique_ptr<Device> device);
+  const Placement& placement() const { return placement_; }
+  Device* device() const { return device_.get(); }
+  // Per-op trace of the steps run while tracing is on (at most `max_events` kept).
+  void set_tracing(bool on, size_t max_events = 1 << 20);
+  const std::vector<TraceEvent>& trace() const { return trace_; }
+  void clear_trace() { trace_.clear(); }
+  // Describes op i of the compiled list (for traces): kind, lane, layer, plan op, weight, rows.
+  struct OpInfo {
+    const char* kind;
+    const char* lane;
+    int layer;
+    const char* plan_op;
+    const char* weight;
+    const char* loc;
+  };
+  OpInfo op_info(int32_t i) const;
+  size_t op_count() const { return ops_.size(); }
+
  private:
   enum class Buf { X, H, Q, K, V, Att, Gate, Up, Logits };
-  enum class OpKind { Embed, RmsNorm, Convert, MatMul, AddBias, Rope, StoreKv, Attention, AddResidual, SwiGlu, LastRows };
+  enum class OpKind {
+    Embed, RmsNorm, Convert, MatMul, AddBias, Rope, StoreKv, Attention, AddResidual, SwiGlu, LastRows,
+    CopyRows,     // whole rows of src from one location to the other
+    CopyCols,     // columns [r0, r1) of every row of dst from the device to the host
+    CopyWeight,   // rows [0, r1) of a streamed weight into its device slot
+    CopyKv,       // the layer's host KV pages of positions before this step into a device staging slot
+    SaveActs,     // KVPR: keep the attn_norm output rows of the layer for later recomputation
+    CopyActs,     // KVPR: the stored attn_norm rows of positions [0, recompute) to the device
+    RecomputeKv,  // KVPR: K and V of positions [0, recompute) from those rows, into the staging slot
+  };
   struct Op {
     OpKind kind;
     int layer = -1;
@@ -86,6 +162,13 @@ class Model {
     const float* vec = nullptr;  // norm weight or bias (f32, owned by the model)
     GgmlType act_type = GgmlType::F32;  // Convert: target format; MatMul: the activation format
     int64_t width = 0;                  // row width of src/dst where it matters
+    Loc loc = Loc::Host;                // where the op's buffers are (copies: the destination)
+    Lane lane = Lane::Cpu;
+    int8_t plan_op = -1;                // PlanOp, or -1: embedding / LM head
+    int64_t r0 = 0, r1 = 0;             // MatMul / CopyCols / CopyWeight: output rows [r0, r1) (r1 0: all)
+    const uint8_t* wdata = nullptr;     // MatMul / CopyWeight: the weight bytes this op reads (or writes)
+    int kv_slot = -1;                   // StoreKv / Attention / CopyKv on the device: staging slot (-1: the layer's own KV)
+    bool after_last = false;            // after LastRows: one row unless all logits are wanted
     // RmsNorm / SwiGlu: Convert ops folded into this one (compile's fuse pass): each output row
     // is also converted to these activation formats while it is still in L1, instead of a
     // second pass over the whole batch (4-11 MB per op for a 512-token prefill) from L2/L3.
@@ -101,10 +184,16 @@ class Model {
   std::vector<float> vector_f32(const Weight& w, int64_t n);
   void compile();
   void fuse_converts();
-  void emit_matmuls(Buf src, int64_t width, const std::vector<std::pair<const Weight*, Buf>>& outs, int layer);
   float* buf(Buf b);
   int64_t width(Buf b) const;
   void forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all, float* logits_out);
+  void exec_op(int32_t i);
+  float* buf_at(Buf b, Loc l);
+  uint8_t* act_at(GgmlType t, Loc l);
+  KvCache& kv_for(int layer, Loc l, int slot);
+  void release_device();
+  void op_resources(const Op& op, std::vector<int>* reads, std::vector<int>* writes) const;
+  void build_deps();
   void relocate_matmul_weights();
 
   // Anonymous, huge-page-advised copy of the matmul weights (see relocate_matmul_weights).
@@ -130,10 +219,42 @@ class Model {
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_, logits_;
   std::map<GgmlType, std::vector<uint8_t>> act_;  // converted activations per vec_dot_type
   AttentionScratch attn_scratch_;
+  AttentionScratch dev_attn_scratch_;  // attention on the device's pool
   std::unique_ptr<KvCache> kv_;  // every layer's K and V, paged
   std::atomic<int64_t> n_past_{0};  // read by the JS thread while evalAsync runs on a worker
   bool profiling_ = false;
   std::vector<uint64_t> op_ns_, op_calls_;  // indexed like ops_
+
+  // Placement and the accelerator's resources.
+  Placement placement_;
+  std::unique_ptr<Device> device_;
+  std::vector<void*> dev_allocs_;               // everything allocated on device_ for the placement
+  std::map<Buf, float*> dev_bufs_;              // device copies of the activation buffers
+  std::map<GgmlType, uint8_t*> dev_act_;        // device converted activations
+  float* dev_logits_ = nullptr;
+  std::map<const Weight*, uint8_t*> resident_;  // device copies of resident weights (rows [0, r1))
+  uint8_t* slots_[2] = {nullptr, nullptr};      // streamed weights, layer l in slot l % 2
+  std::unique_ptr<KvCache> dev_kv_;             // KV of layers whose KV lives on the device
+  std::unique_ptr<KvCache> staging_kv_;         // 2 layers: streamed KV of layer l in slot l % 2
+  std::vector<int> kv_index_;                   // model layer -> its layer in kv_ or dev_kv_
+  std::vector<std::vector<float>> saved_acts_;  // KVPR: per layer [context][n_embd] attn_norm rows (host)
+  float* dev_recompute_ = nullptr;              // KVPR: device rows being recomputed [context][n_embd]
+  float *dev_rk_ = nullptr, *dev_rv_ = nullptr;  // KVPR: device K and V rows being recomputed
+  Executor executor_;
+  std::vector<Lane> lanes_;      // per op
+  std::vector<LaneDeps> deps_;   // per op
+  std::vector<int64_t> start_ns_, end_ns_;
+  bool tracing_ = false;
+  size_t max_trace_ = 0;
+  int64_t step_ = 0;
+  std::vector<TraceEvent> trace_;
+  // The step being executed (read by exec_op on every lane).
+  struct StepState {
+    const int32_t* tokens = nullptr;
+    int64_t n = 0, pos = 0;
+    bool want_all = false;
+    float* logits_out = nullptr;
+  } step_state_;
 };
 
 }  // namespace fulcrum

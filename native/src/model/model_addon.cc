@@ -122,6 +122,9 @@ class EvalWorker : public Napi::AsyncWorker {
   void Execute() override {
     try {
       out_ = shared_->model->eval(tokens_.data(), static_cast<int64_t>(tokens_.size()), start_, all_);
+    } catch (const DeviceError& e) {
+      device_error_ = true;
+      SetError(e.what());
     } catch (const std::exception& e) {
       SetError(e.what());
     }
@@ -134,6 +137,7 @@ class EvalWorker : public Napi::AsyncWorker {
   }
   void OnError(const Napi::Error& e) override {
     shared_->busy.store(false);
+    if (device_error_) e.Set("deviceError", Napi::Boolean::New(Env(), true));
     deferred_.Reject(e.Value());
   }
 
@@ -143,6 +147,7 @@ class EvalWorker : public Napi::AsyncWorker {
   std::vector<int32_t> tokens_;
   int64_t start_;
   bool all_;
+  bool device_error_ = false;
   std::vector<float> out_;
 };
 
@@ -153,6 +158,12 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                        {InstanceMethod("eval", &ModelWrap::Eval), InstanceMethod("evalAsync", &ModelWrap::EvalAsync),
                         InstanceMethod("clearKv", &ModelWrap::ClearKv), InstanceMethod("dispose", &ModelWrap::Dispose),
                         InstanceMethod("opProfile", &ModelWrap::OpProfile),
+                        InstanceMethod("setPlacement", &ModelWrap::SetPlacement),
+                        InstanceMethod("takeTrace", &ModelWrap::TakeTrace),
+                        InstanceMethod("compiledOps", &ModelWrap::CompiledOps),
+                        InstanceMethod("failDeviceAfter", &ModelWrap::FailDeviceAfter),
+                        InstanceAccessor("deviceStats", &ModelWrap::GetDeviceStats, nullptr),
+                        InstanceAccessor("tracing", &ModelWrap::GetTracing, &ModelWrap::SetTracing),
                         InstanceAccessor("profiling", &ModelWrap::GetProfiling, &ModelWrap::SetProfiling),
                         InstanceAccessor("threads", &ModelWrap::GetThreads, &ModelWrap::SetThreads),
                         InstanceAccessor("nPast", &ModelWrap::GetNPast, nullptr),
@@ -210,6 +221,11 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     std::vector<float> out;
     try {
       out = s.model->eval(tokens.data(), static_cast<int64_t>(tokens.size()), start, all);
+    } catch (const DeviceError& e) {
+      s.busy.store(false);
+      Napi::Error err = Napi::Error::New(info.Env(), e.what());
+      err.Set("deviceError", Napi::Boolean::New(info.Env(), true));
+      throw err;
     } catch (const std::exception& e) {
       s.busy.store(false);
       throw Napi::Error::New(info.Env(), e.what());
@@ -317,10 +333,203 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
   Napi::Value GetDisposed(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), !shared_); }
 
+  Model& model(Napi::Env env) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(env, "model: already disposed");
+    return *shared_->model;
+  }
+
+  // setPlacement(placement | null, device | null): see engine/native/model.ts (NativePlacement).
+  Napi::Value SetPlacement(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Placement p;
+    std::unique_ptr<Device> dev;
+    if (info.Length() > 0 && info[0].IsObject()) p = parse_placement(info[0].As<Napi::Object>(), model(env).config().n_layers);
+    if (info.Length() > 1 && info[1].IsObject()) {
+      Napi::Object d = info[1].As<Napi::Object>();
+      Napi::Value kind = d.Get("kind");
+      const std::string k = kind.IsString() ? kind.As<Napi::String>().Utf8Value() : "";
+      if (k != "loopback") throw Napi::TypeError::New(env, "setPlacement: device.kind must be 'loopback', got '" + k + "'");
+      LoopbackOptions o;
+      o.capacity_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(d, "capacityBytes", true)));
+      o.link_bytes_per_s = get_num(d, "linkBytesPerSecond", 0);
+      o.link_latency_s = get_num(d, "linkLatencySeconds", 0);
+      o.threads = static_cast<int>(get_int(d, "threads", false, 1));
+      try {
+        dev = make_loopback_device(o);
+      } catch (const std::exception& e) {
+        throw device_error(env, e.what());
+      }
+    }
+    Shared& s = acquire(env);
+    try {
+      s.model->set_placement(p, std::move(dev));
+    } catch (const DeviceError& e) {
+      s.busy.store(false);
+      throw device_error(env, e.what());
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(env, e.what());
+    }
+    s.busy.store(false);
+    return env.Undefined();
+  }
+
+  static Napi::Error device_error(Napi::Env env, const std::string& what) {
+    Napi::Error e = Napi::Error::New(env, what);
+    e.Set("deviceError", Napi::Boolean::New(env, true));
+    return e;
+  }
+
+  static Loc parse_loc(Napi::Env env, const Napi::Value& v, const std::string& where) {
+    const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : "host";
+    if (s == "host" || s == "cpu") return Loc::Host;
+    if (s == "device" || s == "gpu") return Loc::Dev;
+    throw Napi::TypeError::New(env, "placement: " + where + " must be 'host' or 'device', got '" + s + "'");
+  }
+
+  static OpPlacement parse_op(Napi::Env env, const Napi::Object& o, const std::string& where) {
+    OpPlacement p;
+    p.loc = parse_loc(env, o.Get("loc"), where + ".loc");
+    p.dev_fraction = get_num(o, "deviceFraction", 1.0);
+    Napi::Value w = o.Get("weights");
+    const std::string ws = w.IsString() ? w.As<Napi::String>().Utf8Value() : (p.loc == Loc::Dev ? "resident" : "host");
+    if (ws == "host") p.weights = p.loc == Loc::Dev ? WeightHome::Streamed : WeightHome::Host;
+    else if (ws == "resident") p.weights = WeightHome::Resident;
+    else if (ws == "streamed") p.weights = WeightHome::Streamed;
+    else throw Napi::TypeError::New(env, "placement: " + where + ".weights must be 'host', 'resident' or 'streamed', got '" + ws + "'");
+    return p;
+  }
+
+  static Placement parse_placement(const Napi::Object& o, int64_t n_layers) {
+    Napi::Env env = o.Env();
+    Placement p;
+    Napi::Value layers = o.Get("layers");
+    if (!layers.IsArray()) throw Napi::TypeError::New(env, "placement: 'layers' must be an array");
+    Napi::Array a = layers.As<Napi::Array>();
+    if (static_cast<int64_t>(a.Length()) != n_layers)
+      throw Napi::TypeError::New(env, "placement: " + std::to_string(a.Length()) + " layers given, the model has " + std::to_string(n_layers));
+    for (uint32_t i = 0; i < a.Length(); ++i) {
+      const std::string where = "layers[" + std::to_string(i) + "]";
+      if (!a.Get(i).IsObject()) throw Napi::TypeError::New(env, "placement: " + where + " is not an object");
+      Napi::Object lo = a.Get(i).As<Napi::Object>();
+      LayerPlacement lp;
+      Napi::Value ops = lo.Get("ops");
+      if (!ops.IsObject()) throw Napi::TypeError::New(env, "placement: " + where + ".ops must be an object");
+      Napi::Object oo = ops.As<Napi::Object>();
+      for (int k = 0; k < kPlanOps; ++k) {
+        Napi::Value v = oo.Get(plan_op_name(k));
+        if (v.IsUndefined()) continue;
+        if (!v.IsObject()) throw Napi::TypeError::New(env, "placement: " + where + ".ops." + plan_op_name(k) + " is not an object");
+        lp.op[k] = parse_op(env, v.As<Napi::Object>(), where + ".ops." + plan_op_name(k));
+      }
+      lp.kv = parse_loc(env, lo.Get("kv"), where + ".kv");
+      lp.recompute_prefix = get_int(lo, "recomputePrefix", false, 0);
+      p.layers.push_back(lp);
+    }
+    Napi::Value head = o.Get("head");
+    if (head.IsObject()) p.head = parse_op(env, head.As<Napi::Object>(), "head");
+    return p;
+  }
+
+  Napi::Value GetDeviceStats(const Napi::CallbackInfo& info) {
+    Model& m = model(info.Env());
+    Device* d = m.device();
+    if (!d) return info.Env().Null();
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("name", d->info().name);
+    o.Set("capacityBytes", static_cast<double>(d->info().capacity_bytes));
+    o.Set("bytesInUse", static_cast<double>(d->bytes_in_use()));
+    o.Set("peakBytes", static_cast<double>(d->peak_bytes()));
+    return o;
+  }
+
+  Napi::Value GetTracing(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), model(info.Env()).trace().size() > 0 || tracing_); }
+  void SetTracing(const Napi::CallbackInfo& info, const Napi::Value& v) {
+    Shared& s = acquire(info.Env());
+    tracing_ = v.ToBoolean().Value();
+    s.model->set_tracing(tracing_);
+    s.busy.store(false);
+  }
+
+  // compiledOps() -> [{kind, lane, layer, planOp, weight?, loc}] of the compiled op list.
+  Napi::Value CompiledOps(const Napi::CallbackInfo& info) {
+    Model& m = model(info.Env());
+    Napi::Array out = Napi::Array::New(info.Env());
+    for (size_t i = 0; i < m.op_count(); ++i) {
+      const Model::OpInfo oi = m.op_info(static_cast<int32_t>(i));
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("kind", oi.kind);
+      o.Set("lane", oi.lane);
+      o.Set("layer", oi.layer);
+      o.Set("planOp", oi.plan_op);
+      if (oi.weight) o.Set("weight", oi.weight);
+      o.Set("loc", oi.loc);
+      out.Set(static_cast<uint32_t>(i), o);
+    }
+    return out;
+  }
+
+  // takeTrace() -> Float64Array of [step, op, startNs, endNs] quadruples; clears the trace.
+  Napi::Value TakeTrace(const Napi::CallbackInfo& info) {
+    Shared& s = acquire(info.Env());
+    const std::vector<TraceEvent>& t = s.model->trace();
+    Napi::Float64Array a = Napi::Float64Array::New(info.Env(), t.size() * 4);
+    for (size_t i = 0; i < t.size(); ++i) {
+      a[i * 4] = static_cast<double>(t[i].step);
+      a[i * 4 + 1] = t[i].op;
+      a[i * 4 + 2] = static_cast<double>(t[i].start_ns);
+      a[i * 4 + 3] = static_cast<double>(t[i].end_ns);
+    }
+    s.model->clear_trace();
+    s.busy.store(false);
+    return a;
+  }
+
+  Napi::Value FailDeviceAfter(const Napi::CallbackInfo& info) {
+    Model& m = model(info.Env());
+    if (!m.device()) throw Napi::Error::New(info.Env(), "failDeviceAfter: the model has no device");
+    if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "failDeviceAfter(operations: number)");
+    m.device()->fail_after(info[0].As<Napi::Number>().Int64Value());
+    return info.Env().Undefined();
+  }
+
+  bool tracing_ = false;
+
   std::shared_ptr<Shared> shared_;
 };
 
-void InitModel(Napi::Env env, Napi::Object exports) { exports.Set("Model", ModelWrap::Define(env)); }
+Napi::Value ListDevices(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const DeviceListing l = list_devices();
+  Napi::Object out = Napi::Object::New(env);
+  Napi::Array found = Napi::Array::New(env);
+  for (size_t i = 0; i < l.found.size(); ++i) {
+    const DeviceInfo& d = l.found[i];
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("name", d.name);
+    o.Set("description", d.description);
+    o.Set("emulated", d.emulated);
+    o.Set("capacityBytes", static_cast<double>(d.capacity_bytes));
+    o.Set("threads", d.threads);
+    Napi::Array f = Napi::Array::New(env);
+    for (size_t k = 0; k < d.formats.size(); ++k) f.Set(static_cast<uint32_t>(k), d.formats[k]);
+    o.Set("formats", f);
+    Napi::Array ops = Napi::Array::New(env);
+    for (size_t k = 0; k < d.ops.size(); ++k) ops.Set(static_cast<uint32_t>(k), d.ops[k]);
+    o.Set("ops", ops);
+    found.Set(static_cast<uint32_t>(i), o);
+  }
+  out.Set("found", found);
+  Napi::Array un = Napi::Array::New(env);
+  for (size_t i = 0; i < l.unavailable.size(); ++i) un.Set(static_cast<uint32_t>(i), l.unavailable[i]);
+  out.Set("unavailable", un);
+  return out;
+}
+
+void InitModel(Napi::Env env, Napi::Object exports) {
+  exports.Set("Model", ModelWrap::Define(env));
+  exports.Set("listDevices", Napi::Function::New(env, ListDevices));
+}
 
 }  // namespace
 }  // namespace fulcrum

@@ -1,0 +1,35 @@
+// The cpu device: host memory and the host's kernels. Listed by `fulcrum devices` with its ISA
+// level; the model's host buffers are this device's memory (no separate budget: the load-time
+// memory check against MemAvailable covers them).
+#include <thread>
+
+#include "device/device.h"
+#include "ggml_types.h"
+
+namespace fulcrum {
+
+DeviceListing list_devices() {
+  DeviceListing out;
+  DeviceInfo cpu;
+  cpu.name = "cpu";
+  cpu.description = std::string("host CPU, ") + isa_level() + " kernels, " + std::to_string(physical_cores()) + " physical cores";
+  cpu.threads = physical_cores();
+  for (int t = 0; t < static_cast<int>(GgmlType::COUNT); ++t) {
+    const TypeTraits& tt = type_traits(static_cast<GgmlType>(t));
+    if (tt.name && tt.supported && tt.vec_dot) cpu.formats.push_back(tt.name);
+  }
+  cpu.ops = {"embed", "rmsnorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu"};
+  out.found.push_back(cpu);
+  DeviceInfo lb;
+  lb.name = "loopback";
+  lb.description = "accelerator emulated on the host (own arena, worker pool and link; runs the CPU kernels); only when asked for";
+  lb.emulated = true;
+  lb.formats = cpu.formats;
+  lb.ops = cpu.ops;
+  lb.threads = 1;
+  out.found.push_back(lb);
+  out.unavailable.push_back("vulkan: not built into this addon yet (the Vulkan backend is a separate issue)");
+  return out;
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,678 @@
+// Compiling the forward pass under a placement: which op runs where (host or device), on which
+// lane, the copies between the two memories, streamed weights prefetched a layer ahead into two
+// device slots, KV kept on the device, on the host, or streamed to the device (with KVPR's
+// recomputation of a prefix), and the events (cross-lane dependencies) that order it all.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+#include "kernels/matmul.h"
+#include "model/model.h"
+
+namespace fulcrum {
+
+const char* plan_op_name(int op) {
+  static const char* const names[] = {"attn_norm", "Q", "K", "V", "RoPE", "Attention", "Output", "ffn_norm", "Gate", "Up", "Down"};
+  return op >= 0 && op < kPlanOps ? names[op] : "LM head";
+}
+
+bool Placement::uses_device() const {
+  if (head.loc == Loc::Dev) return true;
+  for (const LayerPlacement& l : layers) {
+    if (l.kv == Loc::Dev) return true;
+    for (const OpPlacement& o : l.op)
+      if (o.loc == Loc::Dev) return true;
+  }
+  return false;
+}
+
+namespace {
+constexpr int kBufs = 9;
+constexpr int kActBase = 2 * kBufs;
+constexpr int kSlotBase = kActBase + 2 * static_cast<int>(GgmlType::COUNT);
+constexpr int kKvBase = kSlotBase + 2;
+int bit(Loc l) { return l == Loc::Host ? 1 : 2; }
+Lane compute_lane(Loc l) { return l == Loc::Host ? Lane::Cpu : Lane::Device; }
+Lane copy_lane(Loc dst) { return dst == Loc::Host ? Lane::ToHost : Lane::ToDevice; }
+}  // namespace
+
+float* Model::buf_at(Buf b, Loc l) {
+  if (l == Loc::Host) return b == Buf::Logits ? step_state_.logits_out : buf(b);
+  if (b == Buf::Logits) return dev_logits_;
+  auto it = dev_bufs_.find(b);
+  return it == dev_bufs_.end() ? nullptr : it->second;
+}
+
+uint8_t* Model::act_at(GgmlType t, Loc l) {
+  if (l == Loc::Host) return act_[t].data();
+  auto it = dev_act_.find(t);
+  return it == dev_act_.end() ? nullptr : it->second;
+}
+
+KvCache& Model::kv_for(int layer, Loc l, int slot) {
+  if (slot >= 0) return *staging_kv_;
+  if (l == Loc::Dev && placement_.layers.size() > static_cast<size_t>(layer) && placement_.layers[static_cast<size_t>(layer)].kv == Loc::Dev)
+    return *dev_kv_;
+  return *kv_;
+}
+
+void Model::compile() {
+  ops_.clear();
+  const bool dev = device_ != nullptr && placement_.uses_device();
+  const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, F = cfg_.n_ff;
+  auto place = [&](int layer, int op) -> OpPlacement {
+    if (!dev) return OpPlacement{};
+    if (layer < 0) return placement_.head;
+    return placement_.layers[static_cast<size_t>(layer)].op[op];
+  };
+  int valid[kBufs];
+  int version[kBufs] = {};
+  for (int& v : valid) v = 1;
+  // Which buffer (and version of it) each converted-activation buffer holds, per location.
+  std::map<std::pair<GgmlType, Loc>, std::pair<Buf, int>> act_state;
+  bool after_last = false;
+  int cur_plan_op = -1, cur_layer = -1;
+  auto push = [&](Op op) {
+    op.after_last = after_last;
+    op.layer = cur_layer;
+    if (op.plan_op < 0) op.plan_op = static_cast<int8_t>(cur_plan_op);
+    ops_.push_back(op);
+  };
+  auto need = [&](Buf b, Loc l) {
+    const int bi = static_cast<int>(b);
+    if (valid[bi] & bit(l)) return;
+    Op c{OpKind::CopyRows};
+    c.src = c.dst = b;
+    c.loc = l;
+    c.lane = copy_lane(l);
+    c.width = width(b);
+    push(c);
+    valid[bi] |= bit(l);
+  };
+  auto wrote = [&](Buf b, Loc l) {
+    valid[static_cast<int>(b)] = bit(l);
+    ++version[static_cast<int>(b)];
+  };
+  // Where a helper op on buffer b runs: on the device when b is there only, else on the host.
+  auto home = [&](Buf b) { return valid[static_cast<int>(b)] == 2 ? Loc::Dev : Loc::Host; };
+  auto compute = [&](OpKind k, Loc l, Buf src, Buf dst, const float* vec = nullptr) {
+    Op op{k};
+    op.src = src;
+    op.dst = dst;
+    op.vec = vec;
+    op.loc = l;
+    op.lane = compute_lane(l);
+    push(op);
+  };
+  auto ensure_act = [&](Buf src, int64_t w, GgmlType t, Loc l) {
+    if (t == GgmlType::F32) {
+      need(src, l);
+      return;
+    }
+    auto key = std::make_pair(t, l);
+    auto it = act_state.find(key);
+    if (it != act_state.end() && it->second == std::make_pair(src, version[static_cast<int>(src)])) return;
+    need(src, l);
+    Op c{OpKind::Convert};
+    c.src = c.dst = src;
+    c.act_type = t;
+    c.width = w;
+    c.loc = l;
+    c.lane = compute_lane(l);
+    push(c);
+    act_state[key] = {src, version[static_cast<int>(src)]};
+    if (l == Loc::Host) {
+      auto& slot = act_[t];
+      const size_t need_bytes = converted_bytes(t, std::max({E, QW, F}), cfg_.batch_size);
+      if (slot.size() < need_bytes) slot.assign(need_bytes, 0);
+    }
+  };
+  // One matmul, split by rows between the device (rows [0, r)) and the host (rows [r, rows)).
+  auto matmul = [&](Buf src, int64_t w, const Weight* wt, Buf dst, int layer, int plan_op) {
+    const OpPlacement pp = place(layer, plan_op);
+    const int64_t rows = wt->rows;
+    int64_t r = 0;
+    if (pp.loc == Loc::Dev) {
+      r = pp.dev_fraction >= 1.0 ? rows : std::llround(static_cast<double>(rows) * pp.dev_fraction);
+      r = std::max<int64_t>(0, std::min(rows, r));
+    }
+    const GgmlType t = type_traits(wt->type).vec_dot_type;
+    cur_plan_op = plan_op;
+    if (r > 0) {
+      ensure_act(src, w, t, Loc::Dev);
+      Op m{OpKind::MatMul};
+      m.src = src;
+      m.dst = dst;
+      m.w = wt;
+      m.act_type = t;
+      m.width = w;
+      m.loc = Loc::Dev;
+      m.lane = Lane::Device;
+      m.r0 = 0;
+      m.r1 = r;
+      push(m);
+    }
+    if (r < rows) {
+      ensure_act(src, w, t, Loc::Host);
+      Op m{OpKind::MatMul};
+      m.src = src;
+      m.dst = dst;
+      m.w = wt;
+      m.act_type = t;
+      m.width = w;
+      m.loc = Loc::Host;
+      m.lane = Lane::Cpu;
+      m.r0 = r;
+      m.r1 = rows;
+      m.wdata = wt->data + static_cast<size_t>(r) * wt->row_bytes;
+      push(m);
+    }
+    if (r > 0 && r < rows) {
+      Op c{OpKind::CopyCols};
+      c.src = c.dst = dst;
+      c.loc = Loc::Host;
+      c.lane = Lane::ToHost;
+      c.r0 = 0;
+      c.r1 = r;
+      push(c);
+      wrote(dst, Loc::Host);
+    } else {
+      wrote(dst, r > 0 ? Loc::Dev : Loc::Host);
+    }
+  };
+
+  cur_layer = -1;
+  compute(OpKind::Embed, Loc::Host, Buf::X, Buf::X);
+  wrote(Buf::X, Loc::Host);
+  std::vector<size_t> layer_start(static_cast<size_t>(cfg_.n_layers) + 1, 0);
+  for (int l = 0; l < static_cast<int>(cfg_.n_layers); ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    const LayerPlacement* lp = dev ? &placement_.layers[static_cast<size_t>(l)] : nullptr;
+    cur_layer = l;
+    layer_start[static_cast<size_t>(l)] = ops_.size();
+    const Loc attn_loc = place(l, kAttention).loc;
+    const bool kv_streamed = lp && attn_loc == Loc::Dev && lp->kv == Loc::Host;
+    const bool recompute = kv_streamed && lp->recompute_prefix > 0;
+
+    cur_plan_op = kAttnNorm;
+    const Loc n0 = place(l, kAttnNorm).loc;
+    need(Buf::X, n0);
+    compute(OpKind::RmsNorm, n0, Buf::X, Buf::H, L.attn_norm_f.data());
+    wrote(Buf::H, n0);
+    if (recompute) {
+      need(Buf::H, Loc::Host);
+      Op s{OpKind::SaveActs};
+      s.src = Buf::H;
+      s.loc = Loc::Host;
+      s.lane = Lane::Cpu;
+      push(s);
+    }
+    matmul(Buf::H, E, &L.wq, Buf::Q, l, kQ);
+    matmul(Buf::H, E, &L.wk, Buf::K, l, kK);
+    matmul(Buf::H, E, &L.wv, Buf::V, l, kV);
+    if (!L.bq.empty()) {
+      cur_plan_op = kQ;
+      compute(OpKind::AddBias, home(Buf::Q), Buf::Q, Buf::Q, L.bq.data());
+      wrote(Buf::Q, home(Buf::Q));
+      cur_plan_op = kK;
+      compute(OpKind::AddBias, home(Buf::K), Buf::K, Buf::K, L.bk.data());
+      wrote(Buf::K, home(Buf::K));
+      cur_plan_op = kV;
+      compute(OpKind::AddBias, home(Buf::V), Buf::V, Buf::V, L.bv.data());
+      wrote(Buf::V, home(Buf::V));
+    }
+    cur_plan_op = kRope;
+    const Loc rl = place(l, kRope).loc;
+    need(Buf::Q, rl);
+    compute(OpKind::Rope, rl, Buf::Q, Buf::Q);
+    wrote(Buf::Q, rl);
+    need(Buf::K, rl);
+    compute(OpKind::Rope, rl, Buf::K, Buf::K);
+    wrote(Buf::K, rl);
+    // K and V of the new positions into the layer's KV (and, when it is streamed, into the
+    // staging slot the device's attention reads).
+    cur_plan_op = kAttention;
+    const Loc kv_loc = lp ? lp->kv : Loc::Host;
+    need(Buf::K, kv_loc);
+    need(Buf::V, kv_loc);
+    compute(OpKind::StoreKv, kv_loc, Buf::K, Buf::V);
+    if (kv_streamed) {
+      if (recompute) {
+        Op c{OpKind::CopyActs};
+        c.loc = Loc::Dev;
+        c.lane = Lane::ToDevice;
+        push(c);
+        Op rk{OpKind::RecomputeKv};
+        rk.loc = Loc::Dev;
+        rk.lane = Lane::Device;
+        rk.kv_slot = l % 2;
+        push(rk);
+      }
+      need(Buf::K, Loc::Dev);
+      need(Buf::V, Loc::Dev);
+      Op s{OpKind::StoreKv};
+      s.src = Buf::K;
+      s.dst = Buf::V;
+      s.loc = Loc::Dev;
+      s.lane = Lane::Device;
+      s.kv_slot = l % 2;
+      push(s);
+    }
+    need(Buf::Q, attn_loc);
+    {
+      Op a{OpKind::Attention};
+      a.src = Buf::Q;
+      a.dst = Buf::Att;
+      a.loc = attn_loc;
+      a.lane = compute_lane(attn_loc);
+      a.kv_slot = kv_streamed ? l % 2 : -1;
+      push(a);
+    }
+    wrote(Buf::Att, attn_loc);
+    matmul(Buf::Att, QW, &L.wo, Buf::H, l, kOutput);
+    cur_plan_op = kOutput;
+    {
+      const Loc al = home(Buf::H);
+      need(Buf::X, al);
+      compute(OpKind::AddResidual, al, Buf::H, Buf::X);
+      wrote(Buf::X, al);
+    }
+    cur_plan_op = kFfnNorm;
+    const Loc n1 = place(l, kFfnNorm).loc;
+    need(Buf::X, n1);
+    compute(OpKind::RmsNorm, n1, Buf::X, Buf::H, L.ffn_norm_f.data());
+    wrote(Buf::H, n1);
+    matmul(Buf::H, E, &L.gate, Buf::Gate, l, kGate);
+    matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
+    cur_plan_op = kDown;
+    {
+      const Loc sl = (home(Buf::Gate) == Loc::Dev && home(Buf::Up) == Loc::Dev) ? Loc::Dev : Loc::Host;
+      need(Buf::Gate, sl);
+      need(Buf::Up, sl);
+      compute(OpKind::SwiGlu, sl, Buf::Gate, Buf::Gate);
+      wrote(Buf::Gate, sl);
+    }
+    matmul(Buf::Gate, F, &L.down, Buf::H, l, kDown);
+    cur_plan_op = kDown;
+    {
+      const Loc al = home(Buf::H);
+      need(Buf::X, al);
+      compute(OpKind::AddResidual, al, Buf::H, Buf::X);
+      wrote(Buf::X, al);
+    }
+  }
+  cur_layer = -1;
+  cur_plan_op = -1;
+  layer_start[static_cast<size_t>(cfg_.n_layers)] = ops_.size();
+  {
+    const Loc xl = home(Buf::X);
+    compute(OpKind::LastRows, xl, Buf::X, Buf::X);
+    after_last = true;
+    const Loc hl = place(-1, 0).loc;
+    need(Buf::X, hl);
+    compute(OpKind::RmsNorm, hl, Buf::X, Buf::H, output_norm_f_.data());
+    wrote(Buf::H, hl);
+    matmul(Buf::H, E, &output_, Buf::Logits, -1, -1);
+    need(Buf::Logits, Loc::Host);
+  }
+  fuse_converts();
+
+  // Streamed weights (and streamed KV) of layer l are copied while layer l - 1 computes: their
+  // copies go right after the last host->device op of layer l - 1 (at its start when it has
+  // none), so the copy lane does the layer's own input copies first, then the prefetch. The LM
+  // head counts as layer n_layers. The slot's previous user (layer l - 2) is waited for through
+  // the slot's write-after-read dependency.
+  if (dev) {
+    std::vector<std::vector<Op>> prefetch(static_cast<size_t>(cfg_.n_layers) + 1);
+    auto add_weight = [&](int layer, int plan_op, const Weight* w) {
+      const OpPlacement pp = place(layer, plan_op);
+      if (pp.loc != Loc::Dev || pp.weights != WeightHome::Streamed) return;
+      Op c{OpKind::CopyWeight};
+      c.w = w;
+      c.loc = Loc::Dev;
+      c.lane = Lane::ToDevice;
+      c.layer = layer;
+      c.plan_op = static_cast<int8_t>(plan_op);
+      prefetch[static_cast<size_t>(layer < 0 ? cfg_.n_layers : layer)].push_back(c);
+    };
+    for (int l = 0; l < static_cast<int>(cfg_.n_layers); ++l) {
+      Layer& L = layers_[static_cast<size_t>(l)];
+      const std::pair<int, const Weight*> ws[] = {{kQ, &L.wq}, {kK, &L.wk}, {kV, &L.wv}, {kOutput, &L.wo}, {kGate, &L.gate}, {kUp, &L.up}, {kDown, &L.down}};
+      for (auto& [op, w] : ws) add_weight(l, op, w);
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
+      if (lp.op[kAttention].loc == Loc::Dev && lp.kv == Loc::Host) {
+        Op c{OpKind::CopyKv};
+        c.loc = Loc::Dev;
+        c.lane = Lane::ToDevice;
+        c.layer = l;
+        c.plan_op = kAttention;
+        c.kv_slot = l % 2;
+        prefetch[static_cast<size_t>(l)].push_back(c);
+      }
+    }
+    add_weight(-1, -1, &output_);
+    // Fill in the weights' slot addresses (fixed by set_placement's layout) and row counts.
+    for (size_t g = 0; g < prefetch.size(); ++g) {
+      for (Op& c : prefetch[g]) {
+        if (c.kind != OpKind::CopyWeight) continue;
+        for (const Op& m : ops_)
+          if (m.kind == OpKind::MatMul && m.loc == Loc::Dev && m.w == c.w) {
+            c.r1 = m.r1;
+            c.wdata = m.wdata;
+          }
+      }
+    }
+    std::vector<Op> out;
+    out.reserve(ops_.size() + 64);
+    // Group g goes after the last ToDevice op of layer g - 1 (group 0: after the embedding).
+    std::vector<size_t> insert_after(prefetch.size(), 0);
+    for (size_t g = 1; g < prefetch.size(); ++g) {
+      const int prev = static_cast<int>(g) - 1;
+      size_t at = 0;
+      bool found = false;
+      for (size_t i = 0; i < ops_.size(); ++i) {
+        if (ops_[i].layer != prev) continue;
+        if (!found) at = i;  // the layer's first op: insert before its first op when it has no copy in
+        if (ops_[i].lane == Lane::ToDevice) { at = i + 1; found = true; }
+      }
+      insert_after[g] = at;
+    }
+    std::vector<std::vector<size_t>> at_index(ops_.size() + 1);
+    for (size_t g = 1; g < prefetch.size(); ++g) at_index[insert_after[g]].push_back(g);
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      for (size_t g : at_index[i]) for (Op& c : prefetch[g]) out.push_back(c);
+      out.push_back(ops_[i]);
+      if (i == 0) for (Op& c : prefetch[0]) out.push_back(c);
+    }
+    ops_ = std::move(out);
+  }
+}
+
+// Folds the Convert ops that directly follow an RmsNorm or SwiGlu of the same buffer, location and
+// lane into it (at most two formats, e.g. Q8_K and Q8_0 for a K-quant file with fallback
+// matrices). The converted rows are the same bytes either way: the same quantize_row on the same
+// float row.
+void Model::fuse_converts() {
+  std::vector<Op> fused;
+  fused.reserve(ops_.size());
+  for (const Op& op : ops_) {
+    if (op.kind == OpKind::Convert && !fused.empty()) {
+      Op& prev = fused.back();
+      const bool producer = (prev.kind == OpKind::RmsNorm || prev.kind == OpKind::SwiGlu) && prev.dst == op.src && prev.loc == op.loc;
+      if (producer && prev.n_fused_convert < 2 && op.width == width(op.src)) {
+        prev.fused_convert[prev.n_fused_convert++] = op.act_type;
+        continue;
+      }
+    }
+    fused.push_back(op);
+  }
+  ops_ = std::move(fused);
+}
+
+void Model::op_resources(const Op& op, std::vector<int>* r, std::vector<int>* w) const {
+  const int loc = op.loc == Loc::Host ? 0 : 1;
+  auto b = [](Buf x, int l) { return 2 * static_cast<int>(x) + l; };
+  auto act = [](GgmlType t, int l) { return kActBase + 2 * static_cast<int>(t) + l; };
+  const int kv_host = kKvBase + 3 * op.layer, kv_dev = kv_host + 1, saved = kv_host + 2;
+  const int staging = kKvBase + 3 * static_cast<int>(cfg_.n_layers) + (op.kv_slot < 0 ? 0 : op.kv_slot);
+  const int slot = kSlotBase + ((op.layer < 0 ? static_cast<int>(cfg_.n_layers) : op.layer) % 2);
+  const bool streamed_w = op.w && op.loc == Loc::Dev && resident_.count(op.w) == 0;
+  switch (op.kind) {
+    case OpKind::Embed: w->push_back(b(Buf::X, 0)); break;
+    case OpKind::RmsNorm:
+    case OpKind::SwiGlu:
+      r->push_back(b(op.src, loc));
+      if (op.kind == OpKind::SwiGlu) r->push_back(b(Buf::Up, loc));
+      w->push_back(b(op.dst, loc));
+      for (int k = 0; k < op.n_fused_convert; ++k) w->push_back(act(op.fused_convert[k], loc));
+      break;
+    case OpKind::Convert: r->push_back(b(op.src, loc)); w->push_back(act(op.act_type, loc)); break;
+    case OpKind::MatMul:
+      r->push_back(op.act_type == GgmlType::F32 ? b(op.src, loc) : act(op.act_type, loc));
+      if (streamed_w) r->push_back(slot);
+      w->push_back(b(op.dst, loc));
+      break;
+    case OpKind::AddBias: case OpKind::Rope: r->push_back(b(op.dst, loc)); w->push_back(b(op.dst, loc)); break;
+    case OpKind::AddResidual: r->push_back(b(op.src, loc)); r->push_back(b(op.dst, loc)); w->push_back(b(op.dst, loc)); break;
+    case OpKind::LastRows: r->push_back(b(Buf::X, loc)); w->push_back(b(Buf::X, loc)); break;
+    case OpKind::StoreKv:
+      r->push_back(b(Buf::K, loc));
+      r->push_back(b(Buf::V, loc));
+      w->push_back(op.kv_slot >= 0 ? staging : (loc ? kv_dev : kv_host));
+      break;
+    case OpKind::Attention:
+      r->push_back(b(Buf::Q, loc));
+      r->push_back(op.kv_slot >= 0 ? staging : (loc ? kv_dev : kv_host));
+      w->push_back(b(Buf::Att, loc));
+      break;
+    case OpKind::CopyRows: r->push_back(b(op.src, 1 - loc)); w->push_back(b(op.dst, loc)); break;
+    case OpKind::CopyCols: r->push_back(b(op.src, 1)); w->push_back(b(op.dst, 0)); break;
+    case OpKind::CopyWeight: w->push_back(slot); break;
+    case OpKind::CopyKv: r->push_back(kv_host); w->push_back(staging); break;
+    case OpKind::SaveActs: r->push_back(b(Buf::H, 0)); w->push_back(saved); break;
+    // The device's recompute rows are one buffer shared by every layer: act(F32, device), which no
+    // Convert ever writes, stands for it.
+    case OpKind::CopyActs: r->push_back(saved); w->push_back(act(GgmlType::F32, 1)); break;
+    case OpKind::RecomputeKv:
+      r->push_back(act(GgmlType::F32, 1));
+      for (int t = 1; t < static_cast<int>(GgmlType::COUNT); ++t) w->push_back(act(static_cast<GgmlType>(t), 1));
+      w->push_back(staging);
+      break;
+  }
+}
+
+void Model::build_deps() {
+  const int n_res = kKvBase + 3 * static_cast<int>(cfg_.n_layers) + 2;
+  HazardTracker h(n_res);
+  lanes_.clear();
+  deps_.clear();
+  lanes_.reserve(ops_.size());
+  deps_.reserve(ops_.size());
+  std::vector<int> r, w;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    r.clear();
+    w.clear();
+    op_resources(ops_[i], &r, &w);
+    deps_.push_back(h.add(static_cast<int32_t>(i), ops_[i].lane, r, w, &lanes_));
+  }
+  start_ns_.assign(ops_.size(), 0);
+  end_ns_.assign(ops_.size(), 0);
+  op_ns_.assign(ops_.size(), 0);
+  op_calls_.assign(ops_.size(), 0);
+}
+
+void Model::release_device() {
+  if (device_) {
+    for (void* p : dev_allocs_) device_->free(p);
+  }
+  dev_allocs_.clear();
+  dev_bufs_.clear();
+  dev_act_.clear();
+  resident_.clear();
+  dev_logits_ = nullptr;
+  slots_[0] = slots_[1] = nullptr;
+  dev_kv_.reset();
+  staging_kv_.reset();
+  saved_acts_.clear();
+  dev_recompute_ = dev_rk_ = dev_rv_ = nullptr;
+}
+
+void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
+  const int64_t nl = cfg_.n_layers;
+  if (!p.layers.empty() && static_cast<int64_t>(p.layers.size()) != nl)
+    throw std::runtime_error("placement: " + std::to_string(p.layers.size()) + " layers given, the model has " + std::to_string(nl));
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const LayerPlacement& lp = p.layers[l];
+    for (int o = 0; o < kPlanOps; ++o)
+      if (!(lp.op[o].dev_fraction >= 0 && lp.op[o].dev_fraction <= 1))
+        throw std::runtime_error("placement: layer " + std::to_string(l) + " op " + plan_op_name(o) + ": device fraction " +
+                                 std::to_string(lp.op[o].dev_fraction) + " is outside [0, 1]");
+    if (lp.kv == Loc::Dev && lp.op[kAttention].loc == Loc::Host)
+      throw std::runtime_error("placement: layer " + std::to_string(l) + " keeps its KV on the device but runs attention on the CPU; put the KV on the host");
+    if (lp.recompute_prefix < 0) throw std::runtime_error("placement: layer " + std::to_string(l) + ": negative recompute prefix");
+  }
+  if (p.uses_device() && !device) throw std::runtime_error("placement: ops are placed on the device but no device was given");
+
+  release_device();
+  placement_ = Placement{};
+  device_.reset();
+  n_past_ = 0;
+  auto host_only = [&] {
+    release_device();
+    placement_ = Placement{};
+    device_.reset();
+    kv_ = std::make_unique<KvCache>(nl, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens);
+    for (int64_t l = 0; l < nl; ++l) kv_index_[static_cast<size_t>(l)] = static_cast<int>(l);
+    compile();
+    build_deps();
+  };
+  if (!p.uses_device()) {
+    host_only();
+    return;
+  }
+  placement_ = p;
+  device_ = std::move(device);
+  try {
+    Device& d = *device_;
+    auto alloc = [&](size_t bytes, const std::string& what) {
+      void* q = d.alloc(bytes, what);
+      dev_allocs_.push_back(q);
+      return q;
+    };
+    const int64_t B = cfg_.batch_size, E = cfg_.n_embd;
+    // Device activations, for every buffer (a few MB; a real GPU needs them too).
+    for (Buf b : {Buf::X, Buf::H, Buf::Q, Buf::K, Buf::V, Buf::Att, Buf::Gate, Buf::Up})
+      dev_bufs_[b] = static_cast<float*>(alloc(static_cast<size_t>(B * width(b)) * sizeof(float), "device activations"));
+    if (p.head.loc == Loc::Dev) dev_logits_ = static_cast<float*>(alloc(static_cast<size_t>(B * cfg_.n_vocab) * sizeof(float), "device logits"));
+    // Resident weights, and the per-layer bytes of streamed ones (two slots of the largest layer).
+    std::vector<std::pair<const Weight*, OpPlacement>> mats;
+    for (int64_t l = 0; l < nl; ++l) {
+      Layer& L = layers_[static_cast<size_t>(l)];
+      const LayerPlacement& lp = p.layers[static_cast<size_t>(l)];
+      mats.push_back({&L.wq, lp.op[kQ]});
+      mats.push_back({&L.wk, lp.op[kK]});
+      mats.push_back({&L.wv, lp.op[kV]});
+      mats.push_back({&L.wo, lp.op[kOutput]});
+      mats.push_back({&L.gate, lp.op[kGate]});
+      mats.push_back({&L.up, lp.op[kUp]});
+      mats.push_back({&L.down, lp.op[kDown]});
+    }
+    mats.push_back({&output_, p.head});
+    std::set<GgmlType> dev_types;
+    auto dev_rows = [](const Weight* w, const OpPlacement& o) -> int64_t {
+      if (o.loc != Loc::Dev) return 0;
+      const int64_t r = o.dev_fraction >= 1.0 ? w->rows : std::llround(static_cast<double>(w->rows) * o.dev_fraction);
+      return std::max<int64_t>(0, std::min(w->rows, r));
+    };
+    size_t slot_bytes = 0;
+    std::vector<size_t> layer_stream(static_cast<size_t>(nl) + 1, 0);
+    for (size_t i = 0; i < mats.size(); ++i) {
+      const Weight* w = mats[i].first;
+      const OpPlacement& o = mats[i].second;
+      const int64_t r = dev_rows(w, o);
+      if (r == 0) continue;
+      dev_types.insert(type_traits(w->type).vec_dot_type);
+      const size_t bytes = w->row_bytes * static_cast<size_t>(r);
+      if (o.weights == WeightHome::Resident) {
+        auto* q = static_cast<uint8_t*>(alloc(bytes, "resident weight '" + w->name + "'"));
+        d.copy_to_device(q, w->data, bytes);
+        resident_[w] = q;
+      } else {
+        const size_t g = i / 7 < static_cast<size_t>(nl) ? i / 7 : static_cast<size_t>(nl);
+        layer_stream[g] += (bytes + 63) / 64 * 64;
+      }
+    }
+    for (size_t s : layer_stream) slot_bytes = std::max(slot_bytes, s);
+    if (slot_bytes > 0)
+      for (int s = 0; s < 2; ++s) slots_[s] = static_cast<uint8_t*>(alloc(slot_bytes, "a streamed-weight slot"));
+    for (GgmlType t : dev_types)
+      if (t != GgmlType::F32)
+        dev_act_[t] = static_cast<uint8_t*>(alloc(converted_bytes(t, std::max({E, cfg_.n_heads * cfg_.head_dim, cfg_.n_ff}), B), "device converted activations"));
+    // KV: the device pool for layers that keep it there; two staging layers for streamed KV.
+    int n_dev_kv = 0, n_host_kv = 0;
+    bool any_streamed = false, any_recompute = false;
+    for (int64_t l = 0; l < nl; ++l) {
+      const LayerPlacement& lp = p.layers[static_cast<size_t>(l)];
+      if (lp.kv == Loc::Dev) kv_index_[static_cast<size_t>(l)] = n_dev_kv++;
+      else kv_index_[static_cast<size_t>(l)] = n_host_kv++;
+      if (lp.kv == Loc::Host && lp.op[kAttention].loc == Loc::Dev) {
+        any_streamed = true;
+        if (lp.recompute_prefix > 0) any_recompute = true;
+      }
+    }
+    if (n_dev_kv > 0) dev_kv_ = std::make_unique<KvCache>(n_dev_kv, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens, &d);
+    kv_ = std::make_unique<KvCache>(std::max(1, n_host_kv), cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens);
+    if (any_streamed) staging_kv_ = std::make_unique<KvCache>(2, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens, &d);
+    if (any_recompute) {
+      saved_acts_.resize(static_cast<size_t>(nl));
+      for (int64_t l = 0; l < nl; ++l) {
+        const LayerPlacement& lp = p.layers[static_cast<size_t>(l)];
+        if (lp.kv == Loc::Host && lp.op[kAttention].loc == Loc::Dev && lp.recompute_prefix > 0)
+          saved_acts_[static_cast<size_t>(l)].assign(static_cast<size_t>(std::min(lp.recompute_prefix, cfg_.context_length) * E), 0.f);
+      }
+      int64_t most = 0;
+      for (const LayerPlacement& lp : p.layers) most = std::max(most, std::min(lp.recompute_prefix, cfg_.context_length));
+      dev_recompute_ = static_cast<float*>(alloc(static_cast<size_t>(most * E) * sizeof(float), "KVPR activations being recomputed"));
+      const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
+      dev_rk_ = static_cast<float*>(alloc(static_cast<size_t>(B * KVW) * sizeof(float), "KVPR recomputed K"));
+      dev_rv_ = static_cast<float*>(alloc(static_cast<size_t>(B * KVW) * sizeof(float), "KVPR recomputed V"));
+      for (GgmlType t : {type_traits(layers_[0].wk.type).vec_dot_type, type_traits(layers_[0].wv.type).vec_dot_type})
+        if (t != GgmlType::F32 && !dev_act_.count(t))
+          dev_act_[t] = static_cast<uint8_t*>(alloc(converted_bytes(t, E, B), "device converted activations"));
+    }
+    AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+    dev_attn_scratch_.reserve(shape, cfg_.context_length, B, d.pool().size());
+    compile();
+    // Streamed weights' places in their slot (the same offsets in both slots).
+    std::map<int, size_t> fill;
+    for (Op& op : ops_) {
+      if (op.kind != OpKind::MatMul || op.loc != Loc::Dev) continue;
+      auto it = resident_.find(op.w);
+      if (it != resident_.end()) {
+        op.wdata = it->second;
+        continue;
+      }
+      const int g = op.layer < 0 ? static_cast<int>(nl) : op.layer;
+      size_t& off = fill[g];
+      op.wdata = slots_[g % 2] + off;
+      off += (op.w->row_bytes * static_cast<size_t>(op.r1) + 63) / 64 * 64;
+    }
+    for (Op& c : ops_)
+      if (c.kind == OpKind::CopyWeight)
+        for (const Op& m : ops_)
+          if (m.kind == OpKind::MatMul && m.loc == Loc::Dev && m.w == c.w) {
+            c.r1 = m.r1;
+            c.wdata = m.wdata;
+          }
+    build_deps();
+    d.reset_peak();
+  } catch (...) {
+    host_only();
+    throw;
+  }
+}
+
+void Model::set_tracing(bool on, size_t max_events) {
+  tracing_ = on;
+  max_trace_ = max_events;
+  if (!on) trace_.clear();
+}
+
+Model::OpInfo Model::op_info(int32_t i) const {
+  static const char* const kinds[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
+                                      "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
+                                      "recompute_kv"};
+  const Op& op = ops_[static_cast<size_t>(i)];
+  OpInfo o;
+  o.kind = kinds[static_cast<int>(op.kind)];
+  o.lane = lane_name(op.lane);
+  o.layer = op.layer;
+  o.plan_op = op.layer < 0 && op.kind == OpKind::Embed ? "embed" : plan_op_name(op.plan_op);
+  o.weight = op.w ? op.w->name.c_str() : nullptr;
+  o.loc = op.loc == Loc::Host ? "host" : "device";
+  return o;
+}
+
+}  // namespace fulcrum
