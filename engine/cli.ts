@@ -12,6 +12,7 @@ const commands: Record<string, () => Promise<CliCommand>> = {
   simulate: async () => (await import('./cli/simulate')).command,
   presets: async () => (await import('./cli/presets')).command,
   profile: async () => (await import('./cli/profile')).command,
+  devices: async () => (await import('./cli/devices')).command,
 };
 
 function usage(): string {

@@ -53,6 +53,8 @@ const testPatterns = [
   /^test\/parity\/stories260k\.test\.ts$/,
   /^test\/parity\/synthetic\.test\.ts$/,
   /^test\/parity\/onnx-decoder\.test\.ts$/,
+  /^test\/parity\/placement\.test\.ts$/,
+  /^test\/parity\/plan-execution\.test\.ts$/,
 ];
 
 function log(msg) { process.stdout.write(`[sanitize:${mode}] ${msg}\n`); }

@@ -1,10 +1,16 @@
 // `fulcrum generate --model FILE --prompt TEXT -n N …`: streams the continuation to stdout and
 // ends with the prompt/generated token counts and decode speed on stderr.
+import { writeFileSync } from 'node:fs';
+import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
+import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
+import { measuredChromeTrace } from '../runtime/trace';
 import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
 const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
                         [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--stop TEXT]
+                        [--device auto|cpu|loopback] [--vram BYTES] [--policy NAME|auto] [--trace FILE]
+                        [--link GBPS] [--device-threads N]
 
   -n, --n-predict N    tokens to generate (default 128)
   --temp T             temperature; 0 = greedy (default 0.8)
@@ -16,6 +22,13 @@ const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp
   --threads N          CPU threads (default: physical cores)
   --ctx N              context length (default min(training context, 4096))
   --stop TEXT          stop before this text (one string)
+  --device D           auto (default: a real GPU when found, else the CPU; never an emulated
+                       device unless asked), cpu, or loopback (an emulated accelerator: exact, not fast)
+  --vram BYTES         device memory the plan may use, e.g. 8G, 300M (loopback: its arena; default 1G)
+  --policy NAME        the policy whose plan executes (default auto; see \`fulcrum plan --help\`)
+  --trace FILE         write the measured per-op timeline (Chrome trace JSON, opens in Perfetto)
+  --link GBPS          loopback link cap (default 0.4 × this machine's 1-thread read bandwidth; 0 = none)
+  --device-threads N   loopback kernel threads (default 1)
 `;
 
 export const command: CliCommand = {
@@ -23,7 +36,7 @@ export const command: CliCommand = {
     // -n is the one short option; map it to its long form before parsing.
     const args = parseArgs(
       argv.map((a) => (a === '-n' ? '--n-predict' : a)),
-      ['model', 'prompt', 'n-predict', 'temp', 'top-k', 'top-p', 'min-p', 'repeat-penalty', 'seed', 'threads', 'ctx', 'stop'],
+      ['model', 'prompt', 'n-predict', 'temp', 'top-k', 'top-p', 'min-p', 'repeat-penalty', 'seed', 'threads', 'ctx', 'stop', 'device', 'vram', 'policy', 'trace', 'link', 'device-threads'],
       ['help'],
     );
     if (args.options.has('help')) {
@@ -37,10 +50,25 @@ export const command: CliCommand = {
     const maxTokens = numberOption(args, 'n-predict', 128, 0, 1 << 20);
     const threads = args.options.has('threads') ? numberOption(args, 'threads', 1, 1, 512) : undefined;
     const ctx = args.options.has('ctx') ? numberOption(args, 'ctx', 1, 1, 1 << 22) : undefined;
+    const device = (args.options.get('device') ?? 'auto') as DeviceChoice;
+    if (!DEVICE_CHOICES.includes(device)) throw new UsageError(`--device must be one of ${DEVICE_CHOICES.join(', ')}, got '${device}'`);
+    const vram = args.options.get('vram');
+    const policy = args.options.get('policy');
+    const tracePath = args.options.get('trace');
     const engine = await Engine.load(model, {
       ...(threads !== undefined ? { threads: Math.floor(threads) } : {}),
       ...(ctx !== undefined ? { contextLength: Math.floor(ctx) } : {}),
+      device,
+      ...(vram !== undefined ? { vramBytes: parseBytes(vram, '--vram') } : {}),
+      ...(policy !== undefined ? { policy } : {}),
+      ...(args.options.has('link') ? { linkGBps: numberOption(args, 'link', 0, 0, 1e4) } : {}),
+      ...(args.options.has('device-threads') ? { deviceThreads: Math.floor(numberOption(args, 'device-threads', 1, 1, 256)) } : {}),
+      onFallback: (reason) => process.stderr.write(`fulcrum: the device failed, continuing on the CPU: ${reason}\n`),
     });
+    const ex = engine.execution;
+    process.stderr.write(`device: ${ex.device} (${ex.deviceReason}); policy: ${ex.policy}; split: ${ex.split}${ex.fallback ? `; fell back to the CPU: ${ex.fallback}` : ''}\n`);
+    for (const n of ex.notes) process.stderr.write(`  note: ${n}\n`);
+    if (tracePath) engine.setTracing(true);
     try {
       const ac = new AbortController();
       const onSigint = () => ac.abort();
@@ -64,6 +92,14 @@ export const command: CliCommand = {
         `prompt tokens: ${result.promptTokens} (${result.promptMs.toFixed(1)} ms), generated tokens: ${result.generatedTokens}, ` +
           `${result.tokensPerSecond.toFixed(2)} tokens/s, threads: ${engine.threads}, stop: ${result.stopReason}\n`,
       );
+      const stats = engine.deviceStats();
+      if (stats) process.stderr.write(`device memory: peak ${(stats.peakBytes / 2 ** 20).toFixed(2)} MiB of ${(stats.capacityBytes / 2 ** 20).toFixed(2)} MiB\n`);
+      if (tracePath) {
+        const t = engine.takeTrace();
+        const json = measuredChromeTrace(t, (s) => `step ${s}`, { policy: ex.policy, split: ex.split, device: ex.device });
+        writeFileSync(tracePath, JSON.stringify(json));
+        process.stderr.write(`trace: ${t.events.length} op events written to ${tracePath}\n`);
+      }
       return 0;
     } finally {
       engine.dispose();

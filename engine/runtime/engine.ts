@@ -6,10 +6,12 @@ import type { GgufFile } from '../model/gguf';
 import { readHparams, type ModelHparams } from '../model/hparams';
 import { layerSummaries, summarizeModel } from '../model/summary';
 import { createTokenizer, type Tokenizer } from '../model/tokenizer';
-import { createNativeModel, nativeKernels, type NativeModel, type NativeModelConfig, type NativeOpTiming } from '../native/model';
+import { createNativeModel, nativeKernels, type NativeDeviceStats, type NativeModel, type NativeModelConfig, type NativeOpTiming } from '../native/model';
 import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
-import type { GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
+import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
+import { planExecution } from './execution';
+import { measuredTrace, type MeasuredTrace } from './trace';
 
 /** Most tokens per native forward step (sizes the native scratch buffers). */
 export const PREFILL_BATCH = 512;
@@ -63,13 +65,18 @@ export class Engine {
   /** Tokens whose keys/values are in the KV cache, in order from position 0. */
   private kvTokens: number[] = [];
   private queue: Promise<unknown> = Promise.resolve();
+  /** What executes (device, policy, split), kept current across a fallback to the CPU. */
+  execution: ExecutionInfo;
+  private readonly onFallback: ((reason: string) => void) | undefined;
 
-  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number) {
+  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number, execution: ExecutionInfo, onFallback?: (reason: string) => void) {
     this.file = file;
     this.hparams = hp;
     this.tokenizer = tokenizer;
     this.native = native;
     this.summary = summarizeModel(file, { contextLength, hparams: hp });
+    this.execution = execution;
+    this.onFallback = onFallback;
   }
 
   static async load(path: string, opts: LoadOptions = {}): Promise<Engine> {
@@ -89,8 +96,73 @@ export class Engine {
     const config = nativeConfig(file, hp, contextLength, threads);
     const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
     const native = createNativeModel(path, tensors, config);
+    let execution: ExecutionInfo;
+    try {
+      progress(0.7, 'planning the split');
+      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts);
+      execution = setup.info;
+      if (setup.placement) {
+        try {
+          native.setPlacement(setup.placement, setup.device);
+        } catch (e) {
+          if (!(e as { deviceError?: boolean }).deviceError) throw e;
+          // The device refused the plan's memory: run on the CPU, and say why.
+          execution = { ...execution, fallback: (e as Error).message, split: 'CPU only (device refused)' };
+          opts.onFallback?.((e as Error).message);
+        }
+      }
+    } catch (e) {
+      native.dispose();
+      throw e;
+    }
     progress(1, 'ready');
-    return new Engine(file, hp, tokenizer, native, contextLength);
+    return new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback);
+  }
+
+  /** Switches per-op tracing of executed steps on or off (clears what was recorded). */
+  setTracing(on: boolean): void {
+    const m = this.model();
+    m.tracing = on;
+    if (!on) m.takeTrace();
+  }
+
+  /** The ops executed since tracing was switched on (or last taken), with their lanes and times. */
+  takeTrace(): MeasuredTrace {
+    const m = this.model();
+    return measuredTrace(m.compiledOps(), m.takeTrace());
+  }
+
+  /** Device memory in use and its peak (null on the CPU). */
+  deviceStats(): NativeDeviceStats | null {
+    return this.model().deviceStats;
+  }
+
+  /** Test hook: the device fails after `n` more operations (the engine then falls back to the CPU). */
+  failDeviceAfter(n: number): void {
+    this.model().failDeviceAfter(n);
+  }
+
+  /**
+   * Evaluates `tokens` at `pos`. When the device fails, the model moves to the CPU and the KV
+   * cache is rebuilt there from the tokens it held, so the request goes on where it was.
+   */
+  private async evalTokens(tokens: number[], pos: number): Promise<Float32Array> {
+    const model = this.model();
+    try {
+      return await model.evalAsync(Int32Array.from(tokens), pos);
+    } catch (e) {
+      if (!(e as { deviceError?: boolean }).deviceError) throw e;
+      const reason = (e as Error).message;
+      model.setPlacement(null, null);
+      this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
+      this.onFallback?.(reason);
+      const replay = [...this.kvTokens.slice(0, pos), ...tokens];
+      let logits: Float32Array | undefined;
+      for (let p = 0; p < replay.length; p += PREFILL_CHUNK) {
+        logits = await model.evalAsync(Int32Array.from(replay.slice(p, p + PREFILL_CHUNK)), p);
+      }
+      return logits!;
+    }
   }
 
   layers(): LayerSummary[] {
@@ -155,7 +227,7 @@ export class Engine {
     while (pos < tokens.length) {
       if (signal?.aborted) break;
       const chunk = tokens.slice(pos, pos + PREFILL_CHUNK);
-      logits = await model.evalAsync(Int32Array.from(chunk), pos);
+      logits = await this.evalTokens(chunk, pos);
       this.kvTokens.push(...chunk);
       pos += chunk.length;
     }
@@ -223,7 +295,7 @@ export class Engine {
       if (generated.length >= opts.maxTokens) break;
       if (this.kvTokens.length >= ctx) break;  // context full: 'length'
       if (signal?.aborted) { reason = 'cancelled'; break; }
-      logits = await model.evalAsync(Int32Array.of(id), this.kvTokens.length);
+      logits = await this.evalTokens([id], this.kvTokens.length);
       this.kvTokens.push(id);
     }
     if (reason !== 'stop') {

@@ -41,11 +41,48 @@ export interface GenerateResult {
   stopReason: StopReason;
 }
 
-export interface LoadOptions {
+export interface LoadOptions extends ExecutionOptions {
   threads?: number;
   /** Context length for the KV cache; default min(model's training context, 4096). */
   contextLength?: number;
   onProgress?: (fraction: number, message: string) => void;
+}
+
+/** Which device the model executes on and under which policy's plan (engine/runtime/execution.ts). */
+export interface ExecutionOptions {
+  /** 'auto' (default): a real GPU when found, else the CPU; never an emulated device unless asked. */
+  device?: 'auto' | 'cpu' | 'loopback';
+  /** Device memory the plan may use (for loopback: the arena's capacity). */
+  vramBytes?: number;
+  /** Loopback link cap in GB/s (default 0.4 × this machine's 1-thread read bandwidth; 0: uncapped). */
+  linkGBps?: number;
+  linkLatencyUs?: number;
+  /** Loopback kernel threads (default 1). */
+  deviceThreads?: number;
+  /** Policy whose plan executes (default 'auto'). */
+  policy?: string;
+  /** This machine's profile to plan with (default: the cached measured profile, measured quickly if none). */
+  hardware?: import('../hardware/types').HardwareProfile;
+  /** The workload the plan is made for (default batch 1, prompt min(1024, context/2), gen 64). */
+  workload?: import('../cost/types').Workload;
+  /** Told when the device fails and the engine falls back to the CPU. */
+  onFallback?: (reason: string) => void;
+}
+
+/** What executes: the device, the plan and its split, and any fallback. */
+export interface ExecutionInfo {
+  device: 'cpu' | 'loopback';
+  /** Why this device (e.g. 'no GPU found (vulkan: not built …)'). */
+  deviceReason: string;
+  /** The executed plan's policy ('cpu-only' without a device). */
+  policy: string;
+  plan?: import('../plan/types').Plan;
+  /** e.g. 'GPU 18/24 layers · KV host'. */
+  split: string;
+  /** Decisions the lowering made where the plan was silent. */
+  notes: string[];
+  /** Set once the device failed: the reason; the model then runs on the CPU. */
+  fallback?: string;
 }
 
 export interface ModelSummary {

@@ -57,9 +57,10 @@ class Device {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   // The pool the device's kernels run on.
   virtual ThreadPool& pool() = 0;
-  // Throws DeviceError if the device was lost (every lane checks before each op).
-  virtual void check() const = 0;
-  // Test hook: the device is lost after `n` more operations (0: now; negative: never).
+  // Throws DeviceError if the device was lost. Every lane calls it before each op it runs on the
+  // device or its link; each call counts as one operation for fail_after.
+  virtual void check() = 0;
+  // Test hook: the device is lost after `n` more operations (0: at the next; negative: never).
   virtual void fail_after(int64_t n) = 0;
 };
 

@@ -541,7 +541,7 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       dev_allocs_.push_back(q);
       return q;
     };
-    const int64_t B = cfg_.batch_size, E = cfg_.n_embd;
+    const int64_t B = std::min(cfg_.batch_size, kDeviceRows), E = cfg_.n_embd;
     // Device activations, for every buffer (a few MB; a real GPU needs them too).
     for (Buf b : {Buf::X, Buf::H, Buf::Q, Buf::K, Buf::V, Buf::Att, Buf::Gate, Buf::Up})
       dev_bufs_[b] = static_cast<float*>(alloc(static_cast<size_t>(B * width(b)) * sizeof(float), "device activations"));

@@ -336,7 +336,10 @@ std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_p
   n_past_ = start_pos;
   std::vector<float> out(static_cast<size_t>((want_all ? n : 1) * cfg_.n_vocab));
   for (int64_t done = 0; done < n;) {
-    const int64_t chunk = std::min(cfg_.batch_size, n - done);
+    // A step with a device runs at most kDeviceRows rows (its buffers' size; the vocabulary is
+    // wide: 512 rows of 152k logits would be 300 MiB of device memory).
+    const int64_t most = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
+    const int64_t chunk = std::min(most, n - done);
     const bool last = done + chunk == n;
     float* dst = want_all ? out.data() + done * cfg_.n_vocab : (last ? out.data() : nullptr);
     forward(tokens + done, chunk, start_pos + done, want_all, dst);
@@ -545,8 +548,9 @@ void Model::exec_op(int32_t oi) {
       const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
       const int64_t p = std::min(lp.recompute_prefix, pos);
       const int64_t E = cfg_.n_embd;
-      for (int64_t c0 = 0; c0 < p; c0 += cfg_.batch_size) {
-        const int64_t nc = std::min(cfg_.batch_size, p - c0);
+      const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);  // the device scratch's rows
+      for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
+        const int64_t nc = std::min(step_rows, p - c0);
         const float* h = dev_recompute_ + c0 * E;
         for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
           const GgmlType t = type_traits(w->type).vec_dot_type;

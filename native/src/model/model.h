@@ -231,7 +231,10 @@ class Model {
   std::vector<void*> dev_allocs_;               // everything allocated on device_ for the placement
   std::map<Buf, float*> dev_bufs_;              // device copies of the activation buffers
   std::map<GgmlType, uint8_t*> dev_act_;        // device converted activations
-  float* dev_logits_ = nullptr;
+  float* dev_logits_ = nullptr;                 // kDeviceRows rows
+  // Rows of a step on a device: its activation buffers hold this many (prompts run in chunks of
+  // it), so the device workspace is a few MB whatever the host's batch size.
+  static constexpr int64_t kDeviceRows = 64;
   std::map<const Weight*, uint8_t*> resident_;  // device copies of resident weights (rows [0, r1))
   uint8_t* slots_[2] = {nullptr, nullptr};      // streamed weights, layer l in slot l % 2
   std::unique_ptr<KvCache> dev_kv_;             // KV of layers whose KV lives on the device

@@ -62,7 +62,7 @@ class LoopbackDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   void* alloc(size_t bytes, const std::string& what) override {
-    check();
+    if (fail_after_.load() == 0) throw DeviceError("loopback: device lost (injected failure)");
     const size_t n = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = free_.begin(); it != free_.end(); ++it) {
@@ -114,23 +114,16 @@ class LoopbackDevice final : public Device {
   void copy_to_host(void* dst, const void* src, size_t bytes) override { link_copy(dst, src, bytes); }
   ThreadPool& pool() override { return *pool_; }
 
-  void check() const override {
-    const int64_t left = fail_after_.load();
+  void check() override {
+    int64_t left = fail_after_.load();
+    while (left > 0 && !fail_after_.compare_exchange_weak(left, left - 1)) {
+    }
     if (left == 0) throw DeviceError("loopback: device lost (injected failure)");
   }
   void fail_after(int64_t n) override { fail_after_ = n; }
 
-  // Counts one operation towards an injected failure.
-  void tick() {
-    int64_t left = fail_after_.load();
-    while (left > 0 && !fail_after_.compare_exchange_weak(left, left - 1)) {
-    }
-  }
-
  private:
   void link_copy(void* dst, const void* src, size_t bytes) {
-    tick();
-    check();
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(dst, src, bytes);
     if (opts_.link_bytes_per_s <= 0 && opts_.link_latency_s <= 0) return;

@@ -1,0 +1,108 @@
+// Choosing the device a model executes on, and the hardware profile its plan is made for.
+//
+// `--device auto` (the default) uses a real GPU when the addon finds one and never picks an
+// emulated or software device unless asked; `loopback` is the emulated accelerator (its own
+// arena of `--vram` bytes, its own worker pool, a link with a bandwidth cap), which runs the CPU
+// kernels — exact, not fast. The plan for a loopback run is made for *this* machine's measured
+// CPU with the loopback device described as a GPU: its memory bandwidth and kernel rates are the
+// CPU's at the device's thread count, its VRAM the arena, its link the cap.
+import { listNativeDevices, type NativeDeviceInfo, type NativeLoopbackDevice } from '../native/model';
+import type { HardwareProfile } from '../hardware/types';
+import type { ModelHparams } from '../model/hparams';
+
+export type DeviceChoice = 'auto' | 'cpu' | 'loopback';
+
+export interface DeviceOptions {
+  device?: DeviceChoice;
+  /** Device memory the plan may use; for loopback the arena's capacity. */
+  vramBytes?: number;
+  /** Loopback link cap, GB/s (0: uncapped). Default: see defaultLinkGBps. */
+  linkGBps?: number;
+  linkLatencyUs?: number;
+  /** Loopback kernel threads. Default 1. */
+  deviceThreads?: number;
+}
+
+/** Rows of a step on a device (native Model::kDeviceRows): prompts run on it in chunks of this many. */
+export const DEVICE_STEP_ROWS = 64;
+
+export const DEVICE_CHOICES: DeviceChoice[] = ['auto', 'cpu', 'loopback'];
+/** Decision: a 1 GiB loopback arena unless --vram says otherwise (enough for the test models, small enough to force splits of real ones). */
+export const DEFAULT_LOOPBACK_VRAM = 2 ** 30;
+
+export function listDevices(): { found: NativeDeviceInfo[]; unavailable: string[] } {
+  return listNativeDevices();
+}
+
+/** The device `choice` resolves to here: 'auto' is a real GPU when found, else the CPU. */
+export function resolveDevice(choice: DeviceChoice): { device: 'cpu' | 'loopback'; reason: string } {
+  if (!DEVICE_CHOICES.includes(choice)) throw new Error(`--device must be one of ${DEVICE_CHOICES.join(', ')}, got '${choice}'`);
+  if (choice === 'cpu') return { device: 'cpu', reason: 'asked for' };
+  if (choice === 'loopback') return { device: 'loopback', reason: 'asked for (emulated: exact, not fast)' };
+  const { found, unavailable } = listDevices();
+  const real = found.filter((d) => d.name !== 'cpu' && !d.emulated);
+  if (real.length === 0) return { device: 'cpu', reason: `no GPU found (${unavailable.join('; ') || 'none listed'})` };
+  // A real device backend would be returned here (the Vulkan issue adds one).
+  return { device: 'cpu', reason: `device ${real[0]!.name} has no executor yet` };
+}
+
+/**
+ * Decision: by default the loopback link runs at 0.4 × this machine's single-thread read
+ * bandwidth — the ratio of a PCIe 4.0 x16 link (≈ 25 GB/s) to a desktop's DDR5 (≈ 60 GB/s) —
+ * so streaming a weight costs what it costs a real GPU relative to the CPU reading it.
+ */
+export function defaultLinkGBps(hw: HardwareProfile): number {
+  const one = hw.cpu.memory.byThreads?.find((t) => t.threads === 1)?.readGBps ?? hw.cpu.memory.readGBps;
+  return Math.max(0.1, 0.4 * one);
+}
+
+/** Device bytes the executor needs besides weights and KV: activations, logits, converted activations (native set_placement). */
+export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOnDevice = true): number {
+  batchSize = Math.min(batchSize, DEVICE_STEP_ROWS);
+  const qw = hp.nHeads * hp.headDim, kvw = hp.nKvHeads * hp.headDim;
+  const acts = batchSize * (2 * hp.nEmbd + 2 * qw + 2 * kvw + 2 * hp.nFf) * 4;
+  const logits = headOnDevice ? batchSize * hp.nVocab * 4 : 0;
+  const converted = 2 * Math.ceil(batchSize * Math.max(hp.nEmbd, qw, hp.nFf) * 1.2);
+  // KV pages hold 64 positions: a layer's KV on the device may exceed the plan's count by a page.
+  const pageSlack = hp.nLayers * 2 * 64 * kvw * 2;
+  return acts + logits + converted + pageSlack + (256 << 10);
+}
+
+/** This machine's measured profile with the loopback device as its GPU. */
+export function loopbackHardware(base: HardwareProfile, opts: { vramBytes: number; linkGBps: number; linkLatencyUs: number; deviceThreads: number; workspaceBytes: number }): HardwareProfile {
+  const cpu = base.cpu;
+  const byThreads = cpu.memory.byThreads?.find((t) => t.threads === opts.deviceThreads);
+  const read = byThreads?.readGBps ?? cpu.memory.readGBps * Math.min(1, opts.deviceThreads / Math.max(1, cpu.threads));
+  const gemv = Math.max(0, ...cpu.kernels.filter((k) => k.kernel === 'gemv' && k.gbps !== undefined).map((k) => k.gbps!));
+  const attn = Math.max(0, ...cpu.attention.map((a) => a.gbps));
+  const share = Math.min(1, opts.deviceThreads / Math.max(1, cpu.threads));
+  return {
+    ...base,
+    name: `${base.name} + loopback`,
+    gpu: {
+      name: 'loopback',
+      memoryBytes: opts.vramBytes,
+      fp16Tflops: (cpu.peakGflops * share) / 1000,
+      memoryGBps: read,
+      efficiency: { gemm: 1, gemv: gemv > 0 ? Math.min(1, (gemv * share) / read) : 0.7, attention: attn > 0 ? Math.min(1, (attn * share) / read) : 0.5 },
+      launchOverheadUs: 5,
+      reservedBytes: opts.workspaceBytes,
+    },
+    link: {
+      name: `loopback link (${opts.linkGBps.toFixed(1)} GB/s cap)`,
+      h2dPinnedGBps: opts.linkGBps, h2dPageableGBps: opts.linkGBps, d2hPinnedGBps: opts.linkGBps, d2hPageableGBps: opts.linkGBps,
+      latencyUs: opts.linkLatencyUs,
+    },
+    nvme: undefined,
+  };
+}
+
+export function loopbackDevice(opts: { vramBytes: number; linkGBps: number; linkLatencyUs: number; deviceThreads: number }): NativeLoopbackDevice {
+  return {
+    kind: 'loopback',
+    capacityBytes: opts.vramBytes,
+    linkBytesPerSecond: opts.linkGBps * 1e9,
+    linkLatencySeconds: opts.linkLatencyUs / 1e6,
+    threads: opts.deviceThreads,
+  };
+}

@@ -1,0 +1,44 @@
+// From load options to what executes: the device (engine/runtime/devices.ts), the plan of the
+// requested policy for this machine with that device, and its lowering to a native placement
+// (engine/runtime/lowering.ts).
+import type { GgufFile } from '../model/gguf';
+import type { ModelHparams } from '../model/hparams';
+import { shapeFromGguf } from '../model/shape';
+import { getProfile } from '../hardware/profiler';
+import { planRequest } from '../plan/api';
+import type { NativeLoopbackDevice, NativePlacement } from '../native/model';
+import { defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice } from './devices';
+import { lowerPlan } from './lowering';
+import type { ExecutionInfo, ExecutionOptions } from './types';
+
+export interface ExecutionSetup {
+  info: ExecutionInfo;
+  placement: NativePlacement | null;
+  device: NativeLoopbackDevice | null;
+}
+
+export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions): Promise<ExecutionSetup> {
+  const choice = resolveDevice(opts.device ?? 'auto');
+  if (choice.device === 'cpu') {
+    if (opts.policy && opts.policy !== 'auto' && opts.policy !== 'cpu-only') {
+      throw new Error(`policy ${opts.policy} needs an accelerator, and the device is the CPU (${choice.reason}); use --device loopback to execute it on the emulated one`);
+    }
+    return { info: { device: 'cpu', deviceReason: choice.reason, policy: 'cpu-only', split: 'CPU only', notes: [] }, placement: null, device: null };
+  }
+  const base = opts.hardware ?? (await getProfile({ quick: true })).profile;
+  const vramBytes = opts.vramBytes ?? DEFAULT_LOOPBACK_VRAM;
+  if (!Number.isFinite(vramBytes) || vramBytes < 4096) throw new Error(`--vram must be at least 4096 bytes, got ${vramBytes}`);
+  const linkGBps = opts.linkGBps ?? defaultLinkGBps(base);
+  const linkLatencyUs = opts.linkLatencyUs ?? 0;
+  const deviceThreads = opts.deviceThreads ?? 1;
+  const hardware = loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes: deviceWorkspaceBytes(hp, batchSize) });
+  const workload = opts.workload ?? { batch: 1, prompt: Math.max(1, Math.min(1024, Math.floor(contextLength / 2))), gen: Math.max(1, Math.min(64, contextLength - Math.min(1024, Math.floor(contextLength / 2)))), vramBytes };
+  const plan = planRequest({ model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto' });
+  const lowered = lowerPlan(plan, hp.nLayers);
+  const device = lowered.usesDevice ? loopbackDevice({ vramBytes, linkGBps: linkGBps, linkLatencyUs, deviceThreads }) : null;
+  return {
+    info: { device: 'loopback', deviceReason: choice.reason, policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: lowered.notes },
+    placement: lowered.usesDevice ? lowered.placement : null,
+    device,
+  };
+}

@@ -1,0 +1,134 @@
+// Lowering: one step from a Plan (any policy's) to what the native executor runs — a placement
+// of every op of every layer (host or device, intra-op row fraction, weights resident or
+// streamed), each layer's KV (device, host, or host streamed to the device with KVPR's
+// recomputed prefix) and the LM head. The native side compiles the placement into the op list
+// with lanes, copies and events (native/src/model/compile.cc).
+//
+// The vocabulary is the cost model's (engine/cost/ops.ts), so each measured native op joins the
+// plan op it serves: attn_norm, Q, K, V, RoPE, Attention (= Scores + Softmax + WV), Output,
+// ffn_norm, Gate, Up, Down, LM head.
+import type { LayerPlan, OpPlan, Plan, PlanStage } from '../plan/types';
+import type { NativeLayerPlacement, NativeOpPlacement, NativePlacement, NativePlanOp } from '../native/model';
+
+/** Which native plan op executes each cost-model op (OPT's names included for completeness). */
+export const PLAN_TO_NATIVE: Record<string, NativePlanOp> = {
+  attn_norm: 'attn_norm', 'LN.0': 'attn_norm',
+  Q: 'Q', K: 'K', V: 'V', RoPE: 'RoPE',
+  Scores: 'Attention', Softmax: 'Attention', WV: 'Attention',
+  Output: 'Output',
+  ffn_norm: 'ffn_norm', 'LN.1': 'ffn_norm',
+  Gate: 'Gate', Up: 'Up', Down: 'Down', 'FC.0': 'Up', 'FC.1': 'Down',
+};
+
+const MATMULS = new Set<NativePlanOp>(['Q', 'K', 'V', 'Output', 'Gate', 'Up', 'Down']);
+
+export interface Lowered {
+  placement: NativePlacement;
+  /** Whether anything runs on the device (else the executor runs the CPU path alone). */
+  usesDevice: boolean;
+  /** Where the lowering had to decide something the plan leaves open, in words. */
+  notes: string[];
+  /** e.g. "GPU 18/24 layers · KV host" (the status bar's split). */
+  splitSummary: string;
+}
+
+function lowerOp(op: OpPlan, nativeOp: NativePlanOp, notes: Set<string>): NativeOpPlacement {
+  const weights = (): NativeOpPlacement['weights'] => {
+    switch (op.weights) {
+      case 'gpu': return 'resident';
+      case 'pinned-host': return 'streamed';
+      case 'nvme':
+        notes.add('weights the plan streams from NVMe (GPUDirect Storage) are streamed from host memory: this machine has no GDS path');
+        return 'streamed';
+      case 'host': return 'streamed';
+      // A weightless op (norm, RoPE, attention): nothing to place.
+      default: return 'resident';
+    }
+  };
+  if (op.device === 'cpu') return { loc: 'host' };
+  if (op.device === 'gpu') return { loc: 'device', weights: weights() };
+  // 'split': a fraction of the op on the device (rows of a matmul; chunks for paper 000).
+  const fraction = op.chunks ? op.chunks.onGpu / Math.max(1, op.chunks.count) : op.gpuFraction ?? 0.5;
+  if (MATMULS.has(nativeOp)) {
+    if (fraction <= 0) return { loc: 'host' };
+    return { loc: 'device', deviceFraction: Math.min(1, fraction), weights: weights() };
+  }
+  // Decision: element-wise and attention ops are not split by rows: the side with the larger
+  // share runs them whole (their cost is small next to the matmuls a split is made for).
+  notes.add(`split ${op.name} runs whole on the side with the larger share`);
+  return fraction >= 0.5 ? { loc: 'device', weights: weights() } : { loc: 'host' };
+}
+
+function lowerLayer(layer: LayerPlan, notes: Set<string>): NativeLayerPlacement {
+  const ops: Partial<Record<NativePlanOp, NativeOpPlacement>> = {};
+  for (const op of layer.ops) {
+    const n = PLAN_TO_NATIVE[op.name];
+    if (!n) {
+      notes.add(`plan op '${op.name}' has no native counterpart and is ignored`);
+      continue;
+    }
+    const lowered = lowerOp(op, n, notes);
+    const prev = ops[n];
+    // Attention is three plan ops; any of them on the device puts the fused kernel there.
+    if (prev && n === 'Attention' && prev.loc === 'device') continue;
+    ops[n] = lowered;
+  }
+  const attention = ops.Attention?.loc ?? 'host';
+  let kv: 'host' | 'device';
+  switch (layer.kv.device) {
+    case 'gpu': kv = 'device'; break;
+    case 'cpu': kv = 'host'; break;
+    default:
+      // NEO/APEX split the KV between devices by request; a single-sequence step keeps it
+      // where the larger share is.
+      notes.add('KV split by request (NEO/APEX) is kept whole where the larger share lives for a single sequence');
+      kv = (layer.kv.gpuFraction ?? 0) >= 0.5 ? 'device' : 'host';
+  }
+  if (kv === 'device' && attention === 'host') {
+    notes.add('attention on the CPU reads the KV from host memory, so its KV stays on the host');
+    kv = 'host';
+  }
+  const recompute = layer.kv.recomputePrefix ?? 0;
+  return { ops, kv, ...(recompute > 0 && kv === 'host' && attention === 'device' ? { recomputePrefix: recompute } : {}) };
+}
+
+/** The decode stage's placement (the steady state); prefill runs under it too. */
+export function lowerPlan(plan: Plan, nLayers: number): Lowered {
+  const stage: PlanStage = plan.stages.decode;
+  if (stage.layers.length !== nLayers) {
+    throw new Error(`plan for ${plan.model.name} has ${stage.layers.length} layers, the loaded model has ${nLayers}: plan for the same model`);
+  }
+  const notes = new Set<string>();
+  const layers = stage.layers.map((l) => lowerLayer(l, notes));
+  let head = lowerOp(stage.head, 'Output', notes);
+  if (head.loc === 'device' && head.weights === 'streamed') {
+    // Decision: an LM head whose weights the plan streams runs on the CPU. Streaming it costs
+    // head bytes / link bandwidth every token, reading it in place costs head bytes / CPU memory
+    // bandwidth, and a CPU's memory bandwidth exceeds its PCIe link's (≈ 60 vs 25 GB/s on a
+    // desktop); it also needs no device buffer of the head's size, which the plans do not count.
+    notes.add('the LM head, whose weights the plan streams, runs on the CPU next to its weights');
+    head = { loc: 'host' };
+  }
+  const placement: NativePlacement = { layers, head };
+  const usesDevice = head.loc === 'device' || layers.some((l) => l.kv === 'device' || Object.values(l.ops).some((o) => o?.loc === 'device'));
+  if (plan.stages.prefill.layers.some((l, i) => JSON.stringify(l.ops.map((o) => o.device)) !== JSON.stringify(stage.layers[i]!.ops.map((o) => o.device)))) {
+    // Decision: one placement for both stages. Switching placements between prefill and decode
+    // would move the KV cache between memories at every completion; the decode placement is the
+    // one that runs for every generated token.
+    notes.add('prefill runs under the decode placement (the plan places prefill differently)');
+  }
+  return { placement, usesDevice, notes: [...notes], splitSummary: splitSummary(placement) };
+}
+
+/** "GPU 3/5 layers · KV host", "CPU only", "GPU 5/5 layers + head". */
+export function splitSummary(p: NativePlacement): string {
+  const onDevice = (l: NativeLayerPlacement) => Object.values(l.ops).filter((o) => o?.loc === 'device').length;
+  const full = p.layers.filter((l) => onDevice(l) === Object.keys(l.ops).length && onDevice(l) > 0).length;
+  const partial = p.layers.filter((l) => onDevice(l) > 0).length - full;
+  if (full === 0 && partial === 0 && p.head.loc !== 'device') return 'CPU only';
+  const kvDev = p.layers.filter((l) => l.kv === 'device').length;
+  const kv = kvDev === p.layers.length ? 'KV GPU' : kvDev === 0 ? 'KV host' : `KV GPU ${kvDev}/${p.layers.length}`;
+  const streamed = p.layers.some((l) => Object.values(l.ops).some((o) => o?.weights === 'streamed')) ? ' · streamed' : '';
+  const recompute = Math.max(0, ...p.layers.map((l) => l.recomputePrefix ?? 0));
+  return `GPU ${full}/${p.layers.length} layers${partial ? ` (+${partial} split)` : ''} · ${kv}${streamed}${recompute ? ` · KV recompute ${recompute}` : ''}`;
+}

@@ -1,0 +1,112 @@
+// The measured side: native per-op timings of executed steps, as the same Chrome trace-event
+// JSON the simulator writes (one process per step, one thread per lane: CPU, GPU, host→device,
+// device→host), and per layer and per plan op, so each measured op joins its predicted op.
+import type { TraceEvent } from '../sim/types';
+import type { NativeCompiledOp } from '../native/model';
+
+const LANE_TID: Record<NativeCompiledOp['lane'], number> = { cpu: 1, device: 2, h2d: 3, d2h: 4 };
+const LANE_NAME: Record<NativeCompiledOp['lane'], string> = { cpu: 'CPU', device: 'GPU', h2d: 'host→device', d2h: 'device→host' };
+
+export interface MeasuredOp {
+  step: number;
+  op: number;
+  startMs: number;
+  endMs: number;
+}
+
+export interface MeasuredTrace {
+  ops: NativeCompiledOp[];
+  events: MeasuredOp[];
+}
+
+/** Native [step, op, startNs, endNs] quadruples as events in ms from the first op's start. */
+export function measuredTrace(ops: NativeCompiledOp[], raw: Float64Array): MeasuredTrace {
+  const events: MeasuredOp[] = [];
+  let t0 = Infinity;
+  for (let i = 0; i < raw.length; i += 4) t0 = Math.min(t0, raw[i + 2]!);
+  for (let i = 0; i < raw.length; i += 4) {
+    events.push({ step: raw[i]!, op: raw[i + 1]!, startMs: (raw[i + 2]! - t0) / 1e6, endMs: (raw[i + 3]! - t0) / 1e6 });
+  }
+  return { ops, events };
+}
+
+/** Chrome trace of the measured steps; `label(step)` names each step's process (e.g. 'decode step 3'). */
+export function measuredChromeTrace(t: MeasuredTrace, label: (step: number) => string, meta: Record<string, unknown> = {}): { traceEvents: TraceEvent[]; displayTimeUnit: 'ms'; otherData: Record<string, unknown> } {
+  const out: TraceEvent[] = [];
+  const steps = [...new Set(t.events.map((e) => e.step))].sort((a, b) => a - b);
+  const first = steps[0] ?? 0;
+  for (const s of steps) {
+    const pid = s - first + 1;
+    out.push({ name: 'process_name', ph: 'M', ts: 0, pid, tid: 0, args: { name: label(s) } });
+    const lanes = new Set(t.events.filter((e) => e.step === s).map((e) => t.ops[e.op]!.lane));
+    for (const l of lanes) out.push({ name: 'thread_name', ph: 'M', ts: 0, pid, tid: LANE_TID[l], args: { name: LANE_NAME[l] } });
+  }
+  for (const e of t.events) {
+    const op = t.ops[e.op]!;
+    const args: Record<string, unknown> = { kind: op.kind, op: op.planOp, loc: op.loc };
+    if (op.layer >= 0) args.layer = op.layer;
+    if (op.weight) args.weight = op.weight;
+    out.push({
+      name: op.layer >= 0 ? `${op.planOp} L${op.layer} ${op.kind}` : `${op.planOp} ${op.kind}`,
+      cat: op.lane === 'h2d' || op.lane === 'd2h' ? 'transfer' : 'compute',
+      ph: 'X', ts: Math.round(e.startMs * 1e6) / 1e3, dur: Math.max(0.001, Math.round((e.endMs - e.startMs) * 1e6) / 1e3),
+      pid: e.step - first + 1, tid: LANE_TID[op.lane], args,
+    });
+  }
+  return { traceEvents: out, displayTimeUnit: 'ms', otherData: { source: 'measured', ...meta } };
+}
+
+export interface StepBreakdown {
+  /** Wall time of the step: first op start to last op end, ms. */
+  stepMs: number;
+  /** Busy time per lane, ms. */
+  perLane: Record<NativeCompiledOp['lane'], number>;
+  /** Per layer: wall time from its first op's start to its last op's end, ms. */
+  layerMs: number[];
+  /** Per layer and plan op: busy ms summed over lanes (copies attributed to the op they feed). */
+  opMs: Record<string, number>[];
+  /** Time two or more lanes were busy at once, ms. */
+  overlapMs: number;
+}
+
+/** What one step's measured events say, averaged over the given steps. */
+export function stepBreakdown(t: MeasuredTrace, steps: number[], nLayers: number): StepBreakdown {
+  const n = Math.max(1, steps.length);
+  const perLane = { cpu: 0, device: 0, h2d: 0, d2h: 0 };
+  const layerMs = new Array<number>(nLayers).fill(0);
+  const opMs: Record<string, number>[] = Array.from({ length: nLayers + 1 }, () => ({}));
+  let stepMs = 0, overlapMs = 0;
+  for (const s of steps) {
+    const ev = t.events.filter((e) => e.step === s && e.endMs > e.startMs);
+    if (!ev.length) continue;
+    stepMs += Math.max(...ev.map((e) => e.endMs)) - Math.min(...ev.map((e) => e.startMs));
+    const first = new Array<number>(nLayers).fill(Infinity), last = new Array<number>(nLayers).fill(-Infinity);
+    for (const e of ev) {
+      const op = t.ops[e.op]!;
+      const d = e.endMs - e.startMs;
+      perLane[op.lane] += d;
+      const li = op.layer >= 0 ? op.layer : nLayers;
+      opMs[li]![op.planOp] = (opMs[li]![op.planOp] ?? 0) + d;
+      if (op.layer >= 0) {
+        first[op.layer] = Math.min(first[op.layer]!, e.startMs);
+        last[op.layer] = Math.max(last[op.layer]!, e.endMs);
+      }
+    }
+    for (let l = 0; l < nLayers; l++) if (last[l]! > first[l]!) layerMs[l]! += last[l]! - first[l]!;
+    // Overlap: sweep the busy intervals; time where ≥ 2 lanes are busy.
+    const marks: [number, number][] = [];
+    for (const e of ev) { marks.push([e.startMs, 1]); marks.push([e.endMs, -1]); }
+    marks.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let busy = 0, prev = 0;
+    for (const [x, d] of marks) {
+      if (busy >= 2) overlapMs += x - prev;
+      busy += d;
+      prev = x;
+    }
+  }
+  for (const k of Object.keys(perLane) as (keyof typeof perLane)[]) perLane[k] /= n;
+  return {
+    stepMs: stepMs / n, perLane, layerMs: layerMs.map((v) => v / n),
+    opMs: opMs.map((m) => Object.fromEntries(Object.entries(m).map(([k, v]) => [k, v / n]))), overlapMs: overlapMs / n,
+  };
+}
