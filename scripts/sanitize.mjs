@@ -55,6 +55,7 @@ const testPatterns = [
   /^test\/parity\/onnx-decoder\.test\.ts$/,
   /^test\/parity\/placement\.test\.ts$/,
   /^test\/parity\/plan-execution\.test\.ts$/,
+  /^test\/parity\/batch-execution\.test\.ts$/,
 ];
 
 function log(msg) { process.stdout.write(`[sanitize:${mode}] ${msg}\n`); }

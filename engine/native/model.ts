@@ -39,6 +39,8 @@ export interface NativeModelConfig {
   memoryLimitBytes?: number;
   /** Positions per KV cache page, in [8, 4096]; default 64 (native KvCache::kPageTokens). */
   kvPageTokens?: number;
+  /** Sequences with their own KV that one step may carry (evalBatch); default 1. */
+  maxSequences?: number;
 }
 
 /**
@@ -76,6 +78,19 @@ export interface NativeLayerPlacement {
   kv: NativeLoc;
   /** KVPR: with streamed KV, positions [0, n) are recomputed on the device from stored activations instead of copied. */
   recomputePrefix?: number;
+  /**
+   * NEO / APEX: the KV lives where each sequence says (setSequenceKv); attention runs on the
+   * device for device-KV sequences and on the CPU for host-KV ones, at the same time. Needs
+   * attention placed on the device.
+   */
+  kvBySequence?: boolean;
+}
+
+/** One sequence of a multi-sequence step. */
+export interface NativeSeqInput {
+  seq: number;
+  tokens: Int32Array;
+  startPos: number;
 }
 
 export interface NativePlacement {
@@ -139,8 +154,16 @@ export interface NativeModel {
   eval(tokens: Int32Array, startPos: number, wantAllLogits?: boolean): Float32Array;
   /** Same, on a worker thread. One evaluation at a time per model. */
   evalAsync(tokens: Int32Array, startPos: number, wantAllLogits?: boolean): Promise<Float32Array>;
-  /** Forget KV positions ≥ fromPos. */
-  clearKv(fromPos: number): void;
+  /** Forget KV positions ≥ fromPos (of sequence `seq`, default 0). */
+  clearKv(fromPos: number, seq?: number): void;
+  /** Several sequences at their own positions in the same steps; each input's logits (last, or all). */
+  evalBatch(inputs: NativeSeqInput[], wantAllLogits?: boolean): Float32Array[];
+  evalBatchAsync(inputs: NativeSeqInput[], wantAllLogits?: boolean): Promise<Float32Array[]>;
+  /** Where a sequence keeps its KV in layers placed by sequence; forgets its KV. */
+  setSequenceKv(seq: number, loc: NativeLoc): void;
+  /** Positions held in the KV of sequence `seq`. */
+  sequencePast(seq: number): number;
+  readonly maxSequences: number;
   dispose(): void;
   /** Per-op timing of the forward pass since profiling was last switched on (resets the counters). */
   opProfile(): NativeOpTiming[];

@@ -93,7 +93,7 @@ export class Engine {
     const threads = opts.threads ?? defaultThreads();
     if (!Number.isInteger(threads) || threads < 1 || threads > 512) throw new EngineError(`threads must be an integer in [1, 512], got ${threads}`);
     progress(0.4, 'mapping weights');
-    const config = nativeConfig(file, hp, contextLength, threads);
+    const config = { ...nativeConfig(file, hp, contextLength, threads), ...(opts.maxSequences !== undefined ? { maxSequences: opts.maxSequences } : {}) };
     const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
     const native = createNativeModel(path, tensors, config);
     let execution: ExecutionInfo;

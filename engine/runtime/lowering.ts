@@ -75,14 +75,18 @@ function lowerLayer(layer: LayerPlan, notes: Set<string>): NativeLayerPlacement 
   }
   const attention = ops.Attention?.loc ?? 'host';
   let kv: 'host' | 'device';
+  let bySequence = false;
   switch (layer.kv.device) {
     case 'gpu': kv = 'device'; break;
     case 'cpu': kv = 'host'; break;
     default:
-      // NEO/APEX split the KV between devices by request; a single-sequence step keeps it
-      // where the larger share is.
-      notes.add('KV split by request (NEO/APEX) is kept whole where the larger share lives for a single sequence');
-      kv = (layer.kv.gpuFraction ?? 0) >= 0.5 ? 'device' : 'host';
+      // NEO/APEX split the KV between devices by request: each sequence's KV lives on the device
+      // or the host (the runtime assigns it), attention runs on both at once.
+      kv = 'host';
+      bySequence = true;
+  }
+  if (bySequence) {
+    return { ops: { ...ops, Attention: { loc: 'device' } }, kv, kvBySequence: true };
   }
   if (kv === 'device' && attention === 'host') {
     notes.add('attention on the CPU reads the KV from host memory, so its KV stays on the host');
@@ -131,4 +135,17 @@ export function splitSummary(p: NativePlacement): string {
   const streamed = p.layers.some((l) => Object.values(l.ops).some((o) => o?.weights === 'streamed')) ? ' · streamed' : '';
   const recompute = Math.max(0, ...p.layers.map((l) => l.recomputePrefix ?? 0));
   return `GPU ${full}/${p.layers.length} layers${partial ? ` (+${partial} split)` : ''} · ${kv}${streamed}${recompute ? ` · KV recompute ${recompute}` : ''}`;
+}
+
+/**
+ * Where each of `n` sequences keeps its KV in layers placed by sequence (NEO/APEX): the plan's
+ * GPU share of the KV, as whole sequences, first on the device (at least one on each side when
+ * the plan splits and there are two or more sequences).
+ */
+export function sequenceKvAssignment(plan: Plan, n: number): ('host' | 'device')[] {
+  const split = plan.stages.decode.layers.find((l) => l.kv.device === 'split');
+  if (!split) return new Array<'host' | 'device'>(n).fill('host');
+  let onDevice = Math.round((split.kv.gpuFraction ?? 0.5) * n);
+  if (n >= 2) onDevice = Math.min(n - 1, Math.max(1, onDevice));
+  return Array.from({ length: n }, (_, i) => (i < onDevice ? 'device' : 'host'));
 }

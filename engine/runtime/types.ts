@@ -45,6 +45,8 @@ export interface LoadOptions extends ExecutionOptions {
   threads?: number;
   /** Context length for the KV cache; default min(model's training context, 4096). */
   contextLength?: number;
+  /** Sequences with their own KV that one step may carry (multi-sequence steps); default 1. */
+  maxSequences?: number;
   onProgress?: (fraction: number, message: string) => void;
 }
 

@@ -51,11 +51,85 @@ uint8_t* Model::act_at(GgmlType t, Loc l) {
   return it == dev_act_.end() ? nullptr : it->second;
 }
 
-KvCache& Model::kv_for(int layer, Loc l, int slot) {
-  if (slot >= 0) return *staging_kv_;
-  if (l == Loc::Dev && placement_.layers.size() > static_cast<size_t>(layer) && placement_.layers[static_cast<size_t>(layer)].kv == Loc::Dev)
-    return *dev_kv_;
-  return *kv_;
+KvCache& Model::kv_for(const Sequence& seq, int layer, int slot) {
+  if (slot >= 0) return *seq.staging;
+  switch (kv_cache_of_[static_cast<size_t>(layer)]) {
+    case 1: return *seq.dev;
+    case 2: return *seq.by_seq;
+    default: return *seq.host;
+  }
+}
+
+// Every sequence's KV caches for the current placement (all empty: positions are forgotten).
+void Model::build_sequences() {
+  const int64_t nl = cfg_.n_layers;
+  kv_cache_of_.assign(static_cast<size_t>(nl), 0);
+  kv_index_.assign(static_cast<size_t>(nl), 0);
+  int counts[3] = {0, 0, 0};
+  bool streamed = false, recompute = false;
+  for (int64_t l = 0; l < nl; ++l) {
+    int8_t c = 0;
+    if (!placement_.layers.empty()) {
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
+      c = lp.kv_by_sequence ? 2 : lp.kv == Loc::Dev ? 1 : 0;
+      if (c == 0 && lp.op[kAttention].loc == Loc::Dev) {
+        streamed = true;
+        recompute = recompute || lp.recompute_prefix > 0;
+      }
+    }
+    kv_cache_of_[static_cast<size_t>(l)] = c;
+    kv_index_[static_cast<size_t>(l)] = counts[c]++;
+  }
+  const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
+  for (auto& sp : seqs_) {
+    Sequence& q = *sp;
+    q.host.reset();
+    q.dev.reset();
+    q.by_seq.reset();
+    q.staging.reset();
+    q.saved.clear();
+    q.n_past = 0;
+    // A cache for each kind of layer present (host always: the CPU path and fallbacks need it).
+    q.host = std::make_unique<KvCache>(std::max(1, counts[0]), ctx, kvh, hd, pt);
+    if (counts[1] > 0) q.dev = std::make_unique<KvCache>(counts[1], ctx, kvh, hd, pt, device_.get());
+    if (counts[2] > 0) {
+      if (q.kv_loc == Loc::Dev && device_) q.by_seq = std::make_unique<KvCache>(counts[2], ctx, kvh, hd, pt, device_.get());
+      else q.by_seq = std::make_unique<KvCache>(counts[2], ctx, kvh, hd, pt);
+    }
+    if (streamed) q.staging = std::make_unique<KvCache>(2, ctx, kvh, hd, pt, device_.get());
+    if (recompute) {
+      q.saved.resize(static_cast<size_t>(nl));
+      for (int64_t l = 0; l < nl; ++l) {
+        const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
+        if (kv_cache_of_[static_cast<size_t>(l)] == 0 && lp.op[kAttention].loc == Loc::Dev && lp.recompute_prefix > 0)
+          q.saved[static_cast<size_t>(l)].assign(static_cast<size_t>(std::min(lp.recompute_prefix, ctx) * cfg_.n_embd), 0.f);
+      }
+    }
+  }
+}
+
+void Model::set_sequence_kv(int32_t seq, Loc loc) {
+  check_seq(seq, "setSequenceKv");
+  if (loc == Loc::Dev && !device_) throw std::runtime_error("setSequenceKv: the model has no device");
+  Sequence& q = *seqs_[static_cast<size_t>(seq)];
+  q.kv_loc = loc;
+  q.n_past = 0;
+  q.by_seq.reset();
+  int n = 0;
+  for (int8_t c : kv_cache_of_) n += c == 2;
+  if (n == 0) return;
+  const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
+  if (loc == Loc::Dev) q.by_seq = std::make_unique<KvCache>(n, ctx, kvh, hd, pt, device_.get());
+  else q.by_seq = std::make_unique<KvCache>(n, ctx, kvh, hd, pt);
+  if (q.host) q.host->release_from(0);
+  if (q.dev) q.dev->release_from(0);
+  if (q.staging) q.staging->release_from(0);
+}
+
+void Model::check_seq(int32_t seq, const char* what) const {
+  if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size()))
+    throw std::runtime_error(std::string(what) + ": sequence " + std::to_string(seq) + " is outside [0, " + std::to_string(seqs_.size()) +
+                             ") (the model was loaded for " + std::to_string(seqs_.size()) + " sequences)");
 }
 
 void Model::compile() {
@@ -193,7 +267,7 @@ void Model::compile() {
     cur_layer = l;
     layer_start[static_cast<size_t>(l)] = ops_.size();
     const Loc attn_loc = place(l, kAttention).loc;
-    const bool kv_streamed = lp && attn_loc == Loc::Dev && lp->kv == Loc::Host;
+    const bool kv_streamed = lp && !lp->kv_by_sequence && attn_loc == Loc::Dev && lp->kv == Loc::Host;
     const bool recompute = kv_streamed && lp->recompute_prefix > 0;
 
     cur_plan_op = kAttnNorm;
@@ -234,10 +308,47 @@ void Model::compile() {
     // K and V of the new positions into the layer's KV (and, when it is streamed, into the
     // staging slot the device's attention reads).
     cur_plan_op = kAttention;
+    const bool by_seq = lp && lp->kv_by_sequence;
+    if (by_seq) {
+      // NEO: device-KV sequences' rows store and attend on the device, host-KV ones on the CPU,
+      // at the same time; the CPU's attention rows then join the device's (or the reverse).
+      for (Loc l : {Loc::Dev, Loc::Host}) {
+        need(Buf::K, l);
+        need(Buf::V, l);
+        Op s{OpKind::StoreKv};
+        s.src = Buf::K;
+        s.dst = Buf::V;
+        s.loc = l;
+        s.lane = compute_lane(l);
+        s.part = l == Loc::Dev ? 1 : 2;
+        push(s);
+      }
+      for (Loc l : {Loc::Dev, Loc::Host}) {
+        need(Buf::Q, l);
+        Op a{OpKind::Attention};
+        a.src = Buf::Q;
+        a.dst = Buf::Att;
+        a.loc = l;
+        a.lane = compute_lane(l);
+        a.part = l == Loc::Dev ? 1 : 2;
+        push(a);
+      }
+      const Loc out = place(l, kOutput).loc == Loc::Dev && place(l, kOutput).dev_fraction >= 1.0 ? Loc::Dev : Loc::Host;
+      Op c{OpKind::CopyRows};
+      c.src = c.dst = Buf::Att;
+      c.loc = out;
+      c.lane = copy_lane(out);
+      c.width = width(Buf::Att);
+      c.part = out == Loc::Dev ? 2 : 1;  // the other side's rows
+      push(c);
+      wrote(Buf::Att, out);
+    }
     const Loc kv_loc = lp ? lp->kv : Loc::Host;
-    need(Buf::K, kv_loc);
-    need(Buf::V, kv_loc);
-    compute(OpKind::StoreKv, kv_loc, Buf::K, Buf::V);
+    if (!by_seq) {
+      need(Buf::K, kv_loc);
+      need(Buf::V, kv_loc);
+      compute(OpKind::StoreKv, kv_loc, Buf::K, Buf::V);
+    }
     if (kv_streamed) {
       if (recompute) {
         Op c{OpKind::CopyActs};
@@ -260,8 +371,8 @@ void Model::compile() {
       s.kv_slot = l % 2;
       push(s);
     }
-    need(Buf::Q, attn_loc);
-    {
+    if (!by_seq) {
+      need(Buf::Q, attn_loc);
       Op a{OpKind::Attention};
       a.src = Buf::Q;
       a.dst = Buf::Att;
@@ -269,8 +380,8 @@ void Model::compile() {
       a.lane = compute_lane(attn_loc);
       a.kv_slot = kv_streamed ? l % 2 : -1;
       push(a);
+      wrote(Buf::Att, attn_loc);
     }
-    wrote(Buf::Att, attn_loc);
     matmul(Buf::Att, QW, &L.wo, Buf::H, l, kOutput);
     cur_plan_op = kOutput;
     {
@@ -342,7 +453,7 @@ void Model::compile() {
       const std::pair<int, const Weight*> ws[] = {{kQ, &L.wq}, {kK, &L.wk}, {kV, &L.wv}, {kOutput, &L.wo}, {kGate, &L.gate}, {kUp, &L.up}, {kDown, &L.down}};
       for (auto& [op, w] : ws) add_weight(l, op, w);
       const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
-      if (lp.op[kAttention].loc == Loc::Dev && lp.kv == Loc::Host) {
+      if (!lp.kv_by_sequence && lp.op[kAttention].loc == Loc::Dev && lp.kv == Loc::Host) {
         Op c{OpKind::CopyKv};
         c.loc = Loc::Dev;
         c.lane = Lane::ToDevice;
@@ -483,6 +594,12 @@ void Model::build_deps() {
   op_calls_.assign(ops_.size(), 0);
 }
 
+Model::~Model() {
+  release_device();
+  seqs_.clear();
+  device_.reset();
+}
+
 void Model::release_device() {
   if (device_) {
     for (void* p : dev_allocs_) device_->free(p);
@@ -493,10 +610,14 @@ void Model::release_device() {
   resident_.clear();
   dev_logits_ = nullptr;
   slots_[0] = slots_[1] = nullptr;
-  dev_kv_.reset();
-  staging_kv_.reset();
-  saved_acts_.clear();
+  // Device KV pages go back before the device does (the caches free them to it).
+  for (auto& q : seqs_) {
+    q->dev.reset();
+    q->staging.reset();
+    if (q->by_seq && q->kv_loc == Loc::Dev) q->by_seq.reset();
+  }
   dev_recompute_ = dev_rk_ = dev_rv_ = nullptr;
+  recompute_rows_ = 0;
 }
 
 void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
@@ -512,19 +633,22 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     if (lp.kv == Loc::Dev && lp.op[kAttention].loc == Loc::Host)
       throw std::runtime_error("placement: layer " + std::to_string(l) + " keeps its KV on the device but runs attention on the CPU; put the KV on the host");
     if (lp.recompute_prefix < 0) throw std::runtime_error("placement: layer " + std::to_string(l) + ": negative recompute prefix");
+    if (lp.kv_by_sequence && (lp.op[kAttention].loc != Loc::Dev || lp.recompute_prefix > 0))
+      throw std::runtime_error("placement: layer " + std::to_string(l) +
+                               " places its KV by sequence, which needs attention on the device for device-KV sequences and no KV recompute");
   }
   if (p.uses_device() && !device) throw std::runtime_error("placement: ops are placed on the device but no device was given");
 
   release_device();
   placement_ = Placement{};
   device_.reset();
-  n_past_ = 0;
+  for (auto& q : seqs_) q->kv_loc = Loc::Host;
   auto host_only = [&] {
     release_device();
     placement_ = Placement{};
     device_.reset();
-    kv_ = std::make_unique<KvCache>(nl, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens);
-    for (int64_t l = 0; l < nl; ++l) kv_index_[static_cast<size_t>(l)] = static_cast<int>(l);
+    for (auto& q : seqs_) q->kv_loc = Loc::Host;
+    build_sequences();
     compile();
     build_deps();
   };
@@ -590,31 +714,17 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     for (GgmlType t : dev_types)
       if (t != GgmlType::F32)
         dev_act_[t] = static_cast<uint8_t*>(alloc(converted_bytes(t, std::max({E, cfg_.n_heads * cfg_.head_dim, cfg_.n_ff}), B), "device converted activations"));
-    // KV: the device pool for layers that keep it there; two staging layers for streamed KV.
-    int n_dev_kv = 0, n_host_kv = 0;
-    bool any_streamed = false, any_recompute = false;
+    // KV: every sequence's caches (device pages are taken from the budget as positions are written).
+    build_sequences();
+    int64_t most = 0;
     for (int64_t l = 0; l < nl; ++l) {
       const LayerPlacement& lp = p.layers[static_cast<size_t>(l)];
-      if (lp.kv == Loc::Dev) kv_index_[static_cast<size_t>(l)] = n_dev_kv++;
-      else kv_index_[static_cast<size_t>(l)] = n_host_kv++;
-      if (lp.kv == Loc::Host && lp.op[kAttention].loc == Loc::Dev) {
-        any_streamed = true;
-        if (lp.recompute_prefix > 0) any_recompute = true;
-      }
+      if (kv_cache_of_[static_cast<size_t>(l)] == 0 && lp.op[kAttention].loc == Loc::Dev)
+        most = std::max(most, std::min(lp.recompute_prefix, cfg_.context_length));
     }
-    if (n_dev_kv > 0) dev_kv_ = std::make_unique<KvCache>(n_dev_kv, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens, &d);
-    kv_ = std::make_unique<KvCache>(std::max(1, n_host_kv), cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens);
-    if (any_streamed) staging_kv_ = std::make_unique<KvCache>(2, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens, &d);
-    if (any_recompute) {
-      saved_acts_.resize(static_cast<size_t>(nl));
-      for (int64_t l = 0; l < nl; ++l) {
-        const LayerPlacement& lp = p.layers[static_cast<size_t>(l)];
-        if (lp.kv == Loc::Host && lp.op[kAttention].loc == Loc::Dev && lp.recompute_prefix > 0)
-          saved_acts_[static_cast<size_t>(l)].assign(static_cast<size_t>(std::min(lp.recompute_prefix, cfg_.context_length) * E), 0.f);
-      }
-      int64_t most = 0;
-      for (const LayerPlacement& lp : p.layers) most = std::max(most, std::min(lp.recompute_prefix, cfg_.context_length));
-      dev_recompute_ = static_cast<float*>(alloc(static_cast<size_t>(most * E) * sizeof(float), "KVPR activations being recomputed"));
+    if (most > 0) {
+      recompute_rows_ = most;
+      dev_recompute_ = static_cast<float*>(alloc(static_cast<size_t>(most * E * cfg_.max_sequences) * sizeof(float), "KVPR activations being recomputed"));
       const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
       dev_rk_ = static_cast<float*>(alloc(static_cast<size_t>(B * KVW) * sizeof(float), "KVPR recomputed K"));
       dev_rv_ = static_cast<float*>(alloc(static_cast<size_t>(B * KVW) * sizeof(float), "KVPR recomputed V"));

@@ -61,6 +61,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   check_range("threads", cfg_.threads, 1, 512);
   // At least 8 positions a page, so the page tables (24 bytes a slot) stay below the pages' size.
   check_range("kv_page_tokens", cfg_.kv_page_tokens, 8, 4096);
+  check_range("max_sequences", cfg_.max_sequences, 1, 4096);
   check_range("rope n_rot", cfg_.rope.n_rot, 2, cfg_.head_dim);
   if (cfg_.n_heads % cfg_.n_kv_heads != 0)
     throw std::runtime_error("model config: n_heads " + std::to_string(cfg_.n_heads) + " is not a multiple of n_kv_heads " +
@@ -75,7 +76,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   // Memory: weights (paged in from the map), KV cache and scratch, against what the OS can give.
   const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, KVW = cfg_.n_kv_heads * cfg_.head_dim, F = cfg_.n_ff;
   const int64_t B = cfg_.batch_size;
-  const uint64_t kv = kv_bytes();
+  const uint64_t kv = kv_bytes() * static_cast<uint64_t>(cfg_.max_sequences);
   const int64_t max_w = std::max({E, QW, F});
   const uint64_t scratch = static_cast<uint64_t>(B) * (2 * E + 2 * QW + 2 * KVW + 2 * F) * 4 +
                            static_cast<uint64_t>(B) * max_w * 4 /* converted activations, upper bound */ +
@@ -130,7 +131,8 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     }
   }
   // Page tables only: pages are allocated as positions are first written.
-  kv_ = std::make_unique<KvCache>(cfg_.n_layers, cfg_.context_length, cfg_.n_kv_heads, cfg_.head_dim, cfg_.kv_page_tokens);
+  for (int64_t i = 0; i < cfg_.max_sequences; ++i) seqs_.push_back(std::make_unique<Sequence>());
+  build_sequences();
 
   relocate_matmul_weights();
 
@@ -145,8 +147,8 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   pool_ = std::make_unique<ThreadPool>(cfg_.threads);
   AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   attn_scratch_.reserve(shape, cfg_.context_length, B, cfg_.threads);
-  kv_index_.resize(static_cast<size_t>(cfg_.n_layers));
-  for (int64_t l = 0; l < cfg_.n_layers; ++l) kv_index_[static_cast<size_t>(l)] = static_cast<int>(l);
+  step_state_.spans.reserve(static_cast<size_t>(cfg_.max_sequences));
+  row_pos_.assign(static_cast<size_t>(B), 0);
   compile();
   build_deps();
 }
@@ -305,59 +307,132 @@ std::vector<Model::OpTiming> Model::op_timings() const {
   return out;
 }
 
-void Model::clear_kv(int64_t from_pos) {
+int64_t Model::n_past(int32_t seq) const {
+  if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size())) return 0;
+  return seqs_[static_cast<size_t>(seq)]->n_past.load(std::memory_order_relaxed);
+}
+
+uint64_t Model::kv_bytes_in_use() const {
+  uint64_t b = 0;
+  for (const auto& q : seqs_)
+    for (const KvCache* c : {q->host.get(), q->dev.get(), q->by_seq.get()})
+      if (c) b += c->bytes_in_use();
+  return b;
+}
+
+uint64_t Model::kv_bytes_reserved() const {
+  uint64_t b = 0;
+  for (const auto& q : seqs_)
+    for (const KvCache* c : {q->host.get(), q->dev.get(), q->by_seq.get()})
+      if (c) b += c->bytes_reserved();
+  return b;
+}
+
+void Model::clear_kv(int64_t from_pos, int32_t seq) {
   if (from_pos < 0) throw std::runtime_error("clearKv: position " + std::to_string(from_pos) + " is negative");
-  n_past_ = std::min(n_past_.load(), from_pos);
-  kv_->release_from(n_past_.load());
-  if (dev_kv_) dev_kv_->release_from(n_past_.load());
-  if (staging_kv_) staging_kv_->release_from(n_past_.load());
+  check_seq(seq, "clearKv");
+  Sequence& q = *seqs_[static_cast<size_t>(seq)];
+  q.n_past = std::min(q.n_past.load(), from_pos);
+  for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
+    if (c) c->release_from(q.n_past.load());
 }
 
 std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all) {
-  if (n <= 0) throw std::runtime_error("eval: no tokens");
-  if (start_pos < 0 || start_pos > n_past_.load())
-    throw std::runtime_error("eval: start position " + std::to_string(start_pos) + " leaves a gap: the KV cache holds " +
-                             std::to_string(n_past_.load()) + " positions");
-  if (start_pos + n > cfg_.context_length)
-    throw std::runtime_error("eval: positions " + std::to_string(start_pos) + ".." + std::to_string(start_pos + n) +
-                             " exceed the context length " + std::to_string(cfg_.context_length));
-  for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab)
-      throw std::runtime_error("eval: token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) + " is outside the vocabulary [0, " +
-                               std::to_string(cfg_.n_vocab) + ")");
+  return std::move(eval_batch({SeqInput{0, tokens, n, start_pos}}, want_all)[0]);
+}
+
+std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& in, bool want_all) {
+  if (in.empty()) throw std::runtime_error("eval: no sequences");
+  if (static_cast<int64_t>(in.size()) > cfg_.max_sequences)
+    throw std::runtime_error("eval: " + std::to_string(in.size()) + " sequences in one batch, the model was loaded for " + std::to_string(cfg_.max_sequences));
+  std::vector<bool> seen(seqs_.size(), false);
+  for (const SeqInput& s : in) {
+    check_seq(s.seq, "eval");
+    if (seen[static_cast<size_t>(s.seq)]) throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + " appears twice in one batch");
+    seen[static_cast<size_t>(s.seq)] = true;
+    const int64_t have = seqs_[static_cast<size_t>(s.seq)]->n_past.load();
+    if (s.n <= 0) throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": no tokens");
+    if (s.start_pos < 0 || s.start_pos > have)
+      throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": start position " + std::to_string(s.start_pos) +
+                               " leaves a gap: the KV cache holds " + std::to_string(have) + " positions");
+    if (s.start_pos + s.n > cfg_.context_length)
+      throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": positions " + std::to_string(s.start_pos) + ".." +
+                               std::to_string(s.start_pos + s.n) + " exceed the context length " + std::to_string(cfg_.context_length));
+    for (int64_t i = 0; i < s.n; ++i)
+      if (s.tokens[i] < 0 || s.tokens[i] >= cfg_.n_vocab)
+        throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": token " + std::to_string(s.tokens[i]) + " at index " +
+                                 std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(cfg_.n_vocab) + ")");
+  }
   // Each hold throws, leaving its cache as it was, if a page cannot be allocated (a device cache
   // throws DeviceError: the engine then falls back to the CPU).
-  kv_->hold(start_pos + n);
-  if (dev_kv_) dev_kv_->hold(start_pos + n);
-  if (staging_kv_) staging_kv_->hold(start_pos + n);
-  kv_->release_from(start_pos + n);  // pages of a longer, rewound sequence hold stale positions only
-  if (dev_kv_) dev_kv_->release_from(start_pos + n);
-  if (staging_kv_) staging_kv_->release_from(start_pos + n);
-  n_past_ = start_pos;
-  std::vector<float> out(static_cast<size_t>((want_all ? n : 1) * cfg_.n_vocab));
-  for (int64_t done = 0; done < n;) {
-    // A step with a device runs at most kDeviceRows rows (its buffers' size; the vocabulary is
-    // wide: 512 rows of 152k logits would be 300 MiB of device memory).
-    const int64_t most = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
-    const int64_t chunk = std::min(most, n - done);
-    const bool last = done + chunk == n;
-    float* dst = want_all ? out.data() + done * cfg_.n_vocab : (last ? out.data() : nullptr);
-    forward(tokens + done, chunk, start_pos + done, want_all, dst);
-    done += chunk;
-    n_past_ = start_pos + done;
+  for (const SeqInput& s : in) {
+    Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
+    for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
+      if (c) c->hold(s.start_pos + s.n);
+  }
+  for (const SeqInput& s : in) {
+    Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
+    for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
+      if (c) c->release_from(s.start_pos + s.n);  // pages of a longer, rewound sequence hold stale positions only
+    q.n_past = s.start_pos;
+  }
+  // Device-KV sequences first, so their rows are one range [0, n_dev_rows) (by-sequence layers).
+  std::vector<size_t> order(in.size());
+  for (size_t i = 0; i < in.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return (seqs_[static_cast<size_t>(in[a].seq)]->kv_loc == Loc::Dev) > (seqs_[static_cast<size_t>(in[b].seq)]->kv_loc == Loc::Dev);
+  });
+  std::vector<std::vector<float>> out(in.size());
+  std::vector<int64_t> done(in.size(), 0);
+  const int64_t budget = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
+  std::vector<float> logits;
+  for (;;) {
+    // One step: from each unfinished sequence in order, as many tokens as the rows left allow.
+    StepState& st = step_state_;
+    st.spans.clear();
+    st.n = 0;
+    st.n_dev_rows = 0;
+    std::vector<size_t> members;
+    for (size_t k : order) {
+      const SeqInput& s = in[k];
+      const int64_t left = s.n - done[k];
+      if (left <= 0 || st.n >= budget) continue;
+      const int64_t take = std::min(left, budget - st.n);
+      st.spans.push_back(Span{s.seq, s.tokens + done[k], st.n, take, s.start_pos + done[k]});
+      for (int64_t r = 0; r < take; ++r) row_pos_[static_cast<size_t>(st.n + r)] = s.start_pos + done[k] + r;
+      if (seqs_[static_cast<size_t>(s.seq)]->kv_loc == Loc::Dev) st.n_dev_rows += take;
+      st.n += take;
+      members.push_back(k);
+    }
+    if (st.spans.empty()) break;
+    const int64_t out_rows = want_all ? st.n : static_cast<int64_t>(st.spans.size());
+    st.need_logits = want_all;
+    for (size_t m = 0; m < members.size(); ++m) st.need_logits = st.need_logits || done[members[m]] + st.spans[m].n == in[members[m]].n;
+    logits.resize(static_cast<size_t>(out_rows * cfg_.n_vocab));
+    forward(want_all, logits.data());
+    for (size_t m = 0; m < members.size(); ++m) {
+      const size_t k = members[m];
+      const Span& sp = st.spans[m];
+      done[k] += sp.n;
+      seqs_[static_cast<size_t>(in[k].seq)]->n_past = in[k].start_pos + done[k];
+      const float* src = logits.data() + (want_all ? sp.row0 : static_cast<int64_t>(m)) * cfg_.n_vocab;
+      if (want_all) out[k].insert(out[k].end(), src, src + sp.n * cfg_.n_vocab);
+      else if (done[k] == in[k].n) out[k].assign(src, src + cfg_.n_vocab);
+    }
   }
   return out;
 }
 
-void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all, float* logits_out) {
+void Model::forward(bool want_all, float* logits_out) {
   if (device_) device_->check();
-  step_state_ = StepState{tokens, n, pos, want_all, logits_out};
+  step_state_.want_all = want_all;
+  step_state_.logits_out = logits_out;
   const bool timing = profiling_ || tracing_;
   auto exec = [](void* ctx, int32_t i) { static_cast<Model*>(ctx)->exec_op(i); };
-  // Ops after LastRows are not needed for a chunk whose logits nobody wants.
+  // The LM head is not needed for a step in which no sequence finishes (a long prompt's chunks).
   auto skip = [](void* ctx, int32_t i) {
     Model* m = static_cast<Model*>(ctx);
-    return m->ops_[static_cast<size_t>(i)].after_last && !m->step_state_.logits_out;
+    return m->ops_[static_cast<size_t>(i)].after_last && !m->step_state_.need_logits;
   };
   executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data());
   if (timing) {
@@ -376,8 +451,13 @@ void Model::forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all
 void Model::exec_op(int32_t oi) {
   const Op& op = ops_[static_cast<size_t>(oi)];
   const StepState& st = step_state_;
-  const int64_t rows = op.after_last && !st.want_all ? 1 : st.n;
-  const int64_t pos = st.pos;
+  const int64_t rows = op.after_last && !st.want_all ? static_cast<int64_t>(st.spans.size()) : st.n;
+  // The spans this op works on: all, or those of device-KV / host-KV sequences (by-sequence layers).
+  auto in_part = [&](const Span& sp) {
+    if (op.part == 0) return true;
+    const bool dev = seqs_[static_cast<size_t>(sp.seq)]->kv_loc == Loc::Dev;
+    return op.part == 1 ? dev : !dev;
+  };
   if (op.loc == Loc::Dev || op.lane != Lane::Cpu) device_->check();
   ThreadPool& pool = op.lane == Lane::Device ? device_->pool() : *pool_;
   const kernels::FloatFns& fns = kernels::float_fns();
@@ -414,8 +494,9 @@ void Model::exec_op(int32_t oi) {
   switch (op.kind) {
     case OpKind::Embed: {
       const DequantizeRowFn dq = type_traits(token_embd_.type).dequantize_row;
-      for (int64_t i = 0; i < st.n; ++i)
-        dq(token_embd_.data + static_cast<size_t>(st.tokens[i]) * token_embd_.row_bytes, x_.data() + i * cfg_.n_embd, cfg_.n_embd);
+      for (const Span& sp : st.spans)
+        for (int64_t i = 0; i < sp.n; ++i)
+          dq(token_embd_.data + static_cast<size_t>(sp.tokens[i]) * token_embd_.row_bytes, x_.data() + (sp.row0 + i) * cfg_.n_embd, cfg_.n_embd);
       break;
     }
     case OpKind::RmsNorm: {
@@ -448,20 +529,27 @@ void Model::exec_op(int32_t oi) {
       const int64_t w = width(op.dst);
       const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
       float* d = buf_at(op.dst, op.loc);
-      for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, pos + r, cfg_.rope); });
+      for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, row_pos_[static_cast<size_t>(r)], cfg_.rope); });
       break;
     }
     case OpKind::StoreKv: {
-      KvCache& kv = kv_for(op.layer, op.loc, op.kv_slot);
       const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
-      store_rows(kv, idx, buf_at(Buf::K, op.loc), buf_at(Buf::V, op.loc), rows, pos);
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        store_rows(kv, idx, buf_at(Buf::K, op.loc) + sp.row0 * KVW, buf_at(Buf::V, op.loc) + sp.row0 * KVW, sp.n, sp.pos0);
+      }
       break;
     }
     case OpKind::Attention: {
-      KvCache& kv = kv_for(op.layer, op.loc, op.kv_slot);
       const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
-      attention(pool, shape, buf_at(Buf::Q, op.loc), rows, pos, kv.pages(idx), buf_at(Buf::Att, op.loc),
-                op.loc == Loc::Dev ? dev_attn_scratch_ : attn_scratch_);
+      const int64_t QW = cfg_.n_heads * cfg_.head_dim;
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        attention(pool, shape, buf_at(Buf::Q, op.loc) + sp.row0 * QW, sp.n, sp.pos0, kv.pages(idx), buf_at(Buf::Att, op.loc) + sp.row0 * QW,
+                  op.loc == Loc::Dev ? dev_attn_scratch_ : attn_scratch_);
+      }
       break;
     }
     case OpKind::AddResidual: {
@@ -482,16 +570,25 @@ void Model::exec_op(int32_t oi) {
       break;
     }
     case OpKind::LastRows:
-      if (!st.want_all && st.n > 1) {
+      // Each sequence's last row to row k (k-th span): the rows the LM head reads.
+      if (!st.want_all) {
         float* x = buf_at(Buf::X, op.loc);
-        std::memmove(x, x + (st.n - 1) * cfg_.n_embd, static_cast<size_t>(cfg_.n_embd) * sizeof(float));
+        for (size_t k = 0; k < st.spans.size(); ++k) {
+          const int64_t last = st.spans[k].row0 + st.spans[k].n - 1;
+          if (last != static_cast<int64_t>(k))
+            std::memmove(x + static_cast<int64_t>(k) * cfg_.n_embd, x + last * cfg_.n_embd, static_cast<size_t>(cfg_.n_embd) * sizeof(float));
+        }
       }
       break;
     case OpKind::CopyRows: {
       const Loc from = op.loc == Loc::Host ? Loc::Dev : Loc::Host;
-      const size_t bytes = static_cast<size_t>(rows * op.width) * sizeof(float);
-      float* d = buf_at(op.dst, op.loc);
-      const float* s = buf_at(op.src, from);
+      int64_t r0 = 0, r1 = rows;
+      if (op.part == 1) r1 = st.n_dev_rows;
+      else if (op.part == 2) r0 = st.n_dev_rows;
+      if (r1 <= r0) break;
+      const size_t bytes = static_cast<size_t>((r1 - r0) * op.width) * sizeof(float);
+      float* d = buf_at(op.dst, op.loc) + r0 * op.width;
+      const float* s = buf_at(op.src, from) + r0 * op.width;
       if (op.loc == Loc::Dev) device_->copy_to_device(d, s, bytes);
       else device_->copy_to_host(d, s, bytes);
       break;
@@ -510,35 +607,45 @@ void Model::exec_op(int32_t oi) {
       device_->copy_to_device(const_cast<uint8_t*>(op.wdata), op.w->data, op.w->row_bytes * static_cast<size_t>(op.r1));
       break;
     case OpKind::CopyKv: {
-      // Positions [from, pos) of the host KV into the staging slot, whole pages; KVPR's
-      // recomputed prefix is not copied.
+      // Positions [from, pos0) of each sequence's host KV into its staging slot, whole pages;
+      // KVPR's recomputed prefix is not copied.
       const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
       const int64_t pt = cfg_.kv_page_tokens;
-      const int64_t from = std::min(lp.recompute_prefix, pos) / pt;
-      const int64_t to = (pos + pt - 1) / pt;
-      const KvPages src = kv_->pages(kv_index_[static_cast<size_t>(op.layer)]);
-      const KvPages dst = staging_kv_->pages(op.kv_slot);
       const size_t half = static_cast<size_t>(pt * KVW) * sizeof(uint16_t);
-      for (int64_t p = from; p < to; ++p) {
-        device_->copy_to_device(const_cast<uint16_t*>(dst.k[p]), src.k[p], half);
-        device_->copy_to_device(const_cast<uint16_t*>(dst.v[p]), src.v[p], half);
+      for (const Span& sp : st.spans) {
+        Sequence& q = *seqs_[static_cast<size_t>(sp.seq)];
+        const int64_t from = std::min(lp.recompute_prefix, sp.pos0) / pt;
+        const int64_t to = (sp.pos0 + pt - 1) / pt;
+        const KvPages src = q.host->pages(kv_index_[static_cast<size_t>(op.layer)]);
+        const KvPages dst = q.staging->pages(op.kv_slot);
+        for (int64_t p = from; p < to; ++p) {
+          device_->copy_to_device(const_cast<uint16_t*>(dst.k[p]), src.k[p], half);
+          device_->copy_to_device(const_cast<uint16_t*>(dst.v[p]), src.v[p], half);
+        }
       }
       break;
     }
     case OpKind::SaveActs: {
-      std::vector<float>& saved = saved_acts_[static_cast<size_t>(op.layer)];
-      const int64_t cap = static_cast<int64_t>(saved.size()) / cfg_.n_embd;
-      const int64_t n_keep = std::max<int64_t>(0, std::min(rows, cap - pos));
-      if (n_keep > 0)
-        std::memcpy(saved.data() + pos * cfg_.n_embd, buf_at(Buf::H, Loc::Host), static_cast<size_t>(n_keep * cfg_.n_embd) * sizeof(float));
+      for (const Span& sp : st.spans) {
+        std::vector<float>& saved = seqs_[static_cast<size_t>(sp.seq)]->saved[static_cast<size_t>(op.layer)];
+        const int64_t cap = static_cast<int64_t>(saved.size()) / cfg_.n_embd;
+        const int64_t n_keep = std::max<int64_t>(0, std::min(sp.n, cap - sp.pos0));
+        if (n_keep > 0)
+          std::memcpy(saved.data() + sp.pos0 * cfg_.n_embd, buf_at(Buf::H, Loc::Host) + sp.row0 * cfg_.n_embd,
+                      static_cast<size_t>(n_keep * cfg_.n_embd) * sizeof(float));
+      }
       break;
     }
     case OpKind::CopyActs: {
       const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
-      const int64_t p = std::min(lp.recompute_prefix, pos);
-      if (p > 0)
-        device_->copy_to_device(dev_recompute_, saved_acts_[static_cast<size_t>(op.layer)].data(),
-                                static_cast<size_t>(p * cfg_.n_embd) * sizeof(float));
+      for (size_t k = 0; k < st.spans.size(); ++k) {
+        const Span& sp = st.spans[k];
+        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
+        if (p > 0)
+          device_->copy_to_device(dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * cfg_.n_embd,
+                                  seqs_[static_cast<size_t>(sp.seq)]->saved[static_cast<size_t>(op.layer)].data(),
+                                  static_cast<size_t>(p * cfg_.n_embd) * sizeof(float));
+      }
       break;
     }
     case OpKind::RecomputeKv: {
@@ -546,12 +653,15 @@ void Model::exec_op(int32_t oi) {
       // (conversion, matmul, bias, RoPE, f16 store) as when they were first computed.
       Layer& L = layers_[static_cast<size_t>(op.layer)];
       const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
-      const int64_t p = std::min(lp.recompute_prefix, pos);
       const int64_t E = cfg_.n_embd;
       const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);  // the device scratch's rows
+      for (size_t k = 0; k < st.spans.size(); ++k) {
+      const Span& sp = st.spans[k];
+      KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
+      const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
       for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
         const int64_t nc = std::min(step_rows, p - c0);
-        const float* h = dev_recompute_ + c0 * E;
+        const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
         for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
           const GgmlType t = type_traits(w->type).vec_dot_type;
           const void* act = h;
@@ -566,7 +676,8 @@ void Model::exec_op(int32_t oi) {
             for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
         }
         for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, cfg_.rope);
-        store_rows(*staging_kv_, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
+        store_rows(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
+      }
       }
       break;
     }

@@ -30,6 +30,7 @@ struct ModelConfig {
   int threads = 1;
   uint64_t memory_limit_bytes = 0;  // 0: /proc/meminfo MemAvailable only
   int64_t kv_page_tokens = KvCache::kPageTokens;  // positions per KV cache page
+  int64_t max_sequences = 1;  // sequences with their own KV that one step may carry
 };
 
 struct TensorEntry {
@@ -75,6 +76,9 @@ struct LayerPlacement {
   // KVPR (paper 001): with streamed KV, positions [0, recompute_prefix) are not copied but
   // recomputed on the device from the layer's stored attn_norm outputs.
   int64_t recompute_prefix = 0;
+  // NEO / APEX: the KV lives per sequence (Model::set_sequence_kv): attention runs on the device
+  // for the rows of device-KV sequences and on the CPU for host-KV ones, at the same time.
+  bool kv_by_sequence = false;
 };
 struct Placement {
   std::vector<LayerPlacement> layers;  // empty: everything on the host
@@ -93,20 +97,36 @@ class Model {
  public:
   // Throws std::runtime_error naming the problem (file, tensor, type, numbers).
   Model(const std::string& path, const std::vector<TensorEntry>& tensors, const ModelConfig& cfg);
+  // Device memory (KV pages, weights, buffers) goes back to the device before the device goes.
+  ~Model();
 
-  // Runs tokens at positions [start_pos, start_pos + n). Returns the logits of the last token
-  // (n_vocab floats), or of every token (n × n_vocab) when want_all. Throws on bad input.
+  // Runs tokens at positions [start_pos, start_pos + n) of sequence 0. Returns the logits of the
+  // last token (n_vocab floats), or of every token (n × n_vocab) when want_all. Throws on bad input.
   std::vector<float> eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all);
-  // Forgets KV positions ≥ from_pos.
-  void clear_kv(int64_t from_pos);
-  int64_t n_past() const { return n_past_.load(std::memory_order_relaxed); }
+  // Several sequences, each at its own position with its own KV, in the same steps (their rows
+  // share every matmul; attention and the KV are per sequence). Returns each input's logits, in
+  // input order. A sequence appears at most once.
+  struct SeqInput {
+    int32_t seq = 0;
+    const int32_t* tokens = nullptr;
+    int64_t n = 0;
+    int64_t start_pos = 0;
+  };
+  std::vector<std::vector<float>> eval_batch(const std::vector<SeqInput>& in, bool want_all);
+  // Forgets KV positions ≥ from_pos of sequence `seq`.
+  void clear_kv(int64_t from_pos, int32_t seq = 0);
+  int64_t n_past(int32_t seq = 0) const;
+  int64_t max_sequences() const { return cfg_.max_sequences; }
+  // Where sequence `seq` keeps its KV in layers placed by sequence (NEO's CPU-attention requests
+  // live on the host). Forgets the sequence's KV.
+  void set_sequence_kv(int32_t seq, Loc loc);
   int threads() const { return pool_->size(); }
   void set_threads(int n);
   const ModelConfig& config() const { return cfg_; }
   uint64_t kv_bytes() const;  // the whole context's KV cache (what the load-time check counts)
   // KV cache pages held by the page tables, and all pages allocated (free list included).
-  uint64_t kv_bytes_in_use() const { return kv_->bytes_in_use(); }
-  uint64_t kv_bytes_reserved() const { return kv_->bytes_reserved(); }
+  uint64_t kv_bytes_in_use() const;
+  uint64_t kv_bytes_reserved() const;
 
   // Per-operation timing of forward steps (off by default: two clock reads per op).
   struct OpTiming {
@@ -168,7 +188,8 @@ class Model {
     int64_t r0 = 0, r1 = 0;             // MatMul / CopyCols / CopyWeight: output rows [r0, r1) (r1 0: all)
     const uint8_t* wdata = nullptr;     // MatMul / CopyWeight: the weight bytes this op reads (or writes)
     int kv_slot = -1;                   // StoreKv / Attention / CopyKv on the device: staging slot (-1: the layer's own KV)
-    bool after_last = false;            // after LastRows: one row unless all logits are wanted
+    bool after_last = false;            // after LastRows: one row per sequence unless all logits are wanted
+    int8_t part = 0;                    // rows: 0 all, 1 of device-KV sequences, 2 of host-KV sequences
     // RmsNorm / SwiGlu: Convert ops folded into this one (compile's fuse pass): each output row
     // is also converted to these activation formats while it is still in L1, instead of a
     // second pass over the whole batch (4-11 MB per op for a 512-token prefill) from L2/L3.
@@ -186,11 +207,14 @@ class Model {
   void fuse_converts();
   float* buf(Buf b);
   int64_t width(Buf b) const;
-  void forward(const int32_t* tokens, int64_t n, int64_t pos, bool want_all, float* logits_out);
+  void forward(bool want_all, float* logits_out);
   void exec_op(int32_t i);
   float* buf_at(Buf b, Loc l);
   uint8_t* act_at(GgmlType t, Loc l);
-  KvCache& kv_for(int layer, Loc l, int slot);
+  struct Sequence;
+  KvCache& kv_for(const Sequence& seq, int layer, int slot);
+  void build_sequences();
+  void check_seq(int32_t seq, const char* what) const;
   void release_device();
   void op_resources(const Op& op, std::vector<int>* reads, std::vector<int>* writes) const;
   void build_deps();
@@ -220,8 +244,17 @@ class Model {
   std::map<GgmlType, std::vector<uint8_t>> act_;  // converted activations per vec_dot_type
   AttentionScratch attn_scratch_;
   AttentionScratch dev_attn_scratch_;  // attention on the device's pool
-  std::unique_ptr<KvCache> kv_;  // every layer's K and V, paged
-  std::atomic<int64_t> n_past_{0};  // read by the JS thread while evalAsync runs on a worker
+  // Each sequence's KV: layers whose KV is on the host, on the device, placed by sequence (on the
+  // host or the device as the sequence says), and the two device staging layers of streamed KV.
+  // kv_cache_of_[layer] says which cache holds the layer, kv_index_[layer] its index there.
+  struct Sequence {
+    std::unique_ptr<KvCache> host, dev, by_seq, staging;
+    std::vector<std::vector<float>> saved;  // KVPR: per layer [prefix][n_embd] attn_norm rows (host)
+    std::atomic<int64_t> n_past{0};         // read by the JS thread while evalAsync runs on a worker
+    Loc kv_loc = Loc::Host;                 // for layers placed by sequence
+  };
+  std::vector<std::unique_ptr<Sequence>> seqs_;
+  std::vector<int8_t> kv_cache_of_;  // 0 host, 1 device, 2 by sequence
   bool profiling_ = false;
   std::vector<uint64_t> op_ns_, op_calls_;  // indexed like ops_
 
@@ -237,11 +270,9 @@ class Model {
   static constexpr int64_t kDeviceRows = 64;
   std::map<const Weight*, uint8_t*> resident_;  // device copies of resident weights (rows [0, r1))
   uint8_t* slots_[2] = {nullptr, nullptr};      // streamed weights, layer l in slot l % 2
-  std::unique_ptr<KvCache> dev_kv_;             // KV of layers whose KV lives on the device
-  std::unique_ptr<KvCache> staging_kv_;         // 2 layers: streamed KV of layer l in slot l % 2
-  std::vector<int> kv_index_;                   // model layer -> its layer in kv_ or dev_kv_
-  std::vector<std::vector<float>> saved_acts_;  // KVPR: per layer [context][n_embd] attn_norm rows (host)
-  float* dev_recompute_ = nullptr;              // KVPR: device rows being recomputed [context][n_embd]
+  std::vector<int> kv_index_;                   // model layer -> its layer in its cache
+  int64_t recompute_rows_ = 0;                  // KVPR: rows per sequence in dev_recompute_
+  float* dev_recompute_ = nullptr;              // KVPR: device rows being recomputed [seq][prefix][n_embd]
   float *dev_rk_ = nullptr, *dev_rv_ = nullptr;  // KVPR: device K and V rows being recomputed
   Executor executor_;
   std::vector<Lane> lanes_;      // per op
@@ -252,12 +283,20 @@ class Model {
   int64_t step_ = 0;
   std::vector<TraceEvent> trace_;
   // The step being executed (read by exec_op on every lane).
+  struct Span {
+    int32_t seq;
+    const int32_t* tokens;
+    int64_t row0, n, pos0;
+  };
   struct StepState {
-    const int32_t* tokens = nullptr;
-    int64_t n = 0, pos = 0;
+    std::vector<Span> spans;       // device-KV sequences first (eval_batch orders them so)
+    int64_t n = 0;                 // rows
+    int64_t n_dev_rows = 0;        // rows of the device-KV sequences: [0, n_dev_rows)
     bool want_all = false;
-    float* logits_out = nullptr;
+    bool need_logits = true;       // some sequence finishes in this step (or all logits wanted)
+    float* logits_out = nullptr;   // want_all: n rows, else one per span
   } step_state_;
+  std::vector<int64_t> row_pos_;   // position of each row of the step
 };
 
 }  // namespace fulcrum

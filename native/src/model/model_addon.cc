@@ -59,6 +59,7 @@ ModelConfig parse_config(const Napi::Object& o) {
   c.threads = static_cast<int>(get_int(o, "threads", false, 1));
   c.memory_limit_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(o, "memoryLimitBytes", false, 0)));
   c.kv_page_tokens = get_int(o, "kvPageTokens", false, KvCache::kPageTokens);
+  c.max_sequences = get_int(o, "maxSequences", false, 1);
   c.norm_eps = static_cast<float>(get_num(o, "normEps", 1e-5));
   c.rope.freq_base = static_cast<float>(get_num(o, "ropeFreqBase", 10000.0));
   c.rope.freq_scale = static_cast<float>(get_num(o, "ropeFreqScale", 1.0));
@@ -151,6 +152,58 @@ class EvalWorker : public Napi::AsyncWorker {
   std::vector<float> out_;
 };
 
+// evalBatch inputs, copied off the JS heap (the worker thread cannot touch JS values).
+struct BatchInput {
+  std::vector<int32_t> seqs;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<int64_t> starts;
+  std::vector<Model::SeqInput> view() const {
+    std::vector<Model::SeqInput> v;
+    for (size_t i = 0; i < seqs.size(); ++i) v.push_back(Model::SeqInput{seqs[i], tokens[i].data(), static_cast<int64_t>(tokens[i].size()), starts[i]});
+    return v;
+  }
+};
+
+Napi::Array to_js_list(Napi::Env env, std::vector<std::vector<float>>&& v) {
+  Napi::Array a = Napi::Array::New(env, v.size());
+  for (size_t i = 0; i < v.size(); ++i) a.Set(static_cast<uint32_t>(i), to_js(env, std::move(v[i])));
+  return a;
+}
+
+class EvalBatchWorker : public Napi::AsyncWorker {
+ public:
+  EvalBatchWorker(Napi::Env env, std::shared_ptr<Shared> shared, BatchInput in, bool all)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), shared_(std::move(shared)), in_(std::move(in)), all_(all) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+  void Execute() override {
+    try {
+      out_ = shared_->model->eval_batch(in_.view(), all_);
+    } catch (const DeviceError& e) {
+      device_error_ = true;
+      SetError(e.what());
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+  void OnOK() override {
+    shared_->busy.store(false);
+    deferred_.Resolve(to_js_list(Env(), std::move(out_)));
+  }
+  void OnError(const Napi::Error& e) override {
+    shared_->busy.store(false);
+    if (device_error_) e.Set("deviceError", Napi::Boolean::New(Env(), true));
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<Shared> shared_;
+  BatchInput in_;
+  bool all_;
+  bool device_error_ = false;
+  std::vector<std::vector<float>> out_;
+};
+
 class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -159,6 +212,11 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceMethod("clearKv", &ModelWrap::ClearKv), InstanceMethod("dispose", &ModelWrap::Dispose),
                         InstanceMethod("opProfile", &ModelWrap::OpProfile),
                         InstanceMethod("setPlacement", &ModelWrap::SetPlacement),
+                        InstanceMethod("evalBatch", &ModelWrap::EvalBatch),
+                        InstanceMethod("evalBatchAsync", &ModelWrap::EvalBatchAsync),
+                        InstanceMethod("setSequenceKv", &ModelWrap::SetSequenceKv),
+                        InstanceMethod("sequencePast", &ModelWrap::SequencePast),
+                        InstanceAccessor("maxSequences", &ModelWrap::GetMaxSequences, nullptr),
                         InstanceMethod("takeTrace", &ModelWrap::TakeTrace),
                         InstanceMethod("compiledOps", &ModelWrap::CompiledOps),
                         InstanceMethod("failDeviceAfter", &ModelWrap::FailDeviceAfter),
@@ -249,7 +307,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "clearKv(fromPos: number)");
     Shared& s = acquire(info.Env());
     try {
-      s.model->clear_kv(info[0].As<Napi::Number>().Int64Value());
+      s.model->clear_kv(info[0].As<Napi::Number>().Int64Value(), info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0);
     } catch (const std::exception& e) {
       s.busy.store(false);
       throw Napi::Error::New(info.Env(), e.what());
@@ -424,6 +482,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       }
       lp.kv = parse_loc(env, lo.Get("kv"), where + ".kv");
       lp.recompute_prefix = get_int(lo, "recomputePrefix", false, 0);
+      lp.kv_by_sequence = lo.Get("kvBySequence").ToBoolean().Value();
       p.layers.push_back(lp);
     }
     Napi::Value head = o.Get("head");
@@ -494,6 +553,76 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
 
   bool tracing_ = false;
+
+  static BatchInput batch_arg(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsArray()) throw Napi::TypeError::New(env, "evalBatch(inputs: {seq, tokens: Int32Array, startPos}[], wantAllLogits?: boolean)");
+    Napi::Array a = info[0].As<Napi::Array>();
+    BatchInput in;
+    for (uint32_t i = 0; i < a.Length(); ++i) {
+      if (!a.Get(i).IsObject()) throw Napi::TypeError::New(env, "evalBatch: input " + std::to_string(i) + " is not an object");
+      Napi::Object o = a.Get(i).As<Napi::Object>();
+      Napi::Value t = o.Get("tokens");
+      if (!t.IsTypedArray() || t.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+        throw Napi::TypeError::New(env, "evalBatch: input " + std::to_string(i) + ".tokens must be an Int32Array");
+      Napi::Int32Array ta = t.As<Napi::Int32Array>();
+      in.tokens.emplace_back(ta.Data(), ta.Data() + ta.ElementLength());
+      in.seqs.push_back(static_cast<int32_t>(get_int(o, "seq", true)));
+      in.starts.push_back(get_int(o, "startPos", true));
+    }
+    return in;
+  }
+
+  Napi::Value EvalBatch(const Napi::CallbackInfo& info) {
+    BatchInput in = batch_arg(info);
+    const bool all = info.Length() > 1 && info[1].ToBoolean().Value();
+    Shared& s = acquire(info.Env());
+    std::vector<std::vector<float>> out;
+    try {
+      out = s.model->eval_batch(in.view(), all);
+    } catch (const DeviceError& e) {
+      s.busy.store(false);
+      throw device_error(info.Env(), e.what());
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+    s.busy.store(false);
+    return to_js_list(info.Env(), std::move(out));
+  }
+
+  Napi::Value EvalBatchAsync(const Napi::CallbackInfo& info) {
+    BatchInput in = batch_arg(info);
+    const bool all = info.Length() > 1 && info[1].ToBoolean().Value();
+    acquire(info.Env());
+    auto* w = new EvalBatchWorker(info.Env(), shared_, std::move(in), all);
+    Napi::Promise p = w->promise();
+    w->Queue();
+    return p;
+  }
+
+  Napi::Value SetSequenceKv(const Napi::CallbackInfo& info) {
+    if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "setSequenceKv(seq: number, loc: 'host' | 'device')");
+    const Loc loc = parse_loc(info.Env(), info[1], "setSequenceKv loc");
+    Shared& s = acquire(info.Env());
+    try {
+      s.model->set_sequence_kv(info[0].As<Napi::Number>().Int32Value(), loc);
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+    s.busy.store(false);
+    return info.Env().Undefined();
+  }
+
+  Napi::Value SequencePast(const Napi::CallbackInfo& info) {
+    if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "sequencePast(seq: number)");
+    return Napi::Number::New(info.Env(), static_cast<double>(model(info.Env()).n_past(info[0].As<Napi::Number>().Int32Value())));
+  }
+
+  Napi::Value GetMaxSequences(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(model(info.Env()).max_sequences()));
+  }
 
   std::shared_ptr<Shared> shared_;
 };
