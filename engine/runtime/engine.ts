@@ -99,11 +99,12 @@ export class Engine {
     let execution: ExecutionInfo;
     try {
       progress(0.7, 'planning the split');
-      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts);
+      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts, opts.maxSequences ?? 1);
       execution = setup.info;
       if (setup.placement) {
         try {
           native.setPlacement(setup.placement, setup.device);
+          setup.sequenceKv.forEach((loc, seq) => native.setSequenceKv(seq, loc));
         } catch (e) {
           if (!(e as { deviceError?: boolean }).deviceError) throw e;
           // The device refused the plan's memory: run on the CPU, and say why.

@@ -8,22 +8,24 @@ import { getProfile } from '../hardware/profiler';
 import { planRequest } from '../plan/api';
 import type { NativeLoopbackDevice, NativePlacement } from '../native/model';
 import { defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice } from './devices';
-import { lowerPlan } from './lowering';
+import { lowerPlan, sequenceKvAssignment } from './lowering';
 import type { ExecutionInfo, ExecutionOptions } from './types';
 
 export interface ExecutionSetup {
   info: ExecutionInfo;
   placement: NativePlacement | null;
   device: NativeLoopbackDevice | null;
+  /** Where each sequence keeps its KV in layers placed by sequence (NEO/APEX); empty otherwise. */
+  sequenceKv: ('host' | 'device')[];
 }
 
-export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions): Promise<ExecutionSetup> {
+export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions, maxSequences = 1): Promise<ExecutionSetup> {
   const choice = resolveDevice(opts.device ?? 'auto');
   if (choice.device === 'cpu') {
     if (opts.policy && opts.policy !== 'auto' && opts.policy !== 'cpu-only') {
       throw new Error(`policy ${opts.policy} needs an accelerator, and the device is the CPU (${choice.reason}); use --device loopback to execute it on the emulated one`);
     }
-    return { info: { device: 'cpu', deviceReason: choice.reason, policy: 'cpu-only', split: 'CPU only', notes: [] }, placement: null, device: null };
+    return { info: { device: 'cpu', deviceReason: choice.reason, policy: 'cpu-only', split: 'CPU only', notes: [] }, placement: null, device: null, sequenceKv: [] };
   }
   const base = opts.hardware ?? (await getProfile({ quick: true })).profile;
   const vramBytes = opts.vramBytes ?? DEFAULT_LOOPBACK_VRAM;
@@ -40,5 +42,6 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
     info: { device: 'loopback', deviceReason: choice.reason, policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: lowered.notes },
     placement: lowered.usesDevice ? lowered.placement : null,
     device,
+    sequenceKv: lowered.usesDevice && lowered.placement.layers.some((l) => l.kvBySequence) ? sequenceKvAssignment(plan, maxSequences) : [],
   };
 }

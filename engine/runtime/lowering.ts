@@ -131,7 +131,8 @@ export function splitSummary(p: NativePlacement): string {
   const partial = p.layers.filter((l) => onDevice(l) > 0).length - full;
   if (full === 0 && partial === 0 && p.head.loc !== 'device') return 'CPU only';
   const kvDev = p.layers.filter((l) => l.kv === 'device').length;
-  const kv = kvDev === p.layers.length ? 'KV GPU' : kvDev === 0 ? 'KV host' : `KV GPU ${kvDev}/${p.layers.length}`;
+  const bySeq = p.layers.filter((l) => l.kvBySequence).length;
+  const kv = bySeq > 0 ? 'KV split by request' : kvDev === p.layers.length ? 'KV GPU' : kvDev === 0 ? 'KV host' : `KV GPU ${kvDev}/${p.layers.length}`;
   const streamed = p.layers.some((l) => Object.values(l.ops).some((o) => o?.weights === 'streamed')) ? ' · streamed' : '';
   const recompute = Math.max(0, ...p.layers.map((l) => l.recomputePrefix ?? 0));
   return `GPU ${full}/${p.layers.length} layers${partial ? ` (+${partial} split)` : ''} · ${kv}${streamed}${recompute ? ` · KV recompute ${recompute}` : ''}`;

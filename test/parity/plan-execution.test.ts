@@ -20,6 +20,7 @@ import { deviceWorkspaceBytes, loopbackHardware } from '../../engine/runtime/dev
 import { lowerPlan } from '../../engine/runtime/lowering';
 import { stepBreakdown } from '../../engine/runtime/trace';
 import { argmax } from '../../engine/runtime/sampler';
+import type { NativeModel } from '../../engine/native/model';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 
 const POLICIES = ['gpu-only', 'layer-split', 'split-points', 'lia', 'kvpr', 'neo', 'apex'];
@@ -172,3 +173,49 @@ test('a placement over the device budget is refused with the numbers, and the mo
     engine.dispose();
   }
 });
+
+// NEO and APEX are about batches: with four sequences, the plan keeps some requests' KV on the
+// device and the others' on the host, where the CPU attends over them while the device attends
+// over the rest. Their batched steps equal each sequence alone on the CPU.
+for (const policy of ['neo', 'apex']) {
+  test(`${policy} at batch 4 splits the requests' KV between device and host and equals the CPU`, { skip: skipUnlessShared(sharedPath('models', 'stories260K.gguf')) }, async () => {
+    const file = sharedPath('models', 'stories260K.gguf');
+    const prompts = [4, 11, 19, 30].map((len, s) => Array.from({ length: len }, (_, i) => 1 + ((i * 29 + s * 5) % 511)));
+    const cpu = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'cpu' });
+    const cpuNative = (cpu as unknown as { native: NativeModel }).native;
+    const alone = prompts.map((p) => {
+      cpuNative.clearKv(0);
+      const first = cpuNative.eval(Int32Array.from(p), 0, false);
+      return [first, cpuNative.eval(Int32Array.of(argmax(first)), p.length, false)];
+    });
+    cpu.dispose();
+    const hp = readHparams(readGguf(file));
+    const size = readGguf(file).tensors.reduce((s, t) => s + t.byteSize, 0);
+    let found = false;
+    for (let f = 1; f <= 6 && !found; f += 0.1) {
+      const vram = Math.round(size * f + deviceWorkspaceBytes(hp, 512));
+      const workload = { batch: 4, prompt: 960, gen: 64, vramBytes: vram };
+      let engine: Engine;
+      try {
+        engine = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'loopback', vramBytes: vram, policy, hardware: BASE, linkGBps: LINK_GBPS, workload, maxSequences: 4 });
+      } catch {
+        continue; // the policy does not apply at this budget
+      }
+      try {
+        const native = (engine as unknown as { native: NativeModel }).native;
+        const attention = native.compiledOps().filter((o) => o.kind === 'attention');
+        if (!engine.deviceStats() || !attention.some((o) => o.loc === 'host') || !attention.some((o) => o.loc === 'device')) continue;
+        found = true;
+        const first = await native.evalBatchAsync(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.from(p), startPos: 0 })));
+        const second = await native.evalBatchAsync(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.of(argmax(first[s]!)), startPos: p.length })));
+        for (let s = 0; s < 4; s++) {
+          assert.deepEqual([first[s], second[s]], alone[s], `${policy}: sequence ${s} differs from the CPU`);
+        }
+        console.log(`  ${policy} batch 4: vram ${(vram / 1024).toFixed(0)} KiB, split ${engine.execution.split}`);
+      } finally {
+        engine.dispose();
+      }
+    }
+    assert.ok(found, `${policy}: no budget splits the requests' KV between device and host`);
+  });
+}
