@@ -27,7 +27,7 @@ const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp
   --vram BYTES         device memory the plan may use, e.g. 8G, 300M (loopback: its arena; default 1G)
   --policy NAME        the policy whose plan executes (default auto; see \`fulcrum plan --help\`)
   --trace FILE         write the measured per-op timeline (Chrome trace JSON, opens in Perfetto)
-  --link GBPS          loopback link cap (default 0.4 × this machine's 1-thread read bandwidth; 0 = none)
+  --link GBPS          loopback link cap (default 0.4 × this machine's 1-thread copy bandwidth; 0 = none)
   --device-threads N   loopback kernel threads (default 1)
 `;
 

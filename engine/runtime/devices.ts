@@ -47,21 +47,25 @@ export function resolveDevice(choice: DeviceChoice): { device: 'cpu' | 'loopback
 }
 
 /**
- * Decision: by default the loopback link runs at 0.4 × this machine's single-thread read
- * bandwidth — the ratio of a PCIe 4.0 x16 link (≈ 25 GB/s) to a desktop's DDR5 (≈ 60 GB/s) —
- * so streaming a weight costs what it costs a real GPU relative to the CPU reading it.
+ * Decision: by default the loopback link runs at 0.4 × this machine's single-thread copy
+ * bandwidth — about the ratio of a PCIe 4.0 x16 link (≈ 25 GB/s) to a desktop's DDR5 (≈ 60 GB/s).
+ * Copy, not read: the loopback link really copies (memcpy on its lane's thread, where a GPU has
+ * a DMA engine), so the cap must sit well below what one thread copies for the emulated transfer
+ * time, not the memcpy, to set the pace (measured here: with the cap at 0.4 × read = 12.6 GB/s,
+ * right at the 13.5 GB/s one thread copies, a KVPR step's copies took 2.6× the predicted time).
  */
 export function defaultLinkGBps(hw: HardwareProfile): number {
-  const one = hw.cpu.memory.byThreads?.find((t) => t.threads === 1)?.readGBps ?? hw.cpu.memory.readGBps;
-  return Math.max(0.1, 0.4 * one);
+  const one = hw.cpu.memory.byThreads?.find((t) => t.threads === 1);
+  const copy = one?.copyGBps ?? hw.cpu.memory.copyGBps;
+  return Math.max(0.1, 0.4 * copy);
 }
 
 /** Device bytes the executor needs besides weights and KV: activations, logits, converted activations (native set_placement). */
-export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOnDevice = true): number {
+export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOnDevice = true, maxSequences = 1): number {
   batchSize = Math.min(batchSize, DEVICE_STEP_ROWS);
   const qw = hp.nHeads * hp.headDim, kvw = hp.nKvHeads * hp.headDim;
   const acts = batchSize * (2 * hp.nEmbd + 2 * qw + 2 * kvw + 2 * hp.nFf) * 4;
-  const logits = headOnDevice ? batchSize * hp.nVocab * 4 : 0;
+  const logits = headOnDevice ? Math.min(batchSize, Math.max(maxSequences, 16)) * hp.nVocab * 4 : 0;
   const converted = 2 * Math.ceil(batchSize * Math.max(hp.nEmbd, qw, hp.nFf) * 1.2);
   // KV pages hold 64 positions: a layer's KV on the device may exceed the plan's count by a page.
   const pageSlack = hp.nLayers * 2 * 64 * kvw * 2;

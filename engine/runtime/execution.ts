@@ -33,7 +33,7 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
   const linkGBps = opts.linkGBps ?? defaultLinkGBps(base);
   const linkLatencyUs = opts.linkLatencyUs ?? 0;
   const deviceThreads = opts.deviceThreads ?? 1;
-  const hardware = loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes: deviceWorkspaceBytes(hp, batchSize) });
+  const hardware = loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes: deviceWorkspaceBytes(hp, batchSize, true, maxSequences) });
   const workload = opts.workload ?? { batch: 1, prompt: Math.max(1, Math.min(1024, Math.floor(contextLength / 2))), gen: Math.max(1, Math.min(64, contextLength - Math.min(1024, Math.floor(contextLength / 2)))), vramBytes };
   const plan = planRequest({ model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto' });
   const lowered = lowerPlan(plan, hp.nLayers);

@@ -56,7 +56,7 @@ export interface ExecutionOptions {
   device?: 'auto' | 'cpu' | 'loopback';
   /** Device memory the plan may use (for loopback: the arena's capacity). */
   vramBytes?: number;
-  /** Loopback link cap in GB/s (default 0.4 × this machine's 1-thread read bandwidth; 0: uncapped). */
+  /** Loopback link cap in GB/s (default 0.4 × this machine's 1-thread copy bandwidth; 0: uncapped). */
   linkGBps?: number;
   linkLatencyUs?: number;
   /** Loopback kernel threads (default 1). */

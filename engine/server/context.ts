@@ -8,6 +8,8 @@ export interface ServerOptions {
   modelPath?: string;
   threads?: number;
   maxCompletionTokens: number;
+  /** Where models execute (initializationOptions device / vram / policy). */
+  execution?: { device?: 'auto' | 'cpu' | 'loopback'; vramBytes?: number; policy?: string };
   /** The client accepts server-created work-done progress (window/workDoneProgress/create). */
   clientSupportsWorkDoneProgress: boolean;
 }

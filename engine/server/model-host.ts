@@ -11,13 +11,15 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LSPErrorCodes, ResponseError } from 'vscode-languageserver';
 import { Engine } from '../runtime/engine';
-import type { GenerateOptions, GenerateResult, LayerSummary, ModelSummary } from '../runtime/types';
+import type { ExecutionOptions, GenerateOptions, GenerateResult, LayerSummary, ModelSummary } from '../runtime/types';
 import { Mutex } from './mutex';
 import { FulcrumErrorCodes, type EngineState, type ModelInfo } from './protocol';
 
 export interface LoadRequest {
   path: string;
   threads?: number;
+  /** Device, VRAM budget and policy the model executes with. */
+  execution?: Pick<ExecutionOptions, 'device' | 'vramBytes' | 'policy'>;
   onProgress?: (fraction: number, message: string) => void;
 }
 
@@ -54,7 +56,11 @@ export class ModelHost {
 
   info(): ModelInfo {
     const info: ModelInfo = { state: this.state() };
-    if (this.engine) info.summary = this.engine.summary;
+    if (this.engine) {
+      info.summary = this.engine.summary;
+      const ex = this.engine.execution;
+      info.execution = { device: ex.device, policy: ex.policy, split: ex.split, notes: ex.notes, ...(ex.fallback ? { fallback: ex.fallback } : {}) };
+    }
     if (this.loadingPath !== undefined) info.loadingPath = this.loadingPath;
     if (this.lastError !== undefined && !this.engine) info.error = this.lastError;
     return info;
@@ -90,7 +96,7 @@ export class ModelHost {
       previous?.dispose();
       this.emitState(`loading ${file}`);
       try {
-        const loadOptions = request.onProgress ? { onProgress: request.onProgress } : {};
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}) };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
       } catch (err) {
         this.lastError = `cannot load ${file}: ${messageOf(err)}`;

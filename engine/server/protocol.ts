@@ -13,11 +13,20 @@ export interface FulcrumInitializationOptions {
   threads?: number;
   /** Most tokens one inline completion may generate; default 32. */
   maxCompletionTokens?: number;
+  /** Where the model executes: 'auto' (default: a real GPU when found, else the CPU), 'cpu', or 'loopback' (emulated). */
+  device?: 'auto' | 'cpu' | 'loopback';
+  /** Device memory the plan may use, e.g. '6G' or a byte count. */
+  vram?: string | number;
+  /** The policy whose plan executes; default 'auto'. */
+  policy?: string;
 }
 
 export interface LoadModelParams {
   path: string;
   threads?: number;
+  device?: 'auto' | 'cpu' | 'loopback';
+  vram?: string | number;
+  policy?: string;
   /** Set by clients that created the work-done progress themselves. */
   workDoneToken?: string | number;
 }
@@ -32,6 +41,17 @@ export interface ModelInfo {
   loadingPath?: string;
   /** Why the last load failed, while state is 'error'. */
   error?: string;
+  /** What executes the loaded model: device, policy and split (e.g. "GPU 18/24 layers · KV host"). */
+  execution?: ExecutionSummary;
+}
+
+export interface ExecutionSummary {
+  device: 'cpu' | 'loopback';
+  policy: string;
+  split: string;
+  /** Set when the device failed or refused the plan and the model runs on the CPU. */
+  fallback?: string;
+  notes: string[];
 }
 
 export interface LayersResult {

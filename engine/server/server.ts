@@ -3,6 +3,7 @@
 import { TextDocumentSyncKind, TextDocuments, type Connection, type InitializeResult } from 'vscode-languageserver';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import type { ServerContext, ServerOptions } from './context';
+import { parseExecutionParams } from './execution-params';
 import { handlerFamilies } from './handlers';
 import { loadWithProgress } from './handlers/model';
 import { ModelHost } from './model-host';
@@ -67,5 +68,7 @@ function parseInitializationOptions(raw: unknown): Partial<ServerOptions> {
   if (threads !== undefined) parsed.threads = threads;
   const maxTokens = optionalInteger(method, init, 'maxCompletionTokens', 1, 4096, 'initializationOptions.maxCompletionTokens');
   if (maxTokens !== undefined) parsed.maxCompletionTokens = maxTokens;
+  const execution = parseExecutionParams(method, init, 'initializationOptions.');
+  if (execution) parsed.execution = execution;
   return parsed;
 }

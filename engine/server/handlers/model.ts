@@ -1,6 +1,7 @@
 // fulcrum/loadModel, fulcrum/modelInfo, fulcrum/layers: the model's lifecycle and contents.
 import type { WorkDoneProgressReporter } from 'vscode-languageserver';
-import type { ServerContext } from '../context';
+import type { ServerContext, ServerOptions } from '../context';
+import { parseExecutionParams } from '../execution-params';
 import { FulcrumRequests, type LayersResult, type ModelInfo } from '../protocol';
 import { optionalInteger, requireObject, requireString } from '../validate';
 import type { ModelSummary } from '../../runtime/types';
@@ -19,7 +20,8 @@ export function registerModelHandlers(ctx: ServerContext): void {
     const reporter = typeof token === 'string' || typeof token === 'number'
       ? connection.window.attachWorkDoneProgress(token)
       : undefined;
-    return loadWithProgress(ctx, path, threads, reporter);
+    const execution = parseExecutionParams(method, params) ?? ctx.options.execution;
+    return loadWithProgress(ctx, path, threads, reporter, execution);
   });
 
   // Answers at once in every state, also while a model loads or a completion runs.
@@ -33,7 +35,7 @@ export function registerModelHandlers(ctx: ServerContext): void {
  * when the client supports that (the initialization-time load has no request token).
  */
 export async function loadWithProgress(ctx: ServerContext, path: string, threads: number | undefined,
-  reporter?: WorkDoneProgressReporter): Promise<ModelSummary> {
+  reporter?: WorkDoneProgressReporter, execution: ServerOptions['execution'] = ctx.options.execution): Promise<ModelSummary> {
   const progress = reporter ?? (ctx.options.clientSupportsWorkDoneProgress
     ? await ctx.connection.window.createWorkDoneProgress().catch(() => undefined)
     : undefined);
@@ -44,10 +46,16 @@ export async function loadWithProgress(ctx: ServerContext, path: string, threads
     const summary = await ctx.host.load({
       path,
       ...(threads !== undefined ? { threads } : {}),
+      ...(execution ? { execution } : {}),
       onProgress: (fraction, message) => progress?.report(Math.round(Math.min(1, Math.max(0, fraction)) * 100), message),
     });
     ctx.connection.console.info(`loaded ${summary.name} (${summary.architecture}, ${summary.nLayers} layers, ` +
       `${summary.parameters} parameters) in ${Date.now() - started} ms`);
+    const ex = ctx.host.info().execution;
+    if (ex) {
+      ctx.connection.console.info(`executing on ${ex.device} with policy ${ex.policy}: ${ex.split}${ex.fallback ? ` (fell back to the CPU: ${ex.fallback})` : ''}`);
+      for (const n of ex.notes) ctx.connection.console.info(`  ${n}`);
+    }
     return summary;
   } catch (err) {
     ctx.connection.console.error(err instanceof Error ? err.message : String(err));
