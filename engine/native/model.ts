@@ -161,6 +161,8 @@ export interface NativeModel {
   evalBatchAsync(inputs: NativeSeqInput[], wantAllLogits?: boolean): Promise<Float32Array[]>;
   /** Where a sequence keeps its KV in layers placed by sequence; forgets its KV. */
   setSequenceKv(seq: number, loc: NativeLoc): void;
+  /** Moves a sequence's KV (layers placed by sequence) to `loc`, keeping its positions (NEO's swap); throws with deviceError when the device is full. */
+  swapSequenceKv(seq: number, loc: NativeLoc): void;
   /** Positions held in the KV of sequence `seq`. */
   sequencePast(seq: number): number;
   readonly maxSequences: number;

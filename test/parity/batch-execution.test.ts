@@ -21,7 +21,7 @@ function ops(loc: NativeLoc): NativeLayerPlacement['ops'] {
   return Object.fromEntries(NATIVE_PLAN_OPS.map((o) => [o, { loc }]));
 }
 
-function placements(nLayers: number): { name: string; placement: NativePlacement; kv?: NativeLoc[] }[] {
+function placements(nLayers: number): { name: string; placement: NativePlacement; kv?: NativeLoc[]; swap?: NativeLoc[] }[] {
   const every = (f: (i: number) => NativeLayerPlacement) => Array.from({ length: nLayers }, (_, i) => f(i));
   return [
     { name: 'all on the device', placement: { layers: every(() => ({ ops: ops('device'), kv: 'device' })), head: { loc: 'device' } } },
@@ -29,6 +29,7 @@ function placements(nLayers: number): { name: string; placement: NativePlacement
     { name: 'KV streamed', placement: { layers: every(() => ({ ops: ops('device'), kv: 'host' })), head: { loc: 'device', weights: 'streamed' } } },
     { name: 'KVPR', placement: { layers: every(() => ({ ops: ops('device'), kv: 'host', recomputePrefix: 12 })), head: { loc: 'device' } } },
     { name: 'KV by sequence (NEO)', placement: { layers: every(() => ({ ops: ops('device'), kv: 'host', kvBySequence: true })), head: { loc: 'device' } }, kv: ['device', 'host', 'device', 'host'] },
+    { name: 'KV by sequence, swapped mid-generation', placement: { layers: every(() => ({ ops: ops('device'), kv: 'host', kvBySequence: true })), head: { loc: 'device' } }, kv: ['device', 'host', 'device', 'host'], swap: ['host', 'device', 'host', 'host'] },
     { name: 'KV by sequence, all on the CPU side', placement: { layers: every(() => ({ ops: ops('device'), kv: 'host', kvBySequence: true })), head: { loc: 'host' } }, kv: ['host', 'host', 'host', 'host'] },
   ];
 }
@@ -46,11 +47,19 @@ async function check(file: string, vocab: number, nLayers: number): Promise<void
       for (let i = 0; i < DECODE_STEPS; i++) out.push(native.eval(Int32Array.of(argmax(out[out.length - 1]!)), pos++, false));
       return out;
     });
-    const together = (): Float32Array[][] => {
+    const together = (swap?: NativeLoc[]): Float32Array[][] => {
       const out: Float32Array[][] = prompts.map(() => []);
       const first = native.evalBatch(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.from(p), startPos: 0 })));
       first.forEach((l, s) => out[s]!.push(l));
       for (let i = 0; i < DECODE_STEPS; i++) {
+        // NEO moves requests between the pools between iterations.
+        if (swap && i === 2) {
+          const before = native.deviceStats!.bytesInUse;
+          swap.forEach((loc, s) => native.swapSequenceKv(s, loc));
+          const after = native.deviceStats!.bytesInUse;
+          // More sequences leave the device than arrive: its KV pages go back to the budget.
+          assert.ok(after < before, `swap: device bytes ${before} -> ${after}`);
+        }
         const step = native.evalBatch(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.of(argmax(out[s]![i]!)), startPos: p.length + i })));
         step.forEach((l, s) => out[s]!.push(l));
       }
@@ -61,7 +70,7 @@ async function check(file: string, vocab: number, nLayers: number): Promise<void
     for (const c of placements(nLayers)) {
       native.setPlacement(c.placement, { kind: 'loopback', capacityBytes: 32 << 20, threads: 1 });
       c.kv?.forEach((loc, s) => native.setSequenceKv(s, loc));
-      const got = together();
+      const got = together(c.swap);
       for (let s = 0; s < SEQS; s++) assert.deepEqual(got[s], alone[s], `${c.name}: sequence ${s} (prompt ${prompts[s]!.length}) differs`);
       const kinds = new Set(native.compiledOps().map((o) => o.kind));
       if (c.kv) assert.ok(native.compiledOps().filter((o) => o.kind === 'attention').length >= 2 * nLayers, `${c.name}: attention on both sides`);

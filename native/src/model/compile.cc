@@ -126,6 +126,32 @@ void Model::set_sequence_kv(int32_t seq, Loc loc) {
   if (q.staging) q.staging->release_from(0);
 }
 
+void Model::swap_sequence_kv(int32_t seq, Loc loc) {
+  check_seq(seq, "swapSequenceKv");
+  if (loc == Loc::Dev && !device_) throw std::runtime_error("swapSequenceKv: the model has no device");
+  Sequence& q = *seqs_[static_cast<size_t>(seq)];
+  if (q.kv_loc == loc || !q.by_seq) {
+    q.kv_loc = loc;
+    return;
+  }
+  const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
+  auto moved = loc == Loc::Dev ? std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt, device_.get())
+                               : std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt);
+  const int64_t n = q.n_past.load();
+  moved->hold(n);  // throws DeviceError when the device is full; nothing has changed then
+  const size_t bytes = moved->page_bytes();
+  for (int64_t l = 0; l < moved->n_layers(); ++l) {
+    const KvPages from = q.by_seq->pages(l), to = moved->pages(l);
+    for (int64_t p = 0; p < moved->held_pages(); ++p) {
+      // K and V of a page are one block (V follows K): one copy per page.
+      if (loc == Loc::Dev) device_->copy_to_device(const_cast<uint16_t*>(to.k[p]), from.k[p], bytes);
+      else device_->copy_to_host(const_cast<uint16_t*>(to.k[p]), from.k[p], bytes);
+    }
+  }
+  q.by_seq = std::move(moved);
+  q.kv_loc = loc;
+}
+
 void Model::check_seq(int32_t seq, const char* what) const {
   if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size()))
     throw std::runtime_error(std::string(what) + ": sequence " + std::to_string(seq) + " is outside [0, " + std::to_string(seqs_.size()) +
@@ -669,7 +695,10 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     // Device activations, for every buffer (a few MB; a real GPU needs them too).
     for (Buf b : {Buf::X, Buf::H, Buf::Q, Buf::K, Buf::V, Buf::Att, Buf::Gate, Buf::Up})
       dev_bufs_[b] = static_cast<float*>(alloc(static_cast<size_t>(B * width(b)) * sizeof(float), "device activations"));
-    if (p.head.loc == Loc::Dev) dev_logits_ = static_cast<float*>(alloc(static_cast<size_t>(B * cfg_.n_vocab) * sizeof(float), "device logits"));
+    // Logits rows: one per sequence, or every row of a step that wants all logits (speculative
+    // verification), capped so the vocabulary-wide buffer stays small (64 rows of 152k = 39 MiB).
+    dev_logit_rows_ = std::min(B, std::max<int64_t>(cfg_.max_sequences, 16));
+    if (p.head.loc == Loc::Dev) dev_logits_ = static_cast<float*>(alloc(static_cast<size_t>(dev_logit_rows_ * cfg_.n_vocab) * sizeof(float), "device logits"));
     // Resident weights, and the per-layer bytes of streamed ones (two slots of the largest layer).
     std::vector<std::pair<const Weight*, OpPlacement>> mats;
     for (int64_t l = 0; l < nl; ++l) {

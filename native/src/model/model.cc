@@ -384,7 +384,8 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
   });
   std::vector<std::vector<float>> out(in.size());
   std::vector<int64_t> done(in.size(), 0);
-  const int64_t budget = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
+  int64_t budget = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
+  if (want_all && dev_logits_) budget = std::min(budget, dev_logit_rows_);
   std::vector<float> logits;
   for (;;) {
     // One step: from each unfinished sequence in order, as many tokens as the rows left allow.

@@ -120,6 +120,10 @@ class Model {
   // Where sequence `seq` keeps its KV in layers placed by sequence (NEO's CPU-attention requests
   // live on the host). Forgets the sequence's KV.
   void set_sequence_kv(int32_t seq, Loc loc);
+  // Moves sequence `seq`'s KV of the layers placed by sequence to `loc`, keeping its positions:
+  // every held page crosses the link (NEO's swap between the device and the host pool). Throws
+  // DeviceError, leaving the sequence where it was, when the device has no room.
+  void swap_sequence_kv(int32_t seq, Loc loc);
   int threads() const { return pool_->size(); }
   void set_threads(int n);
   const ModelConfig& config() const { return cfg_; }
@@ -264,7 +268,8 @@ class Model {
   std::vector<void*> dev_allocs_;               // everything allocated on device_ for the placement
   std::map<Buf, float*> dev_bufs_;              // device copies of the activation buffers
   std::map<GgmlType, uint8_t*> dev_act_;        // device converted activations
-  float* dev_logits_ = nullptr;                 // kDeviceRows rows
+  float* dev_logits_ = nullptr;                 // dev_logit_rows_ rows
+  int64_t dev_logit_rows_ = 0;                  // max(sequences, 16): a step wanting all logits runs this many rows
   // Rows of a step on a device: its activation buffers hold this many (prompts run in chunks of
   // it), so the device workspace is a few MB whatever the host's batch size.
   static constexpr int64_t kDeviceRows = 64;

@@ -215,6 +215,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceMethod("evalBatch", &ModelWrap::EvalBatch),
                         InstanceMethod("evalBatchAsync", &ModelWrap::EvalBatchAsync),
                         InstanceMethod("setSequenceKv", &ModelWrap::SetSequenceKv),
+                        InstanceMethod("swapSequenceKv", &ModelWrap::SwapSequenceKv),
                         InstanceMethod("sequencePast", &ModelWrap::SequencePast),
                         InstanceAccessor("maxSequences", &ModelWrap::GetMaxSequences, nullptr),
                         InstanceMethod("takeTrace", &ModelWrap::TakeTrace),
@@ -607,6 +608,23 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     Shared& s = acquire(info.Env());
     try {
       s.model->set_sequence_kv(info[0].As<Napi::Number>().Int32Value(), loc);
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+    s.busy.store(false);
+    return info.Env().Undefined();
+  }
+
+  Napi::Value SwapSequenceKv(const Napi::CallbackInfo& info) {
+    if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "swapSequenceKv(seq: number, loc: 'host' | 'device')");
+    const Loc loc = parse_loc(info.Env(), info[1], "swapSequenceKv loc");
+    Shared& s = acquire(info.Env());
+    try {
+      s.model->swap_sequence_kv(info[0].As<Napi::Number>().Int32Value(), loc);
+    } catch (const DeviceError& e) {
+      s.busy.store(false);
+      throw device_error(info.Env(), e.what());
     } catch (const std::exception& e) {
       s.busy.store(false);
       throw Napi::Error::New(info.Env(), e.what());
