@@ -1,7 +1,7 @@
 // `fulcrum generate --model FILE --prompt TEXT -n N …`: streams the continuation to stdout and
 // ends with the prompt/generated token counts and decode speed on stderr.
 import { writeFileSync } from 'node:fs';
-import { parseBytes } from '../plan/api';
+import { parseBytes, simulateRequest } from '../plan/api';
 import { Engine } from '../runtime/engine';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { measuredChromeTrace } from '../runtime/trace';
@@ -96,9 +96,19 @@ export const command: CliCommand = {
       if (stats) process.stderr.write(`device memory: peak ${(stats.peakBytes / 2 ** 20).toFixed(2)} MiB of ${(stats.capacityBytes / 2 ** 20).toFixed(2)} MiB\n`);
       if (tracePath) {
         const t = engine.takeTrace();
-        const json = measuredChromeTrace(t, (s) => `step ${s}`, { policy: ex.policy, split: ex.split, device: ex.device });
+        // The prompt runs in steps of at most 64 tokens (engine and device chunks), then one step per token.
+        const steps = [...new Set(t.events.map((e) => e.step))].sort((a, b) => a - b);
+        const prefillSteps = Math.ceil(result.promptTokens / 64);
+        const json = measuredChromeTrace(t, (s) => `measured ${steps.indexOf(s) < prefillSteps ? 'prefill' : 'decode'} step ${steps.indexOf(s) + 1}`, { policy: ex.policy, split: ex.split, device: ex.device });
+        // The simulator's decode step of the same plan first, so the two timelines sit side by side.
+        if (ex.planParams && ex.plan) {
+          const sim = simulateRequest({ ...ex.planParams, policy: ex.plan.chosenPolicy, trace: true }).trace!;
+          const shift = 2;
+          const simDecode = sim.traceEvents.filter((e) => e.pid === 2).map((e) => ({ ...e, pid: 1, ...(e.ph === 'M' && e.name === 'process_name' ? { args: { name: `simulated decode step (${ex.plan!.chosenPolicy})` } } : {}) }));
+          json.traceEvents = [...simDecode, ...json.traceEvents.map((e) => ({ ...e, pid: e.pid + shift }))];
+        }
         writeFileSync(tracePath, JSON.stringify(json));
-        process.stderr.write(`trace: ${t.events.length} op events written to ${tracePath}\n`);
+        process.stderr.write(`trace: ${t.events.length} measured op events${ex.plan ? ' and the simulated decode step' : ''} written to ${tracePath}\n`);
       }
       return 0;
     } finally {

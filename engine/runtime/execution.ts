@@ -35,11 +35,12 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
   const deviceThreads = opts.deviceThreads ?? 1;
   const hardware = loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes: deviceWorkspaceBytes(hp, batchSize, true, maxSequences) });
   const workload = opts.workload ?? { batch: 1, prompt: Math.max(1, Math.min(1024, Math.floor(contextLength / 2))), gen: Math.max(1, Math.min(64, contextLength - Math.min(1024, Math.floor(contextLength / 2)))), vramBytes };
-  const plan = planRequest({ model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto' });
+  const planParams = { model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto' };
+  const plan = planRequest(planParams);
   const lowered = lowerPlan(plan, hp.nLayers);
   const device = lowered.usesDevice ? loopbackDevice({ vramBytes, linkGBps: linkGBps, linkLatencyUs, deviceThreads }) : null;
   return {
-    info: { device: 'loopback', deviceReason: choice.reason, policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: lowered.notes },
+    info: { device: 'loopback', deviceReason: choice.reason, policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: lowered.notes, planParams },
     placement: lowered.usesDevice ? lowered.placement : null,
     device,
     sequenceKv: lowered.usesDevice && lowered.placement.layers.some((l) => l.kvBySequence) ? sequenceKvAssignment(plan, maxSequences) : [],

@@ -85,6 +85,8 @@ export interface ExecutionInfo {
   notes: string[];
   /** Set once the device failed: the reason; the model then runs on the CPU. */
   fallback?: string;
+  /** What the plan was made from, so it can be simulated again next to the measured trace. */
+  planParams?: import('../plan/api').PlanParams;
 }
 
 export interface ModelSummary {
