@@ -12,6 +12,7 @@ import { StopStringFilter } from './stop-strings';
 import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
 import { planExecution } from './execution';
 import { measuredTrace, type MeasuredTrace } from './trace';
+import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
 
 /** Most tokens per native forward step (sizes the native scratch buffers). */
 export const PREFILL_BATCH = 512;
@@ -120,6 +121,17 @@ export class Engine {
     return new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback);
   }
 
+  /**
+   * The continuous-batching scheduler over this model's sequences (created on first use). While
+   * it serves, generate() and logits() must not be used on the same engine: both drive the one
+   * native model.
+   */
+  scheduler(opts: SchedulerOptions = {}): Scheduler {
+    this.sched ??= new Scheduler(this.model(), this.tokenizer, this.contextLength, opts);
+    return this.sched;
+  }
+  private sched: Scheduler | undefined;
+
   /** Switches per-op tracing of executed steps on or off (clears what was recorded). */
   setTracing(on: boolean): void {
     const m = this.model();
@@ -203,6 +215,7 @@ export class Engine {
   }
 
   dispose(): void {
+    void this.sched?.close();
     this.native?.dispose();
     this.native = undefined;
     this.kvTokens = [];

@@ -1,0 +1,78 @@
+// The scheduler's continuous batching: requests of different lengths arriving together and
+// while others run share steps (four KV sequences, more requests than sequences so some queue),
+// and each request's greedy text equals that prompt's text generated alone. Also: cancellation
+// within a step frees the slot, a prompt over the context is refused with the numbers, the queue
+// bound refuses, foreground requests are admitted before background ones, and KV is reused.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Engine } from '../../engine/runtime/engine';
+import { SchedulerError } from '../../engine/runtime/scheduler/scheduler';
+import { sharedPath, skipUnlessShared } from '../helpers/shared';
+
+const MODEL = sharedPath('models', 'stories260K.gguf');
+const PROMPTS = ['Once upon a time', 'The cat', 'Lily and Ben went to the park. They saw a big', 'One day', 'Tom had a red ball', 'The sun was hot and', 'A little bird', 'Sara wanted to'];
+
+async function alone(): Promise<string[]> {
+  const e = await Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'cpu' });
+  try {
+    const out: string[] = [];
+    for (const p of PROMPTS) out.push((await e.generate(p, { maxTokens: 24, temperature: 0 })).text);
+    return out;
+  } finally {
+    e.dispose();
+  }
+}
+
+test('batched requests equal each alone, with more requests than sequences', { skip: skipUnlessShared(MODEL) }, async () => {
+  const want = await alone();
+  for (const device of ['cpu', 'loopback'] as const) {
+    const e = await Engine.load(MODEL, { threads: 1, contextLength: 256, device, maxSequences: 4, ...(device === 'loopback' ? { vramBytes: 4 << 20, policy: 'gpu-only' } : {}) });
+    try {
+      const s = e.scheduler();
+      // Half now, half after the first ones have started decoding.
+      const first = PROMPTS.slice(0, 4).map((p) => s.submit({ prompt: p, maxTokens: 24, temperature: 0 }));
+      await new Promise((r) => setTimeout(r, 5));
+      const second = PROMPTS.slice(4).map((p) => s.submit({ prompt: p, maxTokens: 24, temperature: 0 }));
+      const streams = [...first, ...second];
+      const texts = await Promise.all(streams.map(async (st) => { let t = ''; for await (const piece of st) t += piece; return t; }));
+      assert.deepEqual(texts, want, `${device}: streamed texts`);
+      const results = await Promise.all(streams.map((st) => st.result));
+      assert.deepEqual(results.map((r) => r.text), want);
+      assert.ok(s.stats.stepRows / s.stats.steps > 1.5, `${device}: steps carried several rows (mean ${(s.stats.stepRows / s.stats.steps).toFixed(2)})`);
+      assert.equal(s.stats.running, 0);
+    } finally {
+      e.dispose();
+    }
+  }
+});
+
+test('cancellation, refusals, priorities and KV reuse', { skip: skipUnlessShared(MODEL) }, async () => {
+  const e = await Engine.load(MODEL, { threads: 1, contextLength: 64, device: 'cpu', maxSequences: 2 });
+  try {
+    const s = e.scheduler({ maxQueue: 3 });
+    // Cancel mid-stream: the stream ends 'cancelled' and the slot is free again.
+    const ac = new AbortController();
+    const st = s.submit({ prompt: 'Once upon a time', maxTokens: 40, temperature: 0, signal: ac.signal });
+    let pieces = 0;
+    for await (const _ of st) { if (++pieces === 3) ac.abort(); }
+    const r = await st.result;
+    assert.equal(r.stopReason, 'cancelled');
+    assert.ok(r.generatedTokens < 40);
+    // Over the context: refused at once with the numbers.
+    assert.throws(() => s.submit({ prompt: 'word '.repeat(100), maxTokens: 4 }), (err: unknown) => err instanceof SchedulerError && err.code === 'prompt_too_long' && /holds 64/.test(err.message));
+    // Queue bound: 2 slots running + 3 queued; the sixth is refused.
+    const long = Array.from({ length: 5 }, (_, i) => s.submit({ prompt: `The dog ${i}`, maxTokens: 30, temperature: 0, priority: i >= 3 ? 'foreground' : 'background' }));
+    assert.throws(() => s.submit({ prompt: 'x', maxTokens: 1 }), (err: unknown) => err instanceof SchedulerError && err.code === 'queue_full');
+    const done = await Promise.all(long.map((x) => x.result));
+    // The two foreground requests queued last were admitted before the background one queued first.
+    assert.ok(done[3]!.queuedMs <= done[2]!.queuedMs && done[4]!.queuedMs <= done[2]!.queuedMs, `queued ms ${done.map((d) => d.queuedMs.toFixed(1)).join(', ')}`);
+    // KV reuse: the same prompt again reuses all but its last token.
+    const a = await s.submit({ prompt: 'Once upon a time there was', maxTokens: 2, temperature: 0 }).result;
+    const b = await s.submit({ prompt: 'Once upon a time there was', maxTokens: 2, temperature: 0 }).result;
+    assert.equal(b.reusedTokens, b.promptTokens - 1, `reused ${b.reusedTokens} of ${b.promptTokens}`);
+    assert.equal(a.text, b.text);
+  } finally {
+    e.dispose();
+  }
+});
