@@ -1,25 +1,85 @@
 // `fulcrum serve --lsp --stdio`: the engine as a language server on stdin/stdout.
+// `fulcrum serve --http --model FILE [--port N]`: the OpenAI-compatible HTTP API on 127.0.0.1.
+import { randomBytes } from 'node:crypto';
 import { ProposedFeatures, createConnection } from 'vscode-languageserver/node';
 import { startServer } from '../server/server';
-import { parseArgs, UsageError, type CliCommand } from './command';
+import { createHttpServer } from '../server/http/server';
+import { parseBytes } from '../plan/api';
+import { Engine } from '../runtime/engine';
+import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
+import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
 const USAGE = `usage: fulcrum serve --lsp --stdio
+       fulcrum serve --http --model FILE [--port N] [--token T | --no-auth] [--parallel N]
+                     [--ctx N] [--threads N] [--device D] [--vram BYTES] [--policy NAME] [--max-body BYTES]
 
-Runs the engine as a language server (LSP 3.18 inline completions plus fulcrum/* requests)
-speaking JSON-RPC on stdin/stdout. Model and threads come from the client's
-initializationOptions {modelPath, threads} or a fulcrum/loadModel request.
+--lsp --stdio   the engine as a language server (LSP 3.18 inline completions plus fulcrum/*
+                requests) on stdin/stdout; model and threads come from initializationOptions
+                {modelPath, threads, device, vram, policy} or a fulcrum/loadModel request.
+--http          OpenAI-compatible POST /v1/completions (stream: true for server-sent events),
+                GET /v1/models, GET /health and Prometheus GET /metrics on 127.0.0.1:PORT
+                (default 8080; 0 picks a free port). Requests carry "Authorization: Bearer T";
+                without --token a random token is printed at start; --no-auth disables it.
+  --parallel N  requests decoded together, each with its own KV (default 4)
+  --max-body B  largest request body (default 1M)
 `;
 
 export const command: CliCommand = {
   async run(argv: string[]): Promise<number> {
-    const args = parseArgs(argv, [], ['lsp', 'stdio', 'help']);
+    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body'], ['lsp', 'stdio', 'http', 'no-auth', 'help']);
     if (args.options.has('help')) { process.stdout.write(USAGE); return 0; }
     if (args.positionals.length > 0) throw new UsageError(`serve: unexpected argument '${args.positionals[0]}'\n${USAGE}`);
+    if (args.options.has('http')) return serveHttp(args);
     if (!args.options.has('lsp') || !args.options.has('stdio')) {
-      throw new UsageError(`serve: only --lsp --stdio is available\n${USAGE}`);
+      throw new UsageError(`serve: give --lsp --stdio or --http\n${USAGE}`);
     }
     startServer(createConnection(ProposedFeatures.all, process.stdin, process.stdout));
     // The connection keeps the process alive; it exits on the client's `exit` notification.
     return new Promise<number>(() => undefined);
   },
 };
+
+async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
+  const model = args.options.get('model');
+  if (!model) throw new UsageError(`serve --http: --model FILE is required\n${USAGE}`);
+  if (args.options.has('token') && args.options.has('no-auth')) throw new UsageError('serve --http: --token and --no-auth exclude each other');
+  const port = Math.floor(numberOption(args, 'port', 8080, 0, 65535));
+  const parallel = Math.floor(numberOption(args, 'parallel', 4, 1, 256));
+  const device = (args.options.get('device') ?? 'auto') as DeviceChoice;
+  if (!DEVICE_CHOICES.includes(device)) throw new UsageError(`--device must be one of ${DEVICE_CHOICES.join(', ')}, got '${device}'`);
+  const vram = args.options.get('vram');
+  const policy = args.options.get('policy');
+  const maxBody = args.options.has('max-body') ? parseBytes(args.options.get('max-body')!, '--max-body') : 1 << 20;
+  const token = args.options.has('no-auth') ? undefined : args.options.get('token') ?? randomBytes(18).toString('base64url');
+  const engine = await Engine.load(model, {
+    maxSequences: parallel, device,
+    ...(args.options.has('threads') ? { threads: Math.floor(numberOption(args, 'threads', 1, 1, 512)) } : {}),
+    ...(args.options.has('ctx') ? { contextLength: Math.floor(numberOption(args, 'ctx', 1, 1, 1 << 22)) } : {}),
+    ...(vram !== undefined ? { vramBytes: parseBytes(vram, '--vram') } : {}),
+    ...(policy !== undefined ? { policy } : {}),
+    workload: { batch: parallel, prompt: 512, gen: 128 },
+    onFallback: (reason) => process.stderr.write(`fulcrum: the device failed, continuing on the CPU: ${reason}\n`),
+  });
+  const scheduler = engine.scheduler();
+  const { server } = createHttpServer({
+    scheduler, modelId: engine.summary.name, token, maxBodyBytes: maxBody,
+    split: () => engine.execution.split, kvBytesInUse: () => engine.kvBytesInUse(),
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  const address = server.address();
+  const actual = typeof address === 'object' && address ? address.port : port;
+  process.stderr.write(`device: ${engine.execution.device} (${engine.execution.deviceReason}); policy: ${engine.execution.policy}; split: ${engine.execution.split}\n`);
+  process.stdout.write(`fulcrum: serving ${engine.summary.name} on http://127.0.0.1:${actual} (${parallel} parallel sequences, context ${engine.contextLength})\n`);
+  process.stdout.write(token ? `fulcrum: token ${token}\n` : 'fulcrum: no authentication (--no-auth)\n');
+  return new Promise<number>((resolve) => {
+    const stop = () => {
+      server.close();
+      void scheduler.close().finally(() => { engine.dispose(); resolve(0); });
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}

@@ -145,6 +145,11 @@ export class Engine {
     return measuredTrace(m.compiledOps(), m.takeTrace());
   }
 
+  /** KV cache bytes held by every sequence (host and device pages). */
+  kvBytesInUse(): number {
+    return this.model().kvBytesInUse;
+  }
+
   /** Device memory in use and its peak (null on the CPU). */
   deviceStats(): NativeDeviceStats | null {
     return this.model().deviceStats;

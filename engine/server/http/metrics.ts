@@ -1,0 +1,64 @@
+// Prometheus text exposition of the server: requests, tokens, latencies, queue depth, KV use,
+// and the executed split.
+import type { SchedulerStats, ServeResult } from '../../runtime/scheduler/scheduler';
+
+const BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+export class Metrics {
+  private ok = 0;
+  private errors = 0;
+  private readonly latency = new Array<number>(BUCKETS_S.length + 1).fill(0);
+  private latencySum = 0;
+  private readonly firstToken = new Array<number>(BUCKETS_S.length + 1).fill(0);
+  private firstTokenSum = 0;
+  private started = 0;
+
+  requestStarted(): void { this.started++; }
+
+  requestEnded(r: ServeResult | undefined, ms: number, outcome: 'ok' | 'error'): void {
+    if (outcome === 'ok') this.ok++; else this.errors++;
+    const s = ms / 1000;
+    this.latency[bucket(s)]!++;
+    this.latencySum += s;
+    if (r) {
+      const f = r.firstTokenMs / 1000;
+      this.firstToken[bucket(f)]!++;
+      this.firstTokenSum += f;
+    }
+  }
+
+  render(stats: SchedulerStats, split: string, kvBytes: number): string {
+    const lines: string[] = [];
+    const metric = (name: string, type: string, help: string, values: [string, number][]) => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+      for (const [labels, v] of values) lines.push(`${name}${labels} ${v}`);
+    };
+    metric('fulcrum_http_requests_total', 'counter', 'Completion requests answered, by outcome.', [['{outcome="ok"}', this.ok], ['{outcome="error"}', this.errors]]);
+    metric('fulcrum_requests_cancelled_total', 'counter', 'Requests cancelled (client gone or aborted).', [['', stats.cancelled]]);
+    metric('fulcrum_prompt_tokens_total', 'counter', 'Prompt tokens of admitted requests.', [['', stats.promptTokens]]);
+    metric('fulcrum_prompt_tokens_reused_total', 'counter', 'Prompt tokens whose KV was reused from a slot.', [['', stats.reusedTokens]]);
+    metric('fulcrum_generated_tokens_total', 'counter', 'Tokens generated.', [['', stats.generatedTokens]]);
+    metric('fulcrum_steps_total', 'counter', 'Batched forward steps.', [['', stats.steps]]);
+    metric('fulcrum_step_rows_total', 'counter', 'Token rows over all steps (divide by steps for the mean batch).', [['', stats.stepRows]]);
+    metric('fulcrum_queue_depth', 'gauge', 'Requests waiting for a slot.', [['', stats.queued]]);
+    metric('fulcrum_running_requests', 'gauge', 'Requests holding a KV slot.', [['', stats.running]]);
+    metric('fulcrum_slots', 'gauge', 'KV sequences (most requests served at once).', [['', stats.slots]]);
+    metric('fulcrum_kv_bytes_in_use', 'gauge', 'KV cache bytes held (host and device pages).', [['', kvBytes]]);
+    metric('fulcrum_split_info', 'gauge', 'The executed split of the model between CPU and GPU.', [[`{split="${split.replace(/["\\\n]/g, ' ')}"}`, 1]]);
+    const histogram = (name: string, help: string, counts: number[], sum: number) => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
+      let acc = 0;
+      BUCKETS_S.forEach((b, i) => { acc += counts[i]!; lines.push(`${name}_bucket{le="${b}"} ${acc}`); });
+      acc += counts[BUCKETS_S.length]!;
+      lines.push(`${name}_bucket{le="+Inf"} ${acc}`, `${name}_sum ${sum}`, `${name}_count ${acc}`);
+    };
+    histogram('fulcrum_request_duration_seconds', 'Completion request latency, arrival to last token.', this.latency, this.latencySum);
+    histogram('fulcrum_first_token_seconds', 'Time to the first generated token.', this.firstToken, this.firstTokenSum);
+    return `${lines.join('\n')}\n`;
+  }
+}
+
+function bucket(s: number): number {
+  const i = BUCKETS_S.findIndex((b) => s <= b);
+  return i < 0 ? BUCKETS_S.length : i;
+}

@@ -1,0 +1,74 @@
+// A real `fulcrum serve --http` process for the tests, and a real HTTP client (node's fetch and
+// raw sockets for the abuse cases). Only 127.0.0.1.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from '../helpers/shared';
+
+export class HttpServerProcess {
+  private constructor(readonly child: ChildProcessWithoutNullStreams, readonly base: string, readonly token: string | undefined, public stderr: string) {}
+
+  static async start(model: string, extra: string[] = []): Promise<HttpServerProcess> {
+    const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'cli.js'), 'serve', '--http', '--port', '0', '--model', model, ...extra], { stdio: 'pipe' });
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
+    const base = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`server did not start in 30 s: ${err}`)), 30_000);
+      child.stdout.on('data', (b: Buffer) => {
+        out += b.toString();
+        const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (m && /fulcrum: (token \S+|no authentication)/.test(out)) { clearTimeout(timer); resolve(m[1]!); }
+      });
+      child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}): ${err}`)); });
+    });
+    const token = /fulcrum: token (\S+)/.exec(out)?.[1];
+    const p = new HttpServerProcess(child, base, token, err);
+    child.stderr.on('data', (b: Buffer) => { p.stderr += b.toString(); });
+    return p;
+  }
+
+  headers(): Record<string, string> {
+    return { 'content-type': 'application/json', ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) };
+  }
+
+  /** Streams a completion; returns the concatenated text and the finish reason. */
+  async stream(prompt: string, maxTokens: number, signal?: AbortSignal, onPiece?: (n: number) => void): Promise<{ text: string; finish: string | null; done: boolean }> {
+    const res = await fetch(`${this.base}/v1/completions`, { method: 'POST', headers: this.headers(), body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, stream: true }), signal });
+    if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let buf = '', text = '', finish: string | null = null, done = false, pieces = 0;
+    for (;;) {
+      const { value, done: end } = await reader.read();
+      if (end) break;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        if (!ev.startsWith('data: ')) continue;
+        const data = ev.slice(6);
+        if (data === '[DONE]') { done = true; continue; }
+        const j = JSON.parse(data) as { choices: { text: string; finish_reason: string | null }[] };
+        text += j.choices[0]!.text;
+        if (j.choices[0]!.finish_reason) finish = j.choices[0]!.finish_reason;
+        onPiece?.(++pieces);
+      }
+    }
+    return { text, finish, done };
+  }
+
+  rssBytes(): number {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.child.pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    const exited = new Promise((r) => this.child.once('exit', r));
+    this.child.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    if (this.child.exitCode === null) this.child.kill('SIGKILL');
+  }
+}
