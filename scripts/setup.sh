@@ -13,6 +13,13 @@ for cmd_pkg in g++:build-essential make:build-essential python3:python3 chromium
   command -v "${cmd_pkg%%:*}" >/dev/null 2>&1 || need+=("${cmd_pkg##*:}")
 done
 [ -f /usr/include/gssapi/gssapi.h ] || need+=(libkrb5-dev)
+# Vulkan: headers and glslc to build the GPU backend's shaders; lavapipe (a Vulkan driver on the
+# CPU) and the Khronos validation layer to test it (GPU.md).
+command -v glslc >/dev/null 2>&1 || need+=(glslc spirv-tools)
+[ -f /usr/include/vulkan/vulkan.h ] || need+=(libvulkan-dev)
+[ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || need+=(mesa-vulkan-drivers)
+[ -f /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ] || need+=(vulkan-validationlayers)
+command -v vulkaninfo >/dev/null 2>&1 || need+=(vulkan-tools)
 if [ "${#need[@]}" -gt 0 ] && [ "${SKIP_APT:-0}" != 1 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing Debian packages: ${need[*]}"

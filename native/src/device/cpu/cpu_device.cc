@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "device/device.h"
+#include "device/vulkan/vulkan_context.h"
 #include "ggml_types.h"
 
 namespace fulcrum {
@@ -28,7 +29,17 @@ DeviceListing list_devices() {
   lb.ops = cpu.ops;
   lb.threads = 1;
   out.found.push_back(lb);
-  out.unavailable.push_back("vulkan: not built into this addon yet (the Vulkan backend is a separate issue)");
+  // Vulkan: the device is probed (the loader opened with dlopen); its executor lanes are not
+  // wired yet, so it is listed with what it is and what it cannot do yet.
+  std::string why;
+  std::unique_ptr<VulkanContext> vk = VulkanContext::open(&why);
+  if (!vk) {
+    out.unavailable.push_back("vulkan: " + why);
+  } else {
+    const VulkanInfo& v = vk->info();
+    out.unavailable.push_back("vulkan: " + v.name + " (" + v.type + ", " + std::to_string(v.budget_bytes >> 20) + " MiB budget, subgroup " +
+                              std::to_string(v.subgroup_size) + ") found; its kernels so far are matvec F32/Q8_0, so plans cannot execute on it yet");
+  }
   return out;
 }
 

@@ -1,0 +1,69 @@
+// The Vulkan device's kernels against the CPU, on whatever Vulkan device the machine has (in CI:
+// Mesa's lavapipe), with the Khronos validation layer on: any validation message fails. Random
+// and edge-shaped inputs (one row, odd sizes, tails) and an F32 tensor above 128 MiB, bound
+// through windows within maxStorageBufferRange. Tolerance: |y - y64| <= 1e-5 · Σ|w·x| + 1e-6,
+// where y64 is the float64 product of the same (dequantized) weights and inputs: the GPU sums in
+// f32 in another order. Skips, saying why, where there is no Vulkan loader or device.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+import { repoRoot } from '../helpers/shared';
+
+const CHILD = `
+const a = require(${JSON.stringify(path.join(repoRoot, 'native', 'build', 'Release', 'fulcrum.node'))});
+const p = a.vulkan.probe();
+if (!p.available) { console.log(JSON.stringify({ skip: p.reason })); process.exit(0); }
+let seed = 7; const rnd = () => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed / 0x7fffffff - 0.5; };
+const f16 = (v) => { const f = new Float32Array([v]); const i = new Uint32Array(f.buffer)[0];
+  const s = (i >>> 16) & 0x8000; let e = ((i >>> 23) & 0xff) - 112; let m = i & 0x7fffff;
+  if (e <= 0) return s; if (e >= 31) return s | 0x7c00; return s | (e << 10) | ((m + 0x1000) >>> 13); };
+const h2f = (h) => { const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, m = h & 1023; return e === 0 ? s * m * 2 ** -24 : s * (1 + m / 1024) * 2 ** (e - 15); };
+const out = [];
+function check(type, rows, cols) {
+  const x = new Float32Array(cols).map(rnd);
+  let bytes, deq = new Float64Array(rows * cols);
+  if (type === 0) {
+    const w = new Float32Array(rows * cols).map(rnd); bytes = new Uint8Array(w.buffer); deq.set(w);
+  } else {
+    const nb = cols / 32; bytes = new Uint8Array(rows * nb * 34);
+    for (let r = 0; r < rows; r++) for (let b = 0; b < nb; b++) {
+      const o = (r * nb + b) * 34; const d = f16(Math.abs(rnd()) / 64 + 1e-3); bytes[o] = d & 255; bytes[o + 1] = d >> 8;
+      for (let i = 0; i < 32; i++) { const q = Math.round(rnd() * 254); bytes[o + 2 + i] = q & 255; deq[r * cols + b * 32 + i] = h2f(d) * q; }
+    }
+  }
+  const r = a.vulkan.matvec(type, bytes, rows, cols, x);
+  let worst = 0;
+  for (let i = 0; i < rows; i++) {
+    let s = 0, mag = 0; for (let c = 0; c < cols; c++) { const t = deq[i * cols + c] * x[c]; s += t; mag += Math.abs(t); }
+    worst = Math.max(worst, Math.abs(r.y[i] - s) / (1e-5 * mag + 1e-6));
+  }
+  out.push({ type, rows, cols, worst, windows: r.windows, validation: r.validationMessages });
+}
+for (const [rows, cols] of [[1, 1], [1, 96], [37, 3], [37, 96], [1000, 4097], [3, 8192]]) check(0, rows, cols);
+for (const [rows, cols] of [[1, 32], [37, 96], [513, 4096], [7, 32 * 300]]) check(8, rows, cols);
+check(0, 8200, 4100);  // 134.5 MB of F32: above lavapipe's 128 MiB maxStorageBufferRange
+console.log(JSON.stringify({ probe: a.vulkan.probe(), out }));
+`;
+
+test('Vulkan matvec (F32, Q8_0) equals the CPU within the bound, windows past 128 MiB, no validation message', () => {
+  const r = spawnSync(process.execPath, ['-e', CHILD], {
+    encoding: 'utf8', timeout: 300_000,
+    env: { ...process.env, VK_INSTANCE_LAYERS: 'VK_LAYER_KHRONOS_validation', LP_NUM_THREADS: '1', XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const res = JSON.parse(r.stdout.trim().split('\n').pop()!) as { skip?: string; probe: { name: string; validationMessages: number; lastValidationMessage: string; maxStorageBufferRange: number }; out: { type: number; rows: number; cols: number; worst: number; windows: number; validation: number }[] };
+  if (res.skip) {
+    console.log(`  skipped: ${res.skip}`);
+    return;
+  }
+  console.log(`  device: ${res.probe.name}`);
+  for (const o of res.out) {
+    assert.ok(o.worst <= 1, `type ${o.type} ${o.rows}×${o.cols}: error ${o.worst.toFixed(2)} × the bound`);
+  }
+  const big = res.out[res.out.length - 1]!;
+  assert.ok(big.windows >= 2 || res.probe.maxStorageBufferRange > 8200 * 4100 * 4, `the 134.5 MB tensor was bound through ${big.windows} window(s)`);
+  assert.equal(res.probe.validationMessages, 0, `validation: ${res.probe.lastValidationMessage}`);
+  assert.doesNotMatch(r.stdout + r.stderr, /Validation Error|VUID-/, 'no validation output');
+});
