@@ -84,8 +84,11 @@ export function transferMs(hw: HardwareProfile, bytes: number, direction: 'h2d' 
   return (bytes / (gbps * 1e9)) * MS + l.latencyUs / 1e3;
 }
 
-/** Storage→device time over all NVMe devices (GDS), ms; undefined without NVMe. */
+/**
+ * Storage→device time over all NVMe devices (GDS), ms; undefined without NVMe or when the GPU
+ * does not support GPUDirect Storage (GeForce cards; unknown counts as unsupported).
+ */
 export function s2dMs(hw: HardwareProfile, bytes: number): number | undefined {
-  if (!hw.nvme || bytes <= 0) return undefined;
+  if (!hw.nvme || bytes <= 0 || hw.gpu?.gds !== true) return undefined;
   return (bytes / (hw.nvme.readGBps * 1e9)) * MS;
 }

@@ -113,6 +113,11 @@ export interface GpuProfile {
   launchOverheadUs: number;
   /** Memory the runtime/driver keeps for itself (CUDA context, workspace). */
   reservedBytes: number;
+  /**
+   * GPUDirect Storage (NVMe → VRAM without a host bounce, paper 000 §2.1). Data-center and
+   * workstation parts only; GeForce cards do not support it. Absent = unknown = not used.
+   */
+  gds?: boolean;
 }
 
 /** Host↔device link (PCIe or C2C). */
@@ -124,6 +129,9 @@ export interface LinkProfile {
   d2hPageableGBps: number;
   /** Per-transfer fixed latency. */
   latencyUs: number;
+  /** PCIe generation and lane count of the slot (e.g. 4 and 8 for a laptop RTX 4060); absent = unknown. */
+  pcieGen?: number;
+  pcieLanes?: number;
 }
 
 /** NVMe storage readable straight into the GPU (GPUDirect Storage), paper 000 §2.1. */
@@ -152,7 +160,15 @@ export interface HardwareProfile {
   /** Short name shown in plans and UI, e.g. 'rtx-a4000+ryzen9-7950x' or 'this machine'. */
   name: string;
   cpu: CpuProfile;
-  memory: { totalBytes: number; availableBytes: number };
+  memory: {
+    totalBytes: number;
+    availableBytes: number;
+    /**
+     * Most host memory the plan may page-lock (pinned, cudaHostAlloc) for streamed weights;
+     * absent = no limit beyond availableBytes. Drivers and OSes cap it (e.g. WSL2, ulimit -l).
+     */
+    pinnedLimitBytes?: number;
+  };
   /** Absent on machines without a usable accelerator. */
   gpu?: GpuProfile;
   /** Absent when there is no GPU. */
