@@ -88,7 +88,7 @@ export function makeAutoPolicy(candidates: () => Policy[]): Policy {
       // A plan that does not fit is refused, by auto as by every policy (engine/plan/predict.ts),
       // with each candidate's numbers.
       if (!best && evals.some((e) => e.plan && !e.plan.memory.fits)) {
-        throw new PlanDoesNotFitError(`auto: no policy fits this workload in memory: ${evals.map((e) => `${e.policy.name}: ${e.plan ? overflowOf(e.plan, ctx.hardware.memory.pinnedLimitBytes) || 'fits' : e.reason}`).join('; ')}`);
+        throw new PlanDoesNotFitError(`auto: no policy's plan fits, every one does not fit in memory: ${evals.map((e) => `${e.policy.name}: ${e.plan ? overflowOf(e.plan, ctx.hardware.memory.pinnedLimitBytes) || 'fits' : e.reason}`).join('; ')}`);
       }
       if (!best || !best.plan || !best.simulated) {
         throw new Error(`auto: no policy can run this workload: ${evals.map((e) => `${e.policy.name}: ${e.reason}`).join('; ')}`);

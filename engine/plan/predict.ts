@@ -38,7 +38,7 @@ export function overflowOf(plan: Plan, pinnedLimitBytes?: number): string {
   const m = plan.memory;
   const parts: string[] = [];
   if (m.gpuBytes > m.gpuCapacityBytes + 1) parts.push(`GPU needs ${gib(m.gpuBytes)} of ${gib(m.gpuCapacityBytes)}`);
-  if (m.hostBytes + m.pinnedBytes > m.hostCapacityBytes + 1) parts.push(`host needs ${gib(m.hostBytes + m.pinnedBytes)} (pinned ${gib(m.pinnedBytes)}) of ${gib(m.hostCapacityBytes)}`);
+  if (m.hostBytes + m.pinnedBytes > m.hostCapacityBytes + 1) parts.push(`host needs ${gib(m.hostBytes + m.pinnedBytes)}${m.pinnedBytes > 0 ? ` (pinned ${gib(m.pinnedBytes)})` : ''} of ${gib(m.hostCapacityBytes)}`);
   if (pinnedLimitBytes !== undefined && m.pinnedBytes > pinnedLimitBytes + 1) parts.push(`pinned host memory ${gib(m.pinnedBytes)} exceeds the limit ${gib(pinnedLimitBytes)}`);
   if (!parts.length && !m.fits) parts.push('memory does not fit');
   return parts.join('; ');

@@ -144,3 +144,21 @@ test('--costs table errors name the field', () => {
   assert.throws(() => parseCostsJson('{"unit":"ms","ops":[{"name":"Q"},{"name":"Q"}]}', 'x.json'), /ops\[1\].name "Q" appears twice/);
   assert.throws(() => parseCostsJson(JSON.stringify({ unit: 'ms', ops: Array.from({ length: 300 }, (_, i) => ({ name: `op${i}` })) }), 'x.json'), /limit 256/);
 });
+
+test('Eq. 14 through the CLI path: batch=50,batches=2 with the Fig. 7a --costs table plans the paper\'s 2×25 split', () => {
+  // Fig. 7a's table holds the times of one batch of 25; batches=2 says the 50 sequences run as 2×25.
+  const costs = { unit: 'ms' as const, ops: NAMES.map((name, k) => ({ name, cpu: FIG7A_CPU[k]!, h2d: FIG7A_H2D[k]!, gpu: FIG7A_GPU[k]! })) };
+  const plan = planRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=2,prompt=512,gen=32', policy: 'split-points', costs });
+  assert.equal(plan.details!.batches, 2);
+  assert.equal(plan.stages.decode.subBatches?.length, 2);
+  assert.deepEqual(plan.stages.decode.subBatches!.map((b) => b.size), [25, 25]);
+  close((plan.details!.analytic as { layerMs: number }).layerMs, 60.412);
+  // The same workload as one batch is the Fig. 6a problem, not this one: batches is not ignored.
+  const one = planRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=1,prompt=512,gen=32', policy: 'split-points', costs });
+  assert.equal(one.details!.batches, 1);
+  assert.notEqual((one.details!.analytic as { layerMs: number }).layerMs, 60.412);
+  // Without --costs the cost model plans exactly the batches asked for.
+  const modelled = planRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=2,prompt=512,gen=32', policy: 'split-points' });
+  assert.equal(modelled.details!.batches, 2);
+  assert.throws(() => planRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=3,prompt=512,gen=32', policy: 'split-points' }), /does not split into 3 equal batches/);
+});
