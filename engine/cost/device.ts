@@ -12,8 +12,16 @@ const CPU_OP_OVERHEAD_MS = 0.005;
 function isLinear(w: OpWork): boolean { return w.weightBytes > 0; }
 function isAttention(w: OpWork): boolean { return w.kind === 'scores' || w.kind === 'wv'; }
 
-/** Best rate over thread counts for a kernel and format (paper 000 keeps the fastest thread count). */
+/**
+ * Best rate over thread counts for a kernel and format (paper 000 keeps the fastest thread
+ * count), times the profile's end-to-end calibration scale when it has one (CpuCalibration).
+ */
 export function cpuKernelRate(cpu: CpuProfile, kernel: 'gemv' | 'gemm', format: string): number {
+  const scale = cpu.calibration ? (kernel === 'gemv' ? cpu.calibration.gemvScale : cpu.calibration.gemmScale) : 1;
+  return measuredKernelRate(cpu, kernel, format) * scale;
+}
+
+function measuredKernelRate(cpu: CpuProfile, kernel: 'gemv' | 'gemm', format: string): number {
   let best = 0;
   const fmt = format.toUpperCase();
   for (const k of cpu.kernels) {

@@ -72,6 +72,29 @@ export interface ContentionMeasurement {
   transferGBps: number;
 }
 
+/**
+ * End-to-end calibration of the CPU rates (issue 14): the native executor decodes and prefills a
+ * synthetic calibration model, and the GEMV / GEMM rates are scaled so that the cost model's
+ * prediction for that model equals the measurement. Microbenchmarks run one matrix at a time;
+ * a real step adds cache effects across matrices, thread hand-offs and the ops between them.
+ */
+export interface CpuCalibration {
+  /** Multiplier of every measured GEMV rate (decode), fitted on the calibration model. */
+  gemvScale: number;
+  /** Multiplier of every measured GEMM rate (prefill), fitted after gemvScale. */
+  gemmScale: number;
+  /** What was run: the synthetic model's shape and format, tokens, threads. */
+  model: string;
+  format: FormatName;
+  threads: number;
+  promptTokens: number;
+  genTokens: number;
+  /** Measured: median over runs. */
+  prefillTokensPerS: number;
+  decodeTokensPerS: number;
+  runs: number;
+}
+
 export interface CpuProfile {
   name: string;
   /** Physical cores. */
@@ -98,6 +121,8 @@ export interface CpuProfile {
   contention?: ContentionMeasurement;
   /** Peak FLOP/s of the CPU for compute-bound kernels (specification or best GEMM measured). */
   peakGflops: number;
+  /** Absent: the kernel rates are used as measured. */
+  calibration?: CpuCalibration;
 }
 
 export interface GpuProfile {

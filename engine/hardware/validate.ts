@@ -41,6 +41,11 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
   num(mem.copyGBps, `${where}: cpu.memory.copyGBps`, 0, 1e6);
   num(cpu.contentionFactor, `${where}: cpu.contentionFactor`, 1, 100);
   num(cpu.peakGflops, `${where}: cpu.peakGflops`, 1e-3, 1e9);
+  if (cpu.calibration !== undefined) {
+    const k = obj(cpu.calibration, `${where}: cpu.calibration`);
+    num(k.gemvScale, `${where}: cpu.calibration.gemvScale`, 1e-3, 1e3);
+    num(k.gemmScale, `${where}: cpu.calibration.gemmScale`, 1e-3, 1e3);
+  }
   const m = obj(p.memory, `${where}: memory`);
   num(m.totalBytes, `${where}: memory.totalBytes`);
   num(m.availableBytes, `${where}: memory.availableBytes`);
