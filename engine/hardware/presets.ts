@@ -63,13 +63,23 @@ const AMX: CpuIsa = { ...AVX512BF16, amx: true };
  * A CPU from specifications: `readGBps` sustained DRAM bandwidth, `peakGflops` BF16/FP16 matrix
  * peak as the CPU executes it. Kernel rates are derived (see the file's Decision).
  */
-function cpu(name: string, cores: number, threads: number, isa: CpuIsa, readGBps: number, peakGflops: number, gemmGflops?: number, attnGBps?: number): CpuProfile {
-  const gemm = gemmGflops ?? peakGflops * 0.5;
+interface CpuRates {
+  /** Measured GEMM rate (default half the peak). */
+  gemmGflops?: number;
+  /** Measured GEMV weight-read rate, uncontended (default 0.8 of readGBps). */
+  gemvGBps?: number;
+  /** Decode-attention KV-read rate, uncontended (default: the cost model's half of readGBps). */
+  attnGBps?: number;
+}
+
+function cpu(name: string, cores: number, threads: number, isa: CpuIsa, readGBps: number, peakGflops: number, rates: CpuRates = {}): CpuProfile {
+  const gemm = rates.gemmGflops ?? peakGflops * 0.5;
+  const attnGBps = rates.attnGBps;
   const formats = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
   return {
     name, cores, threads, isa,
     kernels: formats.flatMap((format) => [
-      { kernel: 'gemv' as const, format, threads: cores, gbps: readGBps * 0.8 },
+      { kernel: 'gemv' as const, format, threads: cores, gbps: rates.gemvGBps ?? readGBps * 0.8 },
       // Quantised GEMM dequantises on the fly: Decision 0.6 of the F16 rate.
       { kernel: 'gemm' as const, format, threads: cores, gflops: /^Q/.test(format) ? gemm * 0.6 : gemm },
     ]),
@@ -91,29 +101,39 @@ function cpu(name: string, cores: number, threads: number, isa: CpuIsa, readGBps
  */
 const APEX_CPU_ATTN_SHARE = 170 / 3031;
 
+/**
+ * Paper 000 Fig. 6a (OPT-30B, batch 50, BF16) measured CPU times while H2D runs: Q 5.775 ms for
+ * 102.8 MB of weights, FC.0 23.216 ms for 411 MB → 17.8 GB/s contended; ÷ Fig. 10a's 1.9
+ * contention factor → 33.8 GB/s alone. Scores 77.527 ms reads 378 MB of K (50 × 528 keys ×
+ * 7168 × 2 B) → 4.9 GB/s contended, 9.3 GB/s alone. The presets' generic 0.8 × 60 GB/s GEMV
+ * would make the CPU 26 % faster than the paper measured.
+ */
+const PAPER000_GEMV_GBPS = 33.8;
+const PAPER000_ATTN_GBPS = 9.3;
+
 export const HOST_PRESETS: HostPreset[] = [
-  { key: 'ryzen9-7950x', cpu: cpu('AMD Ryzen 9 7950X', 16, 32, AVX512BF16, 60, 4600), memoryBytes: 128 * GiB,
+  { key: 'ryzen9-7950x', cpu: cpu('AMD Ryzen 9 7950X', 16, 32, AVX512BF16, 60, 4600, { gemvGBps: PAPER000_GEMV_GBPS, attnGBps: PAPER000_ATTN_GBPS }), memoryBytes: 128 * GiB,
     nvme: { devices: 4, readGBps: 19.8 },
     citation: 'Paper 000 Table 1: 16 cores @4.5 GHz, BF16, 4×32 GB DDR5-5600 (2 channels, 89.6 GB/s peak; 60 GB/s sustained assumed), 4 NVMe (S2D ≈ 4.96 GB/s each, digest 000 §4)' },
-  { key: 'xeon-8460h', cpu: cpu('Intel Xeon Platinum 8460H (SPR, AMX)', 40, 80, AMX, 260, 90100, 20000), memoryBytes: 512 * GiB,
+  { key: 'xeon-8460h', cpu: cpu('Intel Xeon Platinum 8460H (SPR, AMX)', 40, 80, AMX, 260, 90100, { gemmGflops: 20000 }), memoryBytes: 512 * GiB,
     citation: 'LIA Table 2 and §4: 40 cores, 8× DDR5-4800 ≈ 260 GB/s measured, AMX 90.1 TFLOPS peak, ≈ 20 TFLOPS measured' },
-  { key: 'granite-rapids', cpu: cpu('Intel Xeon 6 Granite Rapids (AMX)', 128, 256, AMX, 520, 180000, 40000), memoryBytes: 1024 * GiB,
+  { key: 'granite-rapids', cpu: cpu('Intel Xeon 6 Granite Rapids (AMX)', 128, 256, AMX, 520, 180000, { gemmGflops: 40000 }), memoryBytes: 1024 * GiB,
     citation: 'LIA §4: 128 cores, 12× DDR5-5600 ≈ 2× SPR bandwidth (≈ 520 GB/s), AMX ≈ 40 TFLOPS measured' },
-  { key: 'hgx-h100-host', cpu: cpu('2× Intel Xeon Platinum 8462Y+ (HGX H100 host)', 64, 128, AMX, 500, 140000, 30000), memoryBytes: 2048 * GiB,
+  { key: 'hgx-h100-host', cpu: cpu('2× Intel Xeon Platinum 8462Y+ (HGX H100 host)', 64, 128, AMX, 500, 140000, { gemmGflops: 30000 }), memoryBytes: 2048 * GiB,
     citation: 'NEO §5 hardware table: 64 cores, 2 TB; 2 sockets × 8× DDR5-4800 (614 GB/s peak, ≈ 500 sustained assumed); 4 NUMA nodes' },
-  { key: 'g5.2xlarge', cpu: cpu('AMD EPYC 7R32 (8 vCPU)', 4, 8, NO_AVX512, 40, 600, undefined, 40), memoryBytes: 32 * GiB,
+  { key: 'g5.2xlarge', cpu: cpu('AMD EPYC 7R32 (8 vCPU)', 4, 8, NO_AVX512, 40, 600, { attnGBps: 40 }), memoryBytes: 32 * GiB,
     citation: 'NEO hardware table (g5.nxlarge: 2n cores… 16n GB); bandwidth relative to g5.4x ≈ 1× (NEO Fig. 10a); absolute 40 GB/s assumed; CPU attention (PACPU, ISPC) at the DRAM bandwidth (NEO Fig. 10a: the gain tracks memory bandwidth)' },
-  { key: 'g5.4xlarge', cpu: cpu('AMD EPYC 7R32 (16 vCPU)', 8, 16, NO_AVX512, 40, 1200, undefined, 40), memoryBytes: 64 * GiB,
+  { key: 'g5.4xlarge', cpu: cpu('AMD EPYC 7R32 (16 vCPU)', 8, 16, NO_AVX512, 40, 1200, { attnGBps: 40 }), memoryBytes: 64 * GiB,
     citation: 'NEO hardware table: g5.4xlarge, EPYC 7R32, 64 GB; x86 server ≈ 1.2 TFLOPS (NEO §2); absolute bandwidth 40 GB/s assumed (not in the paper)' },
-  { key: 'g5.8xlarge', cpu: cpu('AMD EPYC 7R32 (32 vCPU)', 16, 32, NO_AVX512, 80, 2400, undefined, 80), memoryBytes: 128 * GiB,
+  { key: 'g5.8xlarge', cpu: cpu('AMD EPYC 7R32 (32 vCPU)', 16, 32, NO_AVX512, 80, 2400, { attnGBps: 80 }), memoryBytes: 128 * GiB,
     citation: 'NEO Fig. 10a: ≈ 2× the g5.4x bandwidth' },
-  { key: 'g5.16xlarge', cpu: cpu('AMD EPYC 7R32 (64 vCPU)', 32, 64, NO_AVX512, 160, 4800, undefined, 160), memoryBytes: 256 * GiB,
+  { key: 'g5.16xlarge', cpu: cpu('AMD EPYC 7R32 (64 vCPU)', 32, 64, NO_AVX512, 160, 4800, { attnGBps: 160 }), memoryBytes: 256 * GiB,
     citation: 'NEO Fig. 10a: ≈ 4× the g5.4x bandwidth' },
-  { key: 'g4dn.4xlarge', cpu: cpu('Intel Xeon Platinum 8259CL (16 vCPU)', 8, 16, AVX512, 60, 1000, undefined, 60), memoryBytes: 64 * GiB,
+  { key: 'g4dn.4xlarge', cpu: cpu('Intel Xeon Platinum 8259CL (16 vCPU)', 8, 16, AVX512, 60, 1000, { attnGBps: 60 }), memoryBytes: 64 * GiB,
     citation: 'NEO hardware table: g4.4xlarge, Xeon P-8259CL (8 cores), 64 GB; 60 GB/s assumed for 8 Cascade Lake cores of a 6× DDR4-2933 socket (140.8 GB/s peak); CPU attention (PACPU) at the DRAM bandwidth' },
-  { key: 'xeon-6342x2', cpu: cpu('2× Intel Xeon Gold 6342', 48, 96, AVX512, 410, 8600, undefined, APEX_CPU_ATTN_SHARE * 600 * 0.6), memoryBytes: 250 * GiB,
+  { key: 'xeon-6342x2', cpu: cpu('2× Intel Xeon Gold 6342', 48, 96, AVX512, 410, 8600, { attnGBps: APEX_CPU_ATTN_SHARE * 600 * 0.6 }), memoryBytes: 250 * GiB,
     citation: 'APEX Table 1: 2×24 cores @2.8 GHz, 250 GB; 8× DDR4-3200 per socket ≈ 205 GB/s (digest 004 external values); CPU attention = 170/3031 of the A10\'s (APEX Fig. 1b)' },
-  { key: 'xeon-6130x2', cpu: cpu('2× Intel Xeon Gold 6130', 32, 64, AVX512, 256, 4300, undefined, APEX_CPU_ATTN_SHARE * 320 * 0.6), memoryBytes: 180 * GiB,
+  { key: 'xeon-6130x2', cpu: cpu('2× Intel Xeon Gold 6130', 32, 64, AVX512, 256, 4300, { attnGBps: APEX_CPU_ATTN_SHARE * 320 * 0.6 }), memoryBytes: 180 * GiB,
     citation: 'APEX Table 1: 2×16 cores @2.1 GHz, 180 GB; 6× DDR4-2666 per socket ≈ 128 GB/s; CPU attention = 170/3031 of the T4\'s (APEX Fig. 1b)' },
   { key: 'epyc-64c', cpu: cpu('AMD EPYC 64 cores @2.6 GHz', 64, 128, NO_AVX512, 160, 5300), memoryBytes: 512 * GiB,
     citation: 'KVPR §4: AMD EPYC 64 cores at 2.6 GHz (DRAM not given; 8× DDR4-3200, 160 GB/s sustained, 512 GB assumed)' },

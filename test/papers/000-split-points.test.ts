@@ -8,6 +8,9 @@ import { kindOfOpName, parseCostsJson } from '../../engine/cost/costs-file';
 import type { OpTimes } from '../../engine/cost/types';
 import { evaluateCandidate, searchSplits, splitEntries } from '../../engine/plan/split-search';
 import { planRequest, simulateRequest } from '../../engine/plan/api';
+import { makeContext } from '../../engine/plan/context';
+import { hardwarePreset } from '../../engine/hardware/presets';
+import { modelPreset } from '../../engine/model/model-presets';
 
 const NAMES = ['LN.0', 'Q', 'K', 'V', 'Scores', 'Softmax', 'WV', 'Output', 'LN.1', 'FC.0', 'FC.1'];
 // Fig. 6a, batch 1x50 (ms): H2D and CPU per op.
@@ -161,4 +164,17 @@ test('Eq. 14 through the CLI path: batch=50,batches=2 with the Fig. 7a --costs t
   const modelled = planRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=2,prompt=512,gen=32', policy: 'split-points' });
   assert.equal(modelled.details!.batches, 2);
   assert.throws(() => planRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=3,prompt=512,gen=32', policy: 'split-points' }), /does not split into 3 equal batches/);
+});
+
+test('the paper000 preset reproduces Fig. 6a\'s measured per-op CPU and H2D times (OPT-30B, batch 50) within 5 %', () => {
+  // The preset's CPU GEMV and attention rates come from these measurements (engine/hardware/presets.ts
+  // PAPER000_*): Q and FC.0 give 33.8 GB/s alone, Scores 9.3 GB/s, with Fig. 10a's 1.9 contention.
+  const ctx = makeContext(modelPreset('opt-30b'), hardwarePreset('paper000'), { batch: 50, prompt: 512, gen: 32 });
+  const ops = ctx.cost.layerTimes({ batch: 50, newTokens: 1, context: 512 }, 'decode').ops;
+  for (const name of ['Q', 'K', 'V', 'Output', 'Scores', 'WV', 'FC.0', 'FC.1']) {
+    const k = NAMES.indexOf(name);
+    const o = ops.find((x) => x.name === name)!;
+    assert.ok(Math.abs(o.cpu! / FIG6A_CPU[k]! - 1) < 0.05, `${name} CPU ${o.cpu!.toFixed(3)} ms vs paper ${FIG6A_CPU[k]} ms`);
+    assert.ok(Math.abs(o.h2d! / FIG6A_H2D[k]! - 1) < 0.05, `${name} H2D ${o.h2d!.toFixed(3)} ms vs paper ${FIG6A_H2D[k]} ms`);
+  }
 });
