@@ -12,7 +12,7 @@
 import { parseArgs } from '../../engine/cli/command';
 import { ggmlTypeByName, ggmlTypeName } from '../../engine/model/ggml-types';
 import { planRequest } from '../../engine/plan/api';
-import { benchModel } from '../../engine/runtime/bench';
+import { CHILD_FLAG, childMain, runBenchChild } from './bench-child';
 import { calibrateCpu } from '../../engine/hardware/calibration-run';
 import { loadThisProfile } from '../../engine/hardware/this';
 import type { HardwareProfile } from '../../engine/hardware/types';
@@ -32,42 +32,51 @@ async function main(): Promise<void> {
   for (const [k, v] of [['prompt', prompt], ['gen', gen], ['runs', runs]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer, got ${v}`);
   }
-  const hardware: HardwareProfile = loadThisProfile();
-  if (args.options.has('recalibrate')) {
-    const base = structuredClone(hardware);
-    delete base.cpu.calibration;
-    hardware.cpu.calibration = await calibrateCpu(base, { promptTokens: 256, genTokens: 32, runs: 1, threads: hardware.cpu.cores });
-  }
-  const k = hardware.cpu.calibration;
-  console.log(k
-    ? `calibration: GEMV ×${k.gemvScale}, GEMM ×${k.gemmScale} (calibration model: ${k.decodeTokensPerS.toFixed(1)} tok/s decode, ${k.prefillTokensPerS.toFixed(1)} tok/s prefill)`
-    : 'calibration: none in this profile (run `fulcrum profile`): CPU rates are the microbenchmarks\' as measured');
-  console.log('model         type   prefill tok/s predicted  measured (min..max)   ratio | decode tok/s predicted  measured (min..max)   ratio');
-  for (const label of shapes) {
+  const cached: HardwareProfile = loadThisProfile();
+  const recalibrate = args.options.has('recalibrate');
+  const models = shapes.flatMap((label) => {
     const shape = BENCH_SHAPES.find((s) => s.label === label);
     if (!shape) throw new Error(`--shapes: unknown shape '${label}' (shapes: ${BENCH_SHAPES.map((s) => s.label).join(', ')})`);
-    for (const type of types) {
+    return types.flatMap((type) => {
       const why = unsupportedReason(shape, type);
-      if (why) { console.log(`${label.padEnd(13)} ${ggmlTypeName(type).padEnd(6)} skipped: ${why}`); continue; }
-      const file = benchModelFile(shape, type);
-      // The planner's prediction for exactly this file (its GGUF shape and formats), this machine.
-      const plan = planRequest({ model: file, hardware, workload: `batch=1,prompt=${prompt},gen=${gen}`, policy: 'cpu-only' });
-      const predPrefill = (prompt * 1000) / plan.predicted.prefillMs;
+      if (why) { console.log(`${label} ${ggmlTypeName(type)}: skipped (${why})`); return []; }
+      return [{ name: `${label} ${ggmlTypeName(type)}`, file: benchModelFile(shape, type) }];
+    });
+  });
+  // Rounds: (re-fit,) then every model once, so each prediction meets a measurement taken under
+  // the same load — on a shared machine the load changes by the minute.
+  type Cell = { pre: number; dec: number; predPre: number; predDec: number };
+  const cells = new Map<string, Cell[]>();
+  console.log('round  model          calibration (GEMV×, GEMM×)   prefill tok/s pred / meas  ratio | decode tok/s pred / meas  ratio');
+  for (let round = 1; round <= runs; round++) {
+    const hardware = structuredClone(cached);
+    if (recalibrate) {
+      delete hardware.cpu.calibration;
+      hardware.cpu.calibration = await calibrateCpu(structuredClone(hardware), { promptTokens: 256, genTokens: 32, runs: 1, threads: hardware.cpu.cores });
+    }
+    const k = hardware.cpu.calibration;
+    const kText = k ? `${k.gemvScale.toFixed(3)}, ${k.gemmScale.toFixed(3)}` : 'none (run fulcrum profile)';
+    for (const m of models) {
+      // The prediction `fulcrum plan --hardware this --policy cpu-only` prints for this file.
+      const plan = planRequest({ model: m.file, hardware, workload: `batch=1,prompt=${prompt},gen=${gen}`, policy: 'cpu-only' });
+      const predPre = (prompt * 1000) / plan.predicted.prefillMs;
       // Decode at the mid-generation context is what the plan predicts; the run averages over the
       // same contexts (prompt .. prompt + gen), so the two compare directly.
-      const predDecode = plan.predicted.tokensPerSecond;
-      const pre: number[] = [], dec: number[] = [];
-      for (let i = 0; i < runs; i++) {
-        const r = await benchModel(file, { promptTokens: prompt, genTokens: gen });
-        pre.push(r.prompt_tokens_per_s); dec.push(r.gen_tokens_per_s);
-      }
-      const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-      const cell = (p: number, xs: number[]): string =>
-        `${p.toFixed(1).padStart(9)}  ${med(xs).toFixed(1).padStart(8)} (${Math.min(...xs).toFixed(1)}..${Math.max(...xs).toFixed(1)})`.padEnd(40) + `${(p / med(xs)).toFixed(2)}`;
-      console.log(`${label.padEnd(13)} ${ggmlTypeName(type).padEnd(6)} ${cell(predPrefill, pre)} | ${cell(predDecode, dec)}`);
+      const predDec = plan.predicted.tokensPerSecond;
+      // A fresh process per measurement (bench-child.ts, as bench:cpu does): the planner and
+      // the profile loader in this process (CUDA probe, bench addon) must not share its cores.
+      const r = await runBenchChild({ engine: 'fulcrum', model: m.file, threads: hardware.cpu.cores, promptTokens: prompt, genTokens: gen, contextSize: prompt + gen + 1 });
+      const c: Cell = { pre: r.prompt_tokens_per_s, dec: r.gen_tokens_per_s, predPre, predDec };
+      cells.set(m.name, [...(cells.get(m.name) ?? []), c]);
+      console.log(`${String(round).padEnd(6)} ${m.name.padEnd(14)} ${kText.padEnd(28)} ${predPre.toFixed(1).padStart(8)} / ${c.pre.toFixed(1).padStart(7)}  ${(predPre / c.pre).toFixed(2)} | ${predDec.toFixed(1).padStart(7)} / ${c.dec.toFixed(1).padStart(6)}  ${(predDec / c.dec).toFixed(2)}`);
     }
   }
-  console.log(`(prompt ${prompt}, gen ${gen}, ${runs} runs each; ratio = predicted / median measured; hardware profile: ${hardware.name}, measured ${hardware.source.measuredAt ?? '?'})`);
+  for (const [name, cs] of cells) {
+    const range = (xs: number[]): string => `${Math.min(...xs).toFixed(2)}..${Math.max(...xs).toFixed(2)}`;
+    console.log(`${name}: predicted/measured prefill ${range(cs.map((c) => c.predPre / c.pre))}, decode ${range(cs.map((c) => c.predDec / c.dec))} over ${cs.length} round(s)`);
+  }
+  console.log(`(prompt ${prompt}, gen ${gen}; profile ${cached.name}, measured ${cached.source.measuredAt ?? '?'}${recalibrate ? '; calibration re-fitted each round' : ''})`);
 }
 
-main().catch((e: unknown) => { console.error(`bench-calibration: ${(e as Error).message}`); process.exit(1); });
+const child = process.argv[2] === CHILD_FLAG;
+(child ? childMain(process.argv.slice(3)) : main()).catch((e: unknown) => { console.error(`bench-calibration: ${(e as Error).message}`); process.exit(1); });
