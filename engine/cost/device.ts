@@ -71,7 +71,9 @@ export function cpuOpMs(cpu: CpuProfile, w: OpWork, kvLength: number): number {
     // Element-wise ops: streaming, or vector-ALU bound (Decision: 0.25 of the matrix peak).
     t = Math.max(actBytes / (cpu.memory.readGBps * 1e9), w.flops / (cpu.peakGflops * 0.25 * 1e9));
   }
-  return t * MS + CPU_OP_OVERHEAD_MS;
+  // A calibrated profile carries this machine's fitted per-op cost (thread hand-off, barriers).
+  const overheadMs = cpu.calibration?.opOverheadUs !== undefined ? cpu.calibration.opOverheadUs / 1e3 : CPU_OP_OVERHEAD_MS;
+  return t * MS + overheadMs;
 }
 
 /** GPU time of an op (operands already in VRAM), ms. */

@@ -83,6 +83,13 @@ export interface CpuCalibration {
   gemvScale: number;
   /** Multiplier of every measured GEMM rate (prefill), fitted after gemvScale. */
   gemmScale: number;
+  /**
+   * Fixed cost of one CPU op (µs), fitted jointly with gemvScale from a second, small-matrix
+   * calibration model (many ops, few bytes); absent = the cost model's default (5 µs).
+   */
+  opOverheadUs?: number;
+  /** The small-matrix model's measured decode (tok/s), when opOverheadUs was fitted. */
+  smallModelDecodeTokensPerS?: number;
   /** What was run: the synthetic model's shape and format, tokens, threads. */
   model: string;
   format: FormatName;

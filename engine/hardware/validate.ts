@@ -45,6 +45,7 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
     const k = obj(cpu.calibration, `${where}: cpu.calibration`);
     num(k.gemvScale, `${where}: cpu.calibration.gemvScale`, 1e-3, 1e3);
     num(k.gemmScale, `${where}: cpu.calibration.gemmScale`, 1e-3, 1e3);
+    if (k.opOverheadUs !== undefined) num(k.opOverheadUs, `${where}: cpu.calibration.opOverheadUs`, 0, 1e5);
   }
   const m = obj(p.memory, `${where}: memory`);
   num(m.totalBytes, `${where}: memory.totalBytes`);

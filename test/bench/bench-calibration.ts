@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   // the same load — on a shared machine the load changes by the minute.
   type Cell = { pre: number; dec: number; predPre: number; predDec: number };
   const cells = new Map<string, Cell[]>();
-  console.log('round  model          calibration (GEMV×, GEMM×)   prefill tok/s pred / meas  ratio | decode tok/s pred / meas  ratio');
+  console.log('round  model          calibration (GEMV×, GEMM×, op) prefill tok/s pred / meas  ratio | decode tok/s pred / meas  ratio');
   for (let round = 1; round <= runs; round++) {
     const hardware = structuredClone(cached);
     if (recalibrate) {
@@ -55,7 +55,7 @@ async function main(): Promise<void> {
       hardware.cpu.calibration = await calibrateCpu(structuredClone(hardware), { promptTokens: 256, genTokens: 32, runs: 1, threads: hardware.cpu.cores });
     }
     const k = hardware.cpu.calibration;
-    const kText = k ? `${k.gemvScale.toFixed(3)}, ${k.gemmScale.toFixed(3)}` : 'none (run fulcrum profile)';
+    const kText = k ? `${k.gemvScale.toFixed(3)}, ${k.gemmScale.toFixed(3)}${k.opOverheadUs !== undefined ? `, ${k.opOverheadUs.toFixed(1)} µs/op` : ''}` : 'none (run fulcrum profile)';
     for (const m of models) {
       // The prediction `fulcrum plan --hardware this --policy cpu-only` prints for this file.
       const plan = planRequest({ model: m.file, hardware, workload: `batch=1,prompt=${prompt},gen=${gen}`, policy: 'cpu-only' });
