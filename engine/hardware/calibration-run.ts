@@ -54,7 +54,12 @@ export function calibrationModelFile(spec: SyntheticModelSpec = CALIBRATION_SPEC
   return file;
 }
 
-function median(xs: number[]): number { return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!; }
+/**
+ * Decision: the fastest of the runs. On a shared machine, outside load only ever slows a run down;
+ * the fastest run is the closest to this machine's own speed, which is what plans should predict
+ * (the kernel microbenchmarks likewise keep the best thread count).
+ */
+function fastest(xs: number[]): number { return Math.max(...xs); }
 
 /** Runs the executor on the calibration model and fits the profile's calibration. */
 export async function calibrateCpu(profile: HardwareProfile, c: CalibrationConfig): Promise<CpuCalibration> {
@@ -70,10 +75,10 @@ export async function calibrateCpu(profile: HardwareProfile, c: CalibrationConfi
     const s = await benchModel(smallFile, { promptTokens: c.promptTokens, genTokens: c.genTokens, threads: c.threads });
     smallDec.push(s.gen_tokens_per_s);
   }
-  const small = { shape: shapeFromGguf(readGguf(smallFile)), decodeTokensPerS: median(smallDec) };
+  const small = { shape: shapeFromGguf(readGguf(smallFile)), decodeTokensPerS: fastest(smallDec) };
   return fitCalibration(shape, profile, {
     model: `synthetic ${CALIBRATION_SPEC.nLayers} layers, d ${CALIBRATION_SPEC.nEmbd}, ${CALIBRATION_SPEC.nHeads}/${CALIBRATION_SPEC.nKvHeads} heads, FFN ${CALIBRATION_SPEC.nFf}`,
     format: 'Q8_0', threads: c.threads, promptTokens: c.promptTokens, genTokens: c.genTokens,
-    prefillTokensPerS: median(pre), decodeTokensPerS: median(dec), runs: c.runs,
+    prefillTokensPerS: fastest(pre), decodeTokensPerS: fastest(dec), runs: c.runs,
   }, small);
 }

@@ -96,7 +96,7 @@ export interface CpuCalibration {
   threads: number;
   promptTokens: number;
   genTokens: number;
-  /** Measured: median over runs. */
+  /** Measured: the fastest of the runs (outside load only slows a run down). */
   prefillTokensPerS: number;
   decodeTokensPerS: number;
   runs: number;
