@@ -8,12 +8,15 @@ export const PLAN_VALUE_OPTIONS = ['model', 'hardware', 'workload', 'policy', 'c
 export const PLAN_FLAGS = ['json', 'help'];
 
 export function planUsage(cmd: string, extra = ''): string {
-  return `usage: fulcrum ${cmd} --model FILE|PRESET --hardware this|PRESET|FILE --workload batch=N,prompt=N,gen=N[,vram=SIZE][,rate=R]
+  return `usage: fulcrum ${cmd} --model FILE|PRESET --hardware this|PRESET|FILE --workload batch=N,prompt=N,gen=N[,batches=N][,vram=SIZE][,rate=R[,requests=N]]
                 [--policy NAME|auto] [--costs FILE]${extra} [--json]
 
   --model     GGUF file, or a preset (fulcrum presets), optionally PRESET:FORMAT (e.g. llama-3.1-8b:Q4_K)
-  --hardware  'this' (measured profile from \`fulcrum profile\`), a preset (machine, GPU+HOST, or host), or a profile JSON
-  --workload  batch, prompt and gen tokens; vram overrides the VRAM budget (e.g. 8G); rate = requests/s (online)
+  --hardware  'this' (measured profile from \`fulcrum profile\`), 'this+GPU' (this machine's CPU and memory with a
+              GPU preset, what-if), a preset (machine, GPU+HOST, or host), or a profile JSON
+  --workload  batch, prompt and gen tokens; batches=N runs the batch as N batches of batch/N (paper 000
+              Eq. 14: batch=50,batches=2 is its 2×25); vram overrides the VRAM budget (e.g. 8G);
+              rate = requests/s (online serving simulation of 'requests' requests, default 64)
   --policy    gpu-only, cpu-only, layer-split, split-points, kvpr, lia, neo, apex, or auto (default)
   --costs     measured per-op cost table for one layer: {"unit":"ms","ops":[{"name":"Q","cpu":…,"gpu":…,"h2d":…,"dc":…,"s2d":…}]}
   --json      print the JSON result (schema: engine/plan/plan.schema.json)
@@ -63,7 +66,7 @@ export function formatPlan(plan: Plan): string {
   const out: string[] = [];
   out.push(`policy: ${plan.policy}${plan.policy !== plan.chosenPolicy ? ` → ${plan.chosenPolicy}` : ''}   model: ${plan.model.name} (${plan.model.nLayers} layers)   hardware: ${plan.hardware.name} (${plan.hardware.source})   costs: ${plan.costSource}`);
   const w = plan.workload;
-  out.push(`workload: batch ${w.batch}, prompt ${w.prompt}, gen ${w.gen}${w.vramBytes !== undefined ? `, vram ${gib(w.vramBytes)}` : ''}${w.rate !== undefined ? `, rate ${w.rate}/s` : ''}`);
+  out.push(`workload: batch ${w.batch}${w.batches !== undefined ? ` as ${w.batches}×${w.batch / w.batches}` : ''}, prompt ${w.prompt}, gen ${w.gen}${w.vramBytes !== undefined ? `, vram ${gib(w.vramBytes)}` : ''}${w.rate !== undefined ? `, rate ${w.rate}/s${w.requests !== undefined ? `, ${w.requests} requests` : ''}` : ''}`);
   out.push(`predicted: decode ${p.tokensPerSecond.toFixed(2)} tok/s, step ${ms(p.stepMs)}, layer ${ms(p.layerMs)}, prefill ${ms(p.prefillMs)}, total ${ms(p.totalMs)}`);
   if (p.online) out.push(`online: ${p.online.throughputTokensPerS.toFixed(1)} tok/s at ${p.online.rate}/s, ${p.online.perTokenLatencyMs.toFixed(1)} ms per token`);
   out.push(`lanes (decode step): ${Object.entries(p.perLane).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${ms(v)}`).join(', ')}`);

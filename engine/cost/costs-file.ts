@@ -55,6 +55,13 @@ export function parseCostsJson(text: string, where: string): LayerCostTable {
     if ((t.kind === 'scores' || t.kind === 'wv') && t.h2d !== undefined) t.h2dKv = t.h2d;
     return t;
   });
+  // A table with no time at all would plan every op at 0 ms: refuse it rather than predict nothing.
+  if (!ops.some((o) => FIELDS.some((f) => o[f] !== undefined))) {
+    throw new Error(`${where}: no op has a time (fields ${FIELDS.join(', ')}); a cost table needs at least the measured cpu or gpu times`);
+  }
+  if (!ops.some((o) => (o.cpu ?? 0) > 0 || (o.gpu ?? 0) > 0)) {
+    throw new Error(`${where}: every cpu and gpu time is 0 or missing; a cost table needs compute times`);
+  }
   return { unit: 'ms', ops, source: where };
 }
 

@@ -12,8 +12,16 @@ const CPU_OP_OVERHEAD_MS = 0.005;
 function isLinear(w: OpWork): boolean { return w.weightBytes > 0; }
 function isAttention(w: OpWork): boolean { return w.kind === 'scores' || w.kind === 'wv'; }
 
-/** Best rate over thread counts for a kernel and format (paper 000 keeps the fastest thread count). */
+/**
+ * Best rate over thread counts for a kernel and format (paper 000 keeps the fastest thread
+ * count), times the profile's end-to-end calibration scale when it has one (CpuCalibration).
+ */
 export function cpuKernelRate(cpu: CpuProfile, kernel: 'gemv' | 'gemm', format: string): number {
+  const scale = cpu.calibration ? (kernel === 'gemv' ? cpu.calibration.gemvScale : cpu.calibration.gemmScale) : 1;
+  return measuredKernelRate(cpu, kernel, format) * scale;
+}
+
+function measuredKernelRate(cpu: CpuProfile, kernel: 'gemv' | 'gemm', format: string): number {
   let best = 0;
   const fmt = format.toUpperCase();
   for (const k of cpu.kernels) {
@@ -63,7 +71,9 @@ export function cpuOpMs(cpu: CpuProfile, w: OpWork, kvLength: number): number {
     // Element-wise ops: streaming, or vector-ALU bound (Decision: 0.25 of the matrix peak).
     t = Math.max(actBytes / (cpu.memory.readGBps * 1e9), w.flops / (cpu.peakGflops * 0.25 * 1e9));
   }
-  return t * MS + CPU_OP_OVERHEAD_MS;
+  // A calibrated profile carries this machine's fitted per-op cost (thread hand-off, barriers).
+  const overheadMs = cpu.calibration?.opOverheadUs !== undefined ? cpu.calibration.opOverheadUs / 1e3 : CPU_OP_OVERHEAD_MS;
+  return t * MS + overheadMs;
 }
 
 /** GPU time of an op (operands already in VRAM), ms. */
@@ -84,8 +94,11 @@ export function transferMs(hw: HardwareProfile, bytes: number, direction: 'h2d' 
   return (bytes / (gbps * 1e9)) * MS + l.latencyUs / 1e3;
 }
 
-/** Storage→device time over all NVMe devices (GDS), ms; undefined without NVMe. */
+/**
+ * Storage→device time over all NVMe devices (GDS), ms; undefined without NVMe or when the GPU
+ * does not support GPUDirect Storage (GeForce cards; unknown counts as unsupported).
+ */
 export function s2dMs(hw: HardwareProfile, bytes: number): number | undefined {
-  if (!hw.nvme || bytes <= 0) return undefined;
+  if (!hw.nvme || bytes <= 0 || hw.gpu?.gds !== true) return undefined;
   return (bytes / (hw.nvme.readGBps * 1e9)) * MS;
 }

@@ -38,6 +38,14 @@ export interface Workload {
   vramBytes?: number;
   /** Online arrival rate (requests/s) for NEO/APEX-style simulation; absent = offline batch. */
   rate?: number;
+  /**
+   * Paper 000's number of batches (Eq. 14): `batch` is the whole batch, run as `batches` batches
+   * of batch / batches sequences that share each layer's weight transfer. Absent = the planner
+   * chooses (split-points searches 1, 2, 4); other policies run one batch.
+   */
+  batches?: number;
+  /** Online workloads: requests in the serving simulation (default 64). */
+  requests?: number;
 }
 
 /** Work of one op for one step shape (all sequences of the batch together). */

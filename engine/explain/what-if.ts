@@ -6,6 +6,7 @@
 // (×2, one PCIe generation), a CPU with 2× memory bandwidth — each planned with the same policy
 // (auto re-chooses). Only changes that alter the prediction by ≥ 1 % are reported, best first.
 
+import { withSimulatedPrediction } from '../plan/predict';
 import type { Workload } from '../cost/types';
 import type { HardwareProfile } from '../hardware/types';
 import type { ModelShape, WeightRole } from '../model/shape';
@@ -60,7 +61,8 @@ export function whatIfs(policy: Policy, base: Plan, model: ModelShape, hw: Hardw
     try {
       const ctx = makeContext(ch.model ?? model, ch.hardware ?? hw, ch.workload ?? w);
       if (!policy.applicable(ctx).ok) continue;
-      plan = policy.plan(ctx);
+      // Same figures as the plan itself reports (simulated, engine/plan/predict.ts); auto's are already.
+      plan = policy.name === 'auto' ? policy.plan(ctx) : withSimulatedPrediction(policy.plan(ctx), ctx, policy).plan;
     } catch { continue; }
     const speedup = baseTps > 0 ? plan.predicted.tokensPerSecond / baseTps - 1 : 0;
     if (Math.abs(speedup) < 0.01) continue;

@@ -45,6 +45,8 @@ export interface ProfileConfig {
   /** Bytes of data copies that memory-bound kernels walk (≥ 2× LLC where memory allows). */
   ringBytes: number;
   cuda?: { bytes: number } & RunCounts;
+  /** End-to-end calibration run of the executor (engine/hardware/calibration-run.ts); absent = skipped. */
+  calibration?: { promptTokens: number; genTokens: number; runs: number; threads: number };
 }
 
 const MiB = 2 ** 20;
@@ -95,6 +97,9 @@ export function profileConfig(m: MachineShape, quick: boolean): ProfileConfig {
       disturbBytes: Math.min(256 * MiB, Math.floor(ringBytes / 4)), warmups: 2, runs: quick ? 12 : 30,
     },
     cuda: m.cuda ? { bytes: quick ? 64 * MiB : 256 * MiB, warmups: 1, runs: quick ? 3 : 5 } : undefined,
+    // Decision: prompt 256 (one prefill batch), 32 decoded tokens, the executor's default thread
+    // count (all physical cores, as generation uses); fastest of 5 runs (3 quick): ~2 s each.
+    calibration: { promptTokens: 256, genTokens: 32, runs: quick ? 3 : 5, threads: cores },
   };
 }
 

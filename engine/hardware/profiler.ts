@@ -8,6 +8,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 
+import { calibrateCpu } from './calibration-run';
 import { benchAddon, type BenchAddon, type KernelBenchResult, type ThreadSamples } from './bench-native';
 import { readCachedProfile, writeCachedProfile } from './cache';
 import { cpuIsa, cpuinfoFlags } from './fingerprint';
@@ -16,7 +17,7 @@ import { currentFingerprint, type ThisMachine } from './machine';
 import { FORMAT_TYPE_ID, gemmRows, profileConfig, type ProfileConfig, type ProfileFormat } from './profile-config';
 import { rateOf, sig, summarize, type RateSummary } from './stats';
 import {
-  HARDWARE_PROFILE_VERSION, type ContentionMeasurement, type CpuAttentionRate, type CpuKernelRate, type CpuProfile, type GpuProfile,
+  HARDWARE_PROFILE_VERSION, type ContentionMeasurement, type CpuAttentionRate, type CpuCalibration, type CpuKernelRate, type CpuProfile, type GpuProfile,
   type HardwareProfile, type LinkProfile, type Spread,
 } from './types';
 
@@ -111,6 +112,7 @@ class ProfileRun {
   private contention: ContentionMeasurement | undefined;
   private contentionFactor = 1;
   private gpu: { gpu: GpuProfile; link: LinkProfile; notes: string[] } | undefined;
+  private calibration: CpuCalibration | undefined;
   private readonly unsupported = new Set<ProfileFormat>();
 
   constructor(
@@ -160,12 +162,30 @@ class ProfileRun {
       steps.push({ label: `decode attention, KV length ${kv}`, weight: 0.3 + kv / 8192, run: () => this.attend(kv) });
     }
     steps.push({ label: `contention: GEMV ${c.contention.format} during ${c.contention.disturb === 'cuda-h2d' ? 'an H2D copy' : 'a host memcpy'}`, weight: 2, run: () => this.contend() });
+    if (c.calibration) {
+      const k = c.calibration;
+      steps.push({ label: `calibration: executor prefill ${k.promptTokens} + decode ${k.genTokens} tokens of a synthetic model (${k.runs} run${k.runs > 1 ? 's' : ''})`, weight: 4 * k.runs, run: () => this.calibrate() });
+    }
     if (c.cuda) {
       steps.push({ label: 'GPU: link and device memory bandwidth', weight: 3, run: () => this.cuda() });
     } else {
       this.notes.push(`no CUDA device: ${this.machine.cuda.reason ?? 'unknown reason'}`);
     }
     return steps;
+  }
+
+  /**
+   * Runs last among the CPU steps: the fit needs the kernel rates it scales. A failure (no addon
+   * model support, disk full) leaves the profile uncalibrated with a note, not a failed profile.
+   */
+  private async calibrate(): Promise<void> {
+    const c = this.config.calibration;
+    if (!c) return;
+    try {
+      this.calibration = await calibrateCpu(this.assemble(), c);
+    } catch (e) {
+      this.notes.push(`calibration: not measured (${(e as Error).message}); CPU rates are the microbenchmarks' as measured`);
+    }
   }
 
   private async memory(kind: 'read' | 'copy'): Promise<void> {
@@ -303,6 +323,7 @@ class ProfileRun {
       contentionFactor: this.contentionFactor,
       ...(this.contention ? { contention: this.contention } : {}),
       peakGflops: sig(peakGflops > 0 ? peakGflops : 1e-3),
+      ...(this.calibration ? { calibration: this.calibration } : {}),
     };
     const profile: HardwareProfile = {
       version: HARDWARE_PROFILE_VERSION,

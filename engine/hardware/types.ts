@@ -72,6 +72,36 @@ export interface ContentionMeasurement {
   transferGBps: number;
 }
 
+/**
+ * End-to-end calibration of the CPU rates (issue 14): the native executor decodes and prefills a
+ * synthetic calibration model, and the GEMV / GEMM rates are scaled so that the cost model's
+ * prediction for that model equals the measurement. Microbenchmarks run one matrix at a time;
+ * a real step adds cache effects across matrices, thread hand-offs and the ops between them.
+ */
+export interface CpuCalibration {
+  /** Multiplier of every measured GEMV rate (decode), fitted on the calibration model. */
+  gemvScale: number;
+  /** Multiplier of every measured GEMM rate (prefill), fitted after gemvScale. */
+  gemmScale: number;
+  /**
+   * Fixed cost of one CPU op (µs), fitted jointly with gemvScale from a second, small-matrix
+   * calibration model (many ops, few bytes); absent = the cost model's default (5 µs).
+   */
+  opOverheadUs?: number;
+  /** The small-matrix model's measured decode (tok/s), when opOverheadUs was fitted. */
+  smallModelDecodeTokensPerS?: number;
+  /** What was run: the synthetic model's shape and format, tokens, threads. */
+  model: string;
+  format: FormatName;
+  threads: number;
+  promptTokens: number;
+  genTokens: number;
+  /** Measured: the fastest of the runs (outside load only slows a run down). */
+  prefillTokensPerS: number;
+  decodeTokensPerS: number;
+  runs: number;
+}
+
 export interface CpuProfile {
   name: string;
   /** Physical cores. */
@@ -98,6 +128,8 @@ export interface CpuProfile {
   contention?: ContentionMeasurement;
   /** Peak FLOP/s of the CPU for compute-bound kernels (specification or best GEMM measured). */
   peakGflops: number;
+  /** Absent: the kernel rates are used as measured. */
+  calibration?: CpuCalibration;
 }
 
 export interface GpuProfile {
@@ -113,6 +145,11 @@ export interface GpuProfile {
   launchOverheadUs: number;
   /** Memory the runtime/driver keeps for itself (CUDA context, workspace). */
   reservedBytes: number;
+  /**
+   * GPUDirect Storage (NVMe → VRAM without a host bounce, paper 000 §2.1). Data-center and
+   * workstation parts only; GeForce cards do not support it. Absent = unknown = not used.
+   */
+  gds?: boolean;
 }
 
 /** Host↔device link (PCIe or C2C). */
@@ -124,6 +161,9 @@ export interface LinkProfile {
   d2hPageableGBps: number;
   /** Per-transfer fixed latency. */
   latencyUs: number;
+  /** PCIe generation and lane count of the slot (e.g. 4 and 8 for a laptop RTX 4060); absent = unknown. */
+  pcieGen?: number;
+  pcieLanes?: number;
 }
 
 /** NVMe storage readable straight into the GPU (GPUDirect Storage), paper 000 §2.1. */
@@ -152,7 +192,15 @@ export interface HardwareProfile {
   /** Short name shown in plans and UI, e.g. 'rtx-a4000+ryzen9-7950x' or 'this machine'. */
   name: string;
   cpu: CpuProfile;
-  memory: { totalBytes: number; availableBytes: number };
+  memory: {
+    totalBytes: number;
+    availableBytes: number;
+    /**
+     * Most host memory the plan may page-lock (pinned, cudaHostAlloc) for streamed weights;
+     * absent = no limit beyond availableBytes. Drivers and OSes cap it (e.g. WSL2, ulimit -l).
+     */
+    pinnedLimitBytes?: number;
+  };
   /** Absent on machines without a usable accelerator. */
   gpu?: GpuProfile;
   /** Absent when there is no GPU. */

@@ -41,9 +41,16 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
   num(mem.copyGBps, `${where}: cpu.memory.copyGBps`, 0, 1e6);
   num(cpu.contentionFactor, `${where}: cpu.contentionFactor`, 1, 100);
   num(cpu.peakGflops, `${where}: cpu.peakGflops`, 1e-3, 1e9);
+  if (cpu.calibration !== undefined) {
+    const k = obj(cpu.calibration, `${where}: cpu.calibration`);
+    num(k.gemvScale, `${where}: cpu.calibration.gemvScale`, 1e-3, 1e3);
+    num(k.gemmScale, `${where}: cpu.calibration.gemmScale`, 1e-3, 1e3);
+    if (k.opOverheadUs !== undefined) num(k.opOverheadUs, `${where}: cpu.calibration.opOverheadUs`, 0, 1e5);
+  }
   const m = obj(p.memory, `${where}: memory`);
   num(m.totalBytes, `${where}: memory.totalBytes`);
   num(m.availableBytes, `${where}: memory.availableBytes`);
+  if (m.pinnedLimitBytes !== undefined) num(m.pinnedLimitBytes, `${where}: memory.pinnedLimitBytes`);
   if (p.gpu !== undefined) {
     const g = obj(p.gpu, `${where}: gpu`);
     num(g.memoryBytes, `${where}: gpu.memoryBytes`, 1);
@@ -53,12 +60,15 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
     for (const k of ['gemm', 'gemv', 'attention']) num(e[k], `${where}: gpu.efficiency.${k}`, 1e-6, 1);
     num(g.launchOverheadUs, `${where}: gpu.launchOverheadUs`, 0, 1e6);
     num(g.reservedBytes, `${where}: gpu.reservedBytes`);
+    if (g.gds !== undefined && typeof g.gds !== 'boolean') throw new Error(`${where}: gpu.gds must be true or false`);
     if (p.link === undefined) throw new Error(`${where}: a profile with a gpu needs a link`);
   }
   if (p.link !== undefined) {
     const l = obj(p.link, `${where}: link`);
     for (const k of ['h2dPinnedGBps', 'h2dPageableGBps', 'd2hPinnedGBps', 'd2hPageableGBps']) num(l[k], `${where}: link.${k}`, 1e-6, 1e5);
     num(l.latencyUs, `${where}: link.latencyUs`, 0, 1e6);
+    if (l.pcieGen !== undefined) num(l.pcieGen, `${where}: link.pcieGen`, 1, 10);
+    if (l.pcieLanes !== undefined) num(l.pcieLanes, `${where}: link.pcieLanes`, 1, 32);
   }
   if (p.nvme !== undefined) {
     const n = obj(p.nvme, `${where}: nvme`);

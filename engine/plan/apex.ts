@@ -9,13 +9,15 @@ import type { Plan } from './types';
 import { ApexScheduler } from './apex/scheduler';
 import { apRatioBound } from './apex/condition';
 import { onlineApplicable } from './neo';
-import { planOnline } from './neo/plan-online';
+import { onlineRun, planOnline } from './neo/plan-online';
 
 export const policy: Policy = {
   name: 'apex',
   title: 'Per-iteration mode choice: GPU-only, asymmetric pipelining, or asynchronous CPU-GPU overlap',
   source: '004 (APEX)',
   applicable: (ctx) => onlineApplicable(ctx, 'APEX'),
+  simulatesItself: true,
+  simulateOnline: (_plan, ctx) => onlineRun(ctx, (limits, predictors) => new ApexScheduler(limits, predictors)),
   plan(ctx): Plan {
     return planOnline(ctx, {
       policy: 'apex',

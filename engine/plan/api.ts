@@ -6,7 +6,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parseCostsJson, readCostsFile } from '../cost/costs-file';
 import type { LayerCostTable, Workload } from '../cost/types';
 import { whatIfs } from '../explain/what-if';
-import { hardwarePreset } from '../hardware/presets';
+import { hardwarePreset, withGpuPreset } from '../hardware/presets';
 import { loadThisProfile } from '../hardware/this';
 import type { HardwareProfile } from '../hardware/types';
 import { validateProfile } from '../hardware/validate';
@@ -15,18 +15,19 @@ import { modelPreset } from '../model/model-presets';
 import { shapeFromGguf, validateShape, type ModelShape } from '../model/shape';
 import { simulatePlan } from '../sim/simulate';
 import { toChromeTrace } from '../sim/trace';
-import type { OnlineSimResult, SimResult, TraceEvent } from '../sim/types';
+import type { OnlineSimResult, SimResult, TraceEvent, WorkloadSimResult } from '../sim/types';
 import { makeContext } from './context';
 import type { PlanContext, Policy } from './policy';
 import { getPolicy } from './registry';
 import type { Plan } from './types';
+import { refuseIfNotFitting, withSimulatedPrediction } from './predict';
 
 export interface PlanParams {
   /** A GGUF path, a model preset ('llama-3.1-8b[:Q4_K]'), or a ModelShape object. */
   model: string | ModelShape;
   /** 'this' (cached measured profile), a hardware preset, a profile JSON path, or a profile object. */
   hardware: string | HardwareProfile;
-  /** 'batch=1,prompt=512,gen=64[,vram=8G][,rate=2]' or the object. */
+  /** 'batch=1,prompt=512,gen=64[,batches=N][,vram=8G][,rate=2[,requests=N]]' or the object. */
   workload: string | Workload;
   /** Policy name or 'auto' (default). */
   policy?: string;
@@ -67,7 +68,7 @@ export function parseWorkload(text: string): Workload {
   const seen = new Set<string>();
   for (const part of text.split(',').map((s) => s.trim()).filter(Boolean)) {
     const eq = part.indexOf('=');
-    if (eq <= 0) throw new Error(`workload: '${part}' is not key=value (keys: batch, prompt, gen, vram, rate)`);
+    if (eq <= 0) throw new Error(`workload: '${part}' is not key=value (keys: batch, batches, prompt, gen, vram, rate, requests)`);
     const key = part.slice(0, eq).trim().toLowerCase();
     const value = part.slice(eq + 1).trim();
     if (seen.has(key)) throw new Error(`workload: '${key}' given twice`);
@@ -82,17 +83,23 @@ export function parseWorkload(text: string): Workload {
       case 'prompt': w.prompt = int(); break;
       case 'gen': w.gen = int(); break;
       case 'vram': w.vramBytes = parseBytes(value, 'vram'); break;
+      case 'batches': w.batches = int(); break;
+      case 'requests': w.requests = int(); break;
       case 'rate': {
         const v = Number(value);
         if (!Number.isFinite(v)) throw new Error(`workload: rate must be a number (requests/s), got '${value}'`);
         w.rate = v;
         break;
       }
-      default: throw new Error(`workload: unknown key '${key}' (keys: batch, prompt, gen, vram, rate)`);
+      default: throw new Error(`workload: unknown key '${key}' (keys: batch, batches, prompt, gen, vram, rate, requests)`);
     }
   }
   // Decision: defaults for a code-completion request: batch 1, prompt 1024, gen 64.
-  return { batch: w.batch ?? 1, prompt: w.prompt ?? 1024, gen: w.gen ?? 64, ...(w.vramBytes !== undefined ? { vramBytes: w.vramBytes } : {}), ...(w.rate !== undefined ? { rate: w.rate } : {}) };
+  return {
+    batch: w.batch ?? 1, prompt: w.prompt ?? 1024, gen: w.gen ?? 64,
+    ...(w.vramBytes !== undefined ? { vramBytes: w.vramBytes } : {}), ...(w.rate !== undefined ? { rate: w.rate } : {}),
+    ...(w.batches !== undefined ? { batches: w.batches } : {}), ...(w.requests !== undefined ? { requests: w.requests } : {}),
+  };
 }
 
 export function resolveModel(spec: string | ModelShape): ModelShape {
@@ -107,6 +114,9 @@ export function resolveModel(spec: string | ModelShape): ModelShape {
 export function resolveHardware(spec: string | HardwareProfile): HardwareProfile {
   if (typeof spec !== 'string') return validateProfile(spec);
   if (spec === 'this') return loadThisProfile();
+  // 'this+GPU': this machine's measured CPU and memory with a GPU preset (what-if planning).
+  const thisPlus = /^this\+(.+)$/i.exec(spec.trim());
+  if (thisPlus) return withGpuPreset(loadThisProfile(), thisPlus[1]!);
   if (spec.toLowerCase().endsWith('.json') || (existsSync(spec) && statSync(spec).isFile())) {
     let raw: unknown;
     try { raw = JSON.parse(readFileSync(spec, 'utf8')); } catch (e) { throw new Error(`--hardware ${spec}: ${(e as Error).message}`); }
@@ -135,20 +145,36 @@ export function resolve(params: PlanParams): Resolved {
   return { ctx, policy };
 }
 
-function planWith({ ctx, policy }: Resolved): Plan {
+/**
+ * The plan of the resolved policy with the simulator's figures (engine/plan/predict.ts), refused
+ * when it does not fit in memory — the same for every policy and for auto.
+ */
+function planWith({ ctx, policy }: Resolved): { plan: Plan; sim: WorkloadSimResult; executed: Policy } {
   const a = policy.applicable(ctx);
   if (!a.ok) throw new Error(`policy ${policy.name} does not apply: ${a.reason}`);
-  return policy.plan(ctx);
+  const raw = policy.plan(ctx);
+  const executed = policy.name === 'auto' ? getPolicy(raw.chosenPolicy) : policy;
+  let plan: Plan;
+  let sim: WorkloadSimResult;
+  if (policy.name === 'auto') {
+    // auto's plan already carries the simulated figures of the chosen policy's plan.
+    plan = raw;
+    sim = simulatePlan(plan, ctx, executed);
+  } else {
+    ({ plan, sim } = withSimulatedPrediction(raw, ctx, policy));
+  }
+  refuseIfNotFitting(plan, ctx);
+  return { plan, sim, executed };
 }
 
 export function planRequest(params: PlanParams): Plan {
-  return planWith(resolve(params));
+  return planWith(resolve(params)).plan;
 }
 
 /** The plan with what-if suggestions filled in (plan requests leave them empty: they cost ~6 re-plans). */
 export function explainRequest(params: PlanParams): Plan {
   const r = resolve(params);
-  const plan = planWith(r);
+  const { plan } = planWith(r);
   // Decision: a measured --costs table describes one fixed configuration; re-planning a change
   // would mix measured and modelled costs, so what-ifs are left out and the summary says so.
   if (r.ctx.cost.measured) plan.explanation.summary += ' (No what-ifs: they need the cost model, and this plan uses a measured --costs table.)';
@@ -158,9 +184,7 @@ export function explainRequest(params: PlanParams): Plan {
 
 export function simulateRequest(params: SimulateParams): SimulateResult {
   const r = resolve(params);
-  const plan = planWith(r);
-  const executed = r.policy.name === 'auto' ? getPolicy(plan.chosenPolicy) : r.policy;
-  const sim = simulatePlan(plan, r.ctx, executed);
+  const { plan, sim, executed } = planWith(r);
   const summary = (s: SimResult): SimSummary => ({ totalMs: s.totalMs, busy: s.busy, utilization: s.utilization, bottleneck: s.bottleneck });
   const result: SimulateResult = {
     plan,

@@ -9,10 +9,11 @@
 //   static batches of `batch` requests: per-token latency = decode step + prefill / gen when the
 //   plan's capacity (batch / step) covers the offered load (rate × gen tokens/s), else unbounded.
 // - Tie: within 1 % of the best, the policy earlier in the registry (simpler) wins.
-// - The returned plan's `predicted` are the simulator's numbers (so they are comparable across
-//   policies); the policy's own analytic numbers stay in details.analytic.
+// - The returned plan is the chosen policy's plan with the same predicted figures `--policy X`
+//   prints: the simulator's (engine/plan/predict.ts); the policy's analytic ones in details.analytic.
+// - No plan that does not fit in memory is chosen; when none fits, auto refuses with the numbers.
 
-import { simulatePlan } from '../sim/simulate';
+import { PlanDoesNotFitError, overflowOf, withSimulatedPrediction } from './predict';
 import type { Alternative } from '../explain/types';
 import type { Policy, PlanContext } from './policy';
 import type { Plan } from './types';
@@ -34,9 +35,9 @@ export function evaluatePolicies(ctx: PlanContext, candidates: Policy[]): Evalua
     const a = policy.applicable(ctx);
     if (!a.ok) return { policy, applicable: false, reason: a.reason, score: Infinity };
     try {
-      const plan = policy.plan(ctx);
-      const sim = simulatePlan(plan, ctx, policy);
-      const simulated = { prefillMs: sim.prefillMs, stepMs: sim.decodeStepMs, layerMs: sim.layerMs, totalMs: sim.totalMs, tokensPerSecond: sim.tokensPerSecond, perLane: sim.decode.busy };
+      const { plan, sim } = withSimulatedPrediction(policy.plan(ctx), ctx, policy);
+      const p = plan.predicted;
+      const simulated = { prefillMs: sim.prefillMs, stepMs: p.stepMs, layerMs: p.layerMs, totalMs: p.totalMs, tokensPerSecond: p.tokensPerSecond, perLane: p.perLane };
       let score = sim.totalMs;
       if (online) score = onlineLatencyMs(plan, sim.decodeStepMs, sim.prefillMs, sim.tokensPerSecond, ctx);
       if (!plan.memory.fits) score = Infinity;
@@ -83,11 +84,12 @@ export function makeAutoPolicy(candidates: () => Policy[]): Policy {
     applicable() { return { ok: true, reason: 'always' }; },
     plan(ctx: PlanContext): Plan {
       const evals = evaluatePolicies(ctx, candidates());
-      let best = pickBest(evals);
-      const fits = best !== undefined;
-      // Decision: when no plan fits in memory, return the fastest one anyway, flagged (memory.fits
-      // false and a warning in the summary), so what-ifs and the UI still have a plan to show.
-      if (!best) best = pickBest(evals, true);
+      const best = pickBest(evals);
+      // A plan that does not fit is refused, by auto as by every policy (engine/plan/predict.ts),
+      // with each candidate's numbers.
+      if (!best && evals.some((e) => e.plan && !e.plan.memory.fits)) {
+        throw new PlanDoesNotFitError(`auto: no policy's plan fits, every one does not fit in memory: ${evals.map((e) => `${e.policy.name}: ${e.plan ? overflowOf(e.plan, ctx.hardware.memory.pinnedLimitBytes) || 'fits' : e.reason}`).join('; ')}`);
+      }
       if (!best || !best.plan || !best.simulated) {
         throw new Error(`auto: no policy can run this workload: ${evals.map((e) => `${e.policy.name}: ${e.reason}`).join('; ')}`);
       }
@@ -102,26 +104,22 @@ export function makeAutoPolicy(candidates: () => Policy[]): Policy {
               : `${(e.simulated.totalMs / best.simulated!.totalMs).toFixed(2)}× the chosen time (decode ${e.simulated.tokensPerSecond.toFixed(1)} tok/s)`,
         }
         : { label: e.policy.name, predictedMs: Infinity, metric: 'stepMs' as const, note: `not applicable: ${e.reason}` });
+      // The chosen policy's plan exactly as `--policy X` reports it (same simulated figures).
       const plan: Plan = structuredClone(best.plan);
-      const analytic = plan.predicted;
       plan.policy = 'auto';
       plan.chosenPolicy = best.policy.name;
       const s = best.simulated;
-      plan.predicted = {
-        layerMs: s.layerMs, stepMs: s.stepMs, tokensPerSecond: s.tokensPerSecond, prefillMs: s.prefillMs, totalMs: s.totalMs, perLane: s.perLane,
-        ...(analytic.online ? { online: analytic.online } : {}),
-      };
       const chosen = best;
       const runnerUp = evals.filter((e) => e.policy !== chosen.policy && e.simulated && Number.isFinite(e.score)).sort((a, b) => a.score - b.score)[0];
       plan.explanation = {
         ...plan.explanation,
-        summary: `${fits ? '' : 'WARNING: no policy fits this workload in memory; showing the fastest anyway. '}auto chose ${best.policy.name}: ${online ? `${best.score.toFixed(1)} ms per token at ${ctx.workload.rate} requests/s` : `${(s.totalMs / 1000).toFixed(2)} s for the workload, ${s.tokensPerSecond.toFixed(1)} tok/s decode`}${runnerUp ? ` (next: ${runnerUp.policy.name}, ${online ? `${runnerUp.score.toFixed(1)} ms per token` : `${(runnerUp.score / best.score).toFixed(2)}× slower`})` : ''}. ${plan.explanation.summary}`,
+        summary: `auto chose ${best.policy.name}: ${online ? `${best.score.toFixed(1)} ms per token at ${ctx.workload.rate} requests/s` : `${(s.totalMs / 1000).toFixed(2)} s for the workload, ${s.tokensPerSecond.toFixed(1)} tok/s decode`}${runnerUp ? ` (next: ${runnerUp.policy.name}, ${online ? `${runnerUp.score.toFixed(1)} ms per token` : `${(runnerUp.score / best.score).toFixed(2)}× slower`})` : ''}. ${plan.explanation.summary}`,
         decisions: [{
           id: 'policy', chosen: best.policy.name, alternatives, binding: plan.explanation.binding,
           reason: `lowest ${online ? 'predicted mean per-token latency at the arrival rate (serving model where the policy has one, else static batches that must keep up with rate × gen tokens/s)' : 'simulated end-to-end time (prefill + gen × decode step)'}; ties within 1 % go to the simpler policy`,
         }, ...plan.explanation.decisions],
       };
-      plan.details = { ...(plan.details ?? {}), analytic, evaluated: evals.map((e) => ({ policy: e.policy.name, applicable: e.applicable, reason: e.reason, ...(e.simulated ? { simulated: e.simulated } : {}) })) };
+      plan.details = { ...(plan.details ?? {}), evaluated: evals.map((e) => ({ policy: e.policy.name, applicable: e.applicable, reason: e.reason, ...(e.simulated ? { simulated: e.simulated } : {}) })) };
       return plan;
     },
   };

@@ -154,7 +154,9 @@ export function memoryUse(ctx: PlanContext, m: MemoryInput): MemoryUse {
   return {
     gpuBytes: m.gpuBytes, gpuCapacityBytes: cap, hostBytes: m.hostBytes, pinnedBytes: m.pinnedBytes,
     hostCapacityBytes: ctx.hostBytes,
-    fits: m.gpuBytes <= cap + 1 && m.hostBytes + m.pinnedBytes <= ctx.hostBytes + 1,
+    // A plan fits when VRAM, host memory and the host's page-lock limit (where known) all hold it.
+    fits: m.gpuBytes <= cap + 1 && m.hostBytes + m.pinnedBytes <= ctx.hostBytes + 1
+      && (ctx.hardware.memory.pinnedLimitBytes === undefined || m.pinnedBytes <= ctx.hardware.memory.pinnedLimitBytes + 1),
   };
 }
 

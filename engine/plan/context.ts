@@ -24,6 +24,15 @@ export function validateWorkload(w: Workload, model?: ModelShape): void {
   if (w.rate !== undefined && (!Number.isFinite(w.rate) || w.rate <= 0 || w.rate > 1e6)) {
     throw new Error(`workload: rate must be requests/s in (0, 1e6], got ${w.rate}`);
   }
+  if (w.batches !== undefined) {
+    if (!Number.isInteger(w.batches) || w.batches < 1 || w.batches > w.batch) throw new Error(`workload: batches must be an integer in [1, batch = ${w.batch}], got ${w.batches}`);
+    // B is the whole batch split into N equal batches (the paper's 2×25 is batch=50,batches=2).
+    if (w.batch % w.batches !== 0) throw new Error(`workload: batch ${w.batch} does not split into ${w.batches} equal batches (batch must be a multiple of batches)`);
+  }
+  if (w.requests !== undefined && (!Number.isInteger(w.requests) || w.requests < 1 || w.requests > 100_000)) {
+    throw new Error(`workload: requests must be an integer in [1, 100000], got ${w.requests}`);
+  }
+  if (w.requests !== undefined && w.rate === undefined) throw new Error('workload: requests applies to online workloads; give rate too (e.g. rate=2,requests=200)');
   if (model && w.prompt + w.gen > model.contextLength * 4) {
     // Decision: allow up to 4× the training context (RoPE scaling exists); beyond that is a typo.
     throw new Error(`workload: prompt + gen = ${w.prompt + w.gen} exceeds 4× the model's context length ${model.contextLength}`);

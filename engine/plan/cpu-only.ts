@@ -22,10 +22,10 @@ export const policy: Policy = {
   name: 'cpu-only',
   title: 'All ops on the CPU',
   source: 'baseline (llama.cpp -ngl 0, IPEX in LIA)',
-  applicable(ctx) {
-    const need = hostBytes(ctx);
-    if (need > ctx.hostBytes) return { ok: false, reason: `weights + KV need ${(need / 2 ** 30).toFixed(1)} GiB, host memory available ${(ctx.hostBytes / 2 ** 30).toFixed(1)} GiB` };
-    return { ok: true, reason: 'always possible when the model fits in host memory' };
+  // Memory is not an applicability question: a plan that does not fit is refused the same way
+  // for every policy, with the numbers (engine/plan/predict.ts).
+  applicable() {
+    return { ok: true, reason: 'every op can run on the CPU' };
   },
   plan(ctx) {
     const prefill = makeStage({ name: 'prefill', step: ctx.prefillStep, layers: layers(ctx, 'prefill'), head: headOn(ctx, ctx.workload.batch, false), overlap: 'none (one device)' });

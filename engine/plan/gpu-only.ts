@@ -7,6 +7,20 @@ import type { Decision } from '../explain/types';
 import { headBytes, headOn, kvBytesPerLayer, layerBytes, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs, workspaceBytes } from './build';
 import type { Policy, PlanContext } from './policy';
 import type { LayerPlan, Plan } from './types';
+import type { OnlineSimResult } from '../sim/types';
+import { onlineApplicable } from './neo';
+import { onlineRun } from './neo/plan-online';
+import { NeoScheduler } from './neo/scheduler';
+
+/**
+ * Online workloads (rate given): the GPU-only serving baseline of NEO and APEX (SwiftLLM: NEO's
+ * engine with every request's KV and attention on the GPU, §5.1), on the same serving simulator
+ * and costs as NEO/APEX. Needs the weights on the GPU, as they do.
+ */
+function gpuOnlyServing(ctx: PlanContext): OnlineSimResult | undefined {
+  if (ctx.workload.rate === undefined || !onlineApplicable(ctx, 'GPU-only serving').ok) return undefined;
+  return onlineRun(ctx, (limits, predictors) => new NeoScheduler('gpu-only', limits, predictors));
+}
 
 export interface GpuResidency { residentLayers: number; headOnGpu: boolean; gpuBytes: number; pinnedBytes: number }
 
@@ -56,6 +70,11 @@ export const policy: Policy = {
   name: 'gpu-only',
   title: 'All compute on the GPU; weights/KV that do not fit stream from pinned host memory',
   source: 'baseline (paper 000 "GPU-only", FlexGen-style streaming)',
+  simulateOnline(_plan, ctx) {
+    const r = gpuOnlyServing(ctx);
+    if (!r) throw new Error(`gpu-only serving simulation: ${onlineApplicable(ctx, 'GPU-only serving').reason}`);
+    return r;
+  },
   applicable(ctx) {
     if (!ctx.hardware.gpu || !ctx.hardware.link) return { ok: false, reason: 'no GPU in the hardware profile' };
     const r = gpuResidency(ctx);
@@ -84,7 +103,8 @@ export const policy: Policy = {
         ? `weights + KV need ${(L * (layerBytes(ctx) + kvBytesPerLayer(ctx)) / 2 ** 30).toFixed(1)} GiB, VRAM budget ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB`
         : 'everything fits',
     }];
-    return makePlan(ctx, {
+    const serving = gpuOnlyServing(ctx);
+    const plan = makePlan(ctx, {
       policy: 'gpu-only', prefill, decode,
       memory: memoryUse(ctx, { gpuBytes: r.gpuBytes, pinnedBytes: r.pinnedBytes, hostBytes: 0 }),
       explanation: {
@@ -95,5 +115,7 @@ export const policy: Policy = {
       },
       details: { residentLayers: r.residentLayers, headOnGpu: r.headOnGpu },
     });
+    if (serving) plan.predicted.online = { rate: serving.rate, throughputTokensPerS: serving.throughputTokensPerS, perTokenLatencyMs: serving.perTokenLatencyMs };
+    return plan;
   },
 };

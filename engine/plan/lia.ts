@@ -17,6 +17,8 @@ import type { LayerPlan, Plan, PlanStage } from './types';
 import { FULL_CPU, FULL_GPU, PARTIAL_CPU, type LayerTime, type LiaPolicyMask, policyBit, policyVector, searchTerms } from './lia/cost';
 import { residentLayers } from './lia/residency';
 import { layerKvBytesLia, layerWeightBytesLia } from './lia/sublayers';
+import { batchAtSameDdr, cxlOffloadedFraction } from './lia/memory';
+import { modelWeightBytes } from '../model/shape';
 import { liaShapeOf, sublayerOfOps, termsFromCosts } from './lia/terms';
 
 interface StageSearch {
@@ -89,7 +91,7 @@ export const policy: Policy = {
     const hb = headBytes(ctx);
     const headOnGpu = hb < 0.25 * ctx.vramBytes;
     const res = residentLayers({
-      shape, nLayers: L, vramBytes: Math.max(0, ctx.vramBytes - (headOnGpu ? hb : 0)), batch: w.batch, maxContext: w.prompt + w.gen,
+      shape, nLayers: L, vramBytes: Math.max(0, ctx.vramBytes - (headOnGpu ? hb : 0)), batch: w.batch, maxContext: w.prompt + w.gen, promptTokens: w.prompt,
       prefillPolicy: pre.chosen.policy, decodePolicy: dec.chosen.policy,
     });
     const k = res.residentLayers;
@@ -104,11 +106,17 @@ export const policy: Policy = {
     const weights = layerWeightBytesLia(shape);
     const kvLayer = layerKvBytesLia(shape, w.batch, w.prompt + w.gen);
     const capacityLimited = k < L;
+    // §6 / Table 3: with CXL memory, all parameters move to CXL and KV stays in DDR; the share of
+    // host memory that moves ("Offloaded %") and the batch that then fits the same DDR.
+    const cxlFraction = cxlOffloadedFraction(modelWeightBytes(ctx.model), shape, L, w.batch, w.prompt + w.gen);
+    const cxlText = `CXL (§6, Table 3): parameters to CXL, KV in DDR would offload ${(cxlFraction * 100).toFixed(1)} % of host memory; the same DDR then holds batch ${Math.floor(batchAtSameDdr(w.batch, cxlFraction))}`;
     const decisions: Decision[] = [
       { id: 'prefill-policy', chosen: `prefill ${label(pre.chosen.policy)}`, alternatives: alternatives(pre), binding: bindingOf(ctx, prefill, false),
         reason: `lowest Eq. (2) layer time of 64 placements at B=${w.batch}, L=${w.prompt}` },
       { id: 'decode-policy', chosen: `decode ${label(dec.chosen.policy)}`, alternatives: alternatives(dec), binding: bindingOf(ctx, decode, false),
         reason: `lowest Eq. (2) layer time of 64 placements at B=${w.batch}, context ${ctx.decodeStep.context}` },
+      { id: 'cxl', chosen: cxlText, alternatives: [], binding: 'host-memory-capacity' as const,
+        reason: 'LIA §6: for large batches all parameter sublayers run on the GPU, so parameters can live in (slower) CXL memory while KV and activations stay in DDR' },
       { id: 'layers-on-gpu', chosen: `${k}/${L} whole layers resident on the GPU`, alternatives: [],
         binding: capacityLimited ? 'vram-capacity' : bindingOf(ctx, decode, false),
         reason: `each resident layer needs ${((weights + kvLayer) / 2 ** 30).toFixed(2)} GiB (weights + KV of B·(L_in+L_out)); streaming buffers ${(res.streamingBytes / 2 ** 30).toFixed(2)} GiB; VRAM ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB` },
@@ -122,13 +130,13 @@ export const policy: Policy = {
       }),
       explanation: {
         summary: k === L
-          ? `LIA: all ${L} layers fit on the GPU (Opt-1), so every sublayer runs there; no placement search applies.`
-          : `LIA: ${k}/${L} layers resident on the GPU; the other ${L - k} run prefill ${label(pre.chosen.policy)} and decode ${label(dec.chosen.policy)} with host-resident weights and KV.`,
+          ? `LIA: all ${L} layers fit on the GPU (Opt-1), so every sublayer runs there; no placement search applies. ${cxlText}.`
+          : `LIA: ${k}/${L} layers resident on the GPU; the other ${L - k} run prefill ${label(pre.chosen.policy)} and decode ${label(dec.chosen.policy)} with host-resident weights and KV. ${cxlText}.`,
         binding: bindingOf(ctx, decode, capacityLimited), decisions, whatIf: [],
       },
       details: {
         prefillPolicy: policyVector(pre.chosen.policy), decodePolicy: policyVector(dec.chosen.policy), residentLayers: k,
-        candidates: 64, prefillSerialLayerMs: pre.chosen.serialMs, decodeSerialLayerMs: dec.chosen.serialMs,
+        candidates: 64, cxlOffloadedFraction: cxlFraction, prefillMiniBatches: res.prefillMiniBatches, prefillSerialLayerMs: pre.chosen.serialMs, decodeSerialLayerMs: dec.chosen.serialMs,
       },
     });
   },

@@ -7,7 +7,7 @@
 import type { Policy, PlanContext } from './policy';
 import type { Plan } from './types';
 import { neoGpuFixedBytes } from './neo/from-cost-model';
-import { planOnline } from './neo/plan-online';
+import { onlineRun, planOnline } from './neo/plan-online';
 import { NeoScheduler } from './neo/scheduler';
 
 /** NEO keeps every weight on the GPU (§6 "NEO implicitly assumes putting all model weights on the GPU"). */
@@ -25,6 +25,8 @@ export const policy: Policy = {
   title: 'Asymmetric pipelining: decode attention of GPU-KV-overflow requests on the CPU, load-aware per-iteration scheduling',
   source: '003 (NEO, MLSys 2025)',
   applicable: (ctx) => onlineApplicable(ctx, 'NEO'),
+  simulatesItself: true,
+  simulateOnline: (_plan, ctx) => onlineRun(ctx, (limits, predictors) => new NeoScheduler('neo', limits, predictors)),
   plan(ctx): Plan {
     return planOnline(ctx, {
       policy: 'neo',

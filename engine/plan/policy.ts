@@ -63,6 +63,11 @@ export interface Policy {
    * simulator builds a generic graph from the plan's op placement (engine/sim/graph.ts).
    */
   simulate?(plan: Plan, ctx: PlanContext): SimTask[];
-  /** Optional: serving simulation for online workloads (ctx.workload.rate set) — NEO, APEX. */
+  /** Optional: serving simulation for online workloads (ctx.workload.rate set) — NEO, APEX, gpu-only. */
   simulateOnline?(plan: Plan, ctx: PlanContext): OnlineSimResult;
+  /**
+   * True when the plan's decode figures come from the policy's own iteration simulation (NEO,
+   * APEX), which the generic op graph cannot express; see engine/plan/predict.ts.
+   */
+  simulatesItself?: boolean;
 }

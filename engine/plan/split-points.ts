@@ -8,7 +8,7 @@
 //   the split (the paper streams every layer; keeping what fits is never slower). With a measured
 //   --costs table the plan is paper-exact: every layer streamed, as the table was measured.
 // - Variants tried: batches nb ∈ {1, 2, 4} (nb ≤ batch, modelled costs only: per-batch times
-//   need a table at batch/nb), chunking {none, Scores/8, Scores/8 + WV/8}. Best L wins; ties go
+//   need a table at batch/nb) or exactly the workload's `batches=N`, chunking {none, Scores/8, Scores/8 + WV/8}. Best L wins; ties go
 //   to the simpler variant (fewer batches, fewer chunks).
 
 import { bindingOf } from '../explain/binding';
@@ -62,12 +62,17 @@ function hasField(ops: OpTimes[], f: 'dc' | 's2d'): boolean { return ops.some((o
 
 function variants(ctx: PlanContext): Variant[] {
   const out: Variant[] = [];
-  const batchOptions = ctx.cost.measured ? [1] : [1, 2, 4].filter((nb) => nb <= ctx.workload.batch);
+  // `batches=N` in the workload fixes paper 000's number of batches (with or without --costs: a
+  // measured table then holds the times of one batch of batch/N). Otherwise the model searches
+  // {1, 2, 4}; a measured table, measured for one configuration, is taken as one batch.
+  const given = ctx.workload.batches;
+  const batchOptions = given !== undefined ? [given] : ctx.cost.measured ? [1] : [1, 2, 4].filter((nb) => nb <= ctx.workload.batch);
   for (const nb of batchOptions) {
     const step = { ...ctx.decodeStep, batch: Math.ceil(ctx.decodeStep.batch / nb) };
     const table = ctx.cost.layerTimes(step, 'decode');
     const compressed = hasField(table.ops, 'dc');
-    const nvme = hasField(table.ops, 's2d');
+    // GPUDirect Storage only where the GPU supports it (GeForce cards do not).
+    const nvme = hasField(table.ops, 's2d') && ctx.hardware.gpu?.gds === true;
     const attn = table.ops.filter((o) => o.kind === 'scores' || o.kind === 'wv').map((o) => o.name);
     const chunkings: Record<string, number>[] = [{}];
     if (attn[0]) chunkings.push({ [attn[0]]: 8 });

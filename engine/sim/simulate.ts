@@ -16,13 +16,17 @@ export function simulatePlan(plan: Plan, ctx: PlanContext, policy?: Policy): Wor
   let first = Infinity, last = 0;
   for (const e of decode.events) if (e.layer !== undefined) { first = Math.min(first, e.startMs); last = Math.max(last, e.endMs); }
   const layerSpan = last > first ? last - first : decode.totalMs;
-  const totalMs = prefill.totalMs + ctx.workload.gen * decode.totalMs;
+  // Serving policies (NEO, APEX) simulate their decode iteration themselves (engine/plan/predict.ts):
+  // their step is the time until every request of the batch has one more token.
+  const own = policy?.simulatesItself === true;
+  const stepMs = own ? plan.predicted.stepMs : decode.totalMs;
+  const totalMs = prefill.totalMs + ctx.workload.gen * stepMs;
   return {
     prefillMs: prefill.totalMs,
-    decodeStepMs: decode.totalMs,
-    layerMs: layerSpan / L,
+    decodeStepMs: stepMs,
+    layerMs: own ? plan.predicted.layerMs : layerSpan / L,
     totalMs,
-    tokensPerSecond: decode.totalMs > 0 ? (ctx.workload.batch * 1000) / decode.totalMs : 0,
+    tokensPerSecond: stepMs > 0 ? (ctx.workload.batch * 1000) / stepMs : 0,
     prefill, decode,
   };
 }

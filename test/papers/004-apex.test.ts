@@ -11,6 +11,7 @@ import { profilePredictors, rooflineOnlineCosts } from '../../engine/plan/neo/co
 import { NeoScheduler } from '../../engine/plan/neo/scheduler';
 import { generateWorkload } from '../../engine/sim/online/workload';
 import { runOnline } from '../../engine/sim/online/loop';
+import { simulateRequest } from '../../engine/plan/api';
 
 const GiB = 2 ** 30;
 
@@ -87,4 +88,38 @@ test('Fig. 7 (A10): APEX\'s gain over NEO grows with the average output length, 
   assert.ok(long.gain > 1.03, `long-output gain ${long.gain}`);
   assert.ok(short.gain > 0.98); // never clearly worse than NEO
   assert.ok(long.ao > 0, 'asynchronous overlap should run in the long-output case');
+});
+
+// Through the CLI's code path (`fulcrum simulate --policy apex|neo`, simulateRequest) on the
+// apex-a10 preset as shipped: its CPU attention is 170/3031 of the A10's (Fig. 1b's ratio,
+// engine/hardware/presets.ts). Decisions: prompt 1000 (Fig. 7 caption), 500 requests queued at
+// once (rate 1e6), vram=22G (0.9 of the A10's 24 GiB after the reserve).
+test('Fig. 7 (CLI path, apex-a10 preset): N_G/N_C as Fig. 1b, (6) fails, asynchronous overlap runs, gain over NEO grows with output', () => {
+  const run = (policy: 'neo' | 'apex', gen: number) => simulateRequest({
+    model: 'llama-3.1-8b', hardware: 'apex-a10', policy,
+    workload: `batch=64,prompt=1000,gen=${gen},rate=1000000,requests=500,vram=22G`,
+  });
+  const gains: number[] = [];
+  let aoIterations = 0;
+  for (const gen of [100, 1600]) {
+    const neo = run('neo', gen);
+    const apex = run('apex', gen);
+    gains.push(apex.simulation.online!.throughputTokensPerS / neo.simulation.online!.throughputTokensPerS);
+    aoIterations = ((apex.simulation.online!.extra!.modes as Record<string, number>)['async-overlap']) ?? 0;
+    // The plan states Eq. (6) with the ratio the preset gives: N_G/N_C ≈ 3031/170 = 17.8 (±10 %).
+    const d = apex.plan.explanation.decisions.find((x) => x.id === 'apex-mode')!;
+    const m = /N_G\/N_C = ([0-9.]+) vs .* = ([0-9.]+) \(Eq\. 6\)/.exec(d.chosen);
+    assert.ok(m, d.chosen);
+    const ratio = Number(m[1]), bound = Number(m[2]);
+    assert.ok(Math.abs(ratio / (3031 / 170) - 1) < 0.1, `N_G/N_C ${ratio}`);
+    assert.ok(ratio > bound, `(6) must fail: ${ratio} vs ${bound}`);
+  }
+  console.log(`# APEX/NEO on apex-a10 at outputs 100, 1600: ${gains.map((g) => g.toFixed(3)).join(', ')}; AO iterations at 1600: ${aoIterations} (paper Fig. 7: +5 % at 50–200, up to +37 % beyond 500)`);
+  assert.ok(aoIterations > 0, 'asynchronous overlap must run where (6) fails');
+  assert.ok(gains[1]! > gains[0]!, `gain must grow with output length: ${gains.join(', ')}`);
+  assert.ok(gains[0]! > 0.99 && gains[1]! > 1.03, `gains ${gains.join(', ')}`);
+  // Inconsistency documented: §5.4's speed-up model S ≈ b/a with a = N_G/N_C = 17.8 (Fig. 1b)
+  // bounds the extra throughput by b/a ≤ 1/17.8 ≈ 5.6 % of the decode-intensive time, yet the
+  // abstract reports up to +37 % on the A10. Fulcrum follows the mechanism: the gain stays near b/a.
+  assert.ok(gains[1]! < 1 + 2 / (3031 / 170), `gain ${gains[1]} above twice the b/a bound`);
 });

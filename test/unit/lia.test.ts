@@ -63,11 +63,11 @@ test('search: 64 candidates, sorted by Eq. (2); full CPU wins when the GPU side 
 
 test('Opt-1 residency: fewer whole layers stay resident as the batch grows', () => {
   const shape = optLayerShape(7168);
-  const at = (batch: number) => residentLayers({ shape, nLayers: 48, vramBytes: 38 * 2 ** 30, batch, maxContext: 288, prefillPolicy: FULL_GPU, decodePolicy: FULL_CPU }).residentLayers;
+  const at = (batch: number) => residentLayers({ shape, nLayers: 48, vramBytes: 38 * 2 ** 30, batch, maxContext: 288, promptTokens: 256, prefillPolicy: FULL_GPU, decodePolicy: FULL_CPU }).residentLayers;
   const ks = [1, 16, 64, 256].map(at);
   for (let i = 1; i < ks.length; i++) assert.ok(ks[i]! <= ks[i - 1]!, ks.join(','));
   assert.ok(ks[0]! > ks[3]!);
-  assert.equal(residentLayers({ shape, nLayers: 4, vramBytes: 40 * 2 ** 30, batch: 1, maxContext: 64, prefillPolicy: FULL_GPU, decodePolicy: FULL_GPU }).binding, 'all-layers-fit');
+  assert.equal(residentLayers({ shape, nLayers: 4, vramBytes: 40 * 2 ** 30, batch: 1, maxContext: 64, promptTokens: 32, prefillPolicy: FULL_GPU, decodePolicy: FULL_GPU }).binding, 'all-layers-fit');
 });
 
 test('op → sublayer mapping for llama and OPT op lists', () => {
@@ -91,7 +91,7 @@ test('lia policy: plan for OPT-30B on SPR-A100 places streamed layers per the ch
   layer.ops.forEach((o, j) => assert.equal(o.device, ((vec >> groups[j]!) & 1) === 1 ? 'cpu' : 'gpu', o.name));
   for (const o of plan.stages.decode.layers[0]!.ops) assert.equal(o.device, 'gpu');
   const ids = plan.explanation.decisions.map((d) => d.id);
-  assert.deepEqual(ids, ['prefill-policy', 'decode-policy', 'layers-on-gpu']);
+  assert.deepEqual(ids, ['prefill-policy', 'decode-policy', 'cxl', 'layers-on-gpu']);
   assert.ok(plan.explanation.decisions[1]!.alternatives.some((a) => a.note === 'chosen'));
   assert.ok(plan.predicted.totalMs > 0 && Number.isFinite(plan.predicted.totalMs));
 });

@@ -36,6 +36,7 @@ function tiny(c: ProfileConfig): ProfileConfig {
     attention: { ...c.attention, kvLengths: [64], threads: [1], warmups: 1, runs: 3 },
     contention: { ...c.contention, format: 'F32', threads: 1, disturbBytes: 2 * MiB, warmups: 1, runs: 3 },
     cuda: undefined,
+    calibration: undefined,
   };
 }
 

@@ -59,8 +59,8 @@ export function predictLia(shape: LiaLayerShape, nLayers: number, sys: LiaSystem
   const preStreamed = pick(layerTime(shape, sys, 'prefill', batch, promptTokens, prePolicy));
   const decStreamed = pick(layerTime(shape, sys, 'decode', batch, midContext, decPolicy));
   const residency = opt.residency === false || opt.vramBytes <= 0
-    ? { residentLayers: 0, perLayerBytes: 0, streamingBytes: 0, binding: 'vram-capacity' as const }
-    : residentLayers({ shape, nLayers, vramBytes: opt.vramBytes, batch, maxContext: promptTokens + genTokens, prefillPolicy: prePolicy, decodePolicy: decPolicy });
+    ? { residentLayers: 0, perLayerBytes: 0, streamingBytes: 0, prefillMiniBatches: 1, binding: 'vram-capacity' as const }
+    : residentLayers({ shape, nLayers, vramBytes: opt.vramBytes, batch, maxContext: promptTokens + genTokens, promptTokens, prefillPolicy: prePolicy, decodePolicy: decPolicy });
   const k = residency.residentLayers;
   const preResident = residentLayerMs(shape, sys, 'prefill', batch, promptTokens);
   const decResident = residentLayerMs(shape, sys, 'decode', batch, midContext);

@@ -13,6 +13,8 @@ export interface ResidencyInput {
   batch: number;
   /** Longest context the run reaches (L_in + L_out). */
   maxContext: number;
+  /** Prompt tokens per sequence (L_in): the prefill's activation rows are batch × this. */
+  promptTokens: number;
   /** Policies the streamed (non-resident) layers run with. */
   prefillPolicy: LiaPolicyMask;
   decodePolicy: LiaPolicyMask;
@@ -24,6 +26,8 @@ export interface Residency {
   perLayerBytes: number;
   /** VRAM kept for streaming the other layers (double buffers + activations). */
   streamingBytes: number;
+  /** Prefill mini-batches so that activations fit the streaming buffer (1 = whole batch). */
+  prefillMiniBatches: number;
   binding: 'vram-capacity' | 'all-layers-fit';
 }
 
@@ -53,12 +57,20 @@ export function residentLayers(inp: ResidencyInput): Residency {
   const attnOnGpu = (p: LiaPolicyMask): boolean => policyBit(p, 2) === 0 || policyBit(p, 3) === 0;
   const wFrac = Math.max(gpuWeightFraction(inp.prefillPolicy), gpuWeightFraction(inp.decodePolicy));
   const kvStream = attnOnGpu(inp.prefillPolicy) || attnOnGpu(inp.decodePolicy) ? 2 * kv : 0;
-  const act = 2 * shape.actBytesPerElement * batch * maxContext * Math.max(shape.dModel, shape.dFfn);
+  // Activations in and out of the widest sublayer. Decision: prefill runs in the fewest
+  // mini-batches whose activations take at most a quarter of the VRAM budget (digest 002 §3:
+  // "prefill: FlexGen-style split into ≥ 2 mini-batches"; the paper prints no size), so a batch of
+  // 900 × 256 prompt tokens does not reserve 30 GB of activations. Decode rows are one per sequence.
+  const widest = Math.max(shape.dModel, shape.dFfn);
+  const prefillAct = 2 * shape.actBytesPerElement * batch * inp.promptTokens * widest;
+  const decodeAct = 2 * shape.actBytesPerElement * batch * widest;
+  const miniBatches = Math.max(1, Math.ceil(prefillAct / Math.max(1, inp.vramBytes / 4)));
+  const act = Math.max(decodeAct, prefillAct / miniBatches);
   const streaming = 2 * wFrac * weights + kvStream + act;
   if (nLayers * perLayer <= inp.vramBytes) {
-    return { residentLayers: nLayers, perLayerBytes: perLayer, streamingBytes: 0, binding: 'all-layers-fit' };
+    return { residentLayers: nLayers, perLayerBytes: perLayer, streamingBytes: 0, prefillMiniBatches: 1, binding: 'all-layers-fit' };
   }
   const room = Math.max(0, inp.vramBytes - streaming);
   const k = Math.min(nLayers, Math.floor(room / perLayer));
-  return { residentLayers: k, perLayerBytes: perLayer, streamingBytes: streaming, binding: 'vram-capacity' };
+  return { residentLayers: k, perLayerBytes: perLayer, streamingBytes: streaming, prefillMiniBatches: miniBatches, binding: 'vram-capacity' };
 }

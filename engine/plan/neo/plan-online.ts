@@ -6,6 +6,7 @@
 import type { OpPlan, Plan, PlanStage, SubBatch as PlanSubBatch } from '../types';
 import type { PlanContext } from '../policy';
 import type { Decision, Resource } from '../../explain/types';
+import type { OnlineSimResult } from '../../sim/types';
 import { bindingOf } from '../../explain/binding';
 import { headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from '../build';
 import { kvBytesPerToken } from '../../model/shape';
@@ -65,6 +66,25 @@ export function steadyStateQueues(ctx: PlanContext, limits: SchedulerLimits): On
 
 const ATTN = new Set(['scores', 'softmax', 'wv']);
 
+/**
+ * The serving simulation of an online workload (rate given): `requests` requests (default 64),
+ * lengths ±10 % around prompt/gen, Poisson arrivals (seed 1), on the context's shared truth
+ * costs. One run per question: plans (predicted.online), `auto` and `simulate` all report it.
+ */
+export function onlineRun(ctx: PlanContext, makeScheduler: OnlinePolicySpec['makeScheduler']): OnlineSimResult {
+  const w = ctx.workload;
+  if (w.rate === undefined) throw new Error('online simulation needs a rate (workload rate=R requests/s)');
+  const setup = onlineSetup(ctx);
+  const count = w.requests ?? 64;
+  const reqs = generateWorkload({ rate: w.rate, count, prompt: { kind: 'uniform-10pct', mean: w.prompt }, output: { kind: 'uniform-10pct', mean: w.gen }, seed: 1 });
+  const r = runOnline(reqs, makeScheduler(setup.limits, setup.predictors), setup.truth, { maxIterations: 50_000 });
+  return {
+    rate: w.rate, requests: count, throughputTokensPerS: r.throughputTokensPerS, perTokenLatencyMs: r.perTokenLatencyMs,
+    meanIterationMs: r.iterations > 0 ? r.makespanMs / r.iterations : 0,
+    extra: { modes: r.modes, iterations: r.iterations, makespanMs: r.makespanMs },
+  };
+}
+
 export function planOnline(ctx: PlanContext, spec: OnlinePolicySpec): Plan {
   const w = ctx.workload;
   const L = ctx.model.nLayers;
@@ -123,19 +143,24 @@ export function planOnline(ctx: PlanContext, spec: OnlinePolicySpec): Plan {
     overlap: overflowFrac > 0 ? 'layer-wise KV swap-out of CPU requests overlaps the next layer\'s prefill' : 'none needed',
   });
   const produced = res.produced.length + res.aoAdvanced.length / L;
-  const tokensPerSecond = res.ms > 0 ? (produced * 1000) / res.ms : 0;
+  // Decision: the decode step is the time until every request of the batch has one more token,
+  // as for every other policy (tokens/s = batch / step). One iteration serves `produced` of them
+  // (the scheduler may leave CPU decodes waiting, and an asynchronous-overlap request advances
+  // one layer per iteration), so the step is that many iterations: iteration × batch / produced.
+  const iterationsPerStep = produced > 0 ? w.batch / produced : Infinity;
+  const stepMs = res.ms * iterationsPerStep;
+  const tokensPerSecond = stepMs > 0 && Number.isFinite(stepMs) ? (w.batch * 1000) / stepMs : 0;
   const predicted: Plan['predicted'] = {
-    layerMs, stepMs: res.ms, tokensPerSecond, prefillMs: prefill.predicted.stepMs,
-    totalMs: prefill.predicted.stepMs + (w.gen * w.batch * 1000) / Math.max(tokensPerSecond, 1e-9),
+    layerMs: layerMs * iterationsPerStep, stepMs, tokensPerSecond, prefillMs: prefill.predicted.stepMs,
+    totalMs: prefill.predicted.stepMs + w.gen * stepMs,
     perLane: { cpu: res.cpuMs, gpu: res.gpuMs, h2d: res.pcieMs / 2, d2h: res.pcieMs / 2, nvme: 0 },
   };
   const notes: string[] = [];
   if (w.rate !== undefined) {
-    // Decision: a bounded simulation for planning (64 requests, ±10 % lengths, seed 1), so
-    // planning stays fast; `fulcrum simulate` can run longer ones.
+    // Decision: a bounded simulation (workload `requests`, default 64; ±10 % lengths, seed 1),
+    // the same run `plan`, `auto` and `simulate` report.
     try {
-      const reqs = generateWorkload({ rate: w.rate, count: 64, prompt: { kind: 'uniform-10pct', mean: w.prompt }, output: { kind: 'uniform-10pct', mean: w.gen }, seed: 1 });
-      const r = runOnline(reqs, spec.makeScheduler(setup.limits, setup.predictors), setup.truth, { maxIterations: 50_000 });
+      const r = onlineRun(ctx, spec.makeScheduler);
       predicted.online = { rate: w.rate, throughputTokensPerS: r.throughputTokensPerS, perTokenLatencyMs: r.perTokenLatencyMs };
     } catch (e) {
       notes.push(`online simulation not available: ${(e as Error).message}`);
@@ -166,12 +191,12 @@ export function planOnline(ctx: PlanContext, spec: OnlinePolicySpec): Plan {
       hostBytes: cpuKvTok * kvTok,
     }),
     explanation: {
-      summary: `${spec.policy.toUpperCase()}: ${it.mode} — ${onGpu} requests attend on the GPU, ${onCpu} on the CPU; ${tokensPerSecond.toFixed(1)} tokens/s at the mid-generation context.${notes.length ? ' ' + notes.join(' ') : ''}`,
+      summary: `${spec.policy.toUpperCase()}: ${it.mode} — ${onGpu} requests attend on the GPU, ${onCpu} on the CPU${produced < w.batch ? ` (an iteration serves ${+produced.toFixed(2)} of the ${w.batch} requests, so a step for all of them is ${iterationsPerStep.toFixed(2)} iterations)` : ''}; ${tokensPerSecond.toFixed(1)} tokens/s at the mid-generation context.${notes.length ? ' ' + notes.join(' ') : ''}`,
       binding, decisions, whatIf: [],
     },
     details: {
       mode: it.mode, gpuRequests: gpuReqs, cpuRequests: cpuReqs, gpuKvTokens: setup.limits.gpuKvTokens, cpuKvTokens: setup.limits.cpuKvTokens,
-      skippedCpuDecodes: it.skippedCpu, stages: it.stages, predictors: 'grid-profiled cost model, linear interpolation (2 points per octave)',
+      skippedCpuDecodes: it.skippedCpu, iterationMs: res.ms, servedPerIteration: produced, stages: it.stages, predictors: 'grid-profiled cost model, linear interpolation (2 points per octave)',
     },
   });
 }

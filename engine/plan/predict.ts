@@ -1,0 +1,51 @@
+// One number per question: the figures a plan reports (predicted.*) are the simulator's, for
+// `--policy X`, for `auto` choosing X, for `simulate` and for what-ifs alike.
+//
+// Decision — which estimate is the truth: the discrete-event simulation of the plan
+// (engine/sim/simulate.ts). It plays every policy's placement on the same lanes with the same
+// overlap rules, so figures compare across policies; a policy's own closed-form estimate (paper
+// 000's L, LIA's Eq. 2, KVPR's Eq. 11) models only its own overlap and is kept beside it as
+// details.analytic. Serving policies (NEO, APEX: Policy.simulatesItself) are the exception: the
+// op graph cannot express their per-iteration sub-batches, so their iteration executor
+// (engine/sim/online/execute.ts) — itself a simulation on the same per-op costs — gives the decode
+// figures, and the op-graph simulation only the prefill.
+
+import { simulatePlan } from '../sim/simulate';
+import type { WorkloadSimResult } from '../sim/types';
+import type { PlanContext, Policy } from './policy';
+import type { Plan, Predicted } from './types';
+
+/** The plan with its predicted figures replaced by the simulation's (the policy's own kept in details.analytic). */
+export function withSimulatedPrediction(plan: Plan, ctx: PlanContext, policy: Policy): { plan: Plan; sim: WorkloadSimResult } {
+  const sim = simulatePlan(plan, ctx, policy);
+  const analytic = plan.predicted;
+  const predicted: Predicted = {
+    layerMs: sim.layerMs, stepMs: sim.decodeStepMs, tokensPerSecond: sim.tokensPerSecond, prefillMs: sim.prefillMs, totalMs: sim.totalMs,
+    perLane: policy.simulatesItself ? analytic.perLane : sim.decode.busy,
+    ...(analytic.online ? { online: analytic.online } : {}),
+  };
+  const out: Plan = { ...plan, predicted, details: { ...(plan.details ?? {}), analytic } };
+  return { plan: out, sim };
+}
+
+/** Thrown by every policy's plan that does not fit in memory: the same message, with the numbers. */
+export class PlanDoesNotFitError extends Error {}
+
+const gib = (b: number): string => `${(b / 2 ** 30).toFixed(2)} GiB`;
+
+/** '' when the plan fits, else what overflows: GPU, host, pinned — each with need and capacity. */
+export function overflowOf(plan: Plan, pinnedLimitBytes?: number): string {
+  const m = plan.memory;
+  const parts: string[] = [];
+  if (m.gpuBytes > m.gpuCapacityBytes + 1) parts.push(`GPU needs ${gib(m.gpuBytes)} of ${gib(m.gpuCapacityBytes)}`);
+  if (m.hostBytes + m.pinnedBytes > m.hostCapacityBytes + 1) parts.push(`host needs ${gib(m.hostBytes + m.pinnedBytes)}${m.pinnedBytes > 0 ? ` (pinned ${gib(m.pinnedBytes)})` : ''} of ${gib(m.hostCapacityBytes)}`);
+  if (pinnedLimitBytes !== undefined && m.pinnedBytes > pinnedLimitBytes + 1) parts.push(`pinned host memory ${gib(m.pinnedBytes)} exceeds the limit ${gib(pinnedLimitBytes)}`);
+  if (!parts.length && !m.fits) parts.push('memory does not fit');
+  return parts.join('; ');
+}
+
+/** Refuses a plan that does not fit, the same way for every policy. */
+export function refuseIfNotFitting(plan: Plan, ctx: PlanContext): void {
+  if (plan.memory.fits) return;
+  throw new PlanDoesNotFitError(`policy ${plan.chosenPolicy} does not fit in memory: ${overflowOf(plan, ctx.hardware.memory.pinnedLimitBytes)}`);
+}
