@@ -72,24 +72,34 @@ export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOn
   return acts + logits + converted + pageSlack + (256 << 10);
 }
 
-/** This machine's measured profile with the loopback device as its GPU. */
+/**
+ * This machine's measured profile with the loopback device as its GPU. The loopback device runs
+ * the CPU kernels on its own `deviceThreads` threads, so its rates are the CPU's measured ones
+ * (with the profile's end-to-end calibration) scaled to that thread count: memory-bound kernels
+ * by the read bandwidth at that count, compute by the share of the cores.
+ */
 export function loopbackHardware(base: HardwareProfile, opts: { vramBytes: number; linkGBps: number; linkLatencyUs: number; deviceThreads: number; workspaceBytes: number }): HardwareProfile {
   const cpu = base.cpu;
-  const byThreads = cpu.memory.byThreads?.find((t) => t.threads === opts.deviceThreads);
-  const read = byThreads?.readGBps ?? cpu.memory.readGBps * Math.min(1, opts.deviceThreads / Math.max(1, cpu.threads));
-  const gemv = Math.max(0, ...cpu.kernels.filter((k) => k.kernel === 'gemv' && k.gbps !== undefined).map((k) => k.gbps!));
-  const attn = Math.max(0, ...cpu.attention.map((a) => a.gbps));
+  const at = cpu.memory.byThreads?.find((t) => t.threads === opts.deviceThreads)?.readGBps;
   const share = Math.min(1, opts.deviceThreads / Math.max(1, cpu.threads));
+  const read = at ?? cpu.memory.readGBps * share;
+  const memScale = read / Math.max(1e-9, cpu.memory.readGBps);
+  const cal = cpu.calibration;
+  const gemv = Math.max(0, ...cpu.kernels.filter((k) => k.kernel === 'gemv' && k.gbps !== undefined).map((k) => k.gbps!)) * (cal?.gemvScale ?? 1) * memScale;
+  const gemm = Math.max(0, ...cpu.kernels.filter((k) => k.kernel === 'gemm' && k.gflops !== undefined).map((k) => k.gflops!)) * (cal?.gemmScale ?? 1) * share;
+  const attn = Math.max(0, ...cpu.attention.map((a) => a.gbps)) * memScale;
   return {
     ...base,
     name: `${base.name} + loopback`,
     gpu: {
       name: 'loopback',
+      // An emulated device reads no storage directly (no GPUDirect Storage).
+      gds: false,
       memoryBytes: opts.vramBytes,
-      fp16Tflops: (cpu.peakGflops * share) / 1000,
+      fp16Tflops: (gemm > 0 ? gemm : cpu.peakGflops * share) / 1000,
       memoryGBps: read,
-      efficiency: { gemm: 1, gemv: gemv > 0 ? Math.min(1, (gemv * share) / read) : 0.7, attention: attn > 0 ? Math.min(1, (attn * share) / read) : 0.5 },
-      launchOverheadUs: 5,
+      efficiency: { gemm: 1, gemv: gemv > 0 ? Math.min(1, gemv / read) : 0.7, attention: attn > 0 ? Math.min(1, attn / read) : 0.5 },
+      launchOverheadUs: cal?.opOverheadUs ?? 5,
       reservedBytes: opts.workspaceBytes,
     },
     link: {
