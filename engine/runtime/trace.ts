@@ -61,7 +61,11 @@ export interface StepBreakdown {
   stepMs: number;
   /** Busy time per lane, ms. */
   perLane: Record<NativeCompiledOp['lane'], number>;
-  /** Per layer: wall time from its first op's start to its last op's end, ms. */
+  /**
+   * Per layer: its share of the step's wall time — from the end of the previous layer's last
+   * compute op (the step's start for layer 0) to the end of its own, ms. Copies that prefetch a
+   * layer's weights while the layer before computes are overlap, not part of its time.
+   */
   layerMs: number[];
   /** Per layer and plan op: busy ms summed over lanes (copies attributed to the op they feed). */
   opMs: Record<string, number>[];
@@ -80,19 +84,22 @@ export function stepBreakdown(t: MeasuredTrace, steps: number[], nLayers: number
     const ev = t.events.filter((e) => e.step === s && e.endMs > e.startMs);
     if (!ev.length) continue;
     stepMs += Math.max(...ev.map((e) => e.endMs)) - Math.min(...ev.map((e) => e.startMs));
-    const first = new Array<number>(nLayers).fill(Infinity), last = new Array<number>(nLayers).fill(-Infinity);
+    const last = new Array<number>(nLayers).fill(-Infinity);
+    const stepStart = Math.min(...ev.map((e) => e.startMs));
     for (const e of ev) {
       const op = t.ops[e.op]!;
       const d = e.endMs - e.startMs;
       perLane[op.lane] += d;
       const li = op.layer >= 0 ? op.layer : nLayers;
       opMs[li]![op.planOp] = (opMs[li]![op.planOp] ?? 0) + d;
-      if (op.layer >= 0) {
-        first[op.layer] = Math.min(first[op.layer]!, e.startMs);
-        last[op.layer] = Math.max(last[op.layer]!, e.endMs);
-      }
+      if (op.layer >= 0 && (op.lane === 'cpu' || op.lane === 'device')) last[op.layer] = Math.max(last[op.layer]!, e.endMs);
     }
-    for (let l = 0; l < nLayers; l++) if (last[l]! > first[l]!) layerMs[l]! += last[l]! - first[l]!;
+    let prev = stepStart;
+    for (let l = 0; l < nLayers; l++) {
+      if (last[l]! === -Infinity) continue;
+      layerMs[l]! += Math.max(0, last[l]! - prev);
+      prev = Math.max(prev, last[l]!);
+    }
     // Overlap: sweep the busy intervals; time where ≥ 2 lanes are busy.
     const marks: [number, number][] = [];
     for (const e of ev) { marks.push([e.startMs, 1]); marks.push([e.endMs, -1]); }
