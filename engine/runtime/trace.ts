@@ -94,11 +94,11 @@ export function stepBreakdown(t: MeasuredTrace, steps: number[], nLayers: number
       opMs[li]![op.planOp] = (opMs[li]![op.planOp] ?? 0) + d;
       if (op.layer >= 0 && (op.lane === 'cpu' || op.lane === 'device')) last[op.layer] = Math.max(last[op.layer]!, e.endMs);
     }
-    let prev = stepStart;
+    let layerStart = stepStart;
     for (let l = 0; l < nLayers; l++) {
       if (last[l]! === -Infinity) continue;
-      layerMs[l]! += Math.max(0, last[l]! - prev);
-      prev = Math.max(prev, last[l]!);
+      layerMs[l]! += Math.max(0, last[l]! - layerStart);
+      layerStart = Math.max(layerStart, last[l]!);
     }
     // Overlap: sweep the busy intervals; time where ≥ 2 lanes are busy.
     const marks: [number, number][] = [];
