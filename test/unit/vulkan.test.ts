@@ -3,7 +3,8 @@
 // and edge-shaped inputs (one row, odd sizes, tails) and an F32 tensor above 128 MiB, bound
 // through windows within maxStorageBufferRange. Tolerance: |y - y64| <= 1e-5 · Σ|w·x| + 1e-6,
 // where y64 is the float64 product of the same (dequantized) weights and inputs: the GPU sums in
-// f32 in another order. Skips, saying why, where there is no Vulkan loader or device.
+// f32 in another order. RMSNorm, add and SwiGLU: 1e-5 relative; RoPE: see its bound below.
+// Skips, saying why, where there is no Vulkan loader or device.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -44,16 +45,60 @@ function check(type, rows, cols) {
 for (const [rows, cols] of [[1, 1], [1, 96], [37, 3], [37, 96], [1000, 4097], [3, 8192]]) check(0, rows, cols);
 for (const [rows, cols] of [[1, 32], [37, 96], [513, 4096], [7, 32 * 300]]) check(8, rows, cols);
 check(0, 8200, 4100);  // 134.5 MB of F32: above lavapipe's 128 MiB maxStorageBufferRange
+// Several tokens at once (prefill): each token row against every weight row.
+function checkTokens(type, rows, cols, tokens) {
+  const x = new Float32Array(cols * tokens).map(rnd);
+  const w = new Float32Array(rows * cols).map(rnd);
+  const r = a.vulkan.matvec(0, new Uint8Array(w.buffer), rows, cols, x, tokens);
+  let worst = 0;
+  for (let t = 0; t < tokens; t++) for (let i = 0; i < rows; i++) {
+    let s = 0, mag = 0; for (let c = 0; c < cols; c++) { const v = w[i * cols + c] * x[t * cols + c]; s += v; mag += Math.abs(v); }
+    worst = Math.max(worst, Math.abs(r.y[t * rows + i] - s) / (1e-5 * mag + 1e-6));
+  }
+  out.push({ type: 'matmul', rows, cols, worst, windows: r.windows, validation: r.validationMessages });
+}
+checkTokens(0, 33, 70, 5);
+checkTokens(0, 1, 1, 3);
+// Element-wise and per-row kernels against the CPU kernels (rmsnorm, rope) and float64 (add, swiglu).
+const rel = (got, want) => { let w = 0; for (let i = 0; i < want.length; i++) w = Math.max(w, Math.abs(got[i] - want[i]) / (1e-5 * (Math.abs(want[i]) + 1e-3))); return w; };
+for (const [rows, width] of [[1, 1], [3, 65], [7, 4096]]) {
+  const x = new Float32Array(rows * width).map(rnd), w = new Float32Array(width).map(rnd);
+  const got = a.vulkan.rmsnorm(x, w, rows, width, 1e-5);
+  const want = new Float32Array(rows * width);
+  for (let r = 0; r < rows; r++) want.set(a.kernels.rmsnorm(x.subarray(r * width, (r + 1) * width), w, 1e-5), r * width);
+  out.push({ type: 'rmsnorm', rows, cols: width, worst: rel(got, want) });
+}
+for (const [rows, heads, hd, nRot, pos0, neox] of [[1, 1, 2, 2, 0, false], [5, 4, 64, 64, 17, false], [5, 4, 64, 64, 3000, true], [2, 3, 128, 64, 9, true]]) {
+  const x = new Float32Array(rows * heads * hd).map(rnd);
+  const got = a.vulkan.rope(x, rows, heads, hd, nRot, pos0, 10000, 1, neox);
+  const want = new Float32Array(rows * heads * hd);
+  for (let r = 0; r < rows; r++) want.set(a.kernels.rope(x.subarray(r * heads * hd, (r + 1) * heads * hd), heads, hd, pos0 + r, nRot, 10000, 1, neox), r * heads * hd);
+  // θ is formed as on the CPU; sin/cos are the device's, a few ulps from the C library's, and their
+  // error grows with the angle: bound 2e-6 + 1e-7 · (largest position), absolute (inputs in ±0.5).
+  const bound = 2e-6 + 1e-7 * (pos0 + rows);
+  let w = 0; for (let i = 0; i < want.length; i++) w = Math.max(w, Math.abs(got[i] - want[i]) / bound);
+  out.push({ type: neox ? 'rope-neox' : 'rope', rows, cols: hd, worst: w });
+}
+for (const [n, bw] of [[1, 1], [96, 32], [1000, 1000]]) {
+  const y = new Float32Array(n).map(rnd), b = new Float32Array(bw).map(rnd);
+  const got = a.vulkan.add(y, b);
+  out.push({ type: 'add', rows: n, cols: bw, worst: rel(got, Float32Array.from(y, (v, i) => v + b[i % bw])) });
+}
+for (const n of [1, 7, 5000]) {
+  const g = new Float32Array(n).map((_, i) => rnd() * 20), u = new Float32Array(n).map(rnd);
+  const got = a.vulkan.swiglu(g, u);
+  out.push({ type: 'swiglu', rows: n, cols: 1, worst: rel(got, Float32Array.from(g, (v, i) => (v / (1 + Math.exp(-v))) * u[i])) });
+}
 console.log(JSON.stringify({ probe: a.vulkan.probe(), out }));
 `;
 
-test('Vulkan matvec (F32, Q8_0) equals the CPU within the bound, windows past 128 MiB, no validation message', () => {
+test('Vulkan kernels (matvec F32/Q8_0, matmul, RMSNorm, RoPE both styles, add, SwiGLU) equal the CPU within the bound, windows past 128 MiB, no validation message', () => {
   const r = spawnSync(process.execPath, ['-e', CHILD], {
     encoding: 'utf8', timeout: 300_000,
     env: { ...process.env, VK_INSTANCE_LAYERS: 'VK_LAYER_KHRONOS_validation', LP_NUM_THREADS: '1', XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' },
   });
   assert.equal(r.status, 0, r.stderr);
-  const res = JSON.parse(r.stdout.trim().split('\n').pop()!) as { skip?: string; probe: { name: string; validationMessages: number; lastValidationMessage: string; maxStorageBufferRange: number }; out: { type: number; rows: number; cols: number; worst: number; windows: number; validation: number }[] };
+  const res = JSON.parse(r.stdout.trim().split('\n').pop()!) as { skip?: string; probe: { name: string; validationMessages: number; lastValidationMessage: string; maxStorageBufferRange: number }; out: { type: number | string; rows: number; cols: number; worst: number; windows: number; validation: number }[] };
   if (res.skip) {
     console.log(`  skipped: ${res.skip}`);
     return;
@@ -62,7 +107,7 @@ test('Vulkan matvec (F32, Q8_0) equals the CPU within the bound, windows past 12
   for (const o of res.out) {
     assert.ok(o.worst <= 1, `type ${o.type} ${o.rows}×${o.cols}: error ${o.worst.toFixed(2)} × the bound`);
   }
-  const big = res.out[res.out.length - 1]!;
+  const big = res.out.find((o) => o.type === 0 && o.rows === 8200)!;
   assert.ok(big.windows >= 2 || res.probe.maxStorageBufferRange > 8200 * 4100 * 4, `the 134.5 MB tensor was bound through ${big.windows} window(s)`);
   assert.equal(res.probe.validationMessages, 0, `validation: ${res.probe.lastValidationMessage}`);
   assert.doesNotMatch(r.stdout + r.stderr, /Validation Error|VUID-/, 'no validation output');

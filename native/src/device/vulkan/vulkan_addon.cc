@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "addon_registry.h"
 #include "device/device.h"
@@ -55,7 +56,126 @@ Napi::Value Probe(const Napi::CallbackInfo& info) {
   return o;
 }
 
-// matvec(type, weights: Uint8Array, rows, cols, x: Float32Array) -> {y: Float32Array, windows}
+// Device buffers of a kernel call, freed however the call ends.
+struct Scoped {
+  VulkanContext* c;
+  std::vector<VulkanContext::Buffer> bufs;
+  ~Scoped() {
+    for (auto& b : bufs) c->free(b);
+  }
+  VulkanContext::Buffer& up(const float* data, size_t n, const char* what) {
+    bufs.push_back(c->alloc_device(n * 4, what));
+    c->upload(bufs.back(), 0, data, n * 4);
+    return bufs.back();
+  }
+};
+
+VulkanContext* require(Napi::Env env) {
+  VulkanContext* c = context();
+  if (!c) throw Napi::Error::New(env, "vulkan: unavailable: " + g_why);
+  return c;
+}
+
+Napi::Float32Array f32(const Napi::CallbackInfo& info, size_t i, const char* what) {
+  if (info.Length() <= i || !info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+    throw Napi::TypeError::New(info.Env(), std::string(what) + " must be a Float32Array");
+  return info[i].As<Napi::Float32Array>();
+}
+
+int64_t int_arg(const Napi::CallbackInfo& info, size_t i, const char* what) {
+  if (info.Length() <= i || !info[i].IsNumber()) throw Napi::TypeError::New(info.Env(), std::string(what) + " must be a number");
+  return info[i].As<Napi::Number>().Int64Value();
+}
+
+template <class F>
+Napi::Value guarded(Napi::Env env, F&& f) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  try {
+    return f();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  }
+}
+
+// rmsnorm(x, w, rows, width, eps) -> y
+Napi::Value RmsNorm(const Napi::CallbackInfo& info) {
+  VulkanContext* c = require(info.Env());
+  Napi::Float32Array x = f32(info, 0, "x"), w = f32(info, 1, "w");
+  const int64_t rows = int_arg(info, 2, "rows"), width = int_arg(info, 3, "width");
+  const float eps = static_cast<float>(info[4].As<Napi::Number>().DoubleValue());
+  if (rows < 1 || width < 1 || static_cast<int64_t>(x.ElementLength()) < rows * width || static_cast<int64_t>(w.ElementLength()) < width)
+    throw Napi::RangeError::New(info.Env(), "rmsnorm: shapes do not match");
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    Scoped s{c, {}};
+    s.bufs.reserve(3);
+    auto& bx = s.up(x.Data(), static_cast<size_t>(rows * width), "x");
+    auto& bw = s.up(w.Data(), static_cast<size_t>(width), "w");
+    s.bufs.push_back(c->alloc_device(static_cast<uint64_t>(rows * width) * 4, "y"));
+    c->rmsnorm(bx, bw, s.bufs.back(), rows, width, eps);
+    Napi::Float32Array y = Napi::Float32Array::New(info.Env(), static_cast<size_t>(rows * width));
+    c->download(y.Data(), s.bufs.back(), 0, static_cast<uint64_t>(rows * width) * 4);
+    return y;
+  });
+}
+
+// rope(x, rows, heads, headDim, nRot, pos0, freqBase, freqScale, neox) -> rotated copy
+Napi::Value Rope(const Napi::CallbackInfo& info) {
+  VulkanContext* c = require(info.Env());
+  Napi::Float32Array x = f32(info, 0, "x");
+  const int64_t rows = int_arg(info, 1, "rows"), heads = int_arg(info, 2, "heads"), hd = int_arg(info, 3, "headDim"), n_rot = int_arg(info, 4, "nRot"), pos0 = int_arg(info, 5, "pos0");
+  const float base = static_cast<float>(info[6].As<Napi::Number>().DoubleValue()), scale = static_cast<float>(info[7].As<Napi::Number>().DoubleValue());
+  const bool neox = info[8].ToBoolean().Value();
+  if (rows < 1 || heads < 1 || n_rot < 2 || n_rot % 2 || n_rot > hd || static_cast<int64_t>(x.ElementLength()) < rows * heads * hd)
+    throw Napi::RangeError::New(info.Env(), "rope: shapes do not match");
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    Scoped s{c, {}};
+    s.bufs.reserve(1);
+    auto& bx = s.up(x.Data(), static_cast<size_t>(rows * heads * hd), "x");
+    c->rope(bx, rows, heads, hd, n_rot, pos0, base, scale, neox);
+    Napi::Float32Array y = Napi::Float32Array::New(info.Env(), static_cast<size_t>(rows * heads * hd));
+    c->download(y.Data(), bx, 0, static_cast<uint64_t>(rows * heads * hd) * 4);
+    return y;
+  });
+}
+
+// add(y, b) -> y + b broadcast (b's length divides y's); swiglu(g, u) -> silu(g) · u
+Napi::Value Add(const Napi::CallbackInfo& info) {
+  VulkanContext* c = require(info.Env());
+  Napi::Float32Array y = f32(info, 0, "y"), b = f32(info, 1, "b");
+  const size_t n = y.ElementLength(), bw = b.ElementLength();
+  if (n == 0 || bw == 0 || n % bw) throw Napi::RangeError::New(info.Env(), "add: b's length must divide y's");
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    Scoped s{c, {}};
+    s.bufs.reserve(2);
+    auto& by = s.up(y.Data(), n, "y");
+    auto& bb = s.up(b.Data(), bw, "b");
+    c->add(by, bb, static_cast<int64_t>(n), static_cast<int64_t>(bw));
+    Napi::Float32Array out = Napi::Float32Array::New(info.Env(), n);
+    c->download(out.Data(), by, 0, n * 4);
+    return out;
+  });
+}
+
+Napi::Value SwiGlu(const Napi::CallbackInfo& info) {
+  VulkanContext* c = require(info.Env());
+  Napi::Float32Array g = f32(info, 0, "g"), u = f32(info, 1, "u");
+  const size_t n = g.ElementLength();
+  if (n == 0 || u.ElementLength() != n) throw Napi::RangeError::New(info.Env(), "swiglu: g and u differ in length");
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    Scoped s{c, {}};
+    s.bufs.reserve(2);
+    auto& bg = s.up(g.Data(), n, "g");
+    auto& bu = s.up(u.Data(), n, "u");
+    c->swiglu(bg, bu, static_cast<int64_t>(n));
+    Napi::Float32Array out = Napi::Float32Array::New(info.Env(), n);
+    c->download(out.Data(), bg, 0, n * 4);
+    return out;
+  });
+}
+
+// matvec(type, weights: Uint8Array, rows, cols, x: Float32Array[, tokens]) -> {y: Float32Array, windows}
 Napi::Value Matvec(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 5 || !info[0].IsNumber() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber() || !info[4].IsTypedArray())
@@ -66,21 +186,23 @@ Napi::Value Matvec(const Napi::CallbackInfo& info) {
   Napi::Uint8Array w = info[1].As<Napi::Uint8Array>();
   const int64_t rows = info[2].As<Napi::Number>().Int64Value(), cols = info[3].As<Napi::Number>().Int64Value();
   Napi::Float32Array x = info[4].As<Napi::Float32Array>();
+  const int64_t tokens = info.Length() > 5 && info[5].IsNumber() ? info[5].As<Napi::Number>().Int64Value() : 1;
+  if (tokens < 1 || tokens > 65535) throw Napi::RangeError::New(env, "matvec: tokens outside [1, 65535]");
   const TypeTraits& tt = type_traits(type);
   if (!tt.name || rows < 1 || cols < 1 || cols % tt.block_size != 0) throw Napi::RangeError::New(env, "matvec: bad type or shape");
   const uint64_t wbytes = row_bytes(type, cols) * static_cast<uint64_t>(rows);
-  if (w.ByteLength() < wbytes || static_cast<int64_t>(x.ElementLength()) < cols) throw Napi::RangeError::New(env, "matvec: weights or input too short");
-  Napi::Float32Array y = Napi::Float32Array::New(env, static_cast<size_t>(rows));
+  if (w.ByteLength() < wbytes || static_cast<int64_t>(x.ElementLength()) < cols * tokens) throw Napi::RangeError::New(env, "matvec: weights or input too short");
+  Napi::Float32Array y = Napi::Float32Array::New(env, static_cast<size_t>(rows * tokens));
   std::lock_guard<std::mutex> lock(g_mu);
   VulkanContext::Buffer bw, bx, by;
   try {
     bw = c->alloc_device(wbytes, "matvec weights");
-    bx = c->alloc_device(static_cast<uint64_t>(cols) * 4, "matvec input");
-    by = c->alloc_device(static_cast<uint64_t>(rows) * 4, "matvec output");
+    bx = c->alloc_device(static_cast<uint64_t>(cols * tokens) * 4, "matvec input");
+    by = c->alloc_device(static_cast<uint64_t>(rows * tokens) * 4, "matvec output");
     c->upload(bw, 0, w.Data(), wbytes);
-    c->upload(bx, 0, x.Data(), static_cast<uint64_t>(cols) * 4);
-    c->matvec(type, bw, rows, cols, bx, by);
-    c->download(y.Data(), by, 0, static_cast<uint64_t>(rows) * 4);
+    c->upload(bx, 0, x.Data(), static_cast<uint64_t>(cols * tokens) * 4);
+    c->matvec(type, bw, rows, cols, bx, by, tokens);
+    c->download(y.Data(), by, 0, static_cast<uint64_t>(rows * tokens) * 4);
   } catch (const std::exception& e) {
     c->free(bw);
     c->free(bx);
@@ -101,6 +223,10 @@ void InitVulkan(Napi::Env env, Napi::Object exports) {
   Napi::Object v = Napi::Object::New(env);
   v.Set("probe", Napi::Function::New(env, Probe));
   v.Set("matvec", Napi::Function::New(env, Matvec));
+  v.Set("rmsnorm", Napi::Function::New(env, RmsNorm));
+  v.Set("rope", Napi::Function::New(env, Rope));
+  v.Set("add", Napi::Function::New(env, Add));
+  v.Set("swiglu", Napi::Function::New(env, SwiGlu));
   exports.Set("vulkan", v);
 }
 

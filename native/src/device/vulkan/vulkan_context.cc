@@ -25,8 +25,16 @@ std::string mib(uint64_t b) {
 constexpr uint64_t kStagingBytes = uint64_t{16} << 20;
 
 struct PushParams {
-  uint32_t rows, cols, row_bytes, skew, row0;
+  uint32_t rows, cols, row_bytes, skew, row0, y_stride;
 };
+constexpr uint32_t kPushBytes = 64;
+
+// Storage buffers each shader binds (0..n-1).
+uint32_t bindings_of(const char* name) {
+  if (std::strcmp(name, "rope") == 0) return 1;
+  if (std::strcmp(name, "add") == 0 || std::strcmp(name, "swiglu") == 0) return 2;
+  return 3;
+}
 
 }  // namespace
 
@@ -351,14 +359,15 @@ const VulkanContext::Pipeline& VulkanContext::pipeline(const char* name) {
   smi.codeSize = blob->bytes;
   smi.pCode = blob->words;
   check(a.vkCreateShaderModule(device_, &smi, nullptr, &p.module), "vkCreateShaderModule");
+  const uint32_t n_bind = bindings_of(name);
   VkDescriptorSetLayoutBinding binds[3];
-  for (uint32_t i = 0; i < 3; ++i) binds[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  for (uint32_t i = 0; i < n_bind; ++i) binds[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo dli{};
     dli.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-  dli.bindingCount = 3;
+  dli.bindingCount = n_bind;
   dli.pBindings = binds;
   check(a.vkCreateDescriptorSetLayout(device_, &dli, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
-  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(PushParams)};
+  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
   VkPipelineLayoutCreateInfo pli{};
     pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
   pli.setLayoutCount = 1;
@@ -387,7 +396,70 @@ const VulkanContext::Pipeline& VulkanContext::pipeline(const char* name) {
   return pipelines_.emplace(name, p).first->second;
 }
 
-void VulkanContext::matvec(GgmlType type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, Buffer& y) {
+void VulkanContext::dispatch(const char* name, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy) {
+  const Pipeline& p = pipeline(name);
+  vk::Api& a = api_;
+  if (buffers.size() != bindings_of(name) || push_bytes > kPushBytes) throw DeviceError(std::string("vulkan: bad dispatch of ") + name);
+  a.vkResetDescriptorPool(device_, descriptors_, 0);
+  VkDescriptorSetAllocateInfo dai{};
+  dai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+  dai.descriptorPool = descriptors_;
+  dai.descriptorSetCount = 1;
+  dai.pSetLayouts = &p.set_layout;
+  VkDescriptorSet set;
+  check(a.vkAllocateDescriptorSets(device_, &dai, &set), "vkAllocateDescriptorSets");
+  VkDescriptorBufferInfo infos[3];
+  VkWriteDescriptorSet writes[3];
+  uint32_t i = 0;
+  for (const Buffer* b : buffers) {
+    infos[i] = VkDescriptorBufferInfo{b->buffer, 0, std::min<uint64_t>(b->size, info_.max_storage_range)};
+    writes[i] = VkWriteDescriptorSet{};
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+    ++i;
+  }
+  a.vkUpdateDescriptorSets(device_, i, writes, 0, nullptr);
+  VkCommandBuffer cb = begin();
+  a.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  a.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  uint8_t pc[kPushBytes] = {};
+  std::memcpy(pc, push, push_bytes);
+  a.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, pc);
+  a.vkCmdDispatch(cb, gx, gy, 1);
+  submit_and_wait(cb);
+}
+
+namespace {
+uint32_t groups(int64_t n, uint32_t wg) { return static_cast<uint32_t>((n + wg - 1) / wg); }
+}  // namespace
+
+void VulkanContext::rmsnorm(const Buffer& x, const Buffer& w, Buffer& y, int64_t rows, int64_t width, float eps) {
+  struct { uint32_t width; float eps; } pc{static_cast<uint32_t>(width), eps};
+  dispatch("rmsnorm", {&x, &w, &y}, &pc, sizeof pc, static_cast<uint32_t>(rows));
+}
+
+void VulkanContext::rope(Buffer& x, int64_t rows, int64_t heads, int64_t head_dim, int64_t n_rot, int64_t pos0, float freq_base, float freq_scale, bool neox) {
+  struct { uint32_t rows, heads, head_dim, n_rot, pos0; float base, scale; uint32_t neox; } pc{
+      static_cast<uint32_t>(rows), static_cast<uint32_t>(heads), static_cast<uint32_t>(head_dim), static_cast<uint32_t>(n_rot),
+      static_cast<uint32_t>(pos0), freq_base, freq_scale, neox ? 1u : 0u};
+  dispatch("rope", {&x}, &pc, sizeof pc, groups(rows * heads * (n_rot / 2), pipeline("rope").workgroup));
+}
+
+void VulkanContext::add(Buffer& y, const Buffer& b, int64_t n, int64_t bwidth) {
+  struct { uint32_t n, bwidth; } pc{static_cast<uint32_t>(n), static_cast<uint32_t>(bwidth)};
+  dispatch("add", {&y, &b}, &pc, sizeof pc, groups(n, pipeline("add").workgroup));
+}
+
+void VulkanContext::swiglu(Buffer& g, const Buffer& u, int64_t n) {
+  struct { uint32_t n; } pc{static_cast<uint32_t>(n)};
+  dispatch("swiglu", {&g, &u}, &pc, sizeof pc, groups(n, pipeline("swiglu").workgroup));
+}
+
+void VulkanContext::matvec(GgmlType type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, Buffer& y, int64_t tokens) {
   const char* name = type == GgmlType::F32 ? "matvec_f32" : type == GgmlType::Q8_0 ? "matvec_q8_0" : nullptr;
   if (!name) throw DeviceError(std::string("vulkan: no matvec kernel for ") + (type_traits(type).name ? type_traits(type).name : "this type") + " yet");
   if (type == GgmlType::Q8_0 && cols % 32 != 0) throw DeviceError("vulkan: Q8_0 rows must be a multiple of 32 values");
@@ -430,9 +502,11 @@ void VulkanContext::matvec(GgmlType type, const Buffer& w, int64_t rows, int64_t
     }
     a.vkUpdateDescriptorSets(device_, 3, writes, 0, nullptr);
     a.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-    PushParams pp{static_cast<uint32_t>(n), static_cast<uint32_t>(cols), static_cast<uint32_t>(row_bytes), static_cast<uint32_t>(skew), static_cast<uint32_t>(r0)};
-    a.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pp, &pp);
-    a.vkCmdDispatch(cb, static_cast<uint32_t>(n), 1, 1);
+    uint8_t pc[kPushBytes] = {};
+    PushParams pp{static_cast<uint32_t>(n), static_cast<uint32_t>(cols), static_cast<uint32_t>(row_bytes), static_cast<uint32_t>(skew), static_cast<uint32_t>(r0), static_cast<uint32_t>(rows)};
+    std::memcpy(pc, &pp, sizeof pp);
+    a.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, pc);
+    a.vkCmdDispatch(cb, static_cast<uint32_t>(n), static_cast<uint32_t>(tokens), 1);
     ++windows;
   }
   submit_and_wait(cb);

@@ -7,6 +7,7 @@
 // maxStorageBufferRange are bound through windows.
 #pragma once
 #include <atomic>
+#include <initializer_list>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,7 +64,13 @@ class VulkanContext {
 
   // y[r] = row r of `w` (rows × cols of `type`, row_bytes each) · x, for every row; windows of
   // at most maxStorageBufferRange bytes. Waits for the result in y (device buffers).
-  void matvec(GgmlType type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, Buffer& y);
+  // With `tokens` > 1, a matrix product: x holds tokens rows of cols, y tokens rows of rows.
+  void matvec(GgmlType type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, Buffer& y, int64_t tokens = 1);
+  // Element-wise and per-row kernels over device buffers (each waits for its result):
+  void rmsnorm(const Buffer& x, const Buffer& w, Buffer& y, int64_t rows, int64_t width, float eps);
+  void rope(Buffer& x, int64_t rows, int64_t heads, int64_t head_dim, int64_t n_rot, int64_t pos0, float freq_base, float freq_scale, bool neox);
+  void add(Buffer& y, const Buffer& b, int64_t n, int64_t bwidth);
+  void swiglu(Buffer& g, const Buffer& u, int64_t n);
   // Rows per window the last matvec used (tests check that big tensors were windowed).
   int64_t last_windows() const { return last_windows_; }
 
@@ -84,6 +91,8 @@ class VulkanContext {
   Buffer alloc_buffer(uint64_t bytes, VkBufferUsageFlags usage, bool device_local);
   uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want) const;
   const Pipeline& pipeline(const char* name);
+  // One dispatch of `name` over whole buffers, push constants `push` (≤ 64 bytes); waits.
+  void dispatch(const char* name, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy = 1);
   VkCommandBuffer begin();
   void submit_and_wait(VkCommandBuffer cb);
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,

@@ -1,0 +1,12 @@
+#version 450
+// g[i] = silu(g[i]) · u[i] = g / (1 + e^-g) · u. One invocation per element.
+layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x_id = 0) in;
+layout(std430, binding = 0) buffer Gate { float g[]; };
+layout(std430, binding = 1) readonly buffer Up { float u[]; };
+layout(push_constant) uniform Params { uint n; } p;
+
+void main() {
+  const uint i = gl_GlobalInvocationID.x;
+  if (i < p.n) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+}
