@@ -89,10 +89,19 @@ for (const n of [1, 7, 5000]) {
   const got = a.vulkan.swiglu(g, u);
   out.push({ type: 'swiglu', rows: n, cols: 1, worst: rel(got, Float32Array.from(g, (v, i) => (v / (1 + Math.exp(-v))) * u[i])) });
 }
+// Attention over paged f16 KV (pages stored out of order), decode and prefill, GQA, against the
+// CPU kernel: the CPU also rounds the probabilities to f16 before they weight V, the GPU keeps
+// them in f32 (online softmax): bound 1e-4 absolute for inputs in ±0.5.
+for (const [nh, nkv, hd, pt, npos, rows] of [[2, 1, 2, 4, 1, 1], [4, 2, 64, 64, 70, 1], [4, 4, 32, 8, 33, 5], [8, 2, 128, 64, 300, 16], [14, 2, 64, 64, 129, 3]]) {
+  const q = new Float32Array(rows * nh * hd).map(rnd), k = new Float32Array(npos * nkv * hd).map(rnd), v = new Float32Array(npos * nkv * hd).map(rnd);
+  const got = a.vulkan.attention(q, k, v, nh, nkv, hd, pt), want = a.kernels.attention(q, k, v, nh, nkv, hd, pt, 1);
+  let w = 0; for (let i = 0; i < want.length; i++) w = Math.max(w, Math.abs(got[i] - want[i]) / 1e-4);
+  out.push({ type: 'attention', rows, cols: npos, worst: w });
+}
 console.log(JSON.stringify({ probe: a.vulkan.probe(), out }));
 `;
 
-test('Vulkan kernels (matvec F32/Q8_0, matmul, RMSNorm, RoPE both styles, add, SwiGLU) equal the CPU within the bound, windows past 128 MiB, no validation message', () => {
+test('Vulkan kernels (matvec F32/Q8_0, matmul, RMSNorm, RoPE both styles, add, SwiGLU, paged attention) equal the CPU within the bound, windows past 128 MiB, no validation message', () => {
   const r = spawnSync(process.execPath, ['-e', CHILD], {
     encoding: 'utf8', timeout: 300_000,
     env: { ...process.env, VK_INSTANCE_LAYERS: 'VK_LAYER_KHRONOS_validation', LP_NUM_THREADS: '1', XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' },

@@ -38,7 +38,7 @@ DeviceListing list_devices() {
   } else {
     const VulkanInfo& v = vk->info();
     out.unavailable.push_back("vulkan: " + v.name + " (" + v.type + ", " + std::to_string(v.budget_bytes >> 20) + " MiB budget, subgroup " +
-                              std::to_string(v.subgroup_size) + ") found; its kernels so far are matvec/matmul F32 and Q8_0, RMSNorm, RoPE, add and SwiGLU (no attention yet), so plans cannot execute on it yet");
+                              std::to_string(v.subgroup_size) + ") found; its kernels so far are matvec/matmul F32 and Q8_0, RMSNorm, RoPE, add, SwiGLU and paged attention, but the executor does not dispatch to it yet");
   }
   return out;
 }

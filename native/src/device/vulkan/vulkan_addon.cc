@@ -10,6 +10,7 @@
 
 #include "addon_registry.h"
 #include "device/device.h"
+#include "core/fp16.h"
 #include "device/vulkan/vulkan_context.h"
 
 namespace fulcrum {
@@ -175,6 +176,52 @@ Napi::Value SwiGlu(const Napi::CallbackInfo& info) {
   });
 }
 
+// attention(q, k, v, nHeads, nKvHeads, headDim, pageTokens) -> out: the CPU kernel's contract
+// (kernels.attention): k and v hold every position [position][nKvHeads·headDim], q the last
+// rows. They are laid out as f16 head-major pages stored in the pool in reverse order, so the
+// page table is exercised.
+Napi::Value Attention(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  VulkanContext* c = require(env);
+  Napi::Float32Array q = f32(info, 0, "q"), k = f32(info, 1, "k"), v = f32(info, 2, "v");
+  const int64_t nh = int_arg(info, 3, "nHeads"), nkv = int_arg(info, 4, "nKvHeads"), hd = int_arg(info, 5, "headDim"), pt = int_arg(info, 6, "pageTokens");
+  if (nh < 1 || nkv < 1 || nh % nkv || hd < 2 || hd % 2 || pt < 1) throw Napi::RangeError::New(env, "attention: bad shape");
+  const int64_t qrow = nh * hd, kvrow = nkv * hd;
+  const int64_t rows = static_cast<int64_t>(q.ElementLength()) / qrow, n_kv = static_cast<int64_t>(k.ElementLength()) / kvrow;
+  if (rows < 1 || rows * qrow != static_cast<int64_t>(q.ElementLength()) || n_kv < rows || v.ElementLength() != k.ElementLength())
+    throw Napi::RangeError::New(env, "attention: q, k, v lengths do not match the shape");
+  const int64_t n_pages = (n_kv + pt - 1) / pt, page = nkv * pt * hd;  // f16 values per page
+  std::vector<uint16_t> kh(static_cast<size_t>(n_pages * page), 0), vh(kh.size(), 0);
+  std::vector<uint32_t> table(static_cast<size_t>(n_pages));
+  for (int64_t pg = 0; pg < n_pages; ++pg) table[static_cast<size_t>(pg)] = static_cast<uint32_t>((n_pages - 1 - pg) * page / 2);
+  for (int64_t t = 0; t < n_kv; ++t)
+    for (int64_t g = 0; g < nkv; ++g)
+      for (int64_t d = 0; d < hd; ++d) {
+        const size_t at = static_cast<size_t>(table[static_cast<size_t>(t / pt)]) * 2 + static_cast<size_t>((g * pt + t % pt) * hd + d);
+        kh[at] = fp32_to_fp16(k.Data()[t * kvrow + g * hd + d]);
+        vh[at] = fp32_to_fp16(v.Data()[t * kvrow + g * hd + d]);
+      }
+  return guarded(env, [&]() -> Napi::Value {
+    Scoped s{c, {}};
+    s.bufs.reserve(5);
+    auto& bq = s.up(q.Data(), static_cast<size_t>(rows * qrow), "q");
+    s.bufs.push_back(c->alloc_device(kh.size() * 2, "K pool"));
+    auto& bk = s.bufs.back();
+    c->upload(bk, 0, kh.data(), kh.size() * 2);
+    s.bufs.push_back(c->alloc_device(vh.size() * 2, "V pool"));
+    auto& bv = s.bufs.back();
+    c->upload(bv, 0, vh.data(), vh.size() * 2);
+    s.bufs.push_back(c->alloc_device(table.size() * 4, "page table"));
+    auto& bt = s.bufs.back();
+    c->upload(bt, 0, table.data(), table.size() * 4);
+    s.bufs.push_back(c->alloc_device(static_cast<uint64_t>(rows * qrow) * 4, "attention output"));
+    c->attention(bq, bk, bv, bt, s.bufs.back(), rows, nh, nkv, hd, pt, n_kv - rows);
+    Napi::Float32Array out = Napi::Float32Array::New(env, static_cast<size_t>(rows * qrow));
+    c->download(out.Data(), s.bufs.back(), 0, static_cast<uint64_t>(rows * qrow) * 4);
+    return out;
+  });
+}
+
 // matvec(type, weights: Uint8Array, rows, cols, x: Float32Array[, tokens]) -> {y: Float32Array, windows}
 Napi::Value Matvec(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -227,6 +274,7 @@ void InitVulkan(Napi::Env env, Napi::Object exports) {
   v.Set("rope", Napi::Function::New(env, Rope));
   v.Set("add", Napi::Function::New(env, Add));
   v.Set("swiglu", Napi::Function::New(env, SwiGlu));
+  v.Set("attention", Napi::Function::New(env, Attention));
   exports.Set("vulkan", v);
 }
 

@@ -1,6 +1,7 @@
 #include "device/vulkan/vulkan_context.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -33,6 +34,7 @@ constexpr uint32_t kPushBytes = 64;
 uint32_t bindings_of(const char* name) {
   if (std::strcmp(name, "rope") == 0) return 1;
   if (std::strcmp(name, "add") == 0 || std::strcmp(name, "swiglu") == 0) return 2;
+  if (std::strcmp(name, "attention") == 0) return 5;
   return 3;
 }
 
@@ -360,7 +362,7 @@ const VulkanContext::Pipeline& VulkanContext::pipeline(const char* name) {
   smi.pCode = blob->words;
   check(a.vkCreateShaderModule(device_, &smi, nullptr, &p.module), "vkCreateShaderModule");
   const uint32_t n_bind = bindings_of(name);
-  VkDescriptorSetLayoutBinding binds[3];
+  VkDescriptorSetLayoutBinding binds[5];
   for (uint32_t i = 0; i < n_bind; ++i) binds[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo dli{};
     dli.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
@@ -378,7 +380,7 @@ const VulkanContext::Pipeline& VulkanContext::pipeline(const char* name) {
   // Workgroup: a power of two of at least the subgroup size, at most 256 and the device's limit,
   // and small enough for the reduction array in shared memory.
   uint32_t wg = std::max<uint32_t>(info_.subgroup_size ? info_.subgroup_size : 32, 64);
-  while (wg > info_.max_workgroup_size || wg * 4 > info_.shared_memory_bytes || wg > 256) wg /= 2;
+  while (wg > info_.max_workgroup_size || (256 + 2 * wg) * 4 > info_.shared_memory_bytes || wg > 256) wg /= 2;
   if (wg < 1) wg = 1;
   p.workgroup = wg;
   VkSpecializationMapEntry entry{0, 0, sizeof(uint32_t)};
@@ -408,8 +410,8 @@ void VulkanContext::dispatch(const char* name, std::initializer_list<const Buffe
   dai.pSetLayouts = &p.set_layout;
   VkDescriptorSet set;
   check(a.vkAllocateDescriptorSets(device_, &dai, &set), "vkAllocateDescriptorSets");
-  VkDescriptorBufferInfo infos[3];
-  VkWriteDescriptorSet writes[3];
+  VkDescriptorBufferInfo infos[5];
+  VkWriteDescriptorSet writes[5];
   uint32_t i = 0;
   for (const Buffer* b : buffers) {
     infos[i] = VkDescriptorBufferInfo{b->buffer, 0, std::min<uint64_t>(b->size, info_.max_storage_range)};
@@ -452,6 +454,16 @@ void VulkanContext::rope(Buffer& x, int64_t rows, int64_t heads, int64_t head_di
 void VulkanContext::add(Buffer& y, const Buffer& b, int64_t n, int64_t bwidth) {
   struct { uint32_t n, bwidth; } pc{static_cast<uint32_t>(n), static_cast<uint32_t>(bwidth)};
   dispatch("add", {&y, &b}, &pc, sizeof pc, groups(n, pipeline("add").workgroup));
+}
+
+void VulkanContext::attention(const Buffer& q, const Buffer& k_pool, const Buffer& v_pool, const Buffer& pages, Buffer& out, int64_t rows,
+                              int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, int64_t pos0) {
+  if (head_dim > 256 || head_dim % 2) throw DeviceError("vulkan: attention needs an even head size of at most 256, got " + std::to_string(head_dim));
+  if (n_heads % n_kv_heads) throw DeviceError("vulkan: attention: heads are not a multiple of KV heads");
+  struct { uint32_t n_heads, n_kv_heads, head_dim, page_tokens, pos0; float scale; } pc{
+      static_cast<uint32_t>(n_heads), static_cast<uint32_t>(n_kv_heads), static_cast<uint32_t>(head_dim), static_cast<uint32_t>(page_tokens),
+      static_cast<uint32_t>(pos0), 1.0f / std::sqrt(static_cast<float>(head_dim))};
+  dispatch("attention", {&q, &k_pool, &v_pool, &pages, &out}, &pc, sizeof pc, static_cast<uint32_t>(n_heads), static_cast<uint32_t>(rows));
 }
 
 void VulkanContext::swiglu(Buffer& g, const Buffer& u, int64_t n) {

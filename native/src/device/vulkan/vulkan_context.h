@@ -71,6 +71,10 @@ class VulkanContext {
   void rope(Buffer& x, int64_t rows, int64_t heads, int64_t head_dim, int64_t n_rot, int64_t pos0, float freq_base, float freq_scale, bool neox);
   void add(Buffer& y, const Buffer& b, int64_t n, int64_t bwidth);
   void swiglu(Buffer& g, const Buffer& u, int64_t n);
+  // Causal attention of `rows` query rows at positions [pos0, pos0 + rows) over a paged f16 KV
+  // pool: pages[p] is the word offset of page p in k_pool and v_pool (head-major pages).
+  void attention(const Buffer& q, const Buffer& k_pool, const Buffer& v_pool, const Buffer& pages, Buffer& out, int64_t rows,
+                 int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, int64_t pos0);
   // Rows per window the last matvec used (tests check that big tensors were windowed).
   int64_t last_windows() const { return last_windows_; }
 
