@@ -119,6 +119,17 @@ export class Engine {
     return run;
   }
 
+  /**
+   * Runs `fn` with the native model and the record of the tokens in its KV cache, after every
+   * earlier call (one user at a time). For token-level runners (engine/runtime/completion): `fn`
+   * must keep `kvTokens` equal to what the KV cache holds (clearKv + evaluations).
+   */
+  exclusive<T>(fn: (model: NativeModel, kvTokens: number[]) => Promise<T>): Promise<T> {
+    const run = this.queue.then(() => fn(this.model(), this.kvTokens));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
   /** Switches per-op timing of the forward pass on or off (and resets the counters). */
   setProfiling(on: boolean): void {
     this.model().profiling = on;
