@@ -8,6 +8,10 @@ export interface ServerOptions {
   modelPath?: string;
   threads?: number;
   maxCompletionTokens: number;
+  promptBudget: number;
+  /** 0: no cap. */
+  completionTimeLimitMs: number;
+  completionCache: boolean;
   /** The client accepts server-created work-done progress (window/workDoneProgress/create). */
   clientSupportsWorkDoneProgress: boolean;
 }

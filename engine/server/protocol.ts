@@ -11,8 +11,14 @@ export interface FulcrumInitializationOptions {
   modelPath?: string;
   /** CPU threads for the runtime; default: the runtime's choice. */
   threads?: number;
-  /** Most tokens one inline completion may generate; default 32. */
+  /** Most tokens one inline completion may generate (n_predict cap); default 64. */
   maxCompletionTokens?: number;
+  /** Prompt budget of an inline completion in tokens (prefix:suffix 3:1); default 1024. */
+  promptBudget?: number;
+  /** Cap on one inline completion in ms, prompt included; 0 = none; default 1500. */
+  completionTimeLimitMs?: number;
+  /** Keep recent completions and serve typed-through ones from them; default true. */
+  completionCache?: boolean;
 }
 
 export interface LoadModelParams {
@@ -46,7 +52,14 @@ export interface CompletionStats {
   promptMs: number;
   generateMs: number;
   tokensPerSecond: number;
-  stopReason: StopReason;
+  /** 'time': the time cap; 'rule': a quality rule ended it; 'cached': served from the cache. */
+  stopReason: StopReason | 'time' | 'rule' | 'cached';
+  /** Prompt tokens whose KV was reused from the previous completion (not evaluated again). */
+  reusedTokens?: number;
+  /** Wall time of the whole request in the engine, ms. */
+  totalMs?: number;
+  /** The FIM format of the prompt, or 'prefix-only'. */
+  format?: string;
 }
 
 export interface StateParams {

@@ -5,12 +5,13 @@ import { TextDocument } from 'vscode-languageserver-textdocument';
 import type { ServerContext, ServerOptions } from './context';
 import { handlerFamilies } from './handlers';
 import { loadWithProgress } from './handlers/model';
+import { DEFAULT_PROMPT_BUDGET } from '../runtime/completion/budget';
+import { DEFAULT_MAX_TOKENS, DEFAULT_TIME_LIMIT_MS } from '../runtime/completion/completer';
 import { ModelHost } from './model-host';
 import { FulcrumNotifications, type FulcrumInitializationOptions, type StateParams } from './protocol';
 import { invalidParams, optionalInteger, requireObject } from './validate';
 
 export const SERVER_NAME = 'fulcrum';
-const DEFAULT_MAX_COMPLETION_TOKENS = 32;
 
 export function startServer(connection: Connection): void {
   const documents = new TextDocuments(TextDocument);
@@ -23,8 +24,15 @@ export function startServer(connection: Connection): void {
       };
       void connection.sendNotification(FulcrumNotifications.state, params);
     },
+    onLog: (message) => connection.console.info(message),
   });
-  const options: ServerOptions = { maxCompletionTokens: DEFAULT_MAX_COMPLETION_TOKENS, clientSupportsWorkDoneProgress: false };
+  const options: ServerOptions = {
+    maxCompletionTokens: DEFAULT_MAX_TOKENS,
+    promptBudget: DEFAULT_PROMPT_BUDGET,
+    completionTimeLimitMs: DEFAULT_TIME_LIMIT_MS,
+    completionCache: true,
+    clientSupportsWorkDoneProgress: false,
+  };
   const ctx: ServerContext = { connection, documents, host, options };
 
   connection.onInitialize((params): InitializeResult => {
@@ -67,5 +75,13 @@ function parseInitializationOptions(raw: unknown): Partial<ServerOptions> {
   if (threads !== undefined) parsed.threads = threads;
   const maxTokens = optionalInteger(method, init, 'maxCompletionTokens', 1, 4096, 'initializationOptions.maxCompletionTokens');
   if (maxTokens !== undefined) parsed.maxCompletionTokens = maxTokens;
+  const budget = optionalInteger(method, init, 'promptBudget', 64, 1 << 20, 'initializationOptions.promptBudget');
+  if (budget !== undefined) parsed.promptBudget = budget;
+  const timeLimit = optionalInteger(method, init, 'completionTimeLimitMs', 0, 600_000, 'initializationOptions.completionTimeLimitMs');
+  if (timeLimit !== undefined) parsed.completionTimeLimitMs = timeLimit;
+  if (init.completionCache !== undefined) {
+    if (typeof init.completionCache !== 'boolean') throw invalidParams(method, 'initializationOptions.completionCache must be true or false');
+    parsed.completionCache = init.completionCache;
+  }
   return parsed;
 }

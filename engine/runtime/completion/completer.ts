@@ -1,0 +1,124 @@
+// A completion at a cursor, end to end: the cache (with type-through), the prompt budget, the
+// FIM prompt, the runner (KV prefix reuse, speculation, caps) and the quality rules. One
+// Completer per loaded engine.
+import type { Engine } from '../engine';
+import { DEFAULT_PROMPT_BUDGET, fitContext } from './budget';
+import { CompletionCache } from './cache';
+import type { FimFamily } from './fim';
+import { PromptBuilder } from './prompt';
+import { applyRules, cursorContext, stopRule } from './rules';
+import { runCompletion, type CompletionStopReason } from './runner';
+
+export const DEFAULT_MAX_TOKENS = 64;
+export const DEFAULT_TIME_LIMIT_MS = 1500;
+/** Draft tokens verified per step; the output does not depend on it, only the speed. */
+export const DEFAULT_SPECULATE = 8;
+
+export interface CursorCompletionRequest {
+  /** Identifies the document (its URI) for the cache. */
+  document: string;
+  before: string;
+  after: string;
+  /** Prompt budget in tokens (default 1024). */
+  budget?: number;
+  /** The n_predict cap (default 64). */
+  maxTokens?: number;
+  /** Cap on the whole completion, ms (default 1500). */
+  timeLimitMs?: number;
+  /** Draft tokens per step for prompt-lookup speculation; 0 = off (default 8). */
+  speculate?: number;
+  /** Serve from and store in the completion cache (default true). */
+  useCache?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface CursorCompletionStats {
+  format: FimFamily | 'prefix-only';
+  promptTokens: number;
+  /** Prompt tokens whose KV was reused from the previous completion. */
+  reusedTokens: number;
+  generatedTokens: number;
+  promptMs: number;
+  generateMs: number;
+  totalMs: number;
+  tokensPerSecond: number;
+  /** 'cached': served from the completion cache without running the model. */
+  stopReason: CompletionStopReason | 'cached';
+  acceptedDraftTokens: number;
+}
+
+export interface CursorCompletion {
+  text: string;
+  stats: CursorCompletionStats;
+}
+
+export class Completer {
+  readonly prompts: PromptBuilder;
+  readonly cache = new CompletionCache();
+
+  constructor(private readonly engine: Engine, log?: (message: string) => void) {
+    this.prompts = new PromptBuilder(engine.tokenizer);
+    if (this.prompts.fim === undefined) {
+      log?.(`${engine.summary.name}: the model has no fill-in-the-middle tokens; completions use the text before the cursor only`);
+    } else {
+      log?.(`${engine.summary.name}: fill-in-the-middle format ${this.prompts.fim.family}`);
+    }
+  }
+
+  async complete(request: CursorCompletionRequest): Promise<CursorCompletion> {
+    const t0 = performance.now();
+    const useCache = request.useCache ?? true;
+    const cached = useCache ? this.cache.lookup(request.document, request.before, request.after) : undefined;
+    if (cached !== undefined) {
+      return { text: cached, stats: { ...emptyStats(this.format()), totalMs: performance.now() - t0, stopReason: 'cached' } };
+    }
+    if (this.prompts.fim === undefined && request.before.length === 0) {
+      return { text: '', stats: { ...emptyStats(this.format()), totalMs: performance.now() - t0, stopReason: 'length' } };
+    }
+    const maxTokens = request.maxTokens ?? DEFAULT_MAX_TOKENS;
+    // The prompt and every token the completion may add must fit the context.
+    const budget = Math.min(request.budget ?? DEFAULT_PROMPT_BUDGET, this.engine.contextLength - maxTokens - 1);
+    const fim = this.prompts.fim;
+    const count = (text: string) => this.prompts.encodePart(text, true).length;
+    // Without FIM the suffix cannot be used, so the prefix gets the whole budget.
+    const fitted = fitContext(request.before, fim ? request.after : '', budget, this.prompts.overheadTokens, count);
+    const prompt = this.prompts.build(fitted.prefix, fitted.suffix);
+    const ctx = cursorContext(request.before, request.after);
+    const result = await runCompletion(this.engine, prompt.ids, {
+      maxTokens,
+      stopIds: prompt.stopIds,
+      timeLimitMs: request.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS,
+      speculate: request.speculate ?? DEFAULT_SPECULATE,
+      shouldStop: stopRule(ctx),
+      ...(request.signal ? { signal: request.signal } : {}),
+    });
+    const text = result.stopReason === 'cancelled' ? '' : applyRules(result.text, ctx);
+    if (useCache && text.length > 0) this.cache.store(request.document, request.before, request.after, text);
+    return {
+      text,
+      stats: {
+        format: prompt.format,
+        promptTokens: result.promptTokens,
+        reusedTokens: result.reusedTokens,
+        generatedTokens: result.generatedTokens,
+        promptMs: result.promptMs,
+        generateMs: result.generateMs,
+        totalMs: performance.now() - t0,
+        tokensPerSecond: result.generateMs > 0 ? (result.generatedTokens / result.generateMs) * 1000 : 0,
+        stopReason: result.stopReason,
+        acceptedDraftTokens: result.acceptedDraftTokens,
+      },
+    };
+  }
+
+  private format(): FimFamily | 'prefix-only' {
+    return this.prompts.fim?.family ?? 'prefix-only';
+  }
+}
+
+function emptyStats(format: FimFamily | 'prefix-only'): CursorCompletionStats {
+  return {
+    format, promptTokens: 0, reusedTokens: 0, generatedTokens: 0, promptMs: 0, generateMs: 0, totalMs: 0,
+    tokensPerSecond: 0, stopReason: 'cached', acceptedDraftTokens: 0,
+  };
+}
