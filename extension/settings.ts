@@ -9,6 +9,22 @@ export interface FulcrumSettings {
   /** CPU threads, or undefined for the runtime's default. */
   threads: number | undefined;
   completionsEnabled: boolean;
+  /** Prompt budget of a completion in tokens. */
+  promptBudget: number;
+  /** Most tokens a completion may generate. */
+  maxTokens: number;
+  /** Wait after the last keystroke before asking the engine, ms. */
+  debounceMs: number;
+  /** Cap on one completion, ms (0: none). */
+  timeLimitMs: number;
+}
+
+/** The settings the engine applies to every completion (sent at start and on change). */
+export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs'] as const;
+
+function integerSetting(config: vscode.WorkspaceConfiguration, key: string, fallback: number, min: number, max: number): number {
+  const value = config.get<number>(key, fallback);
+  return Number.isInteger(value) && value >= min && value <= max ? value : fallback;
 }
 
 export function readSettings(): FulcrumSettings {
@@ -19,6 +35,10 @@ export function readSettings(): FulcrumSettings {
     modelPath: rawPath ? resolveModelPath(rawPath) : undefined,
     threads: Number.isInteger(threads) && threads > 0 ? threads : undefined,
     completionsEnabled: config.get<boolean>('completions.enabled', true),
+    promptBudget: integerSetting(config, 'completions.promptBudget', 1024, 64, 32768),
+    maxTokens: integerSetting(config, 'completions.maxTokens', 64, 1, 4096),
+    debounceMs: integerSetting(config, 'completions.debounceMs', 100, 0, 5000),
+    timeLimitMs: integerSetting(config, 'completions.timeLimitMs', 1500, 0, 600000),
   };
 }
 

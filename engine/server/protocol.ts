@@ -15,11 +15,14 @@ export interface FulcrumInitializationOptions {
   maxCompletionTokens?: number;
   /** Prompt budget of an inline completion in tokens (prefix:suffix 3:1); default 1024. */
   promptBudget?: number;
-  /** Cap on one inline completion in ms, prompt included; 0 = none; default 1500. */
+  /** Cap on generating one inline completion in ms, after its prompt is processed; 0 = none; default 1500. */
   completionTimeLimitMs?: number;
   /** Keep recent completions and serve typed-through ones from them; default true. */
   completionCache?: boolean;
 }
+
+/** fulcrum/completionOptions (client → server): new completion settings, applied to the next request. */
+export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache'>;
 
 export interface LoadModelParams {
   path: string;
@@ -86,10 +89,14 @@ export const FulcrumRequests = {
   profile: 'fulcrum/profile',
 } as const;
 
-/** Server → client notifications: fulcrum/state (StateParams), fulcrum/stats (CompletionStats). */
+/**
+ * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats);
+ * client → server fulcrum/completionOptions (CompletionOptionsParams).
+ */
 export const FulcrumNotifications = {
   state: 'fulcrum/state',
   stats: 'fulcrum/stats',
+  completionOptions: 'fulcrum/completionOptions',
 } as const;
 
 /**

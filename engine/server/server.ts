@@ -9,6 +9,7 @@ import { DEFAULT_PROMPT_BUDGET } from '../runtime/completion/budget';
 import { DEFAULT_MAX_TOKENS, DEFAULT_TIME_LIMIT_MS } from '../runtime/completion/completer';
 import { ModelHost } from './model-host';
 import { FulcrumNotifications, type FulcrumInitializationOptions, type StateParams } from './protocol';
+import { parseCompletionOptions } from './completion-options';
 import { invalidParams, optionalInteger, requireObject } from './validate';
 
 export const SERVER_NAME = 'fulcrum';
@@ -66,22 +67,12 @@ function parseInitializationOptions(raw: unknown): Partial<ServerOptions> {
   if (raw === undefined || raw === null) return {};
   const method = 'initialize';
   const init = requireObject(method, raw, 'initializationOptions') as FulcrumInitializationOptions & Record<string, unknown>;
-  const parsed: Partial<ServerOptions> = {};
+  const parsed: Partial<ServerOptions> = parseCompletionOptions(method, init, 'initializationOptions');
   if (init.modelPath !== undefined && init.modelPath !== null && init.modelPath !== '') {
     if (typeof init.modelPath !== 'string') throw invalidParams(method, 'initializationOptions.modelPath must be a string');
     parsed.modelPath = init.modelPath;
   }
   const threads = optionalInteger(method, init, 'threads', 1, 1024, 'initializationOptions.threads');
   if (threads !== undefined) parsed.threads = threads;
-  const maxTokens = optionalInteger(method, init, 'maxCompletionTokens', 1, 4096, 'initializationOptions.maxCompletionTokens');
-  if (maxTokens !== undefined) parsed.maxCompletionTokens = maxTokens;
-  const budget = optionalInteger(method, init, 'promptBudget', 64, 1 << 20, 'initializationOptions.promptBudget');
-  if (budget !== undefined) parsed.promptBudget = budget;
-  const timeLimit = optionalInteger(method, init, 'completionTimeLimitMs', 0, 600_000, 'initializationOptions.completionTimeLimitMs');
-  if (timeLimit !== undefined) parsed.completionTimeLimitMs = timeLimit;
-  if (init.completionCache !== undefined) {
-    if (typeof init.completionCache !== 'boolean') throw invalidParams(method, 'initializationOptions.completionCache must be true or false');
-    parsed.completionCache = init.completionCache;
-  }
   return parsed;
 }

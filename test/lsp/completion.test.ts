@@ -101,6 +101,17 @@ describe('LSP inline completion with fill-in-the-middle', { skip: skipUnlessShar
     assert.equal(shownText(rest), first.slice(typed.length));
   });
 
+  test('fulcrum/completionOptions changes the settings of the next completion; bad values are logged', async () => {
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { maxCompletionTokens: 2, completionCache: false, promptBudget: 128 });
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { maxCompletionTokens: -5 });
+    await lsp.inlineCompletion(URI, 1, 4);
+    const stats = lsp.stats.at(-1)!;
+    assert.ok(stats.generatedTokens <= 2, JSON.stringify(stats));
+    assert.ok(stats.promptTokens <= 128, JSON.stringify(stats));
+    await lsp.waitFor(() => lsp.logs.some((l) => l.includes('maxCompletionTokens')), 'the bad value logged');
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { maxCompletionTokens: 64, completionCache: true, promptBudget: 1024 });
+  });
+
   test('loading a file that is not a model keeps the loaded model and says why in plain words', async () => {
     const bad = path.join(scratch.dir, 'notes.gguf');
     writeFileSync(bad, 'these are notes, not a model');

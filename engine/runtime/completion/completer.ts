@@ -29,7 +29,7 @@ export interface CursorCompletionRequest {
   budget?: number;
   /** The n_predict cap (default 64). */
   maxTokens?: number;
-  /** Cap on the whole completion, ms (default 1500). */
+  /** Cap on decoding after the prompt is processed, ms (default 1500). */
   timeLimitMs?: number;
   /** Draft tokens per step for prompt-lookup speculation; 0 = off (the default). */
   speculate?: number;

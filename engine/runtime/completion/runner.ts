@@ -13,7 +13,10 @@ export interface RunOptions {
   maxTokens: number;
   /** Tokens that end the completion (not part of it). */
   stopIds: ReadonlySet<number>;
-  /** Wall-clock cap on the whole completion (prefill included), ms; Infinity for none. */
+  /**
+   * Cap on decoding, ms from the end of prompt processing (llama.vscode's t_max_predict_ms): at
+   * least one token is always generated. Infinity for none.
+   */
   timeLimitMs?: number;
   /** Called with the whole text so far after each token; true ends generation ('rule'). */
   shouldStop?: (text: string) => boolean;
@@ -57,7 +60,6 @@ export function runCompletion(engine: Engine, promptIds: readonly number[], opts
   const nVocab = engine.summary.nVocab;
   return engine.exclusive(async (model, kv) => {
     const t0 = performance.now();
-    const deadline = t0 + (opts.timeLimitMs ?? Infinity);
     const ctx = model.contextLength;
     if (promptIds.length >= ctx) {
       throw new Error(`the completion prompt has ${promptIds.length} tokens but the context holds ${ctx}; lower the prompt budget`);
@@ -79,6 +81,7 @@ export function runCompletion(engine: Engine, promptIds: readonly number[], opts
       pos += chunk.length;
     }
     const t1 = performance.now();
+    const deadline = t1 + (opts.timeLimitMs ?? Infinity);
     const tokens: number[] = [];
     const decoder = engine.tokenizer.createStreamDecoder();
     let text = '';

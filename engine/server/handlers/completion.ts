@@ -4,6 +4,7 @@ import type { CancellationToken, InlineCompletionList, InlineCompletionParams } 
 import type { TextDocument } from 'vscode-languageserver-textdocument';
 import type { ServerContext } from '../context';
 import { FulcrumNotifications, type CompletionStats } from '../protocol';
+import { parseCompletionOptions } from '../completion-options';
 import { invalidParams, requireInteger, requireObject, requireString } from '../validate';
 
 const METHOD = 'textDocument/inlineCompletion';
@@ -19,6 +20,15 @@ interface ParsedRequest {
 export function registerCompletionHandlers(ctx: ServerContext): void {
   ctx.connection.languages.inlineCompletion.on(
     (params: InlineCompletionParams, token: CancellationToken) => complete(ctx, params, token));
+  // New settings apply from the next completion on; a bad value is logged and ignored.
+  ctx.connection.onNotification(FulcrumNotifications.completionOptions, (raw: unknown) => {
+    const method = FulcrumNotifications.completionOptions;
+    try {
+      Object.assign(ctx.options, parseCompletionOptions(method, requireObject(method, raw), 'params'));
+    } catch (err) {
+      ctx.connection.console.error(err instanceof Error ? err.message : String(err));
+    }
+  });
 }
 
 async function complete(ctx: ServerContext, raw: unknown, token: CancellationToken): Promise<InlineCompletionList> {
@@ -54,7 +64,7 @@ async function complete(ctx: ServerContext, raw: unknown, token: CancellationTok
       promptMs: s.promptMs,
       generateMs: s.generateMs,
       tokensPerSecond: s.tokensPerSecond,
-      stopReason: s.stopReason === 'cancelled' ? 'cancelled' : s.stopReason,
+      stopReason: s.stopReason,
       reusedTokens: s.reusedTokens,
       totalMs: s.totalMs,
       format: s.format,
