@@ -3,11 +3,11 @@
 // the time. Pure functions, so they are tested without VS Code.
 import type { CompletionStats } from '../engine/server/protocol';
 
-/** Short text for the status bar, e.g. "412 tok (380 reused) + 18 · 640 ms". */
+/** Short text for the status bar, e.g. "412 tok (380 reused) + 18 · 642 ms · 32.7 tok/s". */
 export function statsSummary(s: CompletionStats): string {
   if (s.stopReason === 'cached') return 'from cache';
   const reused = s.reusedTokens !== undefined ? ` (${s.reusedTokens} reused)` : '';
-  return `${s.promptTokens} tok${reused} + ${s.generatedTokens} · ${Math.round(totalMs(s))} ms`;
+  return `${s.promptTokens} tok${reused} + ${s.generatedTokens} · ${Math.round(totalMs(s))} ms · ${s.tokensPerSecond.toFixed(1)} tok/s`;
 }
 
 /** One line for the log and the tooltip. */

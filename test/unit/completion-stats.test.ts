@@ -10,10 +10,10 @@ const run: CompletionStats = {
 };
 
 test('status bar: prompt tokens with the reused split, generated tokens, total time', () => {
-  assert.equal(statsSummary(run), '412 tok (380 reused) + 18 · 642 ms');
+  assert.equal(statsSummary(run), '412 tok (380 reused) + 18 · 642 ms · 32.7 tok/s');
   assert.equal(statsSummary({ ...run, stopReason: 'cached' }), 'from cache');
   const { totalMs: _t, reusedTokens: _r, ...old } = run;
-  assert.equal(statsSummary(old), '412 tok + 18 · 640 ms', 'servers without the new fields: prompt + generate time');
+  assert.equal(statsSummary(old), '412 tok + 18 · 640 ms · 32.7 tok/s', 'servers without the new fields: prompt + generate time');
 });
 
 test('log line: the split, both speeds, the format and why it stopped in words', () => {
