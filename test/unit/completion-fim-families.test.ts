@@ -5,7 +5,7 @@
 // tokenization, in the family's order.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { readGguf, writeGguf, GgufValueType, type GgufWriteKv } from '../../engine/model/gguf';
+import { readGguf, writeGguf, type GgufValue, type GgufValueType, type GgufWriteKv } from '../../engine/model/gguf';
 import { createTokenizer, type Tokenizer } from '../../engine/model/tokenizer';
 import { PromptBuilder } from '../../engine/runtime/completion/prompt';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
@@ -21,7 +21,7 @@ function withSpecialTokens(base: string, extra: string[], dir: string, name: str
     .map(({ key, type, value }) => ({ key, type, value }));
   let firstId = 0;
   for (const kv of kvs) {
-    const arr = kv.value as { itemType: GgufValueType; items: unknown[] };
+    const arr = kv.value as { itemType: GgufValueType; items: GgufValue[] };
     if (kv.key === 'tokenizer.ggml.tokens') { firstId = arr.items.length; kv.value = { itemType: arr.itemType, items: [...arr.items, ...extra] }; }
     if (kv.key === 'tokenizer.ggml.scores') kv.value = { itemType: arr.itemType, items: [...arr.items, ...extra.map(() => 0)] };
     if (kv.key === 'tokenizer.ggml.token_type') kv.value = { itemType: arr.itemType, items: [...arr.items, ...extra.map(() => CONTROL)] };
@@ -43,7 +43,7 @@ describe('FIM families on real vocabularies with their special tokens', () => {
     const extra = ['<|fim_prefix|>', '<|fim_middle|>', '<|fim_suffix|>', '<|fim_pad|>', '<|repo_name|>', '<|file_sep|>', '<|im_end|>'];
     const { file, baseTokenizer, firstId } = withSpecialTokens(GPT2, extra, scratch.dir, 'qwen');
     const builder = new PromptBuilder(createTokenizer(readGguf(file)));
-    const [pre, mid, suf, pad, repo, sep, imEnd] = extra.map((_, i) => firstId + i);
+    const [pre, mid, suf, pad, repo, sep, imEnd] = extra.map((_, i) => firstId + i) as [number, number, number, number, number, number, number];
     assert.equal(builder.fim?.family, 'qwen2.5-coder');
     const enc = (t: string) => baseTokenizer.encode(t, { addBos: false });
     assert.deepEqual(builder.build(PREFIX, SUFFIX).ids, [pre, ...enc(PREFIX), suf, ...enc(SUFFIX), mid]);
@@ -55,7 +55,7 @@ describe('FIM families on real vocabularies with their special tokens', () => {
     const extra = ['▁<PRE>', '▁<SUF>', '▁<MID>', '▁<EOT>'];
     const { file, baseTokenizer, firstId } = withSpecialTokens(SPM, extra, scratch.dir, 'codellama');
     const builder = new PromptBuilder(createTokenizer(readGguf(file)));
-    const [pre, suf, mid, eot] = extra.map((_, i) => firstId + i);
+    const [pre, suf, mid, eot] = extra.map((_, i) => firstId + i) as [number, number, number, number];
     assert.equal(builder.fim?.family, 'codellama');
     const withSpace = baseTokenizer.encode(PREFIX, { addBos: false });
     const noSpace = baseTokenizer.encode(SUFFIX, { addBos: false, addSpacePrefix: false });
@@ -69,7 +69,7 @@ describe('FIM families on real vocabularies with their special tokens', () => {
     const extra = ['[PREFIX]', '[SUFFIX]', '[MIDDLE]'];
     const { file, baseTokenizer, firstId } = withSpecialTokens(SPM, extra, scratch.dir, 'codestral');
     const builder = new PromptBuilder(createTokenizer(readGguf(file)));
-    const [pre, suf, mid] = extra.map((_, i) => firstId + i);
+    const [pre, suf, mid] = extra.map((_, i) => firstId + i) as [number, number, number];
     assert.equal(builder.fim?.family, 'codestral');
     assert.equal(builder.fim?.order, 'spm');
     const enc = (t: string) => baseTokenizer.encode(t, { addBos: false });
