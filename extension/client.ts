@@ -92,5 +92,10 @@ export function createClient(extensionPath: string, output: vscode.LogOutputChan
 
 /** The completion settings as the engine takes them (initializationOptions and fulcrum/completionOptions). */
 export function completionOptions(settings: FulcrumSettings): CompletionOptionsParams {
-  return { promptBudget: settings.promptBudget, maxCompletionTokens: settings.maxTokens, completionTimeLimitMs: settings.timeLimitMs };
+  return {
+    promptBudget: settings.promptBudget,
+    maxCompletionTokens: settings.maxTokens,
+    completionTimeLimitMs: settings.timeLimitMs,
+    extraContext: settings.extraContext,
+  };
 }

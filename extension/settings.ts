@@ -15,12 +15,14 @@ export interface FulcrumSettings {
   maxTokens: number;
   /** Wait after the last keystroke before asking the engine, ms. */
   debounceMs: number;
-  /** Cap on one completion, ms (0: none). */
+  /** Cap on generating one completion, ms (0: none). */
   timeLimitMs: number;
+  /** Chunks of recently used other files go before the prompt. */
+  extraContext: boolean;
 }
 
 /** The settings the engine applies to every completion (sent at start and on change). */
-export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs'] as const;
+export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.extraContext'] as const;
 
 function integerSetting(config: vscode.WorkspaceConfiguration, key: string, fallback: number, min: number, max: number): number {
   const value = config.get<number>(key, fallback);
@@ -39,6 +41,7 @@ export function readSettings(): FulcrumSettings {
     maxTokens: integerSetting(config, 'completions.maxTokens', 64, 1, 4096),
     debounceMs: integerSetting(config, 'completions.debounceMs', 100, 0, 5000),
     timeLimitMs: integerSetting(config, 'completions.timeLimitMs', 1500, 0, 600000),
+    extraContext: config.get<boolean>('completions.extraContext', false),
   };
 }
 

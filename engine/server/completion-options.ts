@@ -16,5 +16,9 @@ export function parseCompletionOptions(method: string, params: Record<string, un
     if (typeof params.completionCache !== 'boolean') throw invalidParams(method, `${where}.completionCache must be true or false`);
     parsed.completionCache = params.completionCache;
   }
+  if (params.extraContext !== undefined) {
+    if (typeof params.extraContext !== 'boolean') throw invalidParams(method, `${where}.extraContext must be true or false`);
+    parsed.extraContext = params.extraContext;
+  }
   return parsed;
 }

@@ -12,6 +12,8 @@ export interface ServerOptions {
   /** 0: no cap. */
   completionTimeLimitMs: number;
   completionCache: boolean;
+  /** Put chunks of recently used other documents before the prompt. */
+  extraContext: boolean;
   /** The client accepts server-created work-done progress (window/workDoneProgress/create). */
   clientSupportsWorkDoneProgress: boolean;
 }

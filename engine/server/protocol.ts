@@ -19,10 +19,12 @@ export interface FulcrumInitializationOptions {
   completionTimeLimitMs?: number;
   /** Keep recent completions and serve typed-through ones from them; default true. */
   completionCache?: boolean;
+  /** Put chunks of recently used other documents before the FIM prompt (within the budget); default false. */
+  extraContext?: boolean;
 }
 
 /** fulcrum/completionOptions (client → server): new completion settings, applied to the next request. */
-export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache'>;
+export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache' | 'extraContext'>;
 
 export interface LoadModelParams {
   path: string;

@@ -32,6 +32,7 @@ export function startServer(connection: Connection): void {
     promptBudget: DEFAULT_PROMPT_BUDGET,
     completionTimeLimitMs: DEFAULT_TIME_LIMIT_MS,
     completionCache: true,
+    extraContext: false,
     clientSupportsWorkDoneProgress: false,
   };
   const ctx: ServerContext = { connection, documents, host, options };

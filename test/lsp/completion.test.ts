@@ -112,6 +112,20 @@ describe('LSP inline completion with fill-in-the-middle', { skip: skipUnlessShar
     void lsp.connection.sendNotification('fulcrum/completionOptions', { maxCompletionTokens: 64, completionCache: true, promptBudget: 1024 });
   });
 
+  test('with extraContext, a completion in another file has the first file\'s chunk in its prompt', async () => {
+    const other = 'file:///work/other.py';
+    lsp.openDocument(other, 'import os\n\ndef main():\n    \n', 'python');
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { completionCache: false, extraContext: false });
+    await lsp.inlineCompletion(other, 3, 4);
+    const without = lsp.stats.at(-1)!.promptTokens;
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { extraContext: true });
+    await lsp.inlineCompletion(other, 3, 4);
+    const withExtra = lsp.stats.at(-1)!.promptTokens;
+    // queue.py (a few dozen tokens) was where completions ran before.
+    assert.ok(withExtra > without + 30, `${withExtra} prompt tokens with extra context, ${without} without`);
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { completionCache: true, extraContext: false });
+  });
+
   test('loading a file that is not a model keeps the loaded model and says why in plain words', async () => {
     const bad = path.join(scratch.dir, 'notes.gguf');
     writeFileSync(bad, 'these are notes, not a model');

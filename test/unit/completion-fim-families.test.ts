@@ -49,6 +49,8 @@ describe('FIM families on real vocabularies with their special tokens', () => {
     assert.deepEqual(builder.build(PREFIX, SUFFIX).ids, [pre, ...enc(PREFIX), suf, ...enc(SUFFIX), mid]);
     const eot = baseTokenizer.tokenId('<|endoftext|>')!;
     for (const id of [eot, pad, repo, sep, imEnd]) assert.ok(builder.fim!.stopIds.has(id), `stop ${id}`);
+    // Extra context names its file after <|file_sep|>, as Qwen2.5-Coder's repository format does.
+    assert.deepEqual(builder.encodeExtra([{ name: 'util.py', text: 'X = 1' }]), [sep, ...enc('util.py\nX = 1\n')]);
   });
 
   test('CodeLlama: ▁<PRE> " P" ▁<SUF> "S" ▁<MID> (the prefix keeps the SentencePiece space, the suffix not), stops at ▁<EOT>', { skip: skipUnlessShared(SPM) }, () => {

@@ -4,6 +4,7 @@
 import type { Engine } from '../engine';
 import { DEFAULT_PROMPT_BUDGET, fitContext } from './budget';
 import { CompletionCache } from './cache';
+import type { ContextChunk } from './extra-context';
 import type { FimFamily } from './fim';
 import { PromptBuilder } from './prompt';
 import { applyRules, cursorContext, stopRule } from './rules';
@@ -33,6 +34,11 @@ export interface CursorCompletionRequest {
   timeLimitMs?: number;
   /** Draft tokens per step for prompt-lookup speculation; 0 = off (the default). */
   speculate?: number;
+  /**
+   * Chunks of other files to put before the FIM prefix (FIM models only), oldest first; they
+   * take at most a quarter of the budget and the newest are kept when they do not all fit.
+   */
+  extraContext?: readonly ContextChunk[];
   /** Serve from and store in the completion cache (default true). */
   useCache?: boolean;
   signal?: AbortSignal;
@@ -61,6 +67,7 @@ export interface CursorCompletion {
 export class Completer {
   readonly prompts: PromptBuilder;
   readonly cache = new CompletionCache();
+  private readonly chunkMemo = new Map<string, number[]>();
 
   constructor(private readonly engine: Engine, log?: (message: string) => void) {
     this.prompts = new PromptBuilder(engine.tokenizer);
@@ -87,8 +94,9 @@ export class Completer {
     const fim = this.prompts.fim;
     const count = (text: string) => this.prompts.encodePart(text, true).length;
     // Without FIM the suffix cannot be used, so the prefix gets the whole budget.
-    const fitted = fitContext(request.before, fim ? request.after : '', budget, this.prompts.overheadTokens, count);
-    const prompt = this.prompts.build(fitted.prefix, fitted.suffix);
+    const extra = fim && request.extraContext ? this.extraTokens(request.extraContext, Math.floor(budget / 4)) : [];
+    const fitted = fitContext(request.before, fim ? request.after : '', budget - extra.length, this.prompts.overheadTokens, count);
+    const prompt = this.prompts.build(fitted.prefix, fitted.suffix, extra);
     const ctx = cursorContext(request.before, request.after);
     const result = await runCompletion(this.engine, prompt.ids, {
       maxTokens,
@@ -115,6 +123,31 @@ export class Completer {
         acceptedDraftTokens: result.acceptedDraftTokens,
       },
     };
+  }
+
+  /** The newest chunks whose tokens fit `budget`, in their original (oldest-first) order. */
+  private extraTokens(chunks: readonly ContextChunk[], budget: number): number[] {
+    const kept: number[][] = [];
+    let total = 0;
+    for (let i = chunks.length - 1; i >= 0; i--) {
+      const tokens = this.chunkTokens(chunks[i]!);
+      if (total + tokens.length > budget) break;
+      kept.unshift(tokens);
+      total += tokens.length;
+    }
+    return kept.flat();
+  }
+
+  /** A chunk's tokens, remembered: the same chunks come back on every keystroke. */
+  private chunkTokens(chunk: ContextChunk): number[] {
+    const key = `${chunk.name}\u0000${chunk.text}`;
+    let ids = this.chunkMemo.get(key);
+    if (ids === undefined) {
+      ids = this.prompts.encodeExtra([chunk]);
+      this.chunkMemo.set(key, ids);
+      if (this.chunkMemo.size > 64) this.chunkMemo.delete(this.chunkMemo.keys().next().value as string);
+    }
+    return ids;
   }
 
   private format(): FimFamily | 'prefix-only' {

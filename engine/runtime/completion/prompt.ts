@@ -3,6 +3,7 @@
 // suffix are tokenized separately (as llama.cpp's infill does), so no token spans the cursor
 // and text that looks like a special token stays text.
 import type { Tokenizer } from '../../model/tokenizer';
+import type { ContextChunk } from './extra-context';
 import { detectFimFormat, type FimFamily, type FimFormat } from './fim';
 
 export interface CompletionPrompt {
@@ -30,11 +31,29 @@ export class PromptBuilder {
     return this.tokenizer.encode(text, { addBos: false, addEos: false, parseSpecial: false, addSpacePrefix: space });
   }
 
-  build(prefix: string, suffix: string): CompletionPrompt {
+  /**
+   * Tokens of extra-context chunks as they go before the FIM prefix: `<|file_sep|>name\ntext` per
+   * chunk where the vocabulary has a file separator (Qwen2.5-Coder, StarCoder2), else each
+   * chunk's text followed by a blank line.
+   */
+  encodeExtra(chunks: readonly ContextChunk[]): number[] {
+    const sep = this.tokenizer.tokenId('<|file_sep|>') ?? this.tokenizer.tokenId('<file_sep>');
+    const ids: number[] = [];
+    for (const chunk of chunks) {
+      const body = chunk.text.endsWith('\n') ? chunk.text : `${chunk.text}\n`;
+      if (sep !== undefined && this.tokenizer.isControl(sep)) ids.push(sep, ...this.encodePart(`${chunk.name}\n${body}`, false));
+      else ids.push(...this.encodePart(`${body}\n`, ids.length === 0));
+    }
+    return ids;
+  }
+
+  /** `extra`: tokens from encodeExtra, placed after BOS and before the FIM parts. */
+  build(prefix: string, suffix: string, extra: readonly number[] = []): CompletionPrompt {
     const fim = this.fim;
     if (fim === undefined) return this.prefixOnly(prefix);
     const ids: number[] = [];
     if (fim.addBos && this.tokenizer.bos !== undefined) ids.push(this.tokenizer.bos);
+    ids.push(...extra);
     const pre = [fim.prefixId, ...this.encodePart(prefix, fim.prefixSpace)];
     const suf = [fim.suffixId, ...this.encodePart(suffix, fim.suffixSpace)];
     if (fim.order === 'psm') ids.push(...pre, ...suf);

@@ -2,6 +2,7 @@
 // by engine/runtime/completion (FIM prompt within the budget, KV reuse, rules, cache, caps).
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
 import type { TextDocument } from 'vscode-languageserver-textdocument';
+import { ChunkRing } from '../../runtime/completion/extra-context';
 import type { ServerContext } from '../context';
 import { FulcrumNotifications, type CompletionStats } from '../protocol';
 import { parseCompletionOptions } from '../completion-options';
@@ -18,8 +19,11 @@ interface ParsedRequest {
 }
 
 export function registerCompletionHandlers(ctx: ServerContext): void {
+  // Where the user worked last in each document: extra context for completions in the others.
+  const ring = new ChunkRing();
+  ctx.documents.onDidClose((e) => ring.forget(e.document.uri));
   ctx.connection.languages.inlineCompletion.on(
-    (params: InlineCompletionParams, token: CancellationToken) => complete(ctx, params, token));
+    (params: InlineCompletionParams, token: CancellationToken) => complete(ctx, ring, params, token));
   // New settings apply from the next completion on; a bad value is logged and ignored.
   ctx.connection.onNotification(FulcrumNotifications.completionOptions, (raw: unknown) => {
     const method = FulcrumNotifications.completionOptions;
@@ -31,10 +35,12 @@ export function registerCompletionHandlers(ctx: ServerContext): void {
   });
 }
 
-async function complete(ctx: ServerContext, raw: unknown, token: CancellationToken): Promise<InlineCompletionList> {
+async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token: CancellationToken): Promise<InlineCompletionList> {
   const request = parse(ctx, raw);
   const { document, cursor, selected } = request;
   const text = document.getText();
+  const extraContext = ctx.options.extraContext ? ring.chunksFor(document.uri) : undefined;
+  ring.note(document.uri, text, document.positionAt(cursor).line);
   // With a selected suggestion the model continues "prefix up to the word + suggested word".
   const before = selected ? text.slice(0, selected.startOffset) + selected.text : text.slice(0, cursor);
   const after = text.slice(cursor);
@@ -55,6 +61,7 @@ async function complete(ctx: ServerContext, raw: unknown, token: CancellationTok
       maxTokens: options.maxCompletionTokens,
       timeLimitMs: options.completionTimeLimitMs > 0 ? options.completionTimeLimitMs : Infinity,
       useCache: options.completionCache,
+      ...(extraContext ? { extraContext } : {}),
       signal,
     }), abort.signal);
     const s = result.stats;
