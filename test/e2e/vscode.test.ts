@@ -260,6 +260,10 @@ e2e('typing shows the model\'s greedy continuation as ghost text; Tab accepts it
   await page.locator('.monaco-editor .view-line', { hasText: `${DOC_BEFORE}${TYPED}${firstLine}`.trimEnd() })
     .waitFor({ state: 'visible', timeout: 10_000 });
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-accepted.png') });
+  // The accepted suggestion may span lines (the cursor was at the end of a line), which scrolls
+  // the story's first line out of view; undo it so the next tests find the editor by that line.
+  await page.keyboard.press('Control+Z');
+  await page.locator('.monaco-editor .view-line', { hasText: 'Once upon a time' }).waitFor({ state: 'visible', timeout: 10_000 });
 });
 
 e2e('command "Fulcrum: Show Model Layers" draws every layer of the model', async () => {
