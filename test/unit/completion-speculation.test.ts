@@ -48,3 +48,27 @@ test('speculative decoding gives the plain greedy output in fewer steps', { skip
     engine.dispose();
   }
 });
+
+test('the n_predict cap, the time cap (at least one token) and stop tokens end generation', { skip: skipUnlessShared(MODEL), timeout: 120_000 }, async () => {
+  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 512 });
+  try {
+    const prompt = new PromptBuilder(engine.tokenizer).build('def __init__(self', '');
+    const capped = await runCompletion(engine, prompt.ids, { maxTokens: 3, stopIds: prompt.stopIds });
+    assert.equal(capped.generatedTokens, 3);
+    assert.equal(capped.stopReason, 'length');
+    const timed = await runCompletion(engine, prompt.ids, { maxTokens: 50, stopIds: prompt.stopIds, timeLimitMs: 0 });
+    assert.equal(timed.generatedTokens, 1);
+    assert.equal(timed.stopReason, 'time');
+    assert.equal(timed.tokens[0], capped.tokens[0]);
+    const stopped = await runCompletion(engine, prompt.ids, { maxTokens: 50, stopIds: new Set([capped.tokens[1]!]) });
+    assert.deepEqual(stopped.tokens, capped.tokens.slice(0, 1));
+    assert.equal(stopped.stopReason, 'eos');
+    // The second run reuses the whole prompt but its last token from the KV cache.
+    assert.equal(stopped.reusedTokens, prompt.ids.length - 1);
+    const ruled = await runCompletion(engine, prompt.ids, { maxTokens: 50, stopIds: prompt.stopIds, shouldStop: (text) => text.length > 0 });
+    assert.equal(ruled.generatedTokens, 1);
+    assert.equal(ruled.stopReason, 'rule');
+  } finally {
+    engine.dispose();
+  }
+});
