@@ -5,6 +5,8 @@ const commands: Record<string, () => Promise<CliCommand>> = {
   inspect: async () => (await import('./cli/inspect')).command,
   tokenize: async () => (await import('./cli/tokenize')).command,
   generate: async () => (await import('./cli/generate')).command,
+  prompt: async () => (await import('./cli/prompt')).command,
+  infill: async () => (await import('./cli/infill')).command,
   bench: async () => (await import('./cli/bench')).command,
   serve: async () => (await import('./cli/serve')).command,
   plan: async () => (await import('./cli/plan')).command,

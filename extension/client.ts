@@ -13,9 +13,9 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
-import type { FulcrumInitializationOptions } from '../engine/server/protocol';
+import type { CompletionOptionsParams, FulcrumInitializationOptions } from '../engine/server/protocol';
 import { RestartPolicy } from './restart-policy';
-import { readSettings } from './settings';
+import { readSettings, type FulcrumSettings } from './settings';
 
 /**
  * Every kind of document a user edits text in, in any language: local and remote files,
@@ -39,8 +39,6 @@ export interface ClientHooks {
   onGiveUp(crashes: number): void;
 }
 
-/** Delay before asking the engine, so a burst of keystrokes sends one request. */
-const DEBOUNCE_MS = 60;
 
 export function createClient(extensionPath: string, output: vscode.LogOutputChannel, policy: RestartPolicy,
   hooks: ClientHooks): LanguageClient {
@@ -58,6 +56,7 @@ export function createClient(extensionPath: string, output: vscode.LogOutputChan
       return {
         ...(settings.modelPath !== undefined ? { modelPath: settings.modelPath } : {}),
         ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
+        ...completionOptions(settings),
       };
     },
     errorHandler: {
@@ -81,11 +80,22 @@ export function createClient(extensionPath: string, output: vscode.LogOutputChan
     middleware: {
       provideInlineCompletionItems: async (document, position, context, token, next) => {
         if (!hooks.completionsWanted()) return null;
-        await new Promise((resolve) => setTimeout(resolve, DEBOUNCE_MS));
+        // A burst of keystrokes sends one request (fulcrum.completions.debounceMs).
+        await new Promise((resolve) => setTimeout(resolve, readSettings().debounceMs));
         if (token.isCancellationRequested || !hooks.completionsWanted()) return null;
         return next(document, position, context, token);
       },
     },
   };
   return new LanguageClient('fulcrum', 'Fulcrum', serverOptions, clientOptions);
+}
+
+/** The completion settings as the engine takes them (initializationOptions and fulcrum/completionOptions). */
+export function completionOptions(settings: FulcrumSettings): CompletionOptionsParams {
+  return {
+    promptBudget: settings.promptBudget,
+    maxCompletionTokens: settings.maxTokens,
+    completionTimeLimitMs: settings.timeLimitMs,
+    extraContext: settings.extraContext,
+  };
 }

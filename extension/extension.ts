@@ -4,10 +4,11 @@ import * as vscode from 'vscode';
 import { State, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelSummary } from '../engine/runtime/types';
 import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadModelParams, type StateParams } from '../engine/server/protocol';
-import { createClient } from './client';
+import { completionOptions, createClient } from './client';
+import { statsLine } from './completion-stats';
 import { LayersPanel } from './layers-panel';
 import { RestartPolicy } from './restart-policy';
-import { readSettings } from './settings';
+import { COMPLETION_SETTING_KEYS, readSettings } from './settings';
 import { StatusBar } from './status-bar';
 
 let client: LanguageClient | undefined;
@@ -49,7 +50,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (p.state === 'error' && p.message) void vscode.window.showErrorMessage(`Fulcrum: ${p.message}`, 'Show Log')
         .then((choice) => { if (choice) output.show(); });
     }),
-    languageClient.onNotification(FulcrumNotifications.stats, (s: CompletionStats) => status.setStats(s)),
+    languageClient.onNotification(FulcrumNotifications.stats, (s: CompletionStats) => {
+      status.setStats(s);
+      output.info(statsLine(s));
+    }),
+    // Accept the next word / line of the shown suggestion (VS Code's partial accept).
+    vscode.commands.registerCommand('fulcrum.acceptWord', () => vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextWord')),
+    vscode.commands.registerCommand('fulcrum.acceptLine', () => vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextLine')),
     vscode.commands.registerCommand('fulcrum.showModelLayers', () => LayersPanel.show(context.extensionUri, () => client, output)),
     vscode.commands.registerCommand('fulcrum.showOutput', () => output.show()),
     vscode.commands.registerCommand('fulcrum.restartEngine', async () => {
@@ -65,6 +72,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (e.affectsConfiguration('fulcrum.completions.enabled')) status.setCompletionsEnabled(readSettings().completionsEnabled);
       // The model file and thread count apply at load: reload with the new values.
       if (e.affectsConfiguration('fulcrum.modelPath') || e.affectsConfiguration('fulcrum.threads')) void loadConfiguredModel(output);
+      // Completion settings apply from the next completion on, without reloading the model.
+      if (COMPLETION_SETTING_KEYS.some((key) => e.affectsConfiguration(`fulcrum.${key}`)) && languageClient.isRunning()) {
+        void languageClient.sendNotification(FulcrumNotifications.completionOptions, completionOptions(readSettings()));
+      }
     }),
   );
 

@@ -9,6 +9,24 @@ export interface FulcrumSettings {
   /** CPU threads, or undefined for the runtime's default. */
   threads: number | undefined;
   completionsEnabled: boolean;
+  /** Prompt budget of a completion in tokens. */
+  promptBudget: number;
+  /** Most tokens a completion may generate. */
+  maxTokens: number;
+  /** Wait after the last keystroke before asking the engine, ms. */
+  debounceMs: number;
+  /** Cap on generating one completion, ms (0: none). */
+  timeLimitMs: number;
+  /** Chunks of recently used other files go before the prompt. */
+  extraContext: boolean;
+}
+
+/** The settings the engine applies to every completion (sent at start and on change). */
+export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.extraContext'] as const;
+
+function integerSetting(config: vscode.WorkspaceConfiguration, key: string, fallback: number, min: number, max: number): number {
+  const value = config.get<number>(key, fallback);
+  return Number.isInteger(value) && value >= min && value <= max ? value : fallback;
 }
 
 export function readSettings(): FulcrumSettings {
@@ -19,6 +37,11 @@ export function readSettings(): FulcrumSettings {
     modelPath: rawPath ? resolveModelPath(rawPath) : undefined,
     threads: Number.isInteger(threads) && threads > 0 ? threads : undefined,
     completionsEnabled: config.get<boolean>('completions.enabled', true),
+    promptBudget: integerSetting(config, 'completions.promptBudget', 1024, 64, 32768),
+    maxTokens: integerSetting(config, 'completions.maxTokens', 64, 1, 4096),
+    debounceMs: integerSetting(config, 'completions.debounceMs', 100, 0, 5000),
+    timeLimitMs: integerSetting(config, 'completions.timeLimitMs', 1500, 0, 600000),
+    extraContext: config.get<boolean>('completions.extraContext', false),
   };
 }
 

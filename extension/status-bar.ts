@@ -1,6 +1,7 @@
 // The status bar item: the engine's state and the last completion's decode speed.
 import * as vscode from 'vscode';
 import type { CompletionStats, EngineState } from '../engine/server/protocol';
+import { statsLine, statsSummary } from './completion-stats';
 
 export type ShownState = EngineState | 'starting' | 'stopped';
 
@@ -65,17 +66,13 @@ export class StatusBar implements vscode.Disposable {
   }
 
   private render(): void {
-    const speed = this.lastStats ? ` · ${this.lastStats.tokensPerSecond.toFixed(1)} tok/s` : '';
+    const speed = this.lastStats ? ` · ${statsSummary(this.lastStats)}` : '';
     const off = this.completionsEnabled ? '' : ' · completions off';
     this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${off}`;
     const lines = [`Fulcrum engine: ${LABELS[this.state]}`];
     if (!this.completionsEnabled) lines.push('Inline completions are off (fulcrum.completions.enabled)');
     if (this.detail) lines.push(this.detail);
-    if (this.lastStats) {
-      const s = this.lastStats;
-      lines.push(`Last completion: ${s.generatedTokens} tokens at ${s.tokensPerSecond.toFixed(1)} tok/s ` +
-        `(prompt ${s.promptTokens} tokens in ${s.promptMs.toFixed(0)} ms, stop: ${s.stopReason})`);
-    }
+    if (this.lastStats) lines.push(statsLine(this.lastStats));
     lines.push('Click to show the log');
     this.item.tooltip = lines.join('\n');
     this.item.backgroundColor = this.state === 'error'

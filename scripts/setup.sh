@@ -30,8 +30,9 @@ if [ "${#need[@]}" -gt 0 ] && [ "${SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# 2. npm packages, exactly as locked. onnxruntime-node's CUDA download is skipped by .npmrc.
-npm ci --no-audit --no-fund --loglevel=error
+# 2. npm packages, exactly as locked. onnxruntime-node's CUDA download is skipped through its
+# environment variable (not .npmrc: npm warns about unknown keys there on every npm/npx call).
+ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error
 
 # 3. Native addon (node-gyp against the local Node headers; no download) and the bundles.
 npm run --silent build

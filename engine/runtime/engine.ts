@@ -209,6 +209,47 @@ export class Engine {
     return run;
   }
 
+  /**
+   * Runs `fn` with the native model and the record of the tokens in its KV cache, after every
+   * earlier call (one user at a time). For token-level runners (engine/runtime/completion): `fn`
+   * must keep `kvTokens` equal to what the KV cache holds (clearKv + evaluations).
+   */
+  exclusive<T>(fn: (model: NativeModel, kvTokens: number[]) => Promise<T>): Promise<T> {
+    const run = this.queue.then(() => fn(this.withFallback(this.model()), this.kvTokens));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * The native model as token-level runners see it: evalAsync falls back to the CPU when the
+   * device fails (rebuilding the KV of the positions before `pos` from kvTokens), so a request on
+   * a failing device completes on the CPU instead of failing.
+   */
+  private withFallback(model: NativeModel): NativeModel {
+    const evalWithFallback = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> => {
+      try {
+        return await model.evalAsync(tokens, pos, all);
+      } catch (e) {
+        if (!(e as { deviceError?: boolean }).deviceError) throw e;
+        const reason = (e as Error).message;
+        model.setPlacement(null, null);
+        this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
+        this.onFallback?.(reason);
+        const before = this.kvTokens.slice(0, pos);
+        for (let p = 0; p < before.length; p += PREFILL_CHUNK) await model.evalAsync(Int32Array.from(before.slice(p, p + PREFILL_CHUNK)), p);
+        return model.evalAsync(tokens, pos, all);
+      }
+    };
+    return new Proxy(model, {
+      get: (target, prop) => {
+        if (prop === 'evalAsync') return evalWithFallback;
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+      set: (target, prop, value) => Reflect.set(target, prop, value, target),
+    });
+  }
+
   /** Switches per-op timing of the forward pass on or off (and resets the counters). */
   setProfiling(on: boolean): void {
     this.model().profiling = on;

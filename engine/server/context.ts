@@ -10,6 +10,12 @@ export interface ServerOptions {
   maxCompletionTokens: number;
   /** Where models execute (initializationOptions device / vram / policy). */
   execution?: { device?: 'auto' | 'cpu' | 'loopback'; vramBytes?: number; policy?: string };
+  promptBudget: number;
+  /** 0: no cap. */
+  completionTimeLimitMs: number;
+  completionCache: boolean;
+  /** Put chunks of recently used other documents before the prompt. */
+  extraContext: boolean;
   /** The client accepts server-created work-done progress (window/workDoneProgress/create). */
   clientSupportsWorkDoneProgress: boolean;
 }

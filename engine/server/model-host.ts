@@ -1,17 +1,23 @@
 // Owns the loaded model for the server: loading and swapping it, and giving one completion at
 // a time the engine. Policy (the spec left it open):
-// - A new completion supersedes the one running: the older one is aborted (it ends within one
-//   decode step and its request is answered with RequestCancelled, "superseded"), then the new
-//   one starts. After a keystroke the older prefix is stale, so finishing it wastes the engine.
-// - Loading a model aborts a running completion, waits for it, disposes the old model first
-//   (two big models in memory at once could exhaust it), then loads. Loads run one at a time
-//   in arrival order.
+// - Completions follow engine/runtime/completion's supersede rule (a newer request aborts the
+//   running one; it ends within one decode step and answers RequestCancelled, "superseded").
+// - Loading a model aborts a running completion and waits for it. The new file is checked first
+//   (GGUF header, hyperparameters, tokenizer, what the executor supports), so a file that is not
+//   a usable model leaves the loaded one in place. Then the old model is disposed before the new
+//   one loads (two big models in memory at once could exhaust it); if the native load still
+//   fails, the previous model is loaded again. Loads run one at a time in arrival order.
 // - Requests that only read state (modelInfo, layers) never wait for the engine.
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LSPErrorCodes, ResponseError } from 'vscode-languageserver';
-import { Engine } from '../runtime/engine';
-import type { ExecutionOptions, GenerateOptions, GenerateResult, LayerSummary, ModelSummary } from '../runtime/types';
+import { readGguf } from '../model/gguf';
+import { readHparams } from '../model/hparams';
+import { createTokenizer } from '../model/tokenizer';
+import { Completer } from '../runtime/completion/completer';
+import { abortMessage, LatestCompletionWins } from '../runtime/completion/supersede';
+import { defaultThreads, Engine, nativeConfig } from '../runtime/engine';
+import type { ExecutionOptions, LayerSummary, ModelSummary } from '../runtime/types';
 import { Mutex } from './mutex';
 import { FulcrumErrorCodes, type EngineState, type ModelInfo } from './protocol';
 
@@ -23,27 +29,21 @@ export interface LoadRequest {
   onProgress?: (fraction: number, message: string) => void;
 }
 
-/** What a prompt builder may ask about the model that will run the prompt. */
-export interface PromptModel {
-  summary: ModelSummary;
-  /** Tokens of `text` as generate() will see it (BOS included). */
-  countTokens(text: string): number;
-}
-
 export interface ModelHostEvents {
   onStateChange?: (state: EngineState, modelPath: string | undefined, message: string | undefined) => void;
+  /** Lines for the server's log (e.g. the model's FIM format, once per load). */
+  onLog?: (message: string) => void;
 }
-
-/** Why a completion was aborted; becomes the message of its RequestCancelled error. */
-class AbortReason extends Error {}
 
 export class ModelHost {
   private engine: Engine | undefined;
+  private completer: Completer | undefined;
+  private loadedThreads: number | undefined;
+  private loadedExecution: LoadRequest['execution'];
   private loadingPath: string | undefined;
   private lastError: string | undefined;
   private generating = false;
-  /** The running (or waiting) completion's controller, so a newer one can supersede it. */
-  private activeCompletion: AbortController | undefined;
+  private readonly completions = new LatestCompletionWins();
   private readonly engineLock = new Mutex();
 
   constructor(private readonly events: ModelHostEvents = {}) {}
@@ -84,25 +84,46 @@ export class ModelHost {
         this.lastError = `cannot load ${file}: ${problem}`;
         this.emitState(this.lastError);
       }
-      throw new ResponseError(FulcrumErrorCodes.LoadFailed, `fulcrum/loadModel: ${problem}`);
+      throw new ResponseError(FulcrumErrorCodes.LoadFailed, `cannot load the model: ${problem}`);
     }
-    this.activeCompletion?.abort(new AbortReason('cancelled: a model load started'));
+    this.completions.abort('cancelled: a model load started');
     const release = await this.engineLock.lock();
     try {
+      try {
+        checkModelFile(file, request.threads);
+      } catch (err) {
+        const message = `cannot load ${file}: ${messageOf(err)}`;
+        if (!this.engine) {
+          this.lastError = message;
+          this.emitState(message);
+        }
+        throw new ResponseError(FulcrumErrorCodes.LoadFailed, message);
+      }
       this.loadingPath = file;
       this.lastError = undefined;
       const previous = this.engine;
+      const previousThreads = this.loadedThreads;
+      const previousExecution = this.loadedExecution;
       this.engine = undefined;
+      this.completer = undefined;
       previous?.dispose();
       this.emitState(`loading ${file}`);
       try {
         const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}) };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
+        this.loadedThreads = request.threads;
+        this.loadedExecution = request.execution;
       } catch (err) {
-        this.lastError = `cannot load ${file}: ${messageOf(err)}`;
-        throw new ResponseError(FulcrumErrorCodes.LoadFailed, `fulcrum/loadModel: ${this.lastError}`);
+        const message = `cannot load ${file}: ${messageOf(err)}`;
+        if (previous) {
+          // Bring back the model that was working.
+          this.engine = await Engine.load(previous.summary.path, { ...(previousExecution ?? {}), ...(previousThreads !== undefined ? { threads: previousThreads } : {}) }).catch(() => undefined);
+        }
+        if (!this.engine) this.lastError = message;
+        throw new ResponseError(FulcrumErrorCodes.LoadFailed, message);
       } finally {
         this.loadingPath = undefined;
+        if (this.engine) this.completer = new Completer(this.engine, this.events.onLog);
         this.emitState(this.lastError);
       }
       return this.engine.summary;
@@ -112,55 +133,46 @@ export class ModelHost {
   }
 
   /**
-   * Generates a completion of the prompt `buildPrompt` makes for the model that holds the engine
-   * (so the prompt is fitted to that model's context and tokenizer). Supersedes any
+   * Runs `run` with the loaded model's Completer, after any earlier engine user; supersedes any
    * running completion. `signal` is the request's cancellation; either ends generation within
    * one decode step and rejects with a RequestCancelled ResponseError.
    */
-  async complete(buildPrompt: (model: PromptModel) => string, options: Omit<GenerateOptions, 'signal'>,
-    signal: AbortSignal): Promise<GenerateResult> {
+  async complete<T>(run: (completer: Completer, signal: AbortSignal) => Promise<T>, signal: AbortSignal): Promise<T> {
     this.requireEngine();
-    this.activeCompletion?.abort(new AbortReason('cancelled: superseded by a newer completion request'));
-    const mine = new AbortController();
-    this.activeCompletion = mine;
-    const onCancel = () => mine.abort(new AbortReason('cancelled by the client ($/cancelRequest)'));
-    if (signal.aborted) onCancel(); else signal.addEventListener('abort', onCancel, { once: true });
+    const mine = this.completions.begin(signal);
     const release = await this.engineLock.lock();
     try {
       if (mine.signal.aborted) throw cancelled(mine.signal);
-      const engine = this.requireEngine();
+      this.requireEngine();
+      const completer = this.completer!;
       this.generating = true;
       this.emitState();
       try {
-        const prompt = buildPrompt({
-          summary: engine.summary,
-          countTokens: (text) => engine.tokenizer.encode(text, { addBos: options.addBos ?? engine.tokenizer.addBos }).length,
-        });
-        const result = await engine.generate(prompt, { ...options, signal: mine.signal });
-        if (result.stopReason === 'cancelled') throw cancelled(mine.signal);
+        const result = await run(completer, mine.signal);
+        if (mine.signal.aborted) throw cancelled(mine.signal);
         return result;
       } catch (err) {
         if (err instanceof ResponseError) throw err;
         if (mine.signal.aborted) throw cancelled(mine.signal);
-        throw new ResponseError(FulcrumErrorCodes.GenerateFailed, `generation failed: ${messageOf(err)}`);
+        throw new ResponseError(FulcrumErrorCodes.GenerateFailed, `the completion failed: ${messageOf(err)}`);
       } finally {
         this.generating = false;
         this.emitState();
       }
     } finally {
-      signal.removeEventListener('abort', onCancel);
-      if (this.activeCompletion === mine) this.activeCompletion = undefined;
+      mine.end();
       release();
     }
   }
 
   /** Stops any completion and frees the model (server shutdown). */
   async dispose(): Promise<void> {
-    this.activeCompletion?.abort(new AbortReason('cancelled: the server is shutting down'));
+    this.completions.abort('cancelled: the server is shutting down');
     const release = await this.engineLock.lock();
     try {
       this.engine?.dispose();
       this.engine = undefined;
+      this.completer = undefined;
     } finally {
       release();
     }
@@ -169,13 +181,13 @@ export class ModelHost {
   private requireEngine(): Engine {
     if (this.engine) return this.engine;
     if (this.loadingPath !== undefined) {
-      throw new ResponseError(FulcrumErrorCodes.ModelLoading, `the model ${this.loadingPath} is still loading; try again when fulcrum/state reports 'ready'`);
+      throw new ResponseError(FulcrumErrorCodes.ModelLoading, `the model ${this.loadingPath} is still loading; completions start when it is ready`);
     }
     if (this.lastError !== undefined) {
-      throw new ResponseError(FulcrumErrorCodes.NoModel, `no model loaded: ${this.lastError}`);
+      throw new ResponseError(FulcrumErrorCodes.NoModel, `no model loaded: ${this.lastError}; set fulcrum.modelPath to a GGUF model file`);
     }
     throw new ResponseError(FulcrumErrorCodes.NoModel,
-      'no model loaded: send fulcrum/loadModel {path} or start the server with initializationOptions.modelPath');
+      'no model loaded: set fulcrum.modelPath to a GGUF model file');
   }
 
   private emitState(message?: string): void {
@@ -184,9 +196,15 @@ export class ModelHost {
 }
 
 function cancelled(signal: AbortSignal): ResponseError<void> {
-  const reason: unknown = signal.reason;
-  const message = reason instanceof AbortReason ? reason.message : 'cancelled';
-  return new ResponseError(LSPErrorCodes.RequestCancelled, message);
+  return new ResponseError(LSPErrorCodes.RequestCancelled, abortMessage(signal));
+}
+
+/** Throws, naming the problem, when `file` is not a model the engine can load (header checks only). */
+function checkModelFile(file: string, threads: number | undefined): void {
+  const gguf = readGguf(file);
+  const hp = readHparams(gguf);
+  createTokenizer(gguf);
+  nativeConfig(gguf, hp, Math.min(hp.contextLength, 4096), threads ?? defaultThreads());
 }
 
 function messageOf(err: unknown): string {

@@ -11,7 +11,7 @@ export interface FulcrumInitializationOptions {
   modelPath?: string;
   /** CPU threads for the runtime; default: the runtime's choice. */
   threads?: number;
-  /** Most tokens one inline completion may generate; default 32. */
+  /** Most tokens one inline completion may generate (n_predict cap); default 64. */
   maxCompletionTokens?: number;
   /** Where the model executes: 'auto' (default: a real GPU when found, else the CPU), 'cpu', or 'loopback' (emulated). */
   device?: 'auto' | 'cpu' | 'loopback';
@@ -19,7 +19,18 @@ export interface FulcrumInitializationOptions {
   vram?: string | number;
   /** The policy whose plan executes; default 'auto'. */
   policy?: string;
+  /** Prompt budget of an inline completion in tokens (prefix:suffix 3:1); default 1024. */
+  promptBudget?: number;
+  /** Cap on generating one inline completion in ms, after its prompt is processed; 0 = none; default 1500. */
+  completionTimeLimitMs?: number;
+  /** Keep recent completions and serve typed-through ones from them; default true. */
+  completionCache?: boolean;
+  /** Put chunks of recently used other documents before the FIM prompt (within the budget); default false. */
+  extraContext?: boolean;
 }
+
+/** fulcrum/completionOptions (client → server): new completion settings, applied to the next request. */
+export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache' | 'extraContext'>;
 
 export interface LoadModelParams {
   path: string;
@@ -66,7 +77,14 @@ export interface CompletionStats {
   promptMs: number;
   generateMs: number;
   tokensPerSecond: number;
-  stopReason: StopReason;
+  /** 'time': the time cap; 'rule': a quality rule ended it; 'cached': served from the cache. */
+  stopReason: StopReason | 'time' | 'rule' | 'cached';
+  /** Prompt tokens whose KV was reused from the previous completion (not evaluated again). */
+  reusedTokens?: number;
+  /** Wall time of the whole request in the engine, ms. */
+  totalMs?: number;
+  /** The FIM format of the prompt, or 'prefix-only'. */
+  format?: string;
 }
 
 export interface StateParams {
@@ -93,10 +111,14 @@ export const FulcrumRequests = {
   profile: 'fulcrum/profile',
 } as const;
 
-/** Server → client notifications: fulcrum/state (StateParams), fulcrum/stats (CompletionStats). */
+/**
+ * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats);
+ * client → server fulcrum/completionOptions (CompletionOptionsParams).
+ */
 export const FulcrumNotifications = {
   state: 'fulcrum/state',
   stats: 'fulcrum/stats',
+  completionOptions: 'fulcrum/completionOptions',
 } as const;
 
 /**

@@ -6,12 +6,14 @@ import type { ServerContext, ServerOptions } from './context';
 import { parseExecutionParams } from './execution-params';
 import { handlerFamilies } from './handlers';
 import { loadWithProgress } from './handlers/model';
+import { DEFAULT_PROMPT_BUDGET } from '../runtime/completion/budget';
+import { DEFAULT_MAX_TOKENS, DEFAULT_TIME_LIMIT_MS } from '../runtime/completion/completer';
 import { ModelHost } from './model-host';
 import { FulcrumNotifications, type FulcrumInitializationOptions, type StateParams } from './protocol';
+import { parseCompletionOptions } from './completion-options';
 import { invalidParams, optionalInteger, requireObject } from './validate';
 
 export const SERVER_NAME = 'fulcrum';
-const DEFAULT_MAX_COMPLETION_TOKENS = 32;
 
 export function startServer(connection: Connection): void {
   const documents = new TextDocuments(TextDocument);
@@ -24,8 +26,16 @@ export function startServer(connection: Connection): void {
       };
       void connection.sendNotification(FulcrumNotifications.state, params);
     },
+    onLog: (message) => connection.console.info(message),
   });
-  const options: ServerOptions = { maxCompletionTokens: DEFAULT_MAX_COMPLETION_TOKENS, clientSupportsWorkDoneProgress: false };
+  const options: ServerOptions = {
+    maxCompletionTokens: DEFAULT_MAX_TOKENS,
+    promptBudget: DEFAULT_PROMPT_BUDGET,
+    completionTimeLimitMs: DEFAULT_TIME_LIMIT_MS,
+    completionCache: true,
+    extraContext: false,
+    clientSupportsWorkDoneProgress: false,
+  };
   const ctx: ServerContext = { connection, documents, host, options };
 
   connection.onInitialize((params): InitializeResult => {
@@ -59,15 +69,13 @@ function parseInitializationOptions(raw: unknown): Partial<ServerOptions> {
   if (raw === undefined || raw === null) return {};
   const method = 'initialize';
   const init = requireObject(method, raw, 'initializationOptions') as FulcrumInitializationOptions & Record<string, unknown>;
-  const parsed: Partial<ServerOptions> = {};
+  const parsed: Partial<ServerOptions> = parseCompletionOptions(method, init, 'initializationOptions');
   if (init.modelPath !== undefined && init.modelPath !== null && init.modelPath !== '') {
     if (typeof init.modelPath !== 'string') throw invalidParams(method, 'initializationOptions.modelPath must be a string');
     parsed.modelPath = init.modelPath;
   }
   const threads = optionalInteger(method, init, 'threads', 1, 1024, 'initializationOptions.threads');
   if (threads !== undefined) parsed.threads = threads;
-  const maxTokens = optionalInteger(method, init, 'maxCompletionTokens', 1, 4096, 'initializationOptions.maxCompletionTokens');
-  if (maxTokens !== undefined) parsed.maxCompletionTokens = maxTokens;
   const execution = parseExecutionParams(method, init, 'initializationOptions.');
   if (execution) parsed.execution = execution;
   return parsed;

@@ -10,6 +10,7 @@ import { readGguf } from '../../engine/model/gguf/index';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { layerSummaries } from '../../engine/model/summary';
 import { addonPath } from '../../engine/native/addon';
+import { applyRules, cursorContext } from '../../engine/runtime/completion/rules';
 import { Engine } from '../../engine/runtime/engine';
 import type { LayerSummary, ModelSummary } from '../../engine/runtime/types';
 import { FulcrumErrorCodes, type LayersResult, type ModelInfo } from '../../engine/server/protocol';
@@ -20,15 +21,17 @@ const MODEL = sharedPath('models', 'stories260K.gguf');
 const skip = !existsSync(MODEL) ? `shared file ${MODEL} is absent`
   : !existsSync(addonPath()) ? `native addon ${addonPath()} is not built (npm run build:native)` : false;
 /** What the server asks the runtime for (engine/server/handlers/completion.ts). */
-const COMPLETION_OPTIONS = { maxTokens: 32, temperature: 0, stop: ['\n\n'] };
+/** The server's defaults: 64 tokens at most, greedy, then the completion rules. */
+const COMPLETION_OPTIONS = { maxTokens: 64, temperature: 0 };
 const STORY_URI = 'file:///work/story.txt';
 const STORY = 'Once upon a time, there was a little';
 
 /** The runtime's own greedy continuation, computed in this process for comparison. */
-async function greedy(prompt: string): Promise<string> {
+/** What the server should show: the plain greedy continuation (no FIM: stories260K has none), cut by the rules. */
+async function greedy(prompt: string, after = ''): Promise<string> {
   const engine = await Engine.load(MODEL, { threads: 1 });
   try {
-    return (await engine.generate(prompt, COMPLETION_OPTIONS)).text;
+    return applyRules((await engine.generate(prompt, COMPLETION_OPTIONS)).text, cursorContext(prompt, after));
   } finally {
     engine.dispose();
   }
@@ -57,7 +60,7 @@ describe('LSP server, model loaded by request', { skip }, () => {
     assert.equal(info.state, 'no-model');
     const layers = await rejection(lsp.request('fulcrum/layers'));
     assert.equal(layers.code, FulcrumErrorCodes.NoModel);
-    assert.match(layers.message, /no model loaded.*fulcrum\/loadModel/);
+    assert.match(layers.message, /no model loaded.*set fulcrum.modelPath/);
     lsp.openDocument(STORY_URI, STORY);
     const completion = await rejection(lsp.inlineCompletion(STORY_URI, 0, STORY.length));
     assert.equal(completion.code, FulcrumErrorCodes.NoModel);
@@ -147,7 +150,7 @@ describe('LSP server, model loaded by request', { skip }, () => {
       contentChanges: [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: STORY.length } }, text: `${edited} went home.` }],
     });
     const list = await lsp.inlineCompletion(STORY_URI, 0, edited.length);
-    assert.equal(list.items[0]?.insertText, await greedy(edited));
+    assert.equal(list.items[0]?.insertText, await greedy(edited, ' went home.'));
   });
 
   test('$/cancelRequest: a cancelled completion is answered with RequestCancelled', async () => {
@@ -168,7 +171,7 @@ describe('LSP server, model loaded by request', { skip }, () => {
     const err = await rejection(first);
     assert.equal(err.code, LSPErrorCodes.RequestCancelled);
     assert.match(err.message, /superseded by a newer completion request/);
-    assert.equal((await second).items[0]?.insertText, await greedy('The dog and the cat went home.'.slice(0, 11)));
+    assert.equal((await second).items[0]?.insertText, await greedy('The dog and the cat went home.'.slice(0, 11), 'The dog and the cat went home.'.slice(11)));
     assert.ok(['ready', 'generating'].includes((await info).state));
   });
 });
@@ -237,7 +240,8 @@ describe('LSP server, requests while a long completion runs', { skip }, () => {
       contextLength: 1024, weightType: GgmlType.Q8_0, seed: 7,
     });
     lsp = LspSession.start();
-    await lsp.initialize({ modelPath: model, threads: 1, maxCompletionTokens: 400 });
+    // No time cap and no cache: every request runs the model to its token limit.
+    await lsp.initialize({ modelPath: model, threads: 1, maxCompletionTokens: 400, completionTimeLimitMs: 0, completionCache: false });
     await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'state ready');
     lsp.openDocument(uri, text);
   });

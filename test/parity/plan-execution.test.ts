@@ -219,3 +219,23 @@ for (const policy of ['neo', 'apex']) {
     assert.ok(found, `${policy}: no budget splits the requests' KV between device and host`);
   });
 }
+
+test('a completion on a device that fails mid-way finishes on the CPU with the same text', { skip: skipUnlessShared(sharedPath('models', 'stories260K.gguf')) }, async () => {
+  const { runCompletion } = await import('../../engine/runtime/completion/runner');
+  const file = sharedPath('models', 'stories260K.gguf');
+  const prompt = [1, 415, 251, 263, 91, 30, 12, 99, 7];
+  const cpu = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'cpu' });
+  const want = await runCompletion(cpu, prompt, { maxTokens: 20, stopIds: new Set() });
+  cpu.dispose();
+  const fallbacks: string[] = [];
+  const engine = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'loopback', vramBytes: 8 << 20, policy: 'gpu-only', hardware: BASE, onFallback: (r) => fallbacks.push(r) });
+  try {
+    engine.failDeviceAfter(150);
+    const got = await runCompletion(engine, prompt, { maxTokens: 20, stopIds: new Set() });
+    assert.deepEqual(got.tokens, want.tokens);
+    assert.equal(fallbacks.length, 1);
+    assert.match(engine.execution.split, /CPU only/);
+  } finally {
+    engine.dispose();
+  }
+});

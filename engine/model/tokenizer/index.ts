@@ -22,6 +22,11 @@ export interface EncodeOptions {
   addEos?: boolean;
   /** Turn the texts of control tokens (e.g. `<fim_prefix>`) into those tokens; default false. */
   parseSpecial?: boolean;
+  /**
+   * SentencePiece only: put the dummy space before the text per the file's add_space_prefix
+   * (default true). False encodes the text as it is, as FIM suffixes need.
+   */
+  addSpacePrefix?: boolean;
 }
 
 export interface DecodeOptions {
@@ -55,6 +60,8 @@ export interface Tokenizer {
   tokenText(id: number): string;
   isControl(id: number): boolean;
   isEog(id: number): boolean;
+  /** The id of the token whose vocabulary text is exactly `text`, if there is one. */
+  tokenId(text: string): number | undefined;
   /** For generated text that continues a prompt: pieces are emitted as they are (no space stripped). */
   createStreamDecoder(opts?: DecodeOptions): StreamDecoder;
 }
@@ -110,7 +117,7 @@ class GgufTokenizer implements Tokenizer {
     const fragments = this.splitter.split(text.replace(LONE_SURROGATE, '\ufffd'), opts.parseSpecial ?? false);
     if (this.spm) {
       // The leading space goes before the text at the start and after every special token.
-      let afterSpecial = true;
+      let afterSpecial = opts.addSpacePrefix ?? true;
       for (const f of fragments) {
         if ('id' in f) {
           out.push(f.id);
@@ -164,6 +171,10 @@ class GgufTokenizer implements Tokenizer {
 
   isEog(id: number): boolean {
     return this.vocab.eog.has(id);
+  }
+
+  tokenId(text: string): number | undefined {
+    return this.vocab.tokenToId.get(text);
   }
 
   createStreamDecoder(opts: DecodeOptions = {}): StreamDecoder {

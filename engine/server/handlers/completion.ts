@@ -1,18 +1,14 @@
-// textDocument/inlineCompletion (LSP 3.18): ghost text from the loaded model for the text
-// before the cursor.
+// textDocument/inlineCompletion (LSP 3.18): ghost text from the loaded model at the cursor, built
+// by engine/runtime/completion (FIM prompt within the budget, KV reuse, rules, cache, caps).
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
 import type { TextDocument } from 'vscode-languageserver-textdocument';
+import { ChunkRing } from '../../runtime/completion/extra-context';
 import type { ServerContext } from '../context';
-import { fitPrefix } from '../prompt';
 import { FulcrumNotifications, type CompletionStats } from '../protocol';
+import { parseCompletionOptions } from '../completion-options';
 import { invalidParams, requireInteger, requireObject, requireString } from '../validate';
 
 const METHOD = 'textDocument/inlineCompletion';
-
-/** Greedy decoding: the same prefix always gives the same ghost text. */
-const TEMPERATURE = 0;
-/** A blank line ends a paragraph or a block; the completion stops there. */
-const STOP = ['\n\n'];
 
 interface ParsedRequest {
   document: TextDocument;
@@ -23,39 +19,67 @@ interface ParsedRequest {
 }
 
 export function registerCompletionHandlers(ctx: ServerContext): void {
+  // Where the user worked last in each document: extra context for completions in the others.
+  const ring = new ChunkRing();
+  ctx.documents.onDidClose((e) => ring.forget(e.document.uri));
   ctx.connection.languages.inlineCompletion.on(
-    (params: InlineCompletionParams, token: CancellationToken) => complete(ctx, params, token));
+    (params: InlineCompletionParams, token: CancellationToken) => complete(ctx, ring, params, token));
+  // New settings apply from the next completion on; a bad value is logged and ignored.
+  ctx.connection.onNotification(FulcrumNotifications.completionOptions, (raw: unknown) => {
+    const method = FulcrumNotifications.completionOptions;
+    try {
+      Object.assign(ctx.options, parseCompletionOptions(method, requireObject(method, raw), 'params'));
+    } catch (err) {
+      ctx.connection.console.error(err instanceof Error ? err.message : String(err));
+    }
+  });
 }
 
-async function complete(ctx: ServerContext, raw: unknown, token: CancellationToken): Promise<InlineCompletionList> {
+async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token: CancellationToken): Promise<InlineCompletionList> {
   const request = parse(ctx, raw);
   const { document, cursor, selected } = request;
-  const maxTokens = ctx.options.maxCompletionTokens;
   const text = document.getText();
+  const extraContext = ctx.options.extraContext ? ring.chunksFor(document.uri) : undefined;
+  ring.note(document.uri, text, document.positionAt(cursor).line);
   // With a selected suggestion the model continues "prefix up to the word + suggested word".
   const before = selected ? text.slice(0, selected.startOffset) + selected.text : text.slice(0, cursor);
+  const after = text.slice(cursor);
 
-  // Nothing to continue: no request to the engine (an empty prompt has no tokens to condition on).
-  if (before.length === 0) return { items: [] };
+  // Nothing around the cursor: no request to the engine (an empty prompt conditions on nothing).
+  if (before.length === 0 && after.trim().length === 0) return { items: [] };
 
   const abort = new AbortController();
   if (token.isCancellationRequested) abort.abort();
   const subscription = token.onCancellationRequested(() => abort.abort());
   try {
-    const result = await ctx.host.complete(
-      // Room for the prompt and every token the completion may add.
-      (model) => fitPrefix(before, model.summary.contextLength - maxTokens, model.countTokens),
-      { maxTokens, temperature: TEMPERATURE, stop: STOP },
-      abort.signal);
+    const { options } = ctx;
+    const result = await ctx.host.complete((completer, signal) => completer.complete({
+      document: document.uri,
+      before,
+      after,
+      budget: options.promptBudget,
+      maxTokens: options.maxCompletionTokens,
+      timeLimitMs: options.completionTimeLimitMs > 0 ? options.completionTimeLimitMs : Infinity,
+      useCache: options.completionCache,
+      ...(extraContext ? { extraContext } : {}),
+      signal,
+    }), abort.signal);
+    const s = result.stats;
     const stats: CompletionStats = {
-      promptTokens: result.promptTokens,
-      generatedTokens: result.generatedTokens,
-      promptMs: result.promptMs,
-      generateMs: result.generateMs,
-      tokensPerSecond: result.tokensPerSecond,
-      stopReason: result.stopReason,
+      promptTokens: s.promptTokens,
+      generatedTokens: s.generatedTokens,
+      promptMs: s.promptMs,
+      generateMs: s.generateMs,
+      tokensPerSecond: s.tokensPerSecond,
+      stopReason: s.stopReason,
+      reusedTokens: s.reusedTokens,
+      totalMs: s.totalMs,
+      format: s.format,
     };
     void ctx.connection.sendNotification(FulcrumNotifications.stats, stats);
+    ctx.connection.console.log(`completion: ${s.format}, prompt ${s.promptTokens} tokens (${s.reusedTokens} reused, ` +
+      `${s.promptMs.toFixed(0)} ms), ${s.generatedTokens} generated (${s.generateMs.toFixed(0)} ms), ` +
+      `total ${s.totalMs.toFixed(0)} ms, stop: ${s.stopReason}`);
     if (result.text.length === 0) return { items: [] };
     const start = document.positionAt(selected ? selected.startOffset : cursor);
     const end = document.positionAt(cursor);

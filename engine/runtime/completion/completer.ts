@@ -1,0 +1,163 @@
+// A completion at a cursor, end to end: the cache (with type-through), the prompt budget, the
+// FIM prompt, the runner (KV prefix reuse, speculation, caps) and the quality rules. One
+// Completer per loaded engine.
+import type { Engine } from '../engine';
+import { DEFAULT_PROMPT_BUDGET, fitContext } from './budget';
+import { CompletionCache } from './cache';
+import type { ContextChunk } from './extra-context';
+import type { FimFamily } from './fim';
+import { PromptBuilder } from './prompt';
+import { applyRules, cursorContext, stopRule } from './rules';
+import { runCompletion, type CompletionStopReason } from './runner';
+
+export const DEFAULT_MAX_TOKENS = 64;
+export const DEFAULT_TIME_LIMIT_MS = 1500;
+/**
+ * Draft tokens verified per step by default: none. Verification keeps exactly the tokens the
+ * multi-token evaluation's rows predict, and the native forward pass does not yet give a row of a
+ * multi-token step bit-for-bit the logits of a single-token step at every position (measured on
+ * the synthetic 0.5B model: up to 4e-2 apart at some positions, enough to flip a near-tie). Until
+ * it does, completions decode plainly so they equal plain greedy; `speculate` turns drafts on.
+ */
+export const DEFAULT_SPECULATE = 0;
+
+export interface CursorCompletionRequest {
+  /** Identifies the document (its URI) for the cache. */
+  document: string;
+  before: string;
+  after: string;
+  /** Prompt budget in tokens (default 1024). */
+  budget?: number;
+  /** The n_predict cap (default 64). */
+  maxTokens?: number;
+  /** Cap on decoding after the prompt is processed, ms (default 1500). */
+  timeLimitMs?: number;
+  /** Draft tokens per step for prompt-lookup speculation; 0 = off (the default). */
+  speculate?: number;
+  /**
+   * Chunks of other files to put before the FIM prefix (FIM models only), oldest first; they
+   * take at most a quarter of the budget and the newest are kept when they do not all fit.
+   */
+  extraContext?: readonly ContextChunk[];
+  /** Serve from and store in the completion cache (default true). */
+  useCache?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface CursorCompletionStats {
+  format: FimFamily | 'prefix-only';
+  promptTokens: number;
+  /** Prompt tokens whose KV was reused from the previous completion. */
+  reusedTokens: number;
+  generatedTokens: number;
+  promptMs: number;
+  generateMs: number;
+  totalMs: number;
+  tokensPerSecond: number;
+  /** 'cached': served from the completion cache without running the model. */
+  stopReason: CompletionStopReason | 'cached';
+  acceptedDraftTokens: number;
+}
+
+export interface CursorCompletion {
+  text: string;
+  stats: CursorCompletionStats;
+}
+
+export class Completer {
+  readonly prompts: PromptBuilder;
+  readonly cache = new CompletionCache();
+  private readonly chunkMemo = new Map<string, number[]>();
+
+  constructor(private readonly engine: Engine, log?: (message: string) => void) {
+    this.prompts = new PromptBuilder(engine.tokenizer);
+    if (this.prompts.fim === undefined) {
+      log?.(`${engine.summary.name}: the model has no fill-in-the-middle tokens; completions use the text before the cursor only`);
+    } else {
+      log?.(`${engine.summary.name}: fill-in-the-middle format ${this.prompts.fim.family}`);
+    }
+  }
+
+  async complete(request: CursorCompletionRequest): Promise<CursorCompletion> {
+    const t0 = performance.now();
+    const useCache = request.useCache ?? true;
+    const cached = useCache ? this.cache.lookup(request.document, request.before, request.after) : undefined;
+    if (cached !== undefined) {
+      return { text: cached, stats: { ...emptyStats(this.format()), totalMs: performance.now() - t0, stopReason: 'cached' } };
+    }
+    if (this.prompts.fim === undefined && request.before.length === 0) {
+      return { text: '', stats: { ...emptyStats(this.format()), totalMs: performance.now() - t0, stopReason: 'length' } };
+    }
+    const maxTokens = request.maxTokens ?? DEFAULT_MAX_TOKENS;
+    // The prompt and every token the completion may add must fit the context.
+    const budget = Math.min(request.budget ?? DEFAULT_PROMPT_BUDGET, this.engine.contextLength - maxTokens - 1);
+    const fim = this.prompts.fim;
+    const count = (text: string) => this.prompts.encodePart(text, true).length;
+    // Without FIM the suffix cannot be used, so the prefix gets the whole budget.
+    const extra = fim && request.extraContext ? this.extraTokens(request.extraContext, Math.floor(budget / 4)) : [];
+    const fitted = fitContext(request.before, fim ? request.after : '', budget - extra.length, this.prompts.overheadTokens, count);
+    const prompt = this.prompts.build(fitted.prefix, fitted.suffix, extra);
+    const ctx = cursorContext(request.before, request.after);
+    const result = await runCompletion(this.engine, prompt.ids, {
+      maxTokens,
+      stopIds: prompt.stopIds,
+      timeLimitMs: request.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS,
+      speculate: request.speculate ?? DEFAULT_SPECULATE,
+      shouldStop: stopRule(ctx),
+      ...(request.signal ? { signal: request.signal } : {}),
+    });
+    const text = result.stopReason === 'cancelled' ? '' : applyRules(result.text, ctx);
+    if (useCache && text.length > 0) this.cache.store(request.document, request.before, request.after, text);
+    return {
+      text,
+      stats: {
+        format: prompt.format,
+        promptTokens: result.promptTokens,
+        reusedTokens: result.reusedTokens,
+        generatedTokens: result.generatedTokens,
+        promptMs: result.promptMs,
+        generateMs: result.generateMs,
+        totalMs: performance.now() - t0,
+        tokensPerSecond: result.generateMs > 0 ? (result.generatedTokens / result.generateMs) * 1000 : 0,
+        stopReason: result.stopReason,
+        acceptedDraftTokens: result.acceptedDraftTokens,
+      },
+    };
+  }
+
+  /** The newest chunks whose tokens fit `budget`, in their original (oldest-first) order. */
+  private extraTokens(chunks: readonly ContextChunk[], budget: number): number[] {
+    const kept: number[][] = [];
+    let total = 0;
+    for (let i = chunks.length - 1; i >= 0; i--) {
+      const tokens = this.chunkTokens(chunks[i]!);
+      if (total + tokens.length > budget) break;
+      kept.unshift(tokens);
+      total += tokens.length;
+    }
+    return kept.flat();
+  }
+
+  /** A chunk's tokens, remembered: the same chunks come back on every keystroke. */
+  private chunkTokens(chunk: ContextChunk): number[] {
+    const key = `${chunk.name}\u0000${chunk.text}`;
+    let ids = this.chunkMemo.get(key);
+    if (ids === undefined) {
+      ids = this.prompts.encodeExtra([chunk]);
+      this.chunkMemo.set(key, ids);
+      if (this.chunkMemo.size > 64) this.chunkMemo.delete(this.chunkMemo.keys().next().value as string);
+    }
+    return ids;
+  }
+
+  private format(): FimFamily | 'prefix-only' {
+    return this.prompts.fim?.family ?? 'prefix-only';
+  }
+}
+
+function emptyStats(format: FimFamily | 'prefix-only'): CursorCompletionStats {
+  return {
+    format, promptTokens: 0, reusedTokens: 0, generatedTokens: 0, promptMs: 0, generateMs: 0, totalMs: 0,
+    tokensPerSecond: 0, stopReason: 'cached', acceptedDraftTokens: 0,
+  };
+}

@@ -1,0 +1,24 @@
+// The completion settings a client sends (in initializationOptions or fulcrum/completionOptions),
+// validated into server options.
+import type { ServerOptions } from './context';
+import { invalidParams, optionalInteger } from './validate';
+
+/** The completion settings in `params` (initializationOptions or fulcrum/completionOptions), validated. */
+export function parseCompletionOptions(method: string, params: Record<string, unknown>, where: string): Partial<ServerOptions> {
+  const parsed: Partial<ServerOptions> = {};
+  const maxTokens = optionalInteger(method, params, 'maxCompletionTokens', 1, 4096, `${where}.maxCompletionTokens`);
+  if (maxTokens !== undefined) parsed.maxCompletionTokens = maxTokens;
+  const budget = optionalInteger(method, params, 'promptBudget', 64, 1 << 20, `${where}.promptBudget`);
+  if (budget !== undefined) parsed.promptBudget = budget;
+  const timeLimit = optionalInteger(method, params, 'completionTimeLimitMs', 0, 600_000, `${where}.completionTimeLimitMs`);
+  if (timeLimit !== undefined) parsed.completionTimeLimitMs = timeLimit;
+  if (params.completionCache !== undefined) {
+    if (typeof params.completionCache !== 'boolean') throw invalidParams(method, `${where}.completionCache must be true or false`);
+    parsed.completionCache = params.completionCache;
+  }
+  if (params.extraContext !== undefined) {
+    if (typeof params.extraContext !== 'boolean') throw invalidParams(method, `${where}.extraContext must be true or false`);
+    parsed.extraContext = params.extraContext;
+  }
+  return parsed;
+}

@@ -1,0 +1,160 @@
+// Completion latency and speculation benchmark (not a test). On the synthetic 0.5B model
+// (Qwen2.5-0.5B's shape, Q8_0, random weights, DeepSeek-Coder's real vocabulary with its FIM
+// tokens) it replays a scripted editing session in a 2.5 KB and a 50 KB Python file: the first
+// completion after opening each file, then one completion per keystroke while a line is typed,
+// with the server's defaults (budget 1024, 64 tokens, 1.5 s decode cap, cache, no speculation). It
+// reports p50/p95 latency of first and later keystrokes and the prompt tokens whose KV was
+// reused. Then tokens/s of plain greedy against prompt-lookup speculation on code that repeats,
+// on the 0.5B model and on the trained tiny-fim-coder (whose output repeats, so drafts stand).
+//   node --import tsx test/bench/bench-completion.ts [--threads N] [--keystrokes N] [--quick]
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import path from 'node:path';
+import { GgmlType } from '../../engine/model/ggml-types';
+import { writeSyntheticModel } from '../../engine/model/synthetic';
+import { Completer } from '../../engine/runtime/completion/completer';
+import { PromptBuilder } from '../../engine/runtime/completion/prompt';
+import { runCompletion } from '../../engine/runtime/completion/runner';
+import { Engine } from '../../engine/runtime/engine';
+import { sharedPath } from '../helpers/shared';
+import { benchCacheDir } from './bench-models';
+
+const args = process.argv.slice(2);
+const option = (name: string, fallback: number): number => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const quick = args.includes('--quick');
+const threads = option('threads', 2);
+const keystrokes = option('keystrokes', quick ? 6 : 16);
+const VOCAB = sharedPath('vocab', 'ggml-vocab-deepseek-coder.gguf');
+const TINY = sharedPath('models', 'tiny-fim-coder.q8_0.gguf');
+
+function model05b(): string {
+  const dir = benchCacheDir();
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'synthetic-0.5B-Q8_0-deepseek-coder-vocab.gguf');
+  if (!existsSync(file)) {
+    const tmp = `${file}.${process.pid}.partial`;
+    writeSyntheticModel(tmp, {
+      architecture: 'llama', nLayers: 24, nEmbd: 896, nHeads: 14, nKvHeads: 2, nFf: 4864, contextLength: 4096,
+      weightType: GgmlType.Q8_0, seed: 2024, vocabFrom: VOCAB, name: 'synthetic-0.5B-fim',
+    });
+    renameSync(tmp, file);
+  }
+  return file;
+}
+
+/** A Python file of about `bytes` bytes. */
+function pythonFile(bytes: number): string {
+  const out: string[] = [];
+  for (let i = 0; out.join('\n').length < bytes; i++) {
+    out.push(`def handler_${i}(request, retries=${i % 5}):`, `    """Handle request number ${i} and return its value."""`,
+      `    value = request.get("key_${i}", None)`, '    if value is None:', `        return retries * ${i}`, '    return value', '');
+  }
+  return out.join('\n').slice(0, bytes);
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+interface SessionResult { first: number; later: number[]; laterPromptMs: number[]; prompt: number; reused: number; cached: number; generated: number; timeCapped: number }
+
+async function session(completer: Completer, name: string, doc: string): Promise<SessionResult> {
+  // Cursor: an empty line in the middle of the file; then the user types a line there.
+  const at = doc.indexOf('\n\n', Math.floor(doc.length / 2)) + 1;
+  const before = doc.slice(0, at);
+  const after = doc.slice(at);
+  const typed = '    result = compute(value, retries)'.slice(0, keystrokes);
+  const later: number[] = [];
+  const laterPromptMs: number[] = [];
+  let first = 0;
+  let prompt = 0;
+  let reused = 0;
+  let cached = 0;
+  let generated = 0;
+  let timeCapped = 0;
+  for (let k = 0; k <= typed.length; k++) {
+    const t = performance.now();
+    const r = await completer.complete({ document: name, before: before + typed.slice(0, k), after });
+    const ms = performance.now() - t;
+    if (k === 0) first = ms; else later.push(ms);
+    if (k > 0 && r.stats.stopReason !== 'cached') laterPromptMs.push(r.stats.promptMs);
+    prompt += r.stats.promptTokens;
+    reused += r.stats.reusedTokens;
+    generated += r.stats.generatedTokens;
+    if (r.stats.stopReason === 'cached') cached++;
+    if (r.stats.stopReason === 'time') timeCapped++;
+    if (k === 0) console.log(`  ${name}: first completion ${ms.toFixed(0)} ms (prompt ${r.stats.promptTokens} tokens, ${r.stats.reusedTokens} reused, ${r.stats.generatedTokens} generated, stop ${r.stats.stopReason})`);
+  }
+  return { first, later, laterPromptMs, prompt, reused, cached, generated, timeCapped };
+}
+
+async function speculation(modelPath: string, label: string): Promise<void> {
+  const engine = await Engine.load(modelPath, { threads });
+  try {
+    const builder = new PromptBuilder(engine.tokenizer);
+    const repetitive = pythonFile(1500);
+    const prompt = builder.build(repetitive, '');
+    const n = quick ? 32 : 64;
+    // Warm-up, then the prompt is in the KV cache for both runs: only decoding is compared.
+    await runCompletion(engine, prompt.ids, { maxTokens: 1, stopIds: new Set() });
+    const plain = await runCompletion(engine, prompt.ids, { maxTokens: n, stopIds: new Set() });
+    const fast = await runCompletion(engine, prompt.ids, { maxTokens: n, stopIds: new Set(), speculate: 8 });
+    const tps = (r: typeof plain) => (r.generatedTokens / r.generateMs) * 1000;
+    console.log(`  ${label}: plain ${tps(plain).toFixed(1)} tokens/s (${plain.decodeSteps} steps), speculative ${tps(fast).toFixed(1)} tokens/s ` +
+      `(${fast.decodeSteps} steps, ${fast.acceptedDraftTokens}/${fast.draftedTokens} drafted tokens accepted), speed-up ×${(tps(fast) / tps(plain)).toFixed(2)}; ` +
+      `identical output: ${JSON.stringify(plain.tokens) === JSON.stringify(fast.tokens)}`);
+  } finally {
+    engine.dispose();
+  }
+}
+
+/**
+ * First completions: the cursor at `samples` places of the file, each right after a completion in
+ * another file (the single KV cache then holds nothing of this one), as on opening or switching.
+ */
+async function firstCompletions(completer: Completer, name: string, doc: string, other: string, samples: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    await completer.complete({ document: 'other.py', before: other, after: '', maxTokens: 1, useCache: false });
+    const at = doc.indexOf('\n', Math.floor(((i + 1) / (samples + 1)) * doc.length)) + 1;
+    const t = performance.now();
+    await completer.complete({ document: name, before: doc.slice(0, at), after: doc.slice(at), useCache: false });
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  if (!existsSync(VOCAB)) throw new Error(`${VOCAB} is absent`);
+  const file = model05b();
+  console.log(`completion latency, synthetic 0.5B Q8_0 (${file}), ${threads} threads, ${keystrokes} keystrokes per file`);
+  const engine = await Engine.load(file, { threads });
+  try {
+    const completer = new Completer(engine);
+    const other = pythonFile(800).replace(/handler/g, 'other');
+    for (const [name, bytes] of [['small.py (2.5 KB)', 2500], ['large.py (50 KB)', 50_000]] as const) {
+      const doc = pythonFile(bytes);
+      const firsts = await firstCompletions(completer, name, doc, other, quick ? 2 : 5);
+      console.log(`  ${name}: first completion p50 ${percentile(firsts, 50).toFixed(0)} ms, p95 ${percentile(firsts, 95).toFixed(0)} ms ` +
+        `(${firsts.map((ms) => ms.toFixed(0)).join(', ')})`);
+      const r = await session(completer, name, doc);
+      console.log(`  ${name}: later keystrokes p50 ${percentile(r.later, 50).toFixed(0)} ms, p95 ${percentile(r.later, 95).toFixed(0)} ms ` +
+        `(their prompt processing p50 ${percentile(r.laterPromptMs, 50).toFixed(0)} ms, p95 ${percentile(r.laterPromptMs, 95).toFixed(0)} ms); ` +
+        `${r.cached} of ${r.later.length + 1} served from the completion cache, ${r.timeCapped} ended by the time cap, ${r.generated} tokens generated; ` +
+        `prompt tokens ${r.prompt}, reused from the KV cache ${r.reused} (${((100 * r.reused) / r.prompt).toFixed(0)} % of prefill saved)`);
+    }
+  } finally {
+    engine.dispose();
+  }
+  console.log('prompt-lookup speculation (decode only, 1.5 KB repetitive Python prompt):');
+  await speculation(file, 'synthetic 0.5B');
+  if (existsSync(TINY)) await speculation(TINY, 'tiny-fim-coder');
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : String(err));
+  process.exitCode = 1;
+});
