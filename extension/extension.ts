@@ -2,7 +2,7 @@
 // the status bar, and hosts the panels. All logic lives in the engine; this only translates.
 import * as vscode from 'vscode';
 import { State, type LanguageClient } from 'vscode-languageclient/node';
-import type { ModelSummary } from '../engine/runtime/types';
+import type { ModelSummary } from '../engine/server/protocol';
 import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadModelParams, type StateParams } from '../engine/server/protocol';
 import { createClient } from './client';
 import { LayersPanel } from './layers-panel';

@@ -9,6 +9,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const node = [
   ['engine/cli.ts', 'dist/cli.js'],
   ['engine/server/main.ts', 'dist/server.js'],
+  ['engine/server/planner/plan-worker.ts', 'dist/plan-worker.js'],
   ['extension/extension.ts', 'dist/extension.js'],
   ['test/bench/bench-cpu.ts', 'dist/bench-cpu.js'],
   ['test/bench/bench-plan.ts', 'dist/bench-plan.js'],

@@ -3,7 +3,10 @@
 // LSP tests, so the method names and shapes live in exactly one place. Plain names and types
 // only: the server, the client and the tests each use their own copy of the JSON-RPC library,
 // so request-type objects are not shared.
-import type { LayerSummary, ModelSummary, StopReason } from '../runtime/types';
+import type { StopReason } from '../runtime/types';
+import type { LayerSummary, ModelSummary } from '../model/summary-types';
+import type { Plan } from '../plan/types';
+export type { LayerSummary, LayerTensorSummary, ModelSummary } from '../model/summary-types';
 
 /** `initializationOptions` of the `initialize` request. Every field is optional. */
 export interface FulcrumInitializationOptions {
@@ -94,3 +97,45 @@ export const FulcrumErrorCodes = {
   /** The runtime failed while generating. */
   GenerateFailed: -32004,
 } as const;
+
+// ---- Planner results as the extension and the webviews see them. Re-exported here so that
+// extension/ and webviews/ import no other engine file.
+export type { Plan, PlanStage, LayerPlan, OpPlan, OpPredicted, LaneTimes, Lane, Device, WeightResidency, PolicyName } from '../plan/types';
+export type { Explanation, Decision, Alternative, WhatIf, Resource } from '../explain/types';
+export type { PlanParams, SimulateParams, SimulateResult } from '../plan/api';
+export type { TraceEvent } from '../sim/types';
+
+/** Extra fields a client may add to fulcrum/plan, fulcrum/explain and fulcrum/simulate params. */
+export interface PlannerRequestExtras {
+  /**
+   * A group name: the server cancels every older, unfinished planner request of the same group
+   * (the what-if panel sends 'what-if', so only the newest slider position is planned).
+   */
+  supersedes?: string;
+}
+
+/** Chrome trace-event JSON ("JSON Object Format"), as fulcrum/simulate returns with trace: true. */
+export interface ChromeTrace {
+  traceEvents: import('../sim/types').TraceEvent[];
+  displayTimeUnit?: 'ms' | 'ns';
+  otherData?: Record<string, unknown>;
+}
+
+/**
+ * Measured per-op times of one decode step, from the runtime executing the plan. Optional
+ * everywhere: panels show predicted times only when it is absent. Ops are matched to the plan by
+ * layer index and op name (OpPlan.name).
+ */
+export interface MeasuredOps {
+  /** Where the numbers come from, e.g. 'runtime decode step, 2026-11-23 21:00'. */
+  source: string;
+  layers: { index: number; ops: { name: string; ms: number }[] }[];
+  /** The LM head, ms. */
+  headMs?: number;
+}
+
+/** What the plan panel draws: a plan, and measured per-op times when the runtime has them. */
+export interface PlanViewData { plan: Plan; measured?: MeasuredOps; }
+
+/** What the timeline panel draws: the simulated step, and a measured trace when there is one. */
+export interface TimelineViewData { predicted: ChromeTrace; measured?: ChromeTrace; title: string }
