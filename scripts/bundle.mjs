@@ -17,6 +17,9 @@ const node = [
 const browser = [
   ['webviews/layers/main.ts', 'dist/webviews/layers.js'],
   ['webviews/plan/main.ts', 'dist/webviews/plan.js'],
+  ['webviews/timeline/main.ts', 'dist/webviews/timeline.js'],
+  ['webviews/explain/main.ts', 'dist/webviews/explain.js'],
+  ['webviews/whatif/main.ts', 'dist/webviews/whatif.js'],
 ];
 mkdirSync(path.join(root, 'dist'), { recursive: true });
 const jobs = [];
