@@ -74,6 +74,10 @@ export const FulcrumRequests = {
   explain: 'fulcrum/explain',
   simulate: 'fulcrum/simulate',
   profile: 'fulcrum/profile',
+  /** → PresetsResult: the names a what-if control offers. */
+  presets: 'fulcrum/presets',
+  /** ExportPlanParams → LlamaCppExport: engine flags reproducing a plan. */
+  exportPlan: 'fulcrum/exportPlan',
 } as const;
 
 /** Server → client notifications: fulcrum/state (StateParams), fulcrum/stats (CompletionStats). */
@@ -139,3 +143,14 @@ export interface PlanViewData { plan: Plan; measured?: MeasuredOps; }
 
 /** What the timeline panel draws: the simulated step, and a measured trace when there is one. */
 export interface TimelineViewData { predicted: ChromeTrace; measured?: ChromeTrace; title: string }
+
+export interface PresetsResult {
+  gpus: { key: string; name: string; memoryBytes: number }[];
+  machines: string[];
+  models: string[];
+  /** Weight formats a model preset can take (`llama-3.1-8b:Q4_K`). */
+  formats: string[];
+}
+
+export interface ExportPlanParams { plan: Plan; format: 'llama.cpp' }
+export type { LlamaCppExport } from '../plan/export-llamacpp';

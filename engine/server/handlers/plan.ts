@@ -6,9 +6,13 @@
 import { LSPErrorCodes, ResponseError, type CancellationToken } from 'vscode-languageserver';
 import type { PlanParams, SimulateParams } from '../../plan/api';
 import type { ServerContext } from '../context';
+import { GPU_PRESETS, MACHINE_PRESETS } from '../../hardware/presets';
+import { MODEL_PRESET_DEFS } from '../../model/model-presets';
+import { exportLlamaCpp } from '../../plan/export-llamacpp';
+import type { Plan } from '../../plan/types';
 import { PlannerCancelledError, PlannerPool } from '../planner/pool';
 import type { PlannerMethod } from '../planner/messages';
-import { FulcrumRequests } from '../protocol';
+import { FulcrumRequests, type PresetsResult } from '../protocol';
 import { invalidParams, requireObject } from '../validate';
 
 type StringOrObject = 'model' | 'hardware' | 'workload' | 'costs';
@@ -34,6 +38,21 @@ export function registerPlanHandlers(ctx: ServerContext): void {
   connection.onRequest(FulcrumRequests.plan, handle(FulcrumRequests.plan, 'plan'));
   connection.onRequest(FulcrumRequests.explain, handle(FulcrumRequests.explain, 'explain'));
   connection.onRequest(FulcrumRequests.simulate, handle(FulcrumRequests.simulate, 'simulate'));
+  connection.onRequest(FulcrumRequests.presets, (): PresetsResult => ({
+    gpus: GPU_PRESETS.map((g) => ({ key: g.key, name: g.gpu.name, memoryBytes: g.gpu.memoryBytes })),
+    machines: MACHINE_PRESETS.map((m) => m.key),
+    models: MODEL_PRESET_DEFS.map((m) => m.key),
+    // The block formats the cost model has sizes for and llama.cpp users pick most.
+    formats: ['F16', 'Q8_0', 'Q6_K', 'Q5_K', 'Q4_K', 'Q4_0'],
+  }));
+  connection.onRequest(FulcrumRequests.exportPlan, (raw: unknown) => {
+    const method = FulcrumRequests.exportPlan;
+    const params = requireObject(method, raw);
+    if (params.format !== 'llama.cpp') throw invalidParams(method, `params.format must be 'llama.cpp'`);
+    const plan = params.plan as Plan | undefined;
+    if (!plan || typeof plan !== 'object' || !plan.stages?.decode?.layers) throw invalidParams(method, 'params.plan must be a plan (the result of fulcrum/plan)');
+    return exportLlamaCpp(plan);
+  });
 }
 
 function planParams(ctx: ServerContext, method: string, raw: unknown): PlanParams {
