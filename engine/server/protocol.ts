@@ -154,3 +154,6 @@ export interface PresetsResult {
 
 export interface ExportPlanParams { plan: Plan; format: 'llama.cpp' }
 export type { LlamaCppExport } from '../plan/export-llamacpp';
+
+export interface ProfileParams { quick?: boolean; refresh?: boolean; workDoneToken?: string | number }
+export interface ProfileResult { profile: import('../hardware/types').HardwareProfile; cached: boolean; note?: string }
