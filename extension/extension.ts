@@ -68,7 +68,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('fulcrum.showModelLayers', () => LayersPanel.show(context.extensionUri, () => client, output)),
     ...registerPlanViews({
       extensionUri: context.extensionUri, log: output, client: () => client, loadedModel: () => loadedModel,
-      onPlan: (plan) => status.setPlan(splitText(plan), `Plan: ${plan.chosenPolicy}, ${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s predicted on ${plan.hardware.name}`),
     }),
     registerProfileCommand(() => client, output),
     registerSelectModel(context, () => client),
@@ -103,8 +102,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 /** Plans the loaded model with the fulcrum.plan.* settings and shows its split in the status bar. */
 async function refreshPlanSummary(status: StatusBar, output: vscode.LogOutputChannel): Promise<void> {
   if (!client?.isRunning()) return;
-  const inputs = planInputs(loadedModel);
-  if (!inputs.model) { status.setPlan(undefined); return; }
+  // The status bar describes the loaded model (fulcrum.plan.model only redirects the panels).
+  if (!loadedModel) { status.setPlan(undefined); return; }
+  const inputs = { ...planInputs(loadedModel), model: loadedModel };
   try {
     const plan = await requestPlan(client, inputs);
     status.setPlan(splitText(plan), `Plan: ${plan.chosenPolicy}, ${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s predicted on ${plan.hardware.name}`);

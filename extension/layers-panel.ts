@@ -78,7 +78,7 @@ export class LayersPanel {
       const data = await client.sendRequest<LayersResult>(FulcrumRequests.layers);
       // Where each layer runs, from the plan for this model (none when it cannot be planned,
       // e.g. before the machine is profiled).
-      const plan = await requestPlan(client, planInputs(data.model.path)).catch(() => undefined);
+      const plan = await requestPlan(client, { ...planInputs(data.model.path), model: data.model.path }).catch(() => undefined);
       const placement = plan ? layerPlacement(plan) : undefined;
       this.last = { type: 'layers', data, ...(placement ? { placement } : {}) };
       await this.post(this.last);

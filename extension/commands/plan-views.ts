@@ -19,8 +19,6 @@ export interface PlanViewsContext {
   client(): LanguageClient | undefined;
   /** The model file the engine has loaded, if any. */
   loadedModel(): string | undefined;
-  /** Called with every plan shown (the status bar shows its split). */
-  onPlan(plan: Plan): void;
 }
 
 export function registerPlanViews(ctx: PlanViewsContext): vscode.Disposable[] {
@@ -31,7 +29,6 @@ export function registerPlanViews(ctx: PlanViewsContext): vscode.Disposable[] {
       view: 'plan',
       load: async () => {
         const plan = await requestPlan(requireClient(ctx.client()), panelInputs);
-        ctx.onPlan(plan);
         // Measured per-op times come from the runtime executing the plan; until it reports
         // them the panel shows predictions only (no `measured` field).
         return { plan };
