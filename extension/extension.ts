@@ -101,7 +101,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
 /** Plans the loaded model with the fulcrum.plan.* settings and shows its split in the status bar. */
 async function refreshPlanSummary(status: StatusBar, output: vscode.LogOutputChannel): Promise<void> {
-  if (!client?.isRunning()) return;
+  // Not isRunning(): a small model can be ready before the client has finished starting, and
+  // sendRequest waits for the start.
+  if (!client) return;
   // The status bar describes the loaded model (fulcrum.plan.model only redirects the panels).
   if (!loadedModel) { status.setPlan(undefined); return; }
   const inputs = { ...planInputs(loadedModel), model: loadedModel };

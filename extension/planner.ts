@@ -30,14 +30,22 @@ function params(inputs: PlanInputs): Partial<PlanParams> {
   return { model: inputs.model, hardware: inputs.hardware, workload: inputs.workload, policy: inputs.policy };
 }
 
+/**
+ * Sends with a token only when there is one: vscode-jsonrpc would send an `undefined` third
+ * argument as a second positional parameter.
+ */
+function send<R>(client: LanguageClient, method: string, body: object, token: vscode.CancellationToken | undefined): Promise<R> {
+  return token ? client.sendRequest<R>(method, body, token) : client.sendRequest<R>(method, body);
+}
+
 export function requestPlan(client: LanguageClient, inputs: PlanInputs, token?: vscode.CancellationToken): Promise<Plan> {
-  return client.sendRequest<Plan>(FulcrumRequests.plan, params(inputs), token);
+  return send<Plan>(client, FulcrumRequests.plan, params(inputs), token);
 }
 
 export function requestExplain(client: LanguageClient, inputs: PlanInputs, extras: PlannerRequestExtras = {}, token?: vscode.CancellationToken): Promise<Plan> {
-  return client.sendRequest<Plan>(FulcrumRequests.explain, { ...params(inputs), ...extras }, token);
+  return send<Plan>(client, FulcrumRequests.explain, { ...params(inputs), ...extras }, token);
 }
 
 export function requestSimulate(client: LanguageClient, inputs: PlanInputs, token?: vscode.CancellationToken): Promise<SimulateResult> {
-  return client.sendRequest<SimulateResult>(FulcrumRequests.simulate, { ...params(inputs), trace: true }, token);
+  return send<SimulateResult>(client, FulcrumRequests.simulate, { ...params(inputs), trace: true }, token);
 }

@@ -40,7 +40,8 @@ function skipReason(): false | string {
 const skip = skipReason();
 
 const PLAN_INPUTS = { model: 'llama-3.1-8b:Q4_K', hardware: 'rtx4060-laptop-8gb+ryzen9-7950x', workload: 'batch=1,prompt=8192,gen=64,vram=4G' };
-let settingsFile = '';
+
+let userDataDir = '';
 
 const metrics: Record<string, number> = {};
 let tmp: string;
@@ -185,7 +186,7 @@ before(async () => {
     'fulcrum.plan.model': PLAN_INPUTS.model,
     'fulcrum.plan.workload': PLAN_INPUTS.workload,
   }, null, 2));
-  settingsFile = path.join(userData, 'User', 'settings.json');
+  userDataDir = userData;
   writeFileSync(path.join(workspace, 'story.txt'), DOC_BEFORE);
 
   const env = { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'xdg-config'), XDG_DATA_HOME: path.join(tmp, 'xdg-data') };
@@ -230,6 +231,19 @@ after(async () => {
     writeFileSync(path.join(SCREENSHOTS, 'e2e-code-server.log'), serverLog);
     writeFileSync(path.join(SCREENSHOTS, 'e2e-metrics.json'), JSON.stringify(metrics, null, 2));
     console.log('# e2e metrics', JSON.stringify(metrics));
+  }
+  // The extension's own log (Output › Fulcrum), for the artifacts.
+  if (!skip && userDataDir) {
+    const logs: string[] = [];
+    const walk = (dir: string): void => {
+      for (const name of readdirSync(dir, { withFileTypes: true })) {
+        const p = path.join(dir, name.name);
+        if (name.isDirectory()) walk(p);
+        else if (/Fulcrum/.test(name.name)) logs.push(readFileSync(p, 'utf8'));
+      }
+    };
+    try { walk(path.join(userDataDir, 'logs')); } catch { /* no logs */ }
+    writeFileSync(path.join(SCREENSHOTS, 'e2e-fulcrum-output.log'), logs.join('\n----\n'));
   }
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
@@ -301,6 +315,15 @@ async function panel(title: string, selector: string, metric: string): Promise<F
   return frame;
 }
 
+/** Preferences: Color Theme, then the theme's row (the workbench's own picker). */
+async function pickTheme(label: string): Promise<void> {
+  await runCommand('Preferences: Color Theme');
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.fill(label);
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: label }).first().waitFor({ state: 'visible' });
+  await page.keyboard.press('Enter');
+}
+
 async function closeEditors(): Promise<void> {
   await runCommand('View: Close All Editors');
   await page.waitForTimeout(300);
@@ -352,8 +375,7 @@ e2e('Fulcrum: Profile Machine shows progress and can be cancelled', async () => 
 });
 
 e2e('the panels follow a light theme', async () => {
-  const settings = JSON.parse(readFileSync(settingsFile, 'utf8'));
-  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'workbench.colorTheme': 'Default Light Modern' }, null, 2));
+  await pickTheme('Light Modern');
   await page.locator('.monaco-workbench.vs').waitFor({ timeout: 20_000 });
   await closeEditors();
   await panel('Fulcrum: Show Offload Plan', '#heatmap g.cell', 'commandToPlanLightMs');
@@ -370,7 +392,7 @@ e2e('the panels follow a light theme', async () => {
   await closeEditors();
   await panel('Fulcrum: Show Model Layers', '#layers-chart g.bar', 'commandToLayersLightMs');
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-model-layers-light.png') });
-  writeFileSync(settingsFile, JSON.stringify(settings, null, 2));
+  await pickTheme('Dark Modern');
   await page.locator('.monaco-workbench.vs-dark').waitFor({ timeout: 20_000 });
   await closeEditors();
 });

@@ -20,7 +20,7 @@ type StringOrObject = 'model' | 'hardware' | 'workload' | 'costs';
 export function registerPlanHandlers(ctx: ServerContext): void {
   const { connection } = ctx;
   const pool = new PlannerPool();
-  const handle = (method: string, kind: PlannerMethod) => (raw: unknown, token: CancellationToken) => {
+  const handle = (method: string, kind: PlannerMethod) => (raw: unknown, token: CancellationToken | undefined) => {
     const params: SimulateParams = planParams(ctx, method, raw);
     const extra = (raw ?? {}) as Record<string, unknown>;
     if (kind === 'simulate') {
@@ -32,7 +32,8 @@ export function registerPlanHandlers(ctx: ServerContext): void {
     if (supersedes !== undefined && (typeof supersedes !== 'string' || supersedes.length === 0)) throw invalidParams(method, 'params.supersedes must be a non-empty string');
     return run(method, pool.run(kind, params, {
       ...(supersedes !== undefined ? { supersedes } : {}),
-      onCancel: (cancel) => token.onCancellationRequested(cancel),
+      // A client that sends extra positional params leaves no token here; then there is nothing to cancel.
+      onCancel: (cancel) => { token?.onCancellationRequested?.(cancel); },
     }));
   };
   connection.onRequest(FulcrumRequests.plan, handle(FulcrumRequests.plan, 'plan'));
