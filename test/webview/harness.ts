@@ -20,7 +20,7 @@ const TYPES: Record<string, string> = { '.js': 'text/javascript', '.css': 'text/
 const VIEWS: ViewName[] = ['plan', 'timeline', 'explain', 'whatif', 'layers'];
 const THEMES_DIR = path.join(__dirname, 'themes');
 
-export interface Harness { url: string; pageUrl(view: ViewName, theme?: 'dark' | 'light'): string; close(): Promise<void> }
+export interface Harness { url: string; pageUrl(view: ViewName, theme?: 'dark' | 'light' | 'hc'): string; close(): Promise<void> }
 
 /** Serves `/<view>?theme=…` pages, `/webviews/<file>` from `bundleDir` (dist/webviews) and `/themes/<theme>.css`. */
 export async function startHarness(bundleDir: string): Promise<Harness> {

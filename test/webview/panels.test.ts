@@ -131,6 +131,16 @@ describe('plan panel', { skip }, () => {
     await page.context().close();
   });
 
+  test('high-contrast theme: the page takes the theme\'s colours; screenshot', async () => {
+    const { page } = await openView(browser!, harness!, 'plan', 'hc', 900, 1000);
+    await postData(page, { plan });
+    await page.locator('#heatmap').waitFor();
+    assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(0, 0, 0)');
+    assert.equal(await page.locator('#heatmap text.row-label').first().evaluate((n) => getComputedStyle(n).fill), 'rgb(255, 255, 255)');
+    await screenshot(page, 'webview-plan-high-contrast');
+    await page.context().close();
+  });
+
   test('the CSP blocks inline script and style', async () => {
     const { page } = await openView(browser!, harness!, 'plan', 'dark');
     const r = await cspBlocksInline(page);

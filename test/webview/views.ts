@@ -8,7 +8,7 @@ import type { Harness } from './harness';
 
 export interface OpenView { page: Page; cspViolations: string[]; pageErrors: string[] }
 
-export async function openView(browser: Browser, harness: Harness, view: ViewName, theme: 'dark' | 'light', width = 1000, height = 800): Promise<OpenView> {
+export async function openView(browser: Browser, harness: Harness, view: ViewName, theme: 'dark' | 'light' | 'hc', width = 1000, height = 800): Promise<OpenView> {
   const page = await (await browser.newContext({ viewport: { width, height } })).newPage();
   const cspViolations: string[] = [];
   const pageErrors: string[] = [];
