@@ -362,6 +362,7 @@ e2e('Fulcrum: Profile Machine shows progress and can be cancelled', async () => 
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Full profile' }).first().click();
   const toast = page.locator('.notification-toast', { hasText: 'Fulcrum: profiling this machine' });
   await toast.waitFor({ state: 'visible', timeout: 20_000 });
+  await page.waitForTimeout(400); // the toast slides in
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-profile-progress.png') });
   await toast.hover();
   await toast.locator('.monaco-button', { hasText: 'Cancel' }).click();

@@ -41,7 +41,8 @@ export function renderLayers(root: HTMLElement, data: LayersResult, placement?: 
     legend.append(item);
   }
 
-  const layout = layoutChart(layers);
+  // Wider labels when they carry the placement ("embedding & output · GPU+CPU").
+  const layout = layoutChart(layers, 640, placement ? 200 : 140);
   const chart = svg('svg', {
     id: 'layers-chart', class: 'chart', viewBox: `0 0 ${layout.width} ${layout.height}`,
     role: 'group', 'aria-label': `Weight bytes per layer, split by attention, FFN, norm and other; largest ${formatBytes(layout.maxBytes)}`,

@@ -112,7 +112,9 @@ export function renderTimeline(root: HTMLElement, data: TimelineViewData, act: A
     for (let t = Math.ceil((view.startUs - full.startUs) / step) * step; t + full.startUs <= view.endUs + 1e-9; t += step) {
       const x = xOf(t + full.startUs, view);
       chart.append(svg('line', { class: 'tick', x1: x, x2: x, y1: AXIS_HEIGHT - 4, y2: height, 'data-us': t }));
-      chart.append(svg('text', { class: 'tick-label', x, y: AXIS_HEIGHT - 8, 'text-anchor': 'middle' }, formatUs(t)));
+      // Labels near the edges are anchored inwards so they are not cut off.
+      const anchor = x > CHART_WIDTH - 30 ? 'end' : x < LABEL_WIDTH + 20 ? 'start' : 'middle';
+      chart.append(svg('text', { class: 'tick-label', x, y: AXIS_HEIGHT - 8, 'text-anchor': anchor }, t === 0 ? '0' : formatUs(t)));
     }
     let row = 0;
     for (const t of traces) {
