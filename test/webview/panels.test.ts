@@ -9,11 +9,11 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { explainRequest, planRequest, simulateRequest } from '../../engine/plan/api';
-import type { Plan } from '../../engine/plan/types';
+import type { OpPlan, Plan } from '../../engine/plan/types';
 import type { PresetsResult } from '../../engine/server/protocol';
 import { GPU_PRESETS } from '../../engine/hardware/presets';
 import { whatIfInputs } from '../../extension/whatif-params';
-import { deviceMark, opBusyMs, timeColour, timeScale } from '../../webviews/plan/heatmap';
+import { deviceMark, opBusyMs, ratioColour, timeColour, timeScale } from '../../webviews/plan/heatmap';
 import type { WhatIfSettings, WhatIfViewData } from '../../webviews/whatif/types';
 import { repoRoot } from '../helpers/shared';
 import { launchChromium, skipUnlessChromium } from './browser';
@@ -138,6 +138,33 @@ describe('plan panel', { skip }, () => {
     assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(0, 0, 0)');
     assert.equal(await page.locator('#heatmap text.row-label').first().evaluate((n) => getComputedStyle(n).fill), 'rgb(255, 255, 255)');
     await screenshot(page, 'webview-plan-high-contrast');
+    await page.context().close();
+  });
+
+  test('with measured per-op times: colour by measured ÷ predicted, off-prediction cells outlined, both numbers in the details', async () => {
+    // Test input, not a measurement: the runtime's measured trace does not exist yet, so the
+    // display path is exercised with the plan's own predictions, CPU ops × 1.5.
+    const scaled = (op: OpPlan) => opBusyMs(op) * (op.device === 'cpu' ? 1.5 : 1);
+    const measured = {
+      source: 'test input: predictions with CPU ops × 1.5 (not a measurement)',
+      layers: plan.stages.decode.layers.map((l) => ({ index: l.index, ops: l.ops.map((o) => ({ name: o.name, ms: scaled(o) })) })),
+      headMs: scaled(plan.stages.decode.head),
+    };
+    const { page, pageErrors } = await openView(browser!, harness!, 'plan', 'dark', 900, 1000);
+    await postData(page, { plan, measured });
+    await page.locator('#mode-select').selectOption('ratio');
+    const cells = await page.locator('#heatmap g.cell').evaluateAll((nodes) => nodes.map((n) => ({
+      device: n.getAttribute('data-device'), fill: n.querySelector('rect.heat')?.getAttribute('fill'), off: n.classList.contains('off-prediction'),
+    })));
+    for (const c of cells) {
+      assert.equal(c.fill, ratioColour(c.device === 'cpu' ? 1.5 : 1));
+      assert.equal(c.off, c.device === 'cpu', 'only cells 50 % off the prediction are outlined');
+    }
+    await page.locator('#heatmap g.cell[tabindex="0"]').focus();
+    assert.match(await page.locator('#cell-details').textContent() ?? '', /predicted .*; measured .*\(\+50 % vs predicted\)/);
+    assert.match(await page.locator('#measured-note').textContent() ?? '', /not a measurement/);
+    assert.match(await page.locator('#legend').getAttribute('aria-label') ?? '', /measured ÷ predicted/);
+    assert.deepEqual(pageErrors, []);
     await page.context().close();
   });
 
