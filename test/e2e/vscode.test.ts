@@ -369,6 +369,26 @@ e2e('Fulcrum: Profile Machine shows progress and can be cancelled', async () => 
   await page.locator('.notification-toast', { hasText: 'profiling cancelled' }).waitFor({ state: 'visible', timeout: 30_000 });
 });
 
+e2e('Fulcrum: Select Model plans the picked file before loading it', async () => {
+  await runCommand('Fulcrum: Select Model');
+  const browse = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Browse for a GGUF file' }).first();
+  await browse.waitFor({ state: 'visible', timeout: 10_000 });
+  await browse.click();
+  // code-server's open dialog is the workbench's simple file dialog: a path in a quick input.
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(MODEL);
+  await page.waitForTimeout(300);
+  await page.keyboard.press('Enter');
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ state: 'visible', timeout: 30_000 });
+  const text = await dialog.textContent() ?? '';
+  assert.match(text, /Fits on rtx4060-laptop-8gb\+ryzen9-7950x: .* tokens\/s predicted/);
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-select-model.png') });
+  await dialog.locator('.monaco-button', { hasText: 'Load' }).click();
+  await waitForStatus(/Fulcrum: ready/, 30_000);
+});
+
 e2e('the panels follow a light theme', async () => {
   // Decision: the theme is switched through settings.json (VS Code applies file changes); the
   // tests after this one do not depend on the theme, so it stays light.
