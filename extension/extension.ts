@@ -2,16 +2,23 @@
 // the status bar, and hosts the panels. All logic lives in the engine; this only translates.
 import * as vscode from 'vscode';
 import { State, type LanguageClient } from 'vscode-languageclient/node';
-import type { ModelSummary } from '../engine/runtime/types';
+import type { ModelSummary } from '../engine/server/protocol';
 import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadModelParams, type StateParams } from '../engine/server/protocol';
 import { completionOptions, createClient } from './client';
 import { statsLine } from './completion-stats';
+import { registerPlanViews } from './commands/plan-views';
+import { registerProfileCommand } from './commands/profile';
+import { registerSelectModel } from './commands/select-model';
 import { LayersPanel } from './layers-panel';
+import { splitText } from './plan-summary';
+import { planInputs, requestPlan } from './planner';
 import { RestartPolicy } from './restart-policy';
 import { COMPLETION_SETTING_KEYS, readSettings } from './settings';
 import { StatusBar } from './status-bar';
 
 let client: LanguageClient | undefined;
+/** The model file the engine has loaded (from fulcrum/state), for planner requests. */
+let loadedModel: string | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Fulcrum', { log: true });
@@ -45,8 +52,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       else if (e.newState === State.Stopped && status.current !== 'error') status.setState('stopped');
     }),
     languageClient.onNotification(FulcrumNotifications.state, (p: StateParams) => {
+      const previous = status.current;
       status.setState(p.state, p.message ?? p.modelPath);
-      if (p.state === 'ready') LayersPanel.refreshIfOpen();
+      // Only a newly loaded model changes the layers and the plan; the ready state after every
+      // completion must not redraw the panels (they would flash and lose their scroll position).
+      if (p.state === 'ready' && (previous === 'loading' || previous === 'starting' || loadedModel !== p.modelPath)) {
+        loadedModel = p.modelPath;
+        LayersPanel.refreshIfOpen();
+        void refreshPlanSummary(status, output);
+      }
+      if (p.state === 'no-model' || p.state === 'error') { loadedModel = undefined; status.setPlan(undefined); }
       if (p.state === 'error' && p.message) void vscode.window.showErrorMessage(`Fulcrum: ${p.message}`, 'Show Log')
         .then((choice) => { if (choice) output.show(); });
     }),
@@ -58,6 +73,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('fulcrum.acceptWord', () => vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextWord')),
     vscode.commands.registerCommand('fulcrum.acceptLine', () => vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextLine')),
     vscode.commands.registerCommand('fulcrum.showModelLayers', () => LayersPanel.show(context.extensionUri, () => client, output)),
+    ...registerPlanViews({
+      extensionUri: context.extensionUri, log: output, client: () => client, loadedModel: () => loadedModel,
+    }),
+    registerProfileCommand(() => client, output),
+    registerSelectModel(context, () => client),
     vscode.commands.registerCommand('fulcrum.showOutput', () => output.show()),
     vscode.commands.registerCommand('fulcrum.restartEngine', async () => {
       policy.reset();
@@ -76,6 +96,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (COMPLETION_SETTING_KEYS.some((key) => e.affectsConfiguration(`fulcrum.${key}`)) && languageClient.isRunning()) {
         void languageClient.sendNotification(FulcrumNotifications.completionOptions, completionOptions(readSettings()));
       }
+      if (e.affectsConfiguration('fulcrum.plan')) void refreshPlanSummary(status, output);
     }),
   );
 
@@ -86,6 +107,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   } catch (err) {
     // The client has logged it; the restart policy or the error state covers the rest.
     output.appendLine(`engine failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/** Plans the loaded model with the fulcrum.plan.* settings and shows its split in the status bar. */
+async function refreshPlanSummary(status: StatusBar, output: vscode.LogOutputChannel): Promise<void> {
+  // Not isRunning(): a small model can be ready before the client has finished starting, and
+  // sendRequest waits for the start.
+  if (!client) return;
+  // The status bar describes the loaded model (fulcrum.plan.model only redirects the panels).
+  if (!loadedModel) { status.setPlan(undefined); return; }
+  const inputs = { ...planInputs(loadedModel), model: loadedModel };
+  try {
+    const plan = await requestPlan(client, inputs);
+    status.setPlan(splitText(plan), `Plan: ${plan.chosenPolicy}, ${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s predicted on ${plan.hardware.name}`);
+  } catch (err) {
+    // No cached profile for 'this' is common before Profile Machine: say so in the tooltip.
+    const message = err instanceof Error ? err.message : String(err);
+    output.appendLine(`plan for the status bar: ${message}`);
+    status.setPlan(undefined, `No plan: ${message}`);
   }
 }
 

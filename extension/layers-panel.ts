@@ -5,6 +5,21 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { FulcrumRequests, type LayersResult } from '../engine/server/protocol';
 import { isFromLayersView, type ToLayersView } from '../webviews/layers/messages';
 import { layersPageHtml, makeNonce } from '../webviews/layers/page';
+import type { Plan } from '../engine/server/protocol';
+import { planInputs, requestPlan } from './planner';
+
+/** Per decoder layer: 'GPU', 'CPU', or 'GPU+CPU' when its ops are on both (streamed weights count as GPU+CPU). */
+export function layerPlacement(plan: Plan): Record<number, string> {
+  const out: Record<number, string> = {};
+  for (const l of plan.stages.decode.layers) {
+    const weighted = l.ops.filter((o) => o.weights !== undefined);
+    const gpu = weighted.every((o) => o.device === 'gpu' && o.weights === 'gpu');
+    const cpu = weighted.every((o) => o.device === 'cpu');
+    out[l.index] = gpu ? 'GPU' : cpu ? 'CPU' : 'GPU+CPU';
+  }
+  out[-1] = plan.stages.decode.head.device === 'gpu' ? 'GPU' : plan.stages.decode.head.device === 'cpu' ? 'CPU' : 'GPU+CPU';
+  return out;
+}
 
 export class LayersPanel {
   private static current: LayersPanel | undefined;
@@ -26,6 +41,8 @@ export class LayersPanel {
   }
 
   private readonly panel: vscode.WebviewPanel;
+  /** The last message drawn: re-sent when the page reloads (shown again), without asking the engine. */
+  private last: ToLayersView | undefined;
 
   private constructor(extensionUri: vscode.Uri, private readonly client: () => LanguageClient | undefined,
     private readonly log: vscode.LogOutputChannel) {
@@ -44,7 +61,7 @@ export class LayersPanel {
     this.disposables.push(
       webview.onDidReceiveMessage((message: unknown) => {
         // The page says 'ready' each time it (re)loads, e.g. after being hidden and shown.
-        if (isFromLayersView(message)) void this.refresh();
+        if (isFromLayersView(message)) void (this.last ? this.post(this.last) : this.refresh());
       }),
       this.panel.onDidDispose(() => this.dispose()),
     );
@@ -59,7 +76,12 @@ export class LayersPanel {
     try {
       await this.post({ type: 'status', message: 'Asking the engine for the model layers…' });
       const data = await client.sendRequest<LayersResult>(FulcrumRequests.layers);
-      await this.post({ type: 'layers', data });
+      // Where each layer runs, from the plan for this model (none when it cannot be planned,
+      // e.g. before the machine is profiled).
+      const plan = await requestPlan(client, { ...planInputs(data.model.path), model: data.model.path }).catch(() => undefined);
+      const placement = plan ? layerPlacement(plan) : undefined;
+      this.last = { type: 'layers', data, ...(placement ? { placement } : {}) };
+      await this.post(this.last);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.log.appendLine(`fulcrum/layers failed: ${message}`);

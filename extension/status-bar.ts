@@ -1,4 +1,6 @@
-// The status bar item: the engine's state and the last completion's decode speed.
+// The status bar item: the engine's state, the last completion's decode speed and the split of
+// the current plan ("GPU 18/28 · KV host"). Clicking opens the plan panel; the tooltip is the
+// menu of Fulcrum's commands.
 import * as vscode from 'vscode';
 import type { CompletionStats, EngineState } from '../engine/server/protocol';
 import { statsLine, statsSummary } from './completion-stats';
@@ -25,17 +27,26 @@ const LABELS: Record<ShownState, string> = {
   stopped: 'stopped',
 };
 
+/** The status bar's menu (tooltip links), in the order people need them. */
+const MENU: [string, string][] = [
+  ['Offload Plan', 'fulcrum.showPlan'], ['Timeline', 'fulcrum.showTimeline'], ['Explain', 'fulcrum.explainDecision'],
+  ['What-If', 'fulcrum.whatIf'], ['Select Model', 'fulcrum.selectModel'], ['Profile Machine', 'fulcrum.profileMachine'],
+  ['Toggle Completions', 'fulcrum.toggleCompletions'], ['Model Layers', 'fulcrum.showModelLayers'], ['Log', 'fulcrum.showOutput'],
+];
+
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
   private state: ShownState = 'starting';
   private detail: string | undefined;
   private lastStats: CompletionStats | undefined;
   private completionsEnabled = true;
+  private split: string | undefined;
+  private planLine: string | undefined;
 
   constructor() {
     this.item = vscode.window.createStatusBarItem('fulcrum.status', vscode.StatusBarAlignment.Right, 100);
     this.item.name = 'Fulcrum';
-    this.item.command = 'fulcrum.showOutput';
+    this.item.command = 'fulcrum.showPlan';
     this.render();
     this.item.show();
   }
@@ -61,6 +72,13 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
+  /** The split of the plan for the loaded model, or undefined when there is none (or planning failed). */
+  setPlan(split: string | undefined, planLine?: string): void {
+    this.split = split;
+    this.planLine = planLine;
+    this.render();
+  }
+
   dispose(): void {
     this.item.dispose();
   }
@@ -68,13 +86,18 @@ export class StatusBar implements vscode.Disposable {
   private render(): void {
     const speed = this.lastStats ? ` · ${statsSummary(this.lastStats)}` : '';
     const off = this.completionsEnabled ? '' : ' · completions off';
-    this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${off}`;
+    const split = this.split ? ` · ${this.split}` : '';
+    this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${split}${off}`;
     const lines = [`Fulcrum engine: ${LABELS[this.state]}`];
+    if (this.planLine) lines.push(this.planLine);
     if (!this.completionsEnabled) lines.push('Inline completions are off (fulcrum.completions.enabled)');
     if (this.detail) lines.push(this.detail);
     if (this.lastStats) lines.push(statsLine(this.lastStats));
-    lines.push('Click to show the log');
-    this.item.tooltip = lines.join('\n');
+    const tooltip = new vscode.MarkdownString(lines.map((l) => l.replace(/[\\`*_{}[\]()#+\-!|<>]/g, '\\$&')).join('  \n'));
+    tooltip.appendMarkdown('\n\n---\n\n' + MENU.map(([title, command]) => `[${title}](command:${command})`).join(' · '));
+    tooltip.isTrusted = { enabledCommands: MENU.map(([, command]) => command) };
+    tooltip.supportThemeIcons = true;
+    this.item.tooltip = tooltip;
     this.item.backgroundColor = this.state === 'error'
       ? new vscode.ThemeColor('statusBarItem.errorBackground')
       : undefined;

@@ -9,6 +9,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const node = [
   ['engine/cli.ts', 'dist/cli.js'],
   ['engine/server/main.ts', 'dist/server.js'],
+  ['engine/server/planner/plan-worker.ts', 'dist/plan-worker.js'],
   ['extension/extension.ts', 'dist/extension.js'],
   ['test/bench/bench-cpu.ts', 'dist/bench-cpu.js'],
   ['test/bench/bench-plan.ts', 'dist/bench-plan.js'],
@@ -16,6 +17,9 @@ const node = [
 const browser = [
   ['webviews/layers/main.ts', 'dist/webviews/layers.js'],
   ['webviews/plan/main.ts', 'dist/webviews/plan.js'],
+  ['webviews/timeline/main.ts', 'dist/webviews/timeline.js'],
+  ['webviews/explain/main.ts', 'dist/webviews/explain.js'],
+  ['webviews/whatif/main.ts', 'dist/webviews/whatif.js'],
 ];
 mkdirSync(path.join(root, 'dist'), { recursive: true });
 const jobs = [];

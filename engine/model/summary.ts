@@ -4,7 +4,7 @@
 import { ggmlTypeName } from './ggml-types';
 import type { GgufFile, GgufTensorInfo } from './gguf/types';
 import { readHparams, type ModelHparams } from './hparams';
-import type { LayerSummary, LayerTensorSummary, ModelSummary } from '../runtime/types';
+import type { LayerSummary, LayerTensorSummary, ModelSummary } from './summary-types';
 
 /** Default runtime context, as LoadOptions documents it: min(training context, 4096). */
 const DEFAULT_CONTEXT_CAP = 4096;

@@ -89,42 +89,5 @@ export interface ExecutionInfo {
   planParams?: import('../plan/api').PlanParams;
 }
 
-export interface ModelSummary {
-  path: string;
-  name: string;
-  architecture: string;
-  fileBytes: number;
-  parameters: number;
-  contextLength: number;
-  trainingContextLength: number;
-  nLayers: number;
-  nEmbd: number;
-  nHeads: number;
-  nKvHeads: number;
-  nFf: number;
-  nVocab: number;
-  /** Tensor type name -> count of tensors of that type. */
-  tensorTypes: Record<string, number>;
-  kvBytesPerToken: number;
-}
-
-export interface LayerTensorSummary {
-  name: string;
-  type: string;
-  shape: number[];
-  bytes: number;
-  /** 'attention' | 'ffn' | 'norm' | 'other' */
-  group: 'attention' | 'ffn' | 'norm' | 'other';
-}
-
-export interface LayerSummary {
-  /** Decoder layer index, or -1 for tensors outside the layers (embedding, output). */
-  index: number;
-  label: string;
-  attentionBytes: number;
-  ffnBytes: number;
-  normBytes: number;
-  otherBytes: number;
-  totalBytes: number;
-  tensors: LayerTensorSummary[];
-}
+// Produced by engine/model/summary.ts; defined there so extension/ and webviews/ need not import the runtime.
+export type { LayerSummary, LayerTensorSummary, ModelSummary } from '../model/summary-types';

@@ -3,7 +3,10 @@
 // LSP tests, so the method names and shapes live in exactly one place. Plain names and types
 // only: the server, the client and the tests each use their own copy of the JSON-RPC library,
 // so request-type objects are not shared.
-import type { LayerSummary, ModelSummary, StopReason } from '../runtime/types';
+import type { StopReason } from '../runtime/types';
+import type { LayerSummary, ModelSummary } from '../model/summary-types';
+import type { Plan } from '../plan/types';
+export type { LayerSummary, LayerTensorSummary, ModelSummary } from '../model/summary-types';
 
 /** `initializationOptions` of the `initialize` request. Every field is optional. */
 export interface FulcrumInitializationOptions {
@@ -109,6 +112,10 @@ export const FulcrumRequests = {
   explain: 'fulcrum/explain',
   simulate: 'fulcrum/simulate',
   profile: 'fulcrum/profile',
+  /** → PresetsResult: the names a what-if control offers. */
+  presets: 'fulcrum/presets',
+  /** ExportPlanParams → LlamaCppExport: engine flags reproducing a plan. */
+  exportPlan: 'fulcrum/exportPlan',
 } as const;
 
 /**
@@ -136,3 +143,59 @@ export const FulcrumErrorCodes = {
   /** The runtime failed while generating. */
   GenerateFailed: -32004,
 } as const;
+
+// ---- Planner results as the extension and the webviews see them. Re-exported here so that
+// extension/ and webviews/ import no other engine file.
+export type { Plan, PlanStage, LayerPlan, OpPlan, OpPredicted, LaneTimes, Lane, Device, WeightResidency, PolicyName } from '../plan/types';
+export type { Explanation, Decision, Alternative, WhatIf, Resource } from '../explain/types';
+export type { PlanParams, SimulateParams, SimulateResult } from '../plan/api';
+export type { TraceEvent } from '../sim/types';
+
+/** Extra fields a client may add to fulcrum/plan, fulcrum/explain and fulcrum/simulate params. */
+export interface PlannerRequestExtras {
+  /**
+   * A group name: the server cancels every older, unfinished planner request of the same group
+   * (the what-if panel sends 'what-if', so only the newest slider position is planned).
+   */
+  supersedes?: string;
+}
+
+/** Chrome trace-event JSON ("JSON Object Format"), as fulcrum/simulate returns with trace: true. */
+export interface ChromeTrace {
+  traceEvents: import('../sim/types').TraceEvent[];
+  displayTimeUnit?: 'ms' | 'ns';
+  otherData?: Record<string, unknown>;
+}
+
+/**
+ * Measured per-op times of one decode step, from the runtime executing the plan. Optional
+ * everywhere: panels show predicted times only when it is absent. Ops are matched to the plan by
+ * layer index and op name (OpPlan.name).
+ */
+export interface MeasuredOps {
+  /** Where the numbers come from, e.g. 'runtime decode step, 2026-11-23 21:00'. */
+  source: string;
+  layers: { index: number; ops: { name: string; ms: number }[] }[];
+  /** The LM head, ms. */
+  headMs?: number;
+}
+
+/** What the plan panel draws: a plan, and measured per-op times when the runtime has them. */
+export interface PlanViewData { plan: Plan; measured?: MeasuredOps; }
+
+/** What the timeline panel draws: the simulated step, and a measured trace when there is one. */
+export interface TimelineViewData { predicted: ChromeTrace; measured?: ChromeTrace; title: string }
+
+export interface PresetsResult {
+  gpus: { key: string; name: string; memoryBytes: number }[];
+  machines: string[];
+  models: string[];
+  /** Weight formats a model preset can take (`llama-3.1-8b:Q4_K`). */
+  formats: string[];
+}
+
+export interface ExportPlanParams { plan: Plan; format: 'llama.cpp' }
+export type { LlamaCppExport } from '../plan/export-llamacpp';
+
+export interface ProfileParams { quick?: boolean; refresh?: boolean; workDoneToken?: string | number }
+export interface ProfileResult { profile: import('../hardware/types').HardwareProfile; cached: boolean; note?: string }

@@ -15,6 +15,7 @@ import type { Browser, Frame, Page } from 'playwright-core';
 import { readGguf } from '../../engine/model/gguf/index';
 import { layerSummaries } from '../../engine/model/summary';
 import { Completer } from '../../engine/runtime/completion/completer';
+import { explainRequest, planRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
 import { addonPath } from '../../engine/native/addon';
 import { repoRoot, sharedPath } from '../helpers/shared';
@@ -37,6 +38,11 @@ function skipReason(): false | string {
   return false;
 }
 const skip = skipReason();
+
+// The workload also fits the loaded stories260K (context 2048), which the status bar plans.
+const PLAN_INPUTS = { model: 'llama-3.1-8b:Q4_K', hardware: 'rtx4060-laptop-8gb+ryzen9-7950x', workload: 'batch=1,prompt=2048,gen=64,vram=4G' };
+
+let userDataDir = '';
 
 const metrics: Record<string, number> = {};
 let tmp: string;
@@ -175,7 +181,13 @@ before(async () => {
     'chat.commandCenter.enabled': false,
     'fulcrum.modelPath': MODEL,
     'fulcrum.threads': 1,
+    // The panels plan an 8B preset on a laptop-GPU preset with a 4 GiB budget (a CPU/GPU split);
+    // the status bar plans the loaded model on the same hardware.
+    'fulcrum.plan.hardware': PLAN_INPUTS.hardware,
+    'fulcrum.plan.model': PLAN_INPUTS.model,
+    'fulcrum.plan.workload': PLAN_INPUTS.workload,
   }, null, 2));
+  userDataDir = userData;
   writeFileSync(path.join(workspace, 'story.txt'), DOC_BEFORE);
 
   const env = { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'xdg-config'), XDG_DATA_HOME: path.join(tmp, 'xdg-data') };
@@ -220,6 +232,19 @@ after(async () => {
     writeFileSync(path.join(SCREENSHOTS, 'e2e-code-server.log'), serverLog);
     writeFileSync(path.join(SCREENSHOTS, 'e2e-metrics.json'), JSON.stringify(metrics, null, 2));
     console.log('# e2e metrics', JSON.stringify(metrics));
+  }
+  // The extension's own log (Output › Fulcrum), for the artifacts.
+  if (!skip && userDataDir) {
+    const logs: string[] = [];
+    const walk = (dir: string): void => {
+      for (const name of readdirSync(dir, { withFileTypes: true })) {
+        const p = path.join(dir, name.name);
+        if (name.isDirectory()) walk(p);
+        else if (/Fulcrum/.test(name.name)) logs.push(readFileSync(p, 'utf8'));
+      }
+    };
+    try { walk(path.join(userDataDir, 'logs')); } catch { /* no logs */ }
+    writeFileSync(path.join(SCREENSHOTS, 'e2e-fulcrum-output.log'), logs.join('\n----\n'));
   }
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
@@ -278,6 +303,114 @@ e2e('command "Fulcrum: Show Model Layers" draws every layer of the model', async
   assert.deepEqual(labels, layers.map((l) => l.label));
   await page.waitForTimeout(300); // let the iframe paint
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-model-layers.png') });
+});
+
+e2e('the status bar shows the split of the loaded model\'s plan', async () => {
+  const text = await waitForStatus(/GPU \d+\/\d+|CPU only/, 30_000);
+  assert.match(text, /Fulcrum: ready/);
+});
+
+/** Runs a command and returns the webview frame holding `selector`, after it painted. */
+async function panel(title: string, selector: string, metric: string): Promise<Frame> {
+  // One panel at a time, at the editor's full width, for readable screenshots.
+  await closeEditors();
+  const t = Date.now();
+  await runCommand(title);
+  const frame = await findFrameWith(selector, 60_000);
+  metrics[metric] = since(t);
+  await page.waitForTimeout(400);
+  return frame;
+}
+
+async function closeEditors(): Promise<void> {
+  await runCommand('View: Close All Editors');
+  await page.waitForTimeout(300);
+}
+
+e2e('Fulcrum: Show Offload Plan draws the heatmap of the engine\'s plan', async () => {
+  const plan = planRequest(PLAN_INPUTS);
+  const frame = await panel('Fulcrum: Show Offload Plan', '#heatmap g.cell', 'commandToPlanMs');
+  const cells = plan.stages.decode.layers.reduce((n, l) => n + l.ops.length, 0) + 1;
+  assert.equal(await frame.locator('#heatmap g.cell').count(), cells);
+  assert.match(await frame.locator('#plan-summary').textContent() ?? '', new RegExp(`${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s`));
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-plan-dark.png') });
+});
+
+e2e('Fulcrum: Show Timeline draws the simulated step', async () => {
+  const frame = await panel('Fulcrum: Show Timeline', '#timeline g.span', 'commandToTimelineMs');
+  assert.ok(await frame.locator('#timeline g.span').count() > 10);
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-timeline-dark.png') });
+});
+
+e2e('Fulcrum: Explain Decision shows the decisions and alternatives', async () => {
+  const plan = explainRequest(PLAN_INPUTS);
+  const frame = await panel('Fulcrum: Explain Decision', 'section.decision', 'commandToExplainMs');
+  assert.equal(await frame.locator('section.decision').count(), plan.explanation.decisions.length);
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-explain-dark.png') });
+});
+
+e2e('Fulcrum: What-If re-plans through the engine when a control changes', async () => {
+  const frame = await panel('Fulcrum: What-If', '#whatif-compare', 'commandToWhatIfMs');
+  const expected = planRequest({ ...PLAN_INPUTS, workload: 'batch=2,prompt=2048,gen=64,vram=4G' });
+  await frame.locator('#batch').fill('2');
+  await frame.locator('#replan-time[data-ms]').waitFor({ timeout: 30_000 });
+  const tps = Number(await frame.locator('#whatif-compare tbody tr[data-tokens-per-second]').getAttribute('data-tokens-per-second'));
+  assert.ok(Math.abs(tps - expected.predicted.tokensPerSecond) < 1e-9, `what-if tokens/s ${tps} = planner ${expected.predicted.tokensPerSecond}`);
+  metrics.whatIfInputToRedrawMs = Number(await frame.locator('#replan-time').getAttribute('data-ms'));
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-whatif-dark.png') });
+});
+
+e2e('Fulcrum: Profile Machine shows progress and can be cancelled', async () => {
+  await runCommand('Fulcrum: Profile Machine');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Full profile' }).first().waitFor({ state: 'visible' });
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Full profile' }).first().click();
+  const toast = page.locator('.notification-toast', { hasText: 'Fulcrum: profiling this machine' });
+  await toast.waitFor({ state: 'visible', timeout: 20_000 });
+  await page.waitForTimeout(400); // the toast slides in
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-profile-progress.png') });
+  await toast.hover();
+  await toast.locator('.monaco-button', { hasText: 'Cancel' }).click();
+  await page.locator('.notification-toast', { hasText: 'profiling cancelled' }).waitFor({ state: 'visible', timeout: 30_000 });
+});
+
+e2e('Fulcrum: Select Model plans the picked file before loading it', async () => {
+  await runCommand('Fulcrum: Select Model');
+  const browse = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Browse for a GGUF file' }).first();
+  await browse.waitFor({ state: 'visible', timeout: 10_000 });
+  await browse.click();
+  // code-server's open dialog is the workbench's simple file dialog: a path in a quick input.
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(MODEL);
+  await page.waitForTimeout(300);
+  await page.keyboard.press('Enter');
+  const dialog = page.locator('.monaco-dialog-box');
+  await dialog.waitFor({ state: 'visible', timeout: 30_000 });
+  const text = await dialog.textContent() ?? '';
+  assert.match(text, /Fits on rtx4060-laptop-8gb\+ryzen9-7950x: .* tokens\/s predicted/);
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-select-model.png') });
+  await dialog.locator('.monaco-button', { hasText: 'Load' }).click();
+  await waitForStatus(/Fulcrum: ready/, 30_000);
+});
+
+e2e('the panels follow a light theme', async () => {
+  // Decision: the theme is switched through settings.json (VS Code applies file changes); the
+  // tests after this one do not depend on the theme, so it stays light.
+  const settingsFile = path.join(userDataDir, 'User', 'settings.json');
+  const settings = JSON.parse(readFileSync(settingsFile, 'utf8'));
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'workbench.colorTheme': 'Default Light Modern' }, null, 2));
+  await page.locator('.monaco-workbench.vs').waitFor({ timeout: 20_000 });
+  await panel('Fulcrum: Show Offload Plan', '#heatmap g.cell', 'commandToPlanLightMs');
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-plan-light.png') });
+  await panel('Fulcrum: Show Timeline', '#timeline g.span', 'commandToTimelineLightMs');
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-timeline-light.png') });
+  await panel('Fulcrum: Explain Decision', 'section.decision', 'commandToExplainLightMs');
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-explain-light.png') });
+  await panel('Fulcrum: What-If', '#whatif-compare', 'commandToWhatIfLightMs');
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-whatif-light.png') });
+  await panel('Fulcrum: Show Model Layers', '#layers-chart g.bar', 'commandToLayersLightMs');
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-model-layers-light.png') });
+  await closeEditors();
 });
 
 e2e('with fulcrum.completions.enabled off, typing shows no ghost text', async () => {

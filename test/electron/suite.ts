@@ -21,7 +21,8 @@ it('activates and registers its commands', async () => {
   assert.ok(ext, 'the extension is installed in development mode');
   await ext.activate();
   const commands = await vscode.commands.getCommands(true);
-  for (const c of ['fulcrum.showModelLayers', 'fulcrum.showOutput', 'fulcrum.restartEngine', 'fulcrum.toggleCompletions']) {
+  for (const c of ['fulcrum.showModelLayers', 'fulcrum.showOutput', 'fulcrum.restartEngine', 'fulcrum.toggleCompletions',
+    'fulcrum.showPlan', 'fulcrum.showTimeline', 'fulcrum.explainDecision', 'fulcrum.whatIf', 'fulcrum.profileMachine', 'fulcrum.selectModel']) {
     assert.ok(commands.includes(c), `command ${c} is registered`);
   }
 });
@@ -31,6 +32,8 @@ it('contributes its settings with defaults', async () => {
   assert.equal(config.inspect('completions.enabled')?.defaultValue, true);
   assert.equal(config.inspect('threads')?.defaultValue, 0);
   assert.equal(config.inspect('modelPath')?.defaultValue, '');
+  assert.equal(config.inspect('plan.hardware')?.defaultValue, 'this');
+  assert.equal(config.inspect('plan.policy')?.defaultValue, 'auto');
 });
 
 it('gives an inline completion from the engine after typing', async () => {
@@ -50,6 +53,17 @@ it('gives an inline completion from the engine after typing', async () => {
     return after.length > before.length ? after.slice(before.length) : undefined;
   }, 'an accepted inline completion');
   assert.ok(text.trim().length > 0, `the engine completed the text: ${JSON.stringify(text)}`);
+});
+
+it('opens the plan, timeline and explanation panels for a preset model', async () => {
+  const plan = vscode.workspace.getConfiguration('fulcrum.plan');
+  await plan.update('model', 'llama-3.1-8b:Q4_K', vscode.ConfigurationTarget.Global);
+  await plan.update('hardware', 'rtx4060-laptop-8gb+ryzen9-7950x', vscode.ConfigurationTarget.Global);
+  for (const [command, title] of [['fulcrum.showPlan', 'Fulcrum: Offload Plan'], ['fulcrum.showTimeline', 'Fulcrum: Timeline'], ['fulcrum.explainDecision', 'Fulcrum: Explain Decision']]) {
+    await vscode.commands.executeCommand(command!);
+    const tab = await until(() => vscode.window.tabGroups.all.flatMap((g) => g.tabs).find((t) => t.label === title), `the ${title} tab`, 10_000);
+    assert.ok(tab);
+  }
 });
 
 it('opens the Model Layers panel', async () => {

@@ -1,6 +1,6 @@
 // Geometry of the stacked bar chart: pure numbers from the layer summaries, no DOM, so the
 // scale is easy to check.
-import type { LayerSummary } from '../../engine/runtime/types';
+import type { LayerSummary } from '../../engine/server/protocol';
 
 export const GROUPS = ['attention', 'ffn', 'norm', 'other'] as const;
 export type Group = (typeof GROUPS)[number];

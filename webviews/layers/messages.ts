@@ -2,7 +2,7 @@
 import type { LayersResult } from '../../engine/server/protocol';
 
 export type ToLayersView =
-  | { type: 'layers'; data: LayersResult }
+  | { type: 'layers'; data: LayersResult; /** Where each layer runs (index → 'GPU' | 'CPU' | 'GPU+CPU'), from the plan. */ placement?: Record<number, string> }
   | { type: 'status'; message: string }
   | { type: 'error'; message: string };
 

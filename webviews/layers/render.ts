@@ -24,7 +24,7 @@ export function renderStatus(root: HTMLElement, message: string, isError: boolea
   root.replaceChildren(el('p', { id: 'status', class: isError ? 'status error' : 'status', role: isError ? 'alert' : 'status' }, message));
 }
 
-export function renderLayers(root: HTMLElement, data: LayersResult): void {
+export function renderLayers(root: HTMLElement, data: LayersResult, placement?: Record<number, string>): void {
   const { model, layers } = data;
   const total = layers.reduce((s, l) => s + l.totalBytes, 0);
 
@@ -41,7 +41,8 @@ export function renderLayers(root: HTMLElement, data: LayersResult): void {
     legend.append(item);
   }
 
-  const layout = layoutChart(layers);
+  // Wider labels when they carry the placement ("embedding & output · GPU+CPU").
+  const layout = layoutChart(layers, 640, placement ? 200 : 140);
   const chart = svg('svg', {
     id: 'layers-chart', class: 'chart', viewBox: `0 0 ${layout.width} ${layout.height}`,
     role: 'group', 'aria-label': `Weight bytes per layer, split by attention, FFN, norm and other; largest ${formatBytes(layout.maxBytes)}`,
@@ -52,11 +53,12 @@ export function renderLayers(root: HTMLElement, data: LayersResult): void {
   }
   for (const bar of layout.bars) {
     const { layer } = bar;
-    const description = `${layer.label}: ` + GROUPS.map((g) => `${GROUP_LABELS[g]} ${formatBytes(groupBytes(layer, g))}`).join(', ') +
+    const where = placement?.[layer.index];
+    const description = `${layer.label}${where ? ` (runs on ${where})` : ''}: ` + GROUPS.map((g) => `${GROUP_LABELS[g]} ${formatBytes(groupBytes(layer, g))}`).join(', ') +
       `; total ${formatBytes(layer.totalBytes)}`;
     const group = svg('g', { class: 'bar', tabindex: 0, role: 'img', 'aria-label': description, 'data-layer': layer.index, 'data-label': layer.label });
     group.append(svg('title', {}, description));
-    group.append(svg('text', { class: 'bar-label', x: layout.labelWidth - 8, y: bar.y + layout.barHeight / 2, 'text-anchor': 'end', 'dominant-baseline': 'middle' }, layer.label));
+    group.append(svg('text', { class: 'bar-label', x: layout.labelWidth - 8, y: bar.y + layout.barHeight / 2, 'text-anchor': 'end', 'dominant-baseline': 'middle' }, where ? `${layer.label} · ${where}` : layer.label));
     for (const seg of bar.segments) {
       if (seg.bytes === 0) continue;
       group.append(svg('rect', {
@@ -70,12 +72,13 @@ export function renderLayers(root: HTMLElement, data: LayersResult): void {
   const table = el('table', { id: 'layers-table' });
   table.append(el('caption', {}, 'Weight bytes per layer'));
   const headRow = el('tr');
-  for (const h of ['Layer', ...GROUPS.map((g) => GROUP_LABELS[g]), 'Total', 'Share']) headRow.append(el('th', { scope: 'col' }, h));
+  for (const h of ['Layer', ...(placement ? ['Runs on'] : []), ...GROUPS.map((g) => GROUP_LABELS[g]), 'Total', 'Share']) headRow.append(el('th', { scope: 'col' }, h));
   table.createTHead().append(headRow);
   const body = el('tbody');
   for (const layer of layers) {
     const row = el('tr', { 'data-layer': String(layer.index), 'data-label': layer.label });
     row.append(el('th', { scope: 'row' }, layer.label));
+    if (placement) row.append(el('td', { class: 'placement', 'data-placement': placement[layer.index] ?? '' }, placement[layer.index] ?? '–'));
     for (const g of GROUPS) row.append(bytesCell(groupBytes(layer, g), g));
     row.append(bytesCell(layer.totalBytes, 'total'));
     row.append(el('td', { class: 'num' }, total > 0 ? `${((100 * layer.totalBytes) / total).toFixed(1)} %` : '–'));
@@ -84,6 +87,7 @@ export function renderLayers(root: HTMLElement, data: LayersResult): void {
   table.append(body);
   const foot = el('tr');
   foot.append(el('th', { scope: 'row' }, 'All'));
+  if (placement) foot.append(el('td', {}, ''));
   for (const g of GROUPS) foot.append(bytesCell(layers.reduce((s, l) => s + groupBytes(l, g), 0), g));
   foot.append(bytesCell(total, 'total'), el('td', { class: 'num' }, total > 0 ? '100.0 %' : '–'));
   table.createTFoot().append(foot);
@@ -91,7 +95,10 @@ export function renderLayers(root: HTMLElement, data: LayersResult): void {
   linkHighlight(chart, body);
   const figure = el('figure');
   figure.append(chart);
-  root.replaceChildren(header, legend, figure, table);
+  // The table scrolls sideways inside the panel instead of being cut off at narrow widths.
+  const tableWrap = el('div', { class: 'table-wrap' });
+  tableWrap.append(table);
+  root.replaceChildren(header, legend, figure, tableWrap);
 }
 
 function bytesCell(bytes: number, group: string): HTMLTableCellElement {

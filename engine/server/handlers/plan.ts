@@ -1,28 +1,59 @@
 // fulcrum/plan, fulcrum/explain, fulcrum/simulate: the planner's request API
 // (engine/plan/api.ts) over LSP. Params are the CLI's options in JSON form; `model` defaults to
-// the loaded model's file and `hardware` to 'this' (the cached measured profile).
-import { LSPErrorCodes, ResponseError } from 'vscode-languageserver';
-import { explainRequest, planRequest, simulateRequest, type PlanParams, type SimulateParams } from '../../plan/api';
+// the loaded model's file and `hardware` to 'this' (the cached measured profile). The planning
+// itself runs on a worker thread (planner/pool.ts), so completions never wait behind it;
+// $/cancelRequest stops a job, and `supersedes: 'what-if'` cancels the older job of that group.
+import { LSPErrorCodes, ResponseError, type CancellationToken } from 'vscode-languageserver';
+import type { PlanParams, SimulateParams } from '../../plan/api';
 import type { ServerContext } from '../context';
-import { FulcrumRequests } from '../protocol';
+import { GPU_PRESETS, MACHINE_PRESETS } from '../../hardware/presets';
+import { MODEL_PRESET_DEFS } from '../../model/model-presets';
+import { exportLlamaCpp } from '../../plan/export-llamacpp';
+import type { Plan } from '../../plan/types';
+import { PlannerCancelledError, PlannerPool } from '../planner/pool';
+import type { PlannerMethod } from '../planner/messages';
+import { FulcrumRequests, type PresetsResult } from '../protocol';
 import { invalidParams, requireObject } from '../validate';
 
 type StringOrObject = 'model' | 'hardware' | 'workload' | 'costs';
 
 export function registerPlanHandlers(ctx: ServerContext): void {
   const { connection } = ctx;
-  connection.onRequest(FulcrumRequests.plan, (raw: unknown) =>
-    run(FulcrumRequests.plan, () => planRequest(planParams(ctx, FulcrumRequests.plan, raw))));
-  connection.onRequest(FulcrumRequests.explain, (raw: unknown) =>
-    run(FulcrumRequests.explain, () => explainRequest(planParams(ctx, FulcrumRequests.explain, raw))));
-  connection.onRequest(FulcrumRequests.simulate, (raw: unknown) =>
-    run(FulcrumRequests.simulate, () => {
-      const params: SimulateParams = planParams(ctx, FulcrumRequests.simulate, raw);
-      const trace = ((raw ?? {}) as Record<string, unknown>).trace;
-      if (trace !== undefined && typeof trace !== 'boolean') throw invalidParams(FulcrumRequests.simulate, 'params.trace must be a boolean');
+  const pool = new PlannerPool();
+  const handle = (method: string, kind: PlannerMethod) => (raw: unknown, token: CancellationToken | undefined) => {
+    const params: SimulateParams = planParams(ctx, method, raw);
+    const extra = (raw ?? {}) as Record<string, unknown>;
+    if (kind === 'simulate') {
+      const trace = extra.trace;
+      if (trace !== undefined && typeof trace !== 'boolean') throw invalidParams(method, 'params.trace must be a boolean');
       if (trace !== undefined) params.trace = trace;
-      return simulateRequest(params);
+    }
+    const supersedes = extra.supersedes;
+    if (supersedes !== undefined && (typeof supersedes !== 'string' || supersedes.length === 0)) throw invalidParams(method, 'params.supersedes must be a non-empty string');
+    return run(method, pool.run(kind, params, {
+      ...(supersedes !== undefined ? { supersedes } : {}),
+      // A client that sends extra positional params leaves no token here; then there is nothing to cancel.
+      onCancel: (cancel) => { token?.onCancellationRequested?.(cancel); },
     }));
+  };
+  connection.onRequest(FulcrumRequests.plan, handle(FulcrumRequests.plan, 'plan'));
+  connection.onRequest(FulcrumRequests.explain, handle(FulcrumRequests.explain, 'explain'));
+  connection.onRequest(FulcrumRequests.simulate, handle(FulcrumRequests.simulate, 'simulate'));
+  connection.onRequest(FulcrumRequests.presets, (): PresetsResult => ({
+    gpus: GPU_PRESETS.map((g) => ({ key: g.key, name: g.gpu.name, memoryBytes: g.gpu.memoryBytes })),
+    machines: MACHINE_PRESETS.map((m) => m.key),
+    models: MODEL_PRESET_DEFS.map((m) => m.key),
+    // The block formats the cost model has sizes for and llama.cpp users pick most.
+    formats: ['F16', 'Q8_0', 'Q6_K', 'Q5_K', 'Q4_K', 'Q4_0'],
+  }));
+  connection.onRequest(FulcrumRequests.exportPlan, (raw: unknown) => {
+    const method = FulcrumRequests.exportPlan;
+    const params = requireObject(method, raw);
+    if (params.format !== 'llama.cpp') throw invalidParams(method, `params.format must be 'llama.cpp'`);
+    const plan = params.plan as Plan | undefined;
+    if (!plan || typeof plan !== 'object' || !plan.stages?.decode?.layers) throw invalidParams(method, 'params.plan must be a plan (the result of fulcrum/plan)');
+    return exportLlamaCpp(plan);
+  });
 }
 
 function planParams(ctx: ServerContext, method: string, raw: unknown): PlanParams {
@@ -47,11 +78,12 @@ function planParams(ctx: ServerContext, method: string, raw: unknown): PlanParam
 }
 
 /** The planner throws plain Errors naming what is wrong; they become RequestFailed responses. */
-function run<T>(method: string, fn: () => T): T {
+async function run<T>(method: string, job: Promise<T>): Promise<T> {
   try {
-    return fn();
+    return await job;
   } catch (err) {
     if (err instanceof ResponseError) throw err;
+    if (err instanceof PlannerCancelledError) throw new ResponseError(LSPErrorCodes.RequestCancelled, `${method}: ${err.message}`);
     throw new ResponseError(LSPErrorCodes.RequestFailed, `${method}: ${err instanceof Error ? err.message : String(err)}`);
   }
 }

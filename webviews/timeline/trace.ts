@@ -1,0 +1,60 @@
+// Reads Chrome trace-event JSON (what fulcrum/simulate returns with trace: true, and what the
+// runtime writes for a measured step) into lanes of spans. Pure, so tests can check the drawing
+// against the same numbers.
+import type { ChromeTrace } from '../../engine/server/protocol';
+
+export interface Span { name: string; startUs: number; durUs: number; args: Record<string, unknown> }
+export interface TraceLane { key: string; section: string; lane: string; spans: Span[]; busyUs: number }
+export interface ParsedTrace { lanes: TraceLane[]; startUs: number; endUs: number }
+
+export function parseTrace(trace: ChromeTrace): ParsedTrace {
+  if (!trace || !Array.isArray(trace.traceEvents)) throw new Error('not a Chrome trace: traceEvents is missing');
+  const processNames = new Map<number, string>();
+  const threadNames = new Map<string, string>();
+  for (const e of trace.traceEvents) {
+    if (e.ph !== 'M') continue;
+    const name = typeof e.args?.name === 'string' ? e.args.name : undefined;
+    if (name === undefined) continue;
+    if (e.name === 'process_name') processNames.set(e.pid, name);
+    if (e.name === 'thread_name') threadNames.set(`${e.pid}:${e.tid}`, name);
+  }
+  const lanes = new Map<string, TraceLane>();
+  // Lanes named by metadata come first, in trace order, so idle lanes still show.
+  for (const [key, lane] of threadNames) {
+    const pid = Number(key.split(':')[0]);
+    lanes.set(key, { key, section: processNames.get(pid) ?? `process ${pid}`, lane, spans: [], busyUs: 0 });
+  }
+  let startUs = Infinity;
+  let endUs = -Infinity;
+  for (const e of trace.traceEvents) {
+    if (e.ph !== 'X' || typeof e.dur !== 'number') continue;
+    const key = `${e.pid}:${e.tid}`;
+    let lane = lanes.get(key);
+    if (!lane) {
+      lane = { key, section: processNames.get(e.pid) ?? `process ${e.pid}`, lane: `thread ${e.tid}`, spans: [], busyUs: 0 };
+      lanes.set(key, lane);
+    }
+    lane.spans.push({ name: e.name, startUs: e.ts, durUs: e.dur, args: e.args ?? {} });
+    lane.busyUs += e.dur;
+    startUs = Math.min(startUs, e.ts);
+    endUs = Math.max(endUs, e.ts + e.dur);
+  }
+  if (!Number.isFinite(startUs)) { startUs = 0; endUs = 0; }
+  return { lanes: [...lanes.values()], startUs, endUs };
+}
+
+/** Round tick step (1-2-5 × 10^k µs) giving about `target` ticks over `spanUs`. */
+export function tickStepUs(spanUs: number, target = 8): number {
+  if (!(spanUs > 0)) return 1;
+  const raw = spanUs / target;
+  const decade = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 5, 10]) if (m * decade >= raw) return m * decade;
+  return 10 * decade;
+}
+
+export function formatUs(us: number): string {
+  const ms = us / 1000;
+  if (Math.abs(ms) >= 1000) return `${(ms / 1000).toFixed(2)} s`;
+  if (Math.abs(ms) >= 1) return `${Number(ms.toFixed(3))} ms`;
+  return `${Number(us.toFixed(1))} µs`;
+}
