@@ -32,9 +32,14 @@ export class HttpServerProcess {
     return { 'content-type': 'application/json', ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) };
   }
 
-  /** Streams a completion; returns the concatenated text and the finish reason. */
-  async stream(prompt: string, maxTokens: number, signal?: AbortSignal, onPiece?: (n: number) => void): Promise<{ text: string; finish: string | null; done: boolean }> {
-    const res = await fetch(`${this.base}/v1/completions`, { method: 'POST', headers: this.headers(), body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, stream: true }), signal });
+  /**
+   * Streams a completion; returns the concatenated text and the finish reason. `cancelAt(n)`
+   * returning true after the n-th piece cancels the stream the way a client that goes away does:
+   * the body is cancelled, which closes the connection (then `cancelled` is true).
+   */
+  async stream(prompt: string, maxTokens: number, cancelAt?: (n: number) => boolean): Promise<{ text: string; finish: string | null; done: boolean; cancelled: boolean }> {
+    // No request may hang a test: 30 s is far beyond any stream here.
+    const res = await fetch(`${this.base}/v1/completions`, { method: 'POST', headers: this.headers(), body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, stream: true }), signal: AbortSignal.timeout(30_000) });
     if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
     const reader = res.body!.getReader();
     const dec = new TextDecoder();
@@ -53,10 +58,13 @@ export class HttpServerProcess {
         const j = JSON.parse(data) as { choices: { text: string; finish_reason: string | null }[] };
         text += j.choices[0]!.text;
         if (j.choices[0]!.finish_reason) finish = j.choices[0]!.finish_reason;
-        onPiece?.(++pieces);
+        if (cancelAt?.(++pieces)) {
+          await reader.cancel();
+          return { text, finish, done, cancelled: true };
+        }
       }
     }
-    return { text, finish, done };
+    return { text, finish, done, cancelled: false };
   }
 
   rssBytes(): number {
