@@ -3,7 +3,7 @@
 import * as vscode from 'vscode';
 import { State, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelSummary } from '../engine/server/protocol';
-import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadModelParams, type StateParams } from '../engine/server/protocol';
+import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadModelParams, type StateParams, type ModelInfo } from '../engine/server/protocol';
 import { completionOptions, createClient } from './client';
 import { statsLine } from './completion-stats';
 import { registerPlanViews } from './commands/plan-views';
@@ -119,6 +119,13 @@ async function refreshPlanSummary(status: StatusBar, output: vscode.LogOutputCha
   if (!loadedModel) { status.setPlan(undefined); return; }
   const inputs = { ...planInputs(loadedModel), model: loadedModel };
   try {
+    // A model that executes on a device shows the split that runs (and any fallback to the CPU).
+    const info = await client.sendRequest<ModelInfo>(FulcrumRequests.modelInfo);
+    const ex = info.execution;
+    if (ex && ex.device !== 'cpu') {
+      status.setPlan(ex.split, `Executing: ${ex.policy} on ${ex.device}${ex.fallback ? ` — fell back to the CPU: ${ex.fallback}` : ''}`);
+      return;
+    }
     const plan = await requestPlan(client, inputs);
     status.setPlan(splitText(plan), `Plan: ${plan.chosenPolicy}, ${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s predicted on ${plan.hardware.name}`);
   } catch (err) {
@@ -136,6 +143,7 @@ async function loadConfiguredModel(output: vscode.LogOutputChannel): Promise<voi
     const params: LoadModelParams = {
       path: settings.modelPath,
       ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
+      device: settings.device, policy: settings.policy, ...(settings.vram ? { vram: settings.vram } : {}),
     };
     await client.sendRequest<ModelSummary>(FulcrumRequests.loadModel, params);
   } catch (err) {
