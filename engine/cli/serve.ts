@@ -6,6 +6,7 @@ import { startServer } from '../server/server';
 import { createHttpServer } from '../server/http/server';
 import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
+import { PromptBuilder } from '../runtime/completion/prompt';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
@@ -17,6 +18,7 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
                 requests) on stdin/stdout; model and threads come from initializationOptions
                 {modelPath, threads, device, vram, policy} or a fulcrum/loadModel request.
 --http          OpenAI-compatible POST /v1/completions (stream: true for server-sent events),
+                llama.cpp-compatible POST /infill (input_prefix, input_suffix, input_extra),
                 GET /v1/models, GET /health and Prometheus GET /metrics on 127.0.0.1:PORT
                 (default 8080; 0 picks a free port). Requests carry "Authorization: Bearer T";
                 without --token a random token is printed at start; --no-auth disables it.
@@ -64,6 +66,7 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   const { server } = createHttpServer({
     scheduler, modelId: engine.summary.name, token, maxBodyBytes: maxBody,
     split: () => engine.execution.split, kvBytesInUse: () => engine.kvBytesInUse(),
+    prompts: new PromptBuilder(engine.tokenizer),
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -62,17 +62,18 @@ export function calibrationModelFile(spec: SyntheticModelSpec = CALIBRATION_SPEC
 function fastest(xs: number[]): number { return Math.max(...xs); }
 
 /** Runs the executor on the calibration model and fits the profile's calibration. */
-export async function calibrateCpu(profile: HardwareProfile, c: CalibrationConfig): Promise<CpuCalibration> {
+export async function calibrateCpu(profile: HardwareProfile, c: CalibrationConfig, signal?: AbortSignal): Promise<CpuCalibration> {
   const file = calibrationModelFile();
   const shape = shapeFromGguf(readGguf(file));
   const smallFile = calibrationModelFile(SMALL_CALIBRATION_SPEC);
   const pre: number[] = [], dec: number[] = [], smallDec: number[] = [];
   // The two models alternate within a run, so both see the same load on a shared machine.
   for (let i = 0; i < c.runs; i++) {
-    const r = await benchModel(file, { promptTokens: c.promptTokens, genTokens: c.genTokens, threads: c.threads });
+    // A cancelled profile stops here, between steps, rather than after every run.
+    const r = await benchModel(file, { promptTokens: c.promptTokens, genTokens: c.genTokens, threads: c.threads, ...(signal ? { signal } : {}) });
     pre.push(r.prompt_tokens_per_s);
     dec.push(r.gen_tokens_per_s);
-    const s = await benchModel(smallFile, { promptTokens: c.promptTokens, genTokens: c.genTokens, threads: c.threads });
+    const s = await benchModel(smallFile, { promptTokens: c.promptTokens, genTokens: c.genTokens, threads: c.threads, ...(signal ? { signal } : {}) });
     smallDec.push(s.gen_tokens_per_s);
   }
   const small = { shape: shapeFromGguf(readGguf(smallFile)), decodeTokensPerS: fastest(smallDec) };

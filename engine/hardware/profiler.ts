@@ -182,8 +182,9 @@ class ProfileRun {
     const c = this.config.calibration;
     if (!c) return;
     try {
-      this.calibration = await calibrateCpu(this.assemble(), c);
+      this.calibration = await calibrateCpu(this.assemble(), c, this.opts.signal);
     } catch (e) {
+      if (this.opts.signal?.aborted) throw new ProfileAbortedError();
       this.notes.push(`calibration: not measured (${(e as Error).message}); CPU rates are the microbenchmarks' as measured`);
     }
   }

@@ -18,6 +18,8 @@ export interface BenchOptions {
    * while it is still loaded ('done'): where a caller reads the process's memory at those points.
    */
   probe?: (stage: 'loaded' | 'done') => void;
+  /** Stops the run between steps (a cancelled profile). */
+  signal?: AbortSignal;
 }
 
 export interface BenchResult {
@@ -77,12 +79,14 @@ export async function benchModel(path: string, opts: BenchOptions): Promise<Benc
     const t0 = performance.now();
     let logits: Float32Array | undefined;
     for (let pos = 0; pos < prompt.length; pos += PREFILL_BATCH) {
+      if (opts.signal?.aborted) throw new Error('bench: cancelled');
       logits = await model.evalAsync(Int32Array.from(prompt.slice(pos, pos + PREFILL_BATCH)), pos);
     }
     const t1 = performance.now();
     let pos = prompt.length;
     let next = logits ? argmax(logits) : 1;
     for (let i = 0; i < opts.genTokens; i++) {
+      if (opts.signal?.aborted) throw new Error('bench: cancelled');
       logits = await model.evalAsync(Int32Array.of(next), pos++);
       next = argmax(logits);
     }

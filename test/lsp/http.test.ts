@@ -184,3 +184,35 @@ test('2,000 fuzzed requests never crash the server or disturb a running stream',
   assert.equal(server.child.exitCode, null, 'the server is still running');
   assert.equal((await fetch(`${server.base}/health`)).status, 200);
 });
+
+test('/infill: the FIM middle of a model with FIM tokens (equal to the completion runner\'s greedy middle); 501 with the reason without them', { skip }, async () => {
+  const r = await fetch(`${server.base}/infill`, { method: 'POST', headers: server.headers(), body: JSON.stringify({ input_prefix: 'def f(', input_suffix: ')\n' }) });
+  assert.equal(r.status, 501);
+  assert.match(((await r.json()) as { error: { message: string } }).error.message, /no fill-in-the-middle tokens/);
+  const fimModel = sharedPath('models', 'tiny-fim-coder.q8_0.gguf');
+  if (skipUnlessShared(fimModel)) return;
+  const { PromptBuilder } = await import('../../engine/runtime/completion/prompt');
+  const { runCompletion } = await import('../../engine/runtime/completion/runner');
+  const cases = [{ prefix: 'def add(a, b):\n    ', suffix: '\n\nprint(add(1, 2))\n' }, { prefix: 'import os\n\nclass Config:\n    def __init__(self', suffix: '' }];
+  const e = await Engine.load(fimModel, { threads: 1, contextLength: 512, device: 'cpu' });
+  const want: string[] = [];
+  for (const c of cases) {
+    const p = new PromptBuilder(e.tokenizer).build(c.prefix, c.suffix);
+    want.push((await runCompletion(e, p.ids, { maxTokens: 24, stopIds: p.stopIds })).text);
+  }
+  e.dispose();
+  const fim = await HttpServerProcess.start(fimModel, ['--ctx', '512', '--parallel', '2', '--threads', '1', '--no-auth']);
+  try {
+    for (const [i, c] of cases.entries()) {
+      const res = await fetch(`${fim.base}/infill`, { method: 'POST', headers: fim.headers(), body: JSON.stringify({ input_prefix: c.prefix, input_suffix: c.suffix, n_predict: 24 }) });
+      assert.equal(res.status, 200);
+      const j = await res.json() as { content: string; stop: boolean; tokens_predicted: number };
+      assert.equal(j.content, want[i], `case ${i}`);
+      assert.ok(j.stop);
+    }
+    const bad = await fetch(`${fim.base}/infill`, { method: 'POST', headers: fim.headers(), body: JSON.stringify({ input_extra: 'x', input_prefix: 'a' }) });
+    assert.equal(bad.status, 400);
+  } finally {
+    await fim.stop();
+  }
+});

@@ -31,6 +31,8 @@ export interface ServeRequest extends SamplingOptions {
   signal?: AbortSignal;
   addBos?: boolean;
   parseSpecial?: boolean;
+  /** Tokens that end the request besides end-of-generation (a FIM family's stop tokens). */
+  stopIds?: ReadonlySet<number>;
 }
 
 export interface ServeResult {
@@ -323,7 +325,7 @@ export class Scheduler {
         // Logits of the request's last token: sample the next one.
         if (r.generated >= r.req.maxTokens) return this.end(s, 'length');
         const id = r.sampler.sample(logits[k]!, r.history);
-        if (this.tokenizer.isEog(id)) return this.end(s, 'eos');
+        if (this.tokenizer.isEog(id) || r.req.stopIds?.has(id)) return this.end(s, 'eos');
         r.generated++;
         this.stats.generatedTokens++;
         if (!r.firstTokenAt) r.firstTokenAt = performance.now();

@@ -58,3 +58,49 @@ export function parseCompletionRequest(json: unknown, modelId: string): { reques
   };
   return { request, stream: o.stream === true };
 }
+
+export interface InfillRequest {
+  prefix: string;
+  suffix: string;
+  extra: { filename: string; text: string }[];
+  maxTokens: number;
+  temperature: number;
+  stop?: string[];
+  stream: boolean;
+}
+
+/**
+ * llama.cpp's /infill body: input_prefix, input_suffix, input_extra [{filename, text}], n_predict,
+ * temperature, stop, stream. Decision: temperature defaults to 0 (greedy), since a completion
+ * should be the same for the same code; n_predict -1 or absent means 128.
+ */
+export function parseInfillRequest(json: unknown): InfillRequest {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw bad('request body must be a JSON object');
+  const o = json as Record<string, unknown>;
+  const str = (k: string): string => {
+    const v = o[k];
+    if (v === undefined || v === null) return '';
+    if (typeof v !== 'string') throw bad(`'${k}' must be a string`);
+    return v;
+  };
+  const prefix = str('input_prefix'), suffix = str('input_suffix');
+  if (prefix === '' && suffix === '') throw bad(`'input_prefix' or 'input_suffix' is required`);
+  const extra: { filename: string; text: string }[] = [];
+  if (o.input_extra !== undefined && o.input_extra !== null) {
+    if (!Array.isArray(o.input_extra) || o.input_extra.length > 64) throw bad(`'input_extra' must be an array of at most 64 {filename, text} chunks`);
+    for (const [i, c] of o.input_extra.entries()) {
+      if (typeof c !== 'object' || c === null || typeof (c as { text?: unknown }).text !== 'string') throw bad(`'input_extra[${i}]' must be {filename, text} with text a string`);
+      const fn = (c as { filename?: unknown }).filename;
+      extra.push({ filename: typeof fn === 'string' ? fn : '', text: (c as { text: string }).text });
+    }
+  }
+  const n = num(o, 'n_predict', -1, MAX_TOKENS_LIMIT, true);
+  const temperature = num(o, 'temperature', 0, 2) ?? 0;
+  let stop: string[] | undefined;
+  if (Array.isArray(o.stop)) {
+    if (o.stop.length > 16 || !o.stop.every((x) => typeof x === 'string' && x.length <= 256)) throw bad(`'stop' must be up to 16 strings of at most 256 characters`);
+    stop = o.stop as string[];
+  } else if (o.stop !== undefined && o.stop !== null) throw bad(`'stop' must be an array of strings`);
+  if (o.stream !== undefined && o.stream !== null && typeof o.stream !== 'boolean') throw bad(`'stream' must be a boolean`);
+  return { prefix, suffix, extra, maxTokens: n === undefined || n < 0 ? 128 : n, temperature, ...(stop ? { stop } : {}), stream: o.stream === true };
+}

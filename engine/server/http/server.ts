@@ -1,12 +1,14 @@
 // The HTTP surface on loopback: OpenAI-compatible /v1/completions (streamed as server-sent events
-// ending in [DONE]) and /v1/models, /health, and Prometheus /metrics — a thin layer over the
+// ending in [DONE]) and /v1/models, llama.cpp-compatible /infill, /health, and Prometheus
+// /metrics — a thin layer over the
 // runtime's one door (Scheduler.submit). A bearer token is required unless disabled; bodies are
 // size-limited; every malformed request gets a 4xx JSON error naming the problem, never a crash.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import type { Scheduler, ServeRequest } from '../../runtime/scheduler/scheduler';
 import { SchedulerError } from '../../runtime/scheduler/scheduler';
-import { parseCompletionRequest, RequestError } from './openai';
+import { parseCompletionRequest, parseInfillRequest, RequestError } from './openai';
+import type { PromptBuilder } from '../../runtime/completion/prompt';
 import { Metrics } from './metrics';
 
 export interface HttpServerOptions {
@@ -20,6 +22,8 @@ export interface HttpServerOptions {
   /** The executed split, for /metrics and /health (e.g. "GPU 9/24 layers · KV GPU 9/24"). */
   split: () => string;
   kvBytesInUse: () => number;
+  /** FIM prompts of the served model, for /infill. */
+  prompts: PromptBuilder;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };
@@ -137,6 +141,54 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
     }
   };
 
+  // llama.cpp's /infill: input_prefix / input_suffix (/ input_extra) as the model's FIM prompt.
+  const infill = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const body = await readBody(req, limit);
+    let json: unknown;
+    try { json = JSON.parse(body); } catch (e) {
+      throw new RequestError(400, `request body is not JSON: ${(e as Error).message}`, 'invalid_request_error');
+    }
+    const p = parseInfillRequest(json);
+    if (!opts.prompts.fim) {
+      throw new RequestError(501, `${opts.modelId} has no fill-in-the-middle tokens in its vocabulary, so /infill cannot build a prompt; use /v1/completions with the text before the cursor`, 'not_implemented');
+    }
+    const extra = opts.prompts.encodeExtra(p.extra.map((e) => ({ name: e.filename, text: e.text })));
+    const prompt = opts.prompts.build(p.prefix, p.suffix, extra);
+    const ac = new AbortController();
+    res.on('close', () => { if (!res.writableFinished) ac.abort(); });
+    let stream;
+    try {
+      stream = opts.scheduler.submit({ prompt: prompt.ids, maxTokens: p.maxTokens, temperature: p.temperature, ...(p.stop ? { stop: p.stop } : {}), stopIds: prompt.stopIds, signal: ac.signal, priority: 'foreground' });
+    } catch (e) {
+      if (e instanceof SchedulerError) throw new RequestError(e.code === 'queue_full' || e.code === 'closed' ? 503 : 400, e.message, e.code);
+      throw new RequestError(400, (e as Error).message, 'invalid_request_error');
+    }
+    const started = performance.now();
+    metrics.requestStarted();
+    const final = (r: Awaited<typeof stream.result>) => ({
+      content: '', stop: true, model: opts.modelId, tokens_predicted: r.generatedTokens, tokens_evaluated: r.promptTokens - r.reusedTokens,
+      tokens_cached: r.reusedTokens, stopped_eos: r.stopReason === 'eos', stopped_limit: r.stopReason === 'length', stopped_word: r.stopReason === 'stop',
+      timings: { prompt_n: r.promptTokens, predicted_n: r.generatedTokens, predicted_ms: r.totalMs - r.firstTokenMs, prompt_ms: r.firstTokenMs },
+    });
+    try {
+      if (p.stream) {
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+        for await (const piece of stream) res.write(`data: ${JSON.stringify({ content: piece, stop: false })}\n\n`);
+        const r = await stream.result;
+        res.end(`data: ${JSON.stringify(final(r))}\n\n`);
+        metrics.requestEnded(r, performance.now() - started, 'ok');
+      } else {
+        const r = await stream.result;
+        send(res, 200, { ...final(r), content: r.text });
+        metrics.requestEnded(r, performance.now() - started, 'ok');
+      }
+    } catch (e) {
+      metrics.requestEnded(undefined, performance.now() - started, 'error');
+      if (res.headersSent) { res.end(); return; }
+      throw new RequestError(500, `generation failed: ${(e as Error).message}`, 'server_error');
+    }
+  };
+
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const route = `${req.method} ${url.pathname}`;
@@ -161,11 +213,14 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
         case 'POST /v1/completions':
           await completions(req, res);
           return;
+        case 'POST /infill':
+          await infill(req, res);
+          return;
         default:
-          if (['/health', '/v1/models', '/metrics', '/v1/completions'].includes(url.pathname)) {
+          if (['/health', '/v1/models', '/metrics', '/v1/completions', '/infill'].includes(url.pathname)) {
             throw new RequestError(405, `${req.method} is not allowed on ${url.pathname}`, 'invalid_request_error');
           }
-          throw new RequestError(404, `no such endpoint: ${url.pathname} (endpoints: /v1/completions, /v1/models, /health, /metrics)`, 'invalid_request_error');
+          throw new RequestError(404, `no such endpoint: ${url.pathname} (endpoints: /v1/completions, /infill, /v1/models, /health, /metrics)`, 'invalid_request_error');
       }
     };
     handle().catch((e: unknown) => {
