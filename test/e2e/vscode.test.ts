@@ -381,8 +381,14 @@ e2e('Fulcrum: Select Model plans the picked file before loading it', async () =>
   // code-server's open dialog is the workbench's simple file dialog: a path in a quick input.
   const input = page.locator('.quick-input-widget .quick-input-box input');
   await input.waitFor({ state: 'visible' });
-  await input.fill(MODEL);
-  await page.waitForTimeout(300);
+  // The dialog writes its start folder into the input once it has read it: fill after that, and
+  // again if the folder arrived in between (seen under load: the folder and the path run together).
+  await page.waitForFunction(() => ((document.querySelector('.quick-input-widget .quick-input-box input') as HTMLInputElement | null)?.value ?? '').length > 0, undefined, { timeout: 10_000 }).catch(() => undefined);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    await input.fill(MODEL);
+    await page.waitForTimeout(300);
+    if ((await input.inputValue()) === MODEL) break;
+  }
   const dialog = page.locator('.monaco-dialog-box');
   // The simple file dialog may take the first Enter to complete the typed path (seen under load):
   // Enter again while the quick input is still open, up to three times.
