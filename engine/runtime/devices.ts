@@ -7,7 +7,7 @@
 // CPU with the loopback device described as a GPU: its memory bandwidth and kernel rates are the
 // CPU's at the device's thread count, its VRAM the arena, its link the cap.
 import { listNativeDevices, type NativeDeviceInfo, type NativeLoopbackDevice } from '../native/model';
-import type { HardwareProfile } from '../hardware/types';
+import type { CpuProfile, HardwareProfile } from '../hardware/types';
 import type { ModelHparams } from '../model/hparams';
 
 export type DeviceChoice = 'auto' | 'cpu' | 'loopback';
@@ -73,6 +73,27 @@ export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOn
 }
 
 /**
+ * The CPU profile as seen by an engine running `threads` threads. The profiler measures kernels at
+ * the machine's core count (quick profiles at that count only), and the cost model takes a
+ * kernel's best measured rate; an engine on fewer threads gets each rate measured at more threads
+ * scaled down linearly (a decode GEMV is bound by one core's load and dot-product rate, not by
+ * DRAM, at these thread counts: measured earlier on this project's machines, 1 thread ≈ half of
+ * 2 for Q8_0/Q4_0 GEMV).
+ */
+export function cpuForThreads(cpu: CpuProfile, threads: number): CpuProfile {
+  const scale = (t: number) => Math.min(1, threads / Math.max(1, t));
+  return {
+    ...cpu,
+    threads: Math.min(cpu.threads, threads),
+    kernels: cpu.kernels.map((k) => (k.threads <= threads ? k : {
+      ...k, threads, ...(k.gbps !== undefined ? { gbps: k.gbps * scale(k.threads) } : {}), ...(k.gflops !== undefined ? { gflops: k.gflops * scale(k.threads) } : {}),
+    })),
+    attention: cpu.attention.map((a) => (a.threads <= threads ? a : { ...a, threads, gbps: a.gbps * scale(a.threads) })),
+    peakGflops: cpu.peakGflops * scale(cpu.threads),
+  };
+}
+
+/**
  * This machine's measured profile with the loopback device as its GPU. The loopback device runs
  * the CPU kernels on its own `deviceThreads` threads, so its rates are the CPU's measured ones
  * (with the profile's end-to-end calibration) scaled to that thread count: memory-bound kernels
@@ -83,11 +104,12 @@ export function loopbackHardware(base: HardwareProfile, opts: { vramBytes: numbe
   const at = cpu.memory.byThreads?.find((t) => t.threads === opts.deviceThreads)?.readGBps;
   const share = Math.min(1, opts.deviceThreads / Math.max(1, cpu.threads));
   const read = at ?? cpu.memory.readGBps * share;
-  const memScale = read / Math.max(1e-9, cpu.memory.readGBps);
   const cal = cpu.calibration;
-  const gemv = Math.max(0, ...cpu.kernels.filter((k) => k.kernel === 'gemv' && k.gbps !== undefined).map((k) => k.gbps!)) * (cal?.gemvScale ?? 1) * memScale;
-  const gemm = Math.max(0, ...cpu.kernels.filter((k) => k.kernel === 'gemm' && k.gflops !== undefined).map((k) => k.gflops!)) * (cal?.gemmScale ?? 1) * share;
-  const attn = Math.max(0, ...cpu.attention.map((a) => a.gbps)) * memScale;
+  // The device's kernels are the CPU's at its thread count (see cpuForThreads).
+  const dev = cpuForThreads(cpu, opts.deviceThreads);
+  const gemv = Math.max(0, ...dev.kernels.filter((k) => k.kernel === 'gemv' && k.gbps !== undefined).map((k) => k.gbps!)) * (cal?.gemvScale ?? 1);
+  const gemm = Math.max(0, ...dev.kernels.filter((k) => k.kernel === 'gemm' && k.gflops !== undefined).map((k) => k.gflops!)) * (cal?.gemmScale ?? 1);
+  const attn = Math.max(0, ...dev.attention.map((a) => a.gbps));
   return {
     ...base,
     name: `${base.name} + loopback`,

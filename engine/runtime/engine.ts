@@ -100,7 +100,7 @@ export class Engine {
     let execution: ExecutionInfo;
     try {
       progress(0.7, 'planning the split');
-      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts, opts.maxSequences ?? 1);
+      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts, opts.maxSequences ?? 1, threads);
       execution = setup.info;
       if (setup.placement) {
         try {

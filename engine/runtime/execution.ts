@@ -7,7 +7,7 @@ import { shapeFromGguf } from '../model/shape';
 import { getProfile } from '../hardware/profiler';
 import { planRequest } from '../plan/api';
 import type { NativeLoopbackDevice, NativePlacement } from '../native/model';
-import { defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice } from './devices';
+import { cpuForThreads, defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice } from './devices';
 import { lowerPlan, sequenceKvAssignment } from './lowering';
 import type { ExecutionInfo, ExecutionOptions } from './types';
 
@@ -19,7 +19,7 @@ export interface ExecutionSetup {
   sequenceKv: ('host' | 'device')[];
 }
 
-export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions, maxSequences = 1): Promise<ExecutionSetup> {
+export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions, maxSequences = 1, threads?: number): Promise<ExecutionSetup> {
   const choice = resolveDevice(opts.device ?? 'auto');
   if (choice.device === 'cpu') {
     if (opts.policy && opts.policy !== 'auto' && opts.policy !== 'cpu-only') {
@@ -27,7 +27,9 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
     }
     return { info: { device: 'cpu', deviceReason: choice.reason, policy: 'cpu-only', split: 'CPU only', notes: [] }, placement: null, device: null, sequenceKv: [] };
   }
-  const base = opts.hardware ?? (await getProfile({ quick: true })).profile;
+  const measured = opts.hardware ?? (await getProfile({ quick: true })).profile;
+  // The plan is for this engine: its CPU runs `threads` threads.
+  const base = threads !== undefined ? { ...measured, cpu: cpuForThreads(measured.cpu, threads) } : measured;
   const vramBytes = opts.vramBytes ?? DEFAULT_LOOPBACK_VRAM;
   if (!Number.isFinite(vramBytes) || vramBytes < 4096) throw new Error(`--vram must be at least 4096 bytes, got ${vramBytes}`);
   const linkGBps = opts.linkGBps ?? defaultLinkGBps(base);
