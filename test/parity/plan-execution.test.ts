@@ -16,7 +16,7 @@ import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { hardwarePreset } from '../../engine/hardware/presets';
 import { planRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
-import { deviceWorkspaceBytes, loopbackHardware } from '../../engine/runtime/devices';
+import { cpuForThreads, deviceWorkspaceBytes, loopbackHardware } from '../../engine/runtime/devices';
 import { lowerPlan } from '../../engine/runtime/lowering';
 import { stepBreakdown } from '../../engine/runtime/trace';
 import { argmax } from '../../engine/runtime/sampler';
@@ -36,7 +36,8 @@ const LINK_GBPS = 10;
 function splits(file: string, policy: string, vram: number): boolean {
   const gguf = readGguf(file);
   const hp = readHparams(gguf);
-  const hardware = loopbackHardware(BASE, { vramBytes: vram, linkGBps: LINK_GBPS, linkLatencyUs: 0, deviceThreads: 1, workspaceBytes: deviceWorkspaceBytes(hp, 512) });
+  // As Engine.load plans it: this engine's thread count (cpuForThreads), the device as its GPU.
+  const hardware = loopbackHardware({ ...BASE, cpu: cpuForThreads(BASE.cpu, THREADS) }, { vramBytes: vram, linkGBps: LINK_GBPS, linkLatencyUs: 0, deviceThreads: 1, workspaceBytes: deviceWorkspaceBytes(hp, 512) });
   let plan;
   try {
     plan = planRequest({ model: shapeFromGguf(gguf), hardware, workload: { ...WORKLOAD, vramBytes: vram }, policy });
@@ -77,7 +78,13 @@ async function checkModel(label: string, file: string, prompt: number[]): Promis
     for (const f of fractions) {
       vram = Math.round(size * f + deviceWorkspaceBytes(hp, 512));
       if (!splits(file, policy, vram)) continue;
-      const e = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'loopback', vramBytes: vram, policy, hardware: BASE, linkGBps: LINK_GBPS, workload: { ...WORKLOAD, vramBytes: vram } });
+      let e: Engine;
+      try {
+        e = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'loopback', vramBytes: vram, policy, hardware: BASE, linkGBps: LINK_GBPS, workload: { ...WORKLOAD, vramBytes: vram } });
+      } catch (err) {
+        if (/does not (fit|apply)/.test((err as Error).message)) continue;  // the planner refuses this budget
+        throw err;
+      }
       if (e.execution.fallback === undefined && e.deviceStats()) {
         e.setTracing(true);
         got = await greedy(e, prompt, 6);
