@@ -13,6 +13,7 @@ import path from 'node:path';
 import { LSPErrorCodes, ResponseError } from 'vscode-languageserver';
 import { readGguf } from '../model/gguf';
 import { readHparams } from '../model/hparams';
+import { availableMemoryBytes } from '../hardware/profiler';
 import { createTokenizer } from '../model/tokenizer';
 import { Completer } from '../runtime/completion/completer';
 import { abortMessage, LatestCompletionWins } from '../runtime/completion/supersede';
@@ -109,7 +110,7 @@ export class ModelHost {
       previous?.dispose();
       this.emitState(`loading ${file}`);
       try {
-        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}) };
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), maxSequences: kvSlotsFor(file) };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
         this.loadedThreads = request.threads;
         this.loadedExecution = request.execution;
@@ -117,7 +118,7 @@ export class ModelHost {
         const message = `cannot load ${file}: ${messageOf(err)}`;
         if (previous) {
           // Bring back the model that was working.
-          this.engine = await Engine.load(previous.summary.path, { ...(previousExecution ?? {}), ...(previousThreads !== undefined ? { threads: previousThreads } : {}) }).catch(() => undefined);
+          this.engine = await Engine.load(previous.summary.path, { ...(previousExecution ?? {}), maxSequences: kvSlotsFor(previous.summary.path), ...(previousThreads !== undefined ? { threads: previousThreads } : {}) }).catch(() => undefined);
         }
         if (!this.engine) this.lastError = message;
         throw new ResponseError(FulcrumErrorCodes.LoadFailed, message);
@@ -209,4 +210,24 @@ function checkModelFile(file: string, threads: number | undefined): void {
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * KV slots for completions: one KV sequence per recently edited document (engine/runtime/engine.ts
+ * slotFor), so switching files reuses each file's prompt prefix. Decision: 4 slots, fewer when
+ * their KV (the whole context each, the load-time memory check counts it) would pass a quarter of
+ * the memory available now; pages are only taken as positions are written.
+ */
+export const KV_SLOTS = 4;
+function kvSlotsFor(file: string): number {
+  try {
+    const hp = readHparams(readGguf(file));
+    const ctx = Math.min(hp.contextLength, 4096);
+    const perSequence = hp.nLayers * 2 * ctx * hp.nKvHeads * hp.headDim * 2;
+    const available = availableMemoryBytes();
+    if (!(available > 0) || !(perSequence > 0)) return 1;
+    return Math.max(1, Math.min(KV_SLOTS, Math.floor(available / 4 / perSequence)));
+  } catch {
+    return 1;  // the load itself reports what is wrong with the file
+  }
 }

@@ -11,6 +11,8 @@ export type CompletionStopReason = 'eos' | 'length' | 'time' | 'rule' | 'cancell
 export interface RunOptions {
   /** Most tokens to generate (the n_predict cap). */
   maxTokens: number;
+  /** The KV slot to run in (e.g. the document's URI): each recent document keeps its own KV. */
+  slot?: string;
   /** Tokens that end the completion (not part of it). */
   stopIds: ReadonlySet<number>;
   /**
@@ -147,5 +149,5 @@ export function runCompletion(engine: Engine, promptIds: readonly number[], opts
       if (ended) return finish(ended);
       next = argmax(out, kept * nVocab, nVocab);
     }
-  });
+  }, opts.slot);
 }
