@@ -26,6 +26,11 @@ const DEFAULT_CONTEXT_CAP = 4096;
 
 export class EngineError extends Error {}
 
+/** The addon marks errors of a device that refused memory or was lost (the CPU can take over). */
+function isDeviceError(e: unknown): boolean {
+  return (e as { deviceError?: boolean } | null)?.deviceError === true;
+}
+
 /** Native configuration from the file's hyperparameters; rejects what the executor lacks. */
 export function nativeConfig(file: GgufFile, hp: ModelHparams, contextLength: number, threads: number): NativeModelConfig {
   if (hp.hasRopeFreqs) throw new EngineError(`${file.path}: tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors) is not supported yet`);
@@ -107,7 +112,7 @@ export class Engine {
           native.setPlacement(setup.placement, setup.device);
           setup.sequenceKv.forEach((loc, seq) => native.setSequenceKv(seq, loc));
         } catch (e) {
-          if (!(e as { deviceError?: boolean }).deviceError) throw e;
+          if (!isDeviceError(e)) throw e;
           // The device refused the plan's memory: run on the CPU, and say why.
           execution = { ...execution, fallback: (e as Error).message, split: 'CPU only (device refused)' };
           opts.onFallback?.((e as Error).message);
@@ -164,24 +169,10 @@ export class Engine {
    * Evaluates `tokens` at `pos`. When the device fails, the model moves to the CPU and the KV
    * cache is rebuilt there from the tokens it held, so the request goes on where it was.
    */
-  private async evalTokens(tokens: number[], pos: number): Promise<Float32Array> {
-    const model = this.model();
-    try {
-      return await model.evalAsync(Int32Array.from(tokens), pos);
-    } catch (e) {
-      if (!(e as { deviceError?: boolean }).deviceError) throw e;
-      const reason = (e as Error).message;
-      model.setPlacement(null, null);
-      this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
-      this.onFallback?.(reason);
-      const replay = [...this.kvTokens.slice(0, pos), ...tokens];
-      let logits: Float32Array | undefined;
-      for (let p = 0; p < replay.length; p += PREFILL_CHUNK) {
-        logits = await model.evalAsync(Int32Array.from(replay.slice(p, p + PREFILL_CHUNK)), p);
-      }
-      return logits!;
-    }
+  private evalTokens(tokens: number[], pos: number): Promise<Float32Array> {
+    return this.withFallback(this.model()).evalAsync(Int32Array.from(tokens), pos);
   }
+
 
   layers(): LayerSummary[] {
     return layerSummaries(this.file);
@@ -284,7 +275,7 @@ export class Engine {
       try {
         return await model.evalAsync(tokens, pos, all);
       } catch (e) {
-        if (!(e as { deviceError?: boolean }).deviceError) throw e;
+        if (!isDeviceError(e)) throw e;
         const reason = (e as Error).message;
         model.setPlacement(null, null);
         this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };

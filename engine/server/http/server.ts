@@ -75,6 +75,25 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
   });
 }
 
+async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  const body = await readBody(req, limit);
+  try {
+    return JSON.parse(body);
+  } catch (e) {
+    throw new RequestError(400, `request body is not JSON: ${(e as Error).message}`, 'invalid_request_error');
+  }
+}
+
+/** Hands a request to the scheduler; a refusal becomes 503 (queue full, shutting down) or 400. */
+function submit(scheduler: Scheduler, request: ServeRequest): ReturnType<Scheduler['submit']> {
+  try {
+    return scheduler.submit(request);
+  } catch (e) {
+    if (e instanceof SchedulerError) throw new RequestError(e.code === 'queue_full' || e.code === 'closed' ? 503 : 400, e.message, e.code);
+    throw new RequestError(400, (e as Error).message, 'invalid_request_error');
+  }
+}
+
 function authorized(req: IncomingMessage, token: string | undefined): boolean {
   if (token === undefined) return true;
   const h = req.headers.authorization;
@@ -90,27 +109,13 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
   let nextId = 1;
 
   const completions = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const body = await readBody(req, limit);
-    let json: unknown;
-    try { json = JSON.parse(body); } catch (e) {
-      throw new RequestError(400, `request body is not JSON: ${(e as Error).message}`, 'invalid_request_error');
-    }
-    const parsed = parseCompletionRequest(json, opts.modelId);
+    const parsed = parseCompletionRequest(await readJson(req, limit), opts.modelId);
     const ac = new AbortController();
     // The client went away: its request leaves the batch within one step.
     res.on('close', () => { if (!res.writableFinished) ac.abort(); });
     const request: ServeRequest = { ...parsed.request, signal: ac.signal };
     const started = performance.now();
-    let stream;
-    try {
-      stream = opts.scheduler.submit(request);
-    } catch (e) {
-      if (e instanceof SchedulerError) {
-        const status = e.code === 'queue_full' ? 503 : e.code === 'closed' ? 503 : 400;
-        throw new RequestError(status, e.message, e.code);
-      }
-      throw new RequestError(400, (e as Error).message, 'invalid_request_error');
-    }
+    const stream = submit(opts.scheduler, request);
     metrics.requestStarted();
     const id = `cmpl-${Date.now().toString(36)}-${nextId++}`;
     const created = Math.floor(Date.now() / 1000);
@@ -143,12 +148,7 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
 
   // llama.cpp's /infill: input_prefix / input_suffix (/ input_extra) as the model's FIM prompt.
   const infill = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const body = await readBody(req, limit);
-    let json: unknown;
-    try { json = JSON.parse(body); } catch (e) {
-      throw new RequestError(400, `request body is not JSON: ${(e as Error).message}`, 'invalid_request_error');
-    }
-    const p = parseInfillRequest(json);
+    const p = parseInfillRequest(await readJson(req, limit));
     if (!opts.prompts.fim) {
       throw new RequestError(501, `${opts.modelId} has no fill-in-the-middle tokens in its vocabulary, so /infill cannot build a prompt; use /v1/completions with the text before the cursor`, 'not_implemented');
     }
@@ -156,13 +156,7 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
     const prompt = opts.prompts.build(p.prefix, p.suffix, extra);
     const ac = new AbortController();
     res.on('close', () => { if (!res.writableFinished) ac.abort(); });
-    let stream;
-    try {
-      stream = opts.scheduler.submit({ prompt: prompt.ids, maxTokens: p.maxTokens, temperature: p.temperature, ...(p.stop ? { stop: p.stop } : {}), stopIds: prompt.stopIds, signal: ac.signal, priority: 'foreground' });
-    } catch (e) {
-      if (e instanceof SchedulerError) throw new RequestError(e.code === 'queue_full' || e.code === 'closed' ? 503 : 400, e.message, e.code);
-      throw new RequestError(400, (e as Error).message, 'invalid_request_error');
-    }
+    const stream = submit(opts.scheduler, { prompt: prompt.ids, maxTokens: p.maxTokens, temperature: p.temperature, ...(p.stop ? { stop: p.stop } : {}), stopIds: prompt.stopIds, signal: ac.signal, priority: 'foreground' });
     const started = performance.now();
     metrics.requestStarted();
     const final = (r: Awaited<typeof stream.result>) => ({

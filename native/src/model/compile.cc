@@ -240,35 +240,25 @@ void Model::compile() {
     }
     const GgmlType t = type_traits(wt->type).vec_dot_type;
     cur_plan_op = plan_op;
-    if (r > 0) {
-      ensure_act(src, w, t, Loc::Dev);
+    // Rows [r0, r1) of the product on one side (the host reads the weight in place from row r0;
+    // the device's weight pointer is filled in once its copy or slot is known).
+    auto part = [&](Loc l, int64_t r0, int64_t r1) {
+      ensure_act(src, w, t, l);
       Op m{OpKind::MatMul};
       m.src = src;
       m.dst = dst;
       m.w = wt;
       m.act_type = t;
       m.width = w;
-      m.loc = Loc::Dev;
-      m.lane = Lane::Device;
-      m.r0 = 0;
-      m.r1 = r;
+      m.loc = l;
+      m.lane = compute_lane(l);
+      m.r0 = r0;
+      m.r1 = r1;
+      if (l == Loc::Host) m.wdata = wt->data + static_cast<size_t>(r0) * wt->row_bytes;
       push(m);
-    }
-    if (r < rows) {
-      ensure_act(src, w, t, Loc::Host);
-      Op m{OpKind::MatMul};
-      m.src = src;
-      m.dst = dst;
-      m.w = wt;
-      m.act_type = t;
-      m.width = w;
-      m.loc = Loc::Host;
-      m.lane = Lane::Cpu;
-      m.r0 = r;
-      m.r1 = rows;
-      m.wdata = wt->data + static_cast<size_t>(r) * wt->row_bytes;
-      push(m);
-    }
+    };
+    if (r > 0) part(Loc::Dev, 0, r);
+    if (r < rows) part(Loc::Host, r, rows);
     if (r > 0 && r < rows) {
       Op c{OpKind::CopyCols};
       c.src = c.dst = dst;
@@ -490,17 +480,6 @@ void Model::compile() {
       }
     }
     add_weight(-1, -1, &output_);
-    // Fill in the weights' slot addresses (fixed by set_placement's layout) and row counts.
-    for (size_t g = 0; g < prefetch.size(); ++g) {
-      for (Op& c : prefetch[g]) {
-        if (c.kind != OpKind::CopyWeight) continue;
-        for (const Op& m : ops_)
-          if (m.kind == OpKind::MatMul && m.loc == Loc::Dev && m.w == c.w) {
-            c.r1 = m.r1;
-            c.wdata = m.wdata;
-          }
-      }
-    }
     std::vector<Op> out;
     out.reserve(ops_.size() + 64);
     // Group g goes after the last ToDevice op of layer g - 1 (group 0: after the embedding).
@@ -761,8 +740,7 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
         if (t != GgmlType::F32 && !dev_act_.count(t))
           dev_act_[t] = static_cast<uint8_t*>(alloc(converted_bytes(t, E, B), "device converted activations"));
     }
-    AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
-    dev_attn_scratch_.reserve(shape, cfg_.context_length, B, d.pool().size());
+    dev_attn_scratch_.reserve(attention_shape(), cfg_.context_length, B, d.pool().size());
     compile();
     // Streamed weights' places in their slot (the same offsets in both slots).
     std::map<int, size_t> fill;
@@ -800,12 +778,9 @@ void Model::set_tracing(bool on, size_t max_events) {
 }
 
 Model::OpInfo Model::op_info(int32_t i) const {
-  static const char* const kinds[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
-                                      "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
-                                      "recompute_kv"};
   const Op& op = ops_[static_cast<size_t>(i)];
   OpInfo o;
-  o.kind = kinds[static_cast<int>(op.kind)];
+  o.kind = op_kind_name(static_cast<int>(op.kind));
   o.lane = lane_name(op.lane);
   o.layer = op.layer;
   o.plan_op = op.layer < 0 && op.kind == OpKind::Embed ? "embed" : plan_op_name(op.plan_op);

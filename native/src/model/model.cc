@@ -145,7 +145,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   gate_.assign(static_cast<size_t>(B * F), 0.f);
   up_.assign(static_cast<size_t>(B * F), 0.f);
   pool_ = std::make_unique<ThreadPool>(cfg_.threads);
-  AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  const AttentionShape shape = attention_shape();
   attn_scratch_.reserve(shape, cfg_.context_length, B, cfg_.threads);
   step_state_.spans.reserve(static_cast<size_t>(cfg_.max_sequences));
   row_pos_.assign(static_cast<size_t>(B), 0);
@@ -161,7 +161,7 @@ void Model::set_threads(int n) {
   check_range("threads", n, 1, 512);
   if (n == pool_->size()) return;
   pool_ = std::make_unique<ThreadPool>(n);
-  AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  const AttentionShape shape = attention_shape();
   attn_scratch_.reserve(shape, cfg_.context_length, cfg_.batch_size, n);
   cfg_.threads = n;
 }
@@ -283,14 +283,12 @@ int64_t Model::width(Buf b) const {
 
 // One conversion per distinct activation format, then the matmuls that share it.
 
-namespace {
 const char* op_kind_name(int k) {
   static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
                                       "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
                                       "recompute_kv"};
   return k >= 0 && k < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[k] : "?";
 }
-}  // namespace
 
 void Model::set_profiling(bool on) {
   profiling_ = on;
@@ -387,13 +385,15 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
   int64_t budget = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
   if (want_all && dev_logits_) budget = std::min(budget, dev_logit_rows_);
   std::vector<float> logits;
+  std::vector<size_t> members;  // inputs in the step being built (reused: no allocation per step)
+  members.reserve(in.size());
   for (;;) {
     // One step: from each unfinished sequence in order, as many tokens as the rows left allow.
     StepState& st = step_state_;
     st.spans.clear();
     st.n = 0;
     st.n_dev_rows = 0;
-    std::vector<size_t> members;
+    members.clear();
     for (size_t k : order) {
       const SeqInput& s = in[k];
       const int64_t left = s.n - done[k];
@@ -481,7 +481,7 @@ void Model::exec_op(int32_t oi) {
       type_traits(t).quantize_row(row, act_at(t, op.loc) + static_cast<size_t>(r) * converted_bytes(t, w, 1), w);
     }
   };
-  const AttentionShape shape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  const AttentionShape shape = attention_shape();
   const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
   const int64_t hd = cfg_.head_dim;
   auto store_rows = [&](KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n_rows, int64_t pos0) {
@@ -657,28 +657,28 @@ void Model::exec_op(int32_t oi) {
       const int64_t E = cfg_.n_embd;
       const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);  // the device scratch's rows
       for (size_t k = 0; k < st.spans.size(); ++k) {
-      const Span& sp = st.spans[k];
-      KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
-      const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
-      for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
-        const int64_t nc = std::min(step_rows, p - c0);
-        const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
-        for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
-          const GgmlType t = type_traits(w->type).vec_dot_type;
-          const void* act = h;
-          if (t != GgmlType::F32) {
-            convert_rows(pool, t, h, nc, E, dev_act_[t]);
-            act = dev_act_[t];
+        const Span& sp = st.spans[k];
+        KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
+        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
+        for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
+          const int64_t nc = std::min(step_rows, p - c0);
+          const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
+          for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
+            const GgmlType t = type_traits(w->type).vec_dot_type;
+            const void* act = h;
+            if (t != GgmlType::F32) {
+              convert_rows(pool, t, h, nc, E, dev_act_[t]);
+              act = dev_act_[t];
+            }
+            // W_K and W_V are read from host memory, which the loopback device shares; a discrete
+            // GPU reads them from the layer's streamed-weight slot (the Vulkan issue).
+            matmul_prepared(pool, w->type, w->data, w->rows, w->cols, act, nc, out, KVW);
+            if (!bias->empty())
+              for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
           }
-          // W_K and W_V are read from host memory, which the loopback device shares; a discrete
-          // GPU reads them from the layer's streamed-weight slot (the Vulkan issue).
-          matmul_prepared(pool, w->type, w->data, w->rows, w->cols, act, nc, out, KVW);
-          if (!bias->empty())
-            for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
+          for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, cfg_.rope);
+          store_rows(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
         }
-        for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, cfg_.rope);
-        store_rows(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
-      }
       }
       break;
     }

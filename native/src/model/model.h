@@ -3,6 +3,7 @@
 // never returns to JS per op and allocates nothing: all buffers are sized at load.
 #pragma once
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -60,6 +61,8 @@ enum class WeightHome : int8_t { Host = 0, Resident = 1, Streamed = 2 };
 // copies) are attributed to the plan op they serve.
 enum PlanOp : int8_t { kAttnNorm, kQ, kK, kV, kRope, kAttention, kOutput, kFfnNorm, kGate, kUp, kDown, kPlanOps };
 const char* plan_op_name(int op);
+// Names of the compiled ops' kinds (Model::OpKind order), for timings and traces.
+const char* op_kind_name(int kind);
 
 struct OpPlacement {
   Loc loc = Loc::Host;
@@ -212,6 +215,9 @@ class Model {
   float* buf(Buf b);
   int64_t width(Buf b) const;
   void forward(bool want_all, float* logits_out);
+  AttentionShape attention_shape() const {
+    return AttentionShape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  }
   void exec_op(int32_t i);
   float* buf_at(Buf b, Loc l);
   uint8_t* act_at(GgmlType t, Loc l);

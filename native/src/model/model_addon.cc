@@ -113,44 +113,6 @@ Napi::Float32Array to_js(Napi::Env env, std::vector<float>&& v) {
   return Napi::Float32Array::New(env, heap->size(), ab, 0);
 }
 
-class EvalWorker : public Napi::AsyncWorker {
- public:
-  EvalWorker(Napi::Env env, std::shared_ptr<Shared> shared, std::vector<int32_t> tokens, int64_t start, bool all)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), shared_(std::move(shared)),
-        tokens_(std::move(tokens)), start_(start), all_(all) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-
-  void Execute() override {
-    try {
-      out_ = shared_->model->eval(tokens_.data(), static_cast<int64_t>(tokens_.size()), start_, all_);
-    } catch (const DeviceError& e) {
-      device_error_ = true;
-      SetError(e.what());
-    } catch (const std::exception& e) {
-      SetError(e.what());
-    }
-  }
-  // The model stays busy until the result is back on the JS thread, so JS never sees an idle
-  // model whose promise has not settled.
-  void OnOK() override {
-    shared_->busy.store(false);
-    deferred_.Resolve(to_js(Env(), std::move(out_)));
-  }
-  void OnError(const Napi::Error& e) override {
-    shared_->busy.store(false);
-    if (device_error_) e.Set("deviceError", Napi::Boolean::New(Env(), true));
-    deferred_.Reject(e.Value());
-  }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  std::shared_ptr<Shared> shared_;
-  std::vector<int32_t> tokens_;
-  int64_t start_;
-  bool all_;
-  bool device_error_ = false;
-  std::vector<float> out_;
-};
 
 // evalBatch inputs, copied off the JS heap (the worker thread cannot touch JS values).
 struct BatchInput {
@@ -170,10 +132,12 @@ Napi::Array to_js_list(Napi::Env env, std::vector<std::vector<float>>&& v) {
   return a;
 }
 
+// evalAsync and evalBatchAsync on a libuv worker thread. `single`: evalAsync's one sequence,
+// resolved with its logits rather than a list.
 class EvalBatchWorker : public Napi::AsyncWorker {
  public:
-  EvalBatchWorker(Napi::Env env, std::shared_ptr<Shared> shared, BatchInput in, bool all)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), shared_(std::move(shared)), in_(std::move(in)), all_(all) {}
+  EvalBatchWorker(Napi::Env env, std::shared_ptr<Shared> shared, BatchInput in, bool all, bool single = false)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), shared_(std::move(shared)), in_(std::move(in)), all_(all), single_(single) {}
   Napi::Promise promise() { return deferred_.Promise(); }
   void Execute() override {
     try {
@@ -185,9 +149,12 @@ class EvalBatchWorker : public Napi::AsyncWorker {
       SetError(e.what());
     }
   }
+  // The model stays busy until the result is back on the JS thread, so JS never sees an idle
+  // model whose promise has not settled.
   void OnOK() override {
     shared_->busy.store(false);
-    deferred_.Resolve(to_js_list(Env(), std::move(out_)));
+    if (single_) deferred_.Resolve(to_js(Env(), std::move(out_[0])));
+    else deferred_.Resolve(to_js_list(Env(), std::move(out_)));
   }
   void OnError(const Napi::Error& e) override {
     shared_->busy.store(false);
@@ -200,6 +167,7 @@ class EvalBatchWorker : public Napi::AsyncWorker {
   std::shared_ptr<Shared> shared_;
   BatchInput in_;
   bool all_;
+  bool single_;
   bool device_error_ = false;
   std::vector<std::vector<float>> out_;
 };
@@ -298,7 +266,11 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     const int64_t start = pos_arg(info);
     const bool all = info.Length() > 2 && info[2].ToBoolean().Value();
     acquire(info.Env());
-    auto* w = new EvalWorker(info.Env(), shared_, std::move(tokens), start, all);
+    BatchInput in;
+    in.seqs.push_back(0);
+    in.tokens.push_back(std::move(tokens));
+    in.starts.push_back(start);
+    auto* w = new EvalBatchWorker(info.Env(), shared_, std::move(in), all, true);
     Napi::Promise p = w->promise();
     w->Queue();
     return p;

@@ -32,7 +32,7 @@ DeviceListing list_devices() {
   // Vulkan: the device is probed (the loader opened with dlopen); its executor lanes are not
   // wired yet, so it is listed with what it is and what it cannot do yet.
   std::string why;
-  std::unique_ptr<VulkanContext> vk = VulkanContext::open(&why);
+  const VulkanContext* vk = VulkanContext::shared(&why);
   if (!vk) {
     out.unavailable.push_back("vulkan: " + why);
   } else {

@@ -16,19 +16,10 @@
 namespace fulcrum {
 namespace {
 
-std::mutex g_mu;
-std::unique_ptr<VulkanContext> g_ctx;
+std::mutex g_mu;  // one kernel call at a time on the shared context
 std::string g_why;
-bool g_tried = false;
 
-VulkanContext* context() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_tried) {
-    g_tried = true;
-    g_ctx = VulkanContext::open(&g_why);
-  }
-  return g_ctx.get();
-}
+VulkanContext* context() { return VulkanContext::shared(&g_why); }
 
 Napi::Value Probe(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include "device/device.h"
@@ -222,6 +223,20 @@ std::unique_ptr<VulkanContext> VulkanContext::open(std::string* why, uint64_t bu
     return nullptr;
   }
   return c;
+}
+
+VulkanContext* VulkanContext::shared(std::string* why) {
+  static std::mutex mu;
+  static std::unique_ptr<VulkanContext> ctx;
+  static std::string reason;
+  static bool tried = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!tried) {
+    tried = true;
+    ctx = open(&reason);
+  }
+  if (!ctx && why) *why = reason;
+  return ctx.get();
 }
 
 VulkanContext::~VulkanContext() {

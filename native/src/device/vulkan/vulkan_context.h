@@ -39,6 +39,10 @@ class VulkanContext {
   // Opens the first usable device. Returns nullptr with *why set when there is none (no loader,
   // no device, no compute queue, no shaders in this build). `budget_override`: --vram.
   static std::unique_ptr<VulkanContext> open(std::string* why, uint64_t budget_override = 0);
+  // The process's one context, opened on first use (instance, device and pipeline warm-up cost
+  // 20-200 ms: `fulcrum devices`, every `--device auto` and the kernel tests share it). nullptr
+  // with *why set when there is none.
+  static VulkanContext* shared(std::string* why);
   ~VulkanContext();
   VulkanContext(const VulkanContext&) = delete;
   VulkanContext& operator=(const VulkanContext&) = delete;
