@@ -7,7 +7,8 @@
 // Implementations: `cpu` (host memory, today's kernels on the model's pool) and `loopback` (an
 // accelerator emulated on the host: its own arena of enforced capacity, its own worker pool,
 // copies through a link with an optional bandwidth cap and latency; it runs the CPU kernels, so
-// results are bit-identical to `cpu`). The Vulkan device will sit beside them.
+// results are bit-identical to `cpu`), and `vulkan` (a GPU through Vulkan compute: device-local
+// memory the host cannot address, its own kernels; see device/vulkan/).
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -18,6 +19,9 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ggml_types.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
 
 namespace fulcrum {
 
@@ -38,6 +42,39 @@ struct DeviceInfo {
   double link_bytes_per_s = 0;       // host<->device cap (0: uncapped memcpy)
   double link_latency_s = 0;         // added per copy
   int threads = 0;                   // kernel threads
+};
+
+// The kernels of a device that runs its own (Vulkan) rather than the CPU kernels on its pool.
+// Every pointer is one the device's alloc returned, or points inside such an allocation: a
+// handle the host must never dereference. Calls are recorded on the calling lane's stream (in
+// order, each seeing the previous one's writes) and run at sync(), which returns when they are
+// done; copies through the link (Device::copy_to_*) run at once, after what the lane recorded.
+class DeviceKernels {
+ public:
+  virtual ~DeviceKernels() = default;
+  // Whether matmul has a kernel for weights of `type` (other formats stay on the CPU).
+  virtual bool runs(GgmlType type) const = 0;
+  // y[t][r] (y_stride floats between tokens) = row r of w (rows × cols of `type`) · x[t] (cols
+  // floats apart), for t < tokens.
+  virtual void matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t tokens, float* y, int64_t y_stride) = 0;
+  virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t width, float eps) = 0;
+  // Rows at positions [pos0, pos0 + rows), heads × head_dim floats each, rotated in place.
+  virtual void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const RopeParams& p) = 0;
+  // y[i] += b[i % bwidth] for i < n (a bias per row, or a residual with bwidth = n).
+  virtual void add(float* y, const float* b, int64_t n, int64_t bwidth) = 0;
+  virtual void swiglu(float* g, const float* u, int64_t n) = 0;
+  // n_pos rows of K or V (f32, `stride` floats apart) into an f16 head-major KV page (the
+  // layout of KvCache) at positions [pos_in_page, pos_in_page + n_pos) of the page.
+  virtual void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
+                        int64_t page_tokens) = 0;
+  // Causal attention of `rows` query rows at positions [pos0, pos0 + rows) over K and V pools
+  // whose page p starts at word pages[p] (head-major f16 pages of page_tokens positions).
+  virtual void attention(const float* q, int64_t rows, int64_t pos0, const uint16_t* k_pool, const uint16_t* v_pool, const uint32_t* pages, float* out,
+                         const AttentionShape& shape, int64_t page_tokens) = 0;
+  // Device memory to device memory.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Runs what the calling lane recorded and waits for it.
+  virtual void sync() = 0;
 };
 
 class Device {
@@ -62,6 +99,9 @@ class Device {
   virtual void check() = 0;
   // Test hook: the device is lost after `n` more operations (0: at the next; negative: never).
   virtual void fail_after(int64_t n) = 0;
+  // The device's own kernels, or nullptr when it runs the CPU kernels on pool() over
+  // host-addressable memory (cpu, loopback).
+  virtual DeviceKernels* kernels() { return nullptr; }
 };
 
 struct LoopbackOptions {
@@ -72,6 +112,13 @@ struct LoopbackOptions {
 };
 
 std::unique_ptr<Device> make_loopback_device(const LoopbackOptions& o);
+
+struct VulkanDeviceOptions {
+  uint64_t budget_bytes = 0;  // --vram; 0: the driver's budget (VK_EXT_memory_budget, else heap × 0.8)
+};
+// The process's Vulkan device (the best one the loader finds). Throws DeviceError saying why
+// there is none (no loader, no device, no shaders in this build).
+std::unique_ptr<Device> make_vulkan_device(const VulkanDeviceOptions& o);
 
 // The devices this build can open here, with why each other one cannot be (e.g. "vulkan: not
 // built"). Loopback is always listed (emulated).

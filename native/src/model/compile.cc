@@ -243,12 +243,14 @@ void Model::compile() {
     // Rows [r0, r1) of the product on one side (the host reads the weight in place from row r0;
     // the device's weight pointer is filled in once its copy or slot is known).
     auto part = [&](Loc l, int64_t r0, int64_t r1) {
-      ensure_act(src, w, t, l);
+      // A device with its own kernels reads f32 activations (its shaders dequantize the weights).
+      const GgmlType ta = l == Loc::Dev && dk_ ? GgmlType::F32 : t;
+      ensure_act(src, w, ta, l);
       Op m{OpKind::MatMul};
       m.src = src;
       m.dst = dst;
       m.w = wt;
-      m.act_type = t;
+      m.act_type = ta;
       m.width = w;
       m.loc = l;
       m.lane = compute_lane(l);
@@ -593,6 +595,24 @@ void Model::build_deps() {
     op_resources(ops_[i], &r, &w);
     deps_.push_back(h.add(static_cast<int32_t>(i), ops_[i].lane, r, w, &lanes_));
   }
+  // Device kernels are recorded and submitted in batches: a submission ends after an op another
+  // lane waits for (its result must be complete when the lane's event fires) and after the
+  // step's last device op (with or without the LM head, which a step may skip).
+  sync_after_.assign(ops_.size(), 0);
+  if (dk_) {
+    for (const LaneDeps& d : deps_) {
+      const int32_t j = d.dep[static_cast<int>(Lane::Device)];
+      if (j >= 0) sync_after_[static_cast<size_t>(j)] = 1;
+    }
+    int32_t last = -1, last_before_head = -1;
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (ops_[i].lane != Lane::Device) continue;
+      last = static_cast<int32_t>(i);
+      if (!ops_[i].after_last) last_before_head = static_cast<int32_t>(i);
+    }
+    if (last >= 0) sync_after_[static_cast<size_t>(last)] = 1;
+    if (last_before_head >= 0) sync_after_[static_cast<size_t>(last_before_head)] = 1;
+  }
   start_ns_.assign(ops_.size(), 0);
   end_ns_.assign(ops_.size(), 0);
   op_ns_.assign(ops_.size(), 0);
@@ -623,6 +643,11 @@ void Model::release_device() {
   }
   dev_recompute_ = dev_rk_ = dev_rv_ = nullptr;
   recompute_rows_ = 0;
+  dk_ = nullptr;
+  dev_vecs_.clear();
+  dev_gather_k_ = dev_gather_v_ = nullptr;
+  dev_page_table_ = nullptr;
+  recompute_w_.clear();
 }
 
 void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
@@ -650,6 +675,7 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
   for (auto& q : seqs_) q->kv_loc = Loc::Host;
   auto host_only = [&] {
     release_device();
+    placement_notes_.clear();
     placement_ = Placement{};
     device_.reset();
     for (auto& q : seqs_) q->kv_loc = Loc::Host;
@@ -663,8 +689,28 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
   }
   placement_ = p;
   device_ = std::move(device);
+  placement_notes_.clear();
   try {
     Device& d = *device_;
+    dk_ = d.kernels();
+    if (dk_) {
+      // Matmuls on weight formats the device has no kernel for run on the CPU instead.
+      auto demote = [&](OpPlacement& o, const Weight& w, const std::string& where) {
+        if (o.loc != Loc::Dev || dk_->runs(w.type)) return;
+        o = OpPlacement{};
+        placement_notes_.push_back(where + " (" + w.name + ", " + type_traits(w.type).name + "): the " + d.info().name +
+                                   " device has no kernel for this format; it runs on the CPU");
+      };
+      for (int64_t l = 0; l < nl; ++l) {
+        Layer& L = layers_[static_cast<size_t>(l)];
+        LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
+        const std::pair<int, const Weight*> ws[] = {{kQ, &L.wq}, {kK, &L.wk}, {kV, &L.wv}, {kOutput, &L.wo}, {kGate, &L.gate}, {kUp, &L.up}, {kDown, &L.down}};
+        for (auto& [op, w] : ws) demote(lp.op[op], *w, "layer " + std::to_string(l) + " " + plan_op_name(op));
+      }
+      demote(placement_.head, output_, "LM head");
+      if (cfg_.head_dim > 256 || cfg_.head_dim % 2)
+        throw DeviceError(d.info().name + ": attention kernels need an even head size of at most 256; this model's is " + std::to_string(cfg_.head_dim));
+    }
     auto alloc = [&](size_t bytes, const std::string& what) {
       void* q = d.alloc(bytes, what);
       dev_allocs_.push_back(q);
@@ -677,12 +723,12 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     // Logits rows: one per sequence, or every row of a step that wants all logits (speculative
     // verification), capped so the vocabulary-wide buffer stays small (64 rows of 152k = 39 MiB).
     dev_logit_rows_ = std::min(B, std::max<int64_t>(cfg_.max_sequences, 16));
-    if (p.head.loc == Loc::Dev) dev_logits_ = static_cast<float*>(alloc(static_cast<size_t>(dev_logit_rows_ * cfg_.n_vocab) * sizeof(float), "device logits"));
+    if (placement_.head.loc == Loc::Dev) dev_logits_ = static_cast<float*>(alloc(static_cast<size_t>(dev_logit_rows_ * cfg_.n_vocab) * sizeof(float), "device logits"));
     // Resident weights, and the per-layer bytes of streamed ones (two slots of the largest layer).
     std::vector<std::pair<const Weight*, OpPlacement>> mats;
     for (int64_t l = 0; l < nl; ++l) {
       Layer& L = layers_[static_cast<size_t>(l)];
-      const LayerPlacement& lp = p.layers[static_cast<size_t>(l)];
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
       mats.push_back({&L.wq, lp.op[kQ]});
       mats.push_back({&L.wk, lp.op[kK]});
       mats.push_back({&L.wv, lp.op[kV]});
@@ -691,7 +737,7 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       mats.push_back({&L.up, lp.op[kUp]});
       mats.push_back({&L.down, lp.op[kDown]});
     }
-    mats.push_back({&output_, p.head});
+    mats.push_back({&output_, placement_.head});
     std::set<GgmlType> dev_types;
     auto dev_rows = [](const Weight* w, const OpPlacement& o) -> int64_t {
       if (o.loc != Loc::Dev) return 0;
@@ -720,13 +766,13 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     if (slot_bytes > 0)
       for (int s = 0; s < 2; ++s) slots_[s] = static_cast<uint8_t*>(alloc(slot_bytes, "a streamed-weight slot"));
     for (GgmlType t : dev_types)
-      if (t != GgmlType::F32)
+      if (t != GgmlType::F32 && !dk_)
         dev_act_[t] = static_cast<uint8_t*>(alloc(converted_bytes(t, std::max({E, cfg_.n_heads * cfg_.head_dim, cfg_.n_ff}), B), "device converted activations"));
     // KV: every sequence's caches (device pages are taken from the budget as positions are written).
     build_sequences();
     int64_t most = 0;
     for (int64_t l = 0; l < nl; ++l) {
-      const LayerPlacement& lp = p.layers[static_cast<size_t>(l)];
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
       if (kv_cache_of_[static_cast<size_t>(l)] == 0 && lp.op[kAttention].loc == Loc::Dev)
         most = std::max(most, std::min(lp.recompute_prefix, cfg_.context_length));
     }
@@ -737,8 +783,52 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       dev_rk_ = static_cast<float*>(alloc(static_cast<size_t>(B * KVW) * sizeof(float), "KVPR recomputed K"));
       dev_rv_ = static_cast<float*>(alloc(static_cast<size_t>(B * KVW) * sizeof(float), "KVPR recomputed V"));
       for (GgmlType t : {type_traits(layers_[0].wk.type).vec_dot_type, type_traits(layers_[0].wv.type).vec_dot_type})
-        if (t != GgmlType::F32 && !dev_act_.count(t))
+        if (t != GgmlType::F32 && !dev_act_.count(t) && !dk_)
           dev_act_[t] = static_cast<uint8_t*>(alloc(converted_bytes(t, E, B), "device converted activations"));
+    }
+    if (dk_) {
+      // Norm weights and biases the device's ops read.
+      auto up_vec = [&](const std::vector<float>& v) {
+        if (v.empty() || dev_vecs_.count(v.data())) return;
+        auto* q = static_cast<float*>(alloc(v.size() * sizeof(float), "device norm weights and biases"));
+        d.copy_to_device(q, v.data(), v.size() * sizeof(float));
+        dev_vecs_[v.data()] = q;
+      };
+      for (Layer& L : layers_)
+        for (const std::vector<float>* v : {&L.attn_norm_f, &L.ffn_norm_f, &L.bq, &L.bk, &L.bv}) up_vec(*v);
+      up_vec(output_norm_f_);
+      bool dev_attention = false;
+      for (const LayerPlacement& lp : placement_.layers) dev_attention = dev_attention || lp.op[kAttention].loc == Loc::Dev;
+      if (dev_attention) {
+        const int64_t pt = cfg_.kv_page_tokens, pages = (cfg_.context_length + pt - 1) / pt;
+        const size_t half = static_cast<size_t>(pt * cfg_.n_kv_heads * cfg_.head_dim) * sizeof(uint16_t);
+        dev_gather_k_ = static_cast<uint16_t*>(alloc(half * static_cast<size_t>(pages), "attention's K pool"));
+        dev_gather_v_ = static_cast<uint16_t*>(alloc(half * static_cast<size_t>(pages), "attention's V pool"));
+        std::vector<uint32_t> table(static_cast<size_t>(pages));
+        for (int64_t i = 0; i < pages; ++i) table[static_cast<size_t>(i)] = static_cast<uint32_t>(static_cast<size_t>(i) * half / 4);
+        dev_page_table_ = static_cast<uint32_t*>(alloc(table.size() * sizeof(uint32_t), "attention's page table"));
+        d.copy_to_device(dev_page_table_, table.data(), table.size() * sizeof(uint32_t));
+      }
+      // KVPR recomputes K and V on the device from W_K and W_V: the resident copies where they
+      // hold every row, else copies of their own.
+      for (int64_t l = 0; l < nl && recompute_rows_ > 0; ++l) {
+        const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
+        if (kv_cache_of_[static_cast<size_t>(l)] != 0 || lp.op[kAttention].loc != Loc::Dev || lp.recompute_prefix == 0) continue;
+        Layer& L = layers_[static_cast<size_t>(l)];
+        for (const Weight* w : {&L.wk, &L.wv}) {
+          if (!dk_->runs(w->type)) throw DeviceError(d.info().name + ": KV recomputation needs a kernel for " + w->name + "'s format");
+          auto it = resident_.find(w);
+          const bool whole = it != resident_.end() && lp.op[w == &L.wk ? kK : kV].dev_fraction >= 1.0;
+          if (whole) {
+            recompute_w_[w] = it->second;
+            continue;
+          }
+          const size_t bytes = w->row_bytes * static_cast<size_t>(w->rows);
+          auto* q = static_cast<uint8_t*>(alloc(bytes, "KVPR's copy of '" + w->name + "'"));
+          d.copy_to_device(q, w->data, bytes);
+          recompute_w_[w] = q;
+        }
+      }
     }
     dev_attn_scratch_.reserve(attention_shape(), cfg_.context_length, B, d.pool().size());
     compile();

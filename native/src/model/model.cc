@@ -460,6 +460,11 @@ void Model::exec_op(int32_t oi) {
     return op.part == 1 ? dev : !dev;
   };
   if (op.loc == Loc::Dev || op.lane != Lane::Cpu) device_->check();
+  if (dk_ && op.lane == Lane::Device) {
+    exec_device_op(op, rows);
+    if (sync_after_[static_cast<size_t>(oi)]) dk_->sync();
+    return;
+  }
   ThreadPool& pool = op.lane == Lane::Device ? device_->pool() : *pool_;
   const kernels::FloatFns& fns = kernels::float_fns();
   auto for_rows = [&](auto&& fn) {
@@ -682,6 +687,130 @@ void Model::exec_op(int32_t oi) {
       }
       break;
     }
+  }
+}
+
+const float* Model::dev_vec(const float* host) const {
+  auto it = dev_vecs_.find(host);
+  if (it == dev_vecs_.end()) throw DeviceError("device op without a device copy of its norm weights or bias");
+  return it->second;
+}
+
+void Model::store_kv_device(KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0) {
+  const int64_t pt = cfg_.kv_page_tokens, KVW = cfg_.n_kv_heads * cfg_.head_dim;
+  for (int64_t p0 = pos0; p0 < pos0 + n;) {
+    const int64_t page_start = p0 / pt * pt;
+    const int64_t m = std::min(pos0 + n, page_start + pt) - p0;
+    const int64_t r = p0 - pos0;
+    dk_->kv_store(k + r * KVW, KVW, kv.k_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    dk_->kv_store(v + r * KVW, KVW, kv.v_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    p0 += m;
+  }
+}
+
+void Model::exec_device_op(const Op& op, int64_t rows) {
+  const StepState& st = step_state_;
+  auto in_part = [&](const Span& sp) {
+    if (op.part == 0) return true;
+    const bool dev = seqs_[static_cast<size_t>(sp.seq)]->kv_loc == Loc::Dev;
+    return op.part == 1 ? dev : !dev;
+  };
+  const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim, QW = cfg_.n_heads * cfg_.head_dim, E = cfg_.n_embd;
+  switch (op.kind) {
+    case OpKind::RmsNorm: {
+      const int64_t w = width(op.src);
+      dk_->rmsnorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), buf_at(op.dst, Loc::Dev), rows, w, cfg_.norm_eps);
+      break;
+    }
+    case OpKind::MatMul: {
+      float* dst = buf_at(op.dst, Loc::Dev);
+      if (!dst) break;
+      dk_->matmul(op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, buf_at(op.src, Loc::Dev), rows, dst + op.r0, width(op.dst));
+      break;
+    }
+    case OpKind::AddBias: {
+      const int64_t w = width(op.dst);
+      dk_->add(buf_at(op.dst, Loc::Dev), dev_vec(op.vec), rows * w, w);
+      break;
+    }
+    case OpKind::Rope: {
+      const int64_t w = width(op.dst);
+      const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
+      float* d = buf_at(op.dst, Loc::Dev);
+      // Each sequence's rows are consecutive positions.
+      for (const Span& sp : st.spans) dk_->rope(d + sp.row0 * w, sp.n, heads, cfg_.head_dim, sp.pos0, cfg_.rope);
+      break;
+    }
+    case OpKind::StoreKv: {
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        store_kv_device(kv, idx, buf_at(Buf::K, Loc::Dev) + sp.row0 * KVW, buf_at(Buf::V, Loc::Dev) + sp.row0 * KVW, sp.n, sp.pos0);
+      }
+      break;
+    }
+    case OpKind::Attention: {
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      const int64_t pt = cfg_.kv_page_tokens;
+      const size_t half = static_cast<size_t>(pt * KVW);  // f16 values of K (or V) per page
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        const KvPages pages = kv.pages(idx);
+        // The sequence's pages into the contiguous pools the shader binds (device-side copies).
+        const int64_t n_pages = (sp.pos0 + sp.n + pt - 1) / pt;
+        for (int64_t p = 0; p < n_pages; ++p) {
+          dk_->copy(dev_gather_k_ + static_cast<size_t>(p) * half, pages.k[p], half * sizeof(uint16_t));
+          dk_->copy(dev_gather_v_ + static_cast<size_t>(p) * half, pages.v[p], half * sizeof(uint16_t));
+        }
+        dk_->attention(buf_at(Buf::Q, Loc::Dev) + sp.row0 * QW, sp.n, sp.pos0, dev_gather_k_, dev_gather_v_, dev_page_table_,
+                       buf_at(Buf::Att, Loc::Dev) + sp.row0 * QW, attention_shape(), pt);
+      }
+      break;
+    }
+    case OpKind::AddResidual: {
+      const int64_t w = width(op.dst);
+      dk_->add(buf_at(op.dst, Loc::Dev), buf_at(op.src, Loc::Dev), rows * w, rows * w);
+      break;
+    }
+    case OpKind::SwiGlu:
+      dk_->swiglu(buf_at(Buf::Gate, Loc::Dev), buf_at(Buf::Up, Loc::Dev), rows * cfg_.n_ff);
+      break;
+    case OpKind::LastRows:
+      if (!st.want_all) {
+        float* x = buf_at(Buf::X, Loc::Dev);
+        for (size_t k = 0; k < st.spans.size(); ++k) {
+          const int64_t last = st.spans[k].row0 + st.spans[k].n - 1;
+          if (last != static_cast<int64_t>(k)) dk_->copy(x + static_cast<int64_t>(k) * E, x + last * E, static_cast<size_t>(E) * sizeof(float));
+        }
+      }
+      break;
+    case OpKind::RecomputeKv: {
+      // KVPR: K and V of positions [0, p) from the saved attn_norm rows, through the device's
+      // kernels (matmul, bias, RoPE, f16 store) as when they were first computed on it.
+      Layer& L = layers_[static_cast<size_t>(op.layer)];
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);
+      for (size_t k = 0; k < st.spans.size(); ++k) {
+        const Span& sp = st.spans[k];
+        KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
+        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
+        for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
+          const int64_t nc = std::min(step_rows, p - c0);
+          const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
+          for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
+            dk_->matmul(w->type, recompute_w_.at(w), w->rows, w->cols, h, nc, out, KVW);
+            if (!bias->empty()) dk_->add(out, dev_vec(bias->data()), nc * KVW, KVW);
+          }
+          dk_->rope(dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, c0, cfg_.rope);
+          store_kv_device(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
+        }
+      }
+      break;
+    }
+    default:
+      throw DeviceError(std::string("device op ") + op_kind_name(static_cast<int>(op.kind)) + " has no device kernel");
   }
 }
 

@@ -168,6 +168,9 @@ class Model {
   };
   OpInfo op_info(int32_t i) const;
   size_t op_count() const { return ops_.size(); }
+  // What set_placement changed in the placement it was given, and why (e.g. a matmul whose
+  // weight format the device has no kernel for runs on the CPU).
+  const std::vector<std::string>& placement_notes() const { return placement_notes_; }
 
  private:
   enum class Buf { X, H, Q, K, V, Att, Gate, Up, Logits };
@@ -219,6 +222,11 @@ class Model {
     return AttentionShape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   }
   void exec_op(int32_t i);
+  // An op placed on a device with its own kernels (Vulkan), recorded on the device lane's stream.
+  void exec_device_op(const Op& op, int64_t rows);
+  // K and V rows of positions [pos0, pos0 + n) into a device KV cache, page by page.
+  void store_kv_device(KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0);
+  const float* dev_vec(const float* host) const;
   float* buf_at(Buf b, Loc l);
   uint8_t* act_at(GgmlType t, Loc l);
   struct Sequence;
@@ -285,6 +293,18 @@ class Model {
   int64_t recompute_rows_ = 0;                  // KVPR: rows per sequence in dev_recompute_
   float* dev_recompute_ = nullptr;              // KVPR: device rows being recomputed [seq][prefix][n_embd]
   float *dev_rk_ = nullptr, *dev_rv_ = nullptr;  // KVPR: device K and V rows being recomputed
+  // A device with its own kernels (Vulkan): its kernels, device copies of the norm weights and
+  // biases, contiguous K and V pools that attention gathers a sequence's pages into (pages are
+  // separate allocations; a shader binds one pool) with their page table, device copies of W_K
+  // and W_V for KVPR's recomputation when they are not resident, and which ops end a submission
+  // (another lane waits for them, or they end the step).
+  DeviceKernels* dk_ = nullptr;
+  std::map<const float*, float*> dev_vecs_;
+  uint16_t *dev_gather_k_ = nullptr, *dev_gather_v_ = nullptr;
+  uint32_t* dev_page_table_ = nullptr;
+  std::map<const Weight*, const uint8_t*> recompute_w_;
+  std::vector<uint8_t> sync_after_;
+  std::vector<std::string> placement_notes_;
   Executor executor_;
   std::vector<Lane> lanes_;      // per op
   std::vector<LaneDeps> deps_;   // per op

@@ -379,15 +379,22 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       Napi::Object d = info[1].As<Napi::Object>();
       Napi::Value kind = d.Get("kind");
       const std::string k = kind.IsString() ? kind.As<Napi::String>().Utf8Value() : "";
-      if (k != "loopback") throw Napi::TypeError::New(env, "setPlacement: device.kind must be 'loopback', got '" + k + "'");
-      LoopbackOptions o;
-      o.capacity_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(d, "capacityBytes", true)));
-      o.link_bytes_per_s = get_num(d, "linkBytesPerSecond", 0);
-      o.link_latency_s = get_num(d, "linkLatencySeconds", 0);
-      o.threads = static_cast<int>(get_int(d, "threads", false, 1));
       try {
-        dev = make_loopback_device(o);
-      } catch (const std::exception& e) {
+        if (k == "loopback") {
+          LoopbackOptions o;
+          o.capacity_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(d, "capacityBytes", true)));
+          o.link_bytes_per_s = get_num(d, "linkBytesPerSecond", 0);
+          o.link_latency_s = get_num(d, "linkLatencySeconds", 0);
+          o.threads = static_cast<int>(get_int(d, "threads", false, 1));
+          dev = make_loopback_device(o);
+        } else if (k == "vulkan") {
+          VulkanDeviceOptions o;
+          o.budget_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(d, "capacityBytes", false, 0)));
+          dev = make_vulkan_device(o);
+        } else {
+          throw Napi::TypeError::New(env, "setPlacement: device.kind must be 'loopback' or 'vulkan', got '" + k + "'");
+        }
+      } catch (const DeviceError& e) {
         throw device_error(env, e.what());
       }
     }

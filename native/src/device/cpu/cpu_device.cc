@@ -4,7 +4,6 @@
 #include <thread>
 
 #include "device/device.h"
-#include "device/vulkan/vulkan_context.h"
 #include "ggml_types.h"
 
 namespace fulcrum {
@@ -29,16 +28,12 @@ DeviceListing list_devices() {
   lb.ops = cpu.ops;
   lb.threads = 1;
   out.found.push_back(lb);
-  // Vulkan: the device is probed (the loader opened with dlopen); its executor lanes are not
-  // wired yet, so it is listed with what it is and what it cannot do yet.
-  std::string why;
-  const VulkanContext* vk = VulkanContext::shared(&why);
-  if (!vk) {
-    out.unavailable.push_back("vulkan: " + why);
-  } else {
-    const VulkanInfo& v = vk->info();
-    out.unavailable.push_back("vulkan: " + v.name + " (" + v.type + ", " + std::to_string(v.budget_bytes >> 20) + " MiB budget, subgroup " +
-                              std::to_string(v.subgroup_size) + ") found; its kernels so far are matvec/matmul F32 and Q8_0, RMSNorm, RoPE, add, SwiGLU and paged attention, but the executor does not dispatch to it yet");
+  // Vulkan: the device is opened (the loader with dlopen) and described as the executor sees it.
+  try {
+    std::unique_ptr<Device> vk = make_vulkan_device(VulkanDeviceOptions{});
+    out.found.push_back(vk->info());
+  } catch (const std::exception& e) {
+    out.unavailable.push_back(e.what());
   }
   return out;
 }

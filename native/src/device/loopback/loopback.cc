@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "device/device.h"
+#include "device/range_allocator.h"
 #include "ggml_types.h"
 
 namespace fulcrum {
@@ -39,7 +40,7 @@ class LoopbackDevice final : public Device {
       base_ = nullptr;
       throw DeviceError("loopback: cannot reserve " + mib(size_) + " of address space for the device arena");
     }
-    free_[0] = size_;
+    ranges_ = std::make_unique<RangeAllocator>(size_, kAlign);
     pool_ = std::make_unique<ThreadPool>(o.threads);
     info_.name = "loopback";
     info_.description = "accelerator emulated on the host (own arena, worker pool and link; runs the CPU kernels)";
@@ -63,14 +64,10 @@ class LoopbackDevice final : public Device {
 
   void* alloc(size_t bytes, const std::string& what) override {
     if (fail_after_.load() == 0) throw DeviceError("loopback: device lost (injected failure)");
-    const size_t n = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second < n) continue;
-      const size_t off = it->first, len = it->second;
-      free_.erase(it);
-      if (len > n) free_[off + n] = len - n;
-      used_[off] = n;
+    const size_t n = std::max<size_t>(kAlign, ranges_->rounded(bytes));
+    const size_t off = ranges_->take(n);
+    if (off != RangeAllocator::npos) {
       in_use_ += n;
       peak_ = std::max(peak_.load(), in_use_.load());
       return static_cast<uint8_t*>(base_) + off;
@@ -83,27 +80,8 @@ class LoopbackDevice final : public Device {
   void free(void* p) override {
     if (!p) return;
     std::lock_guard<std::mutex> lock(mu_);
-    const size_t off = static_cast<size_t>(static_cast<uint8_t*>(p) - static_cast<uint8_t*>(base_));
-    auto u = used_.find(off);
-    if (u == used_.end()) return;  // not ours: a bug, but freeing must never crash the engine
-    size_t start = off, len = u->second;
-    in_use_ -= len;
-    used_.erase(u);
-    // Coalesce with the free neighbours on both sides.
-    auto next = free_.lower_bound(start);
-    if (next != free_.end() && next->first == start + len) {
-      len += next->second;
-      next = free_.erase(next);
-    }
-    if (next != free_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == start) {
-        start = prev->first;
-        len += prev->second;
-        free_.erase(prev);
-      }
-    }
-    free_[start] = len;
+    // Not ours gives back 0: a bug, but freeing must never crash the engine.
+    in_use_ -= ranges_->give(static_cast<size_t>(static_cast<uint8_t*>(p) - static_cast<uint8_t*>(base_)));
   }
 
   uint64_t bytes_in_use() const override { return in_use_.load(); }
@@ -141,8 +119,7 @@ class LoopbackDevice final : public Device {
   void* base_ = nullptr;
   size_t size_ = 0;
   std::mutex mu_;
-  std::map<size_t, size_t> free_;  // offset -> length
-  std::map<size_t, size_t> used_;  // offset -> length
+  std::unique_ptr<RangeAllocator> ranges_;
   std::atomic<uint64_t> in_use_{0}, peak_{0};
   std::atomic<int64_t> fail_after_{-1};
   std::unique_ptr<ThreadPool> pool_;

@@ -57,8 +57,13 @@ struct Scoped {
   }
   VulkanContext::Buffer& up(const float* data, size_t n, const char* what) {
     bufs.push_back(c->alloc_device(n * 4, what));
-    c->upload(bufs.back(), 0, data, n * 4);
+    c->upload(c->default_stream(), {&bufs.back(), 0}, data, n * 4);
     return bufs.back();
+  }
+  // Runs the recorded kernel and reads `n` floats of `b` back.
+  void read(VulkanContext::Buffer& b, float* out, size_t n) {
+    c->flush(c->default_stream());
+    c->download(c->default_stream(), out, {&b, 0}, n * 4);
   }
 };
 
@@ -105,9 +110,9 @@ Napi::Value RmsNorm(const Napi::CallbackInfo& info) {
     auto& bx = s.up(x.Data(), static_cast<size_t>(rows * width), "x");
     auto& bw = s.up(w.Data(), static_cast<size_t>(width), "w");
     s.bufs.push_back(c->alloc_device(static_cast<uint64_t>(rows * width) * 4, "y"));
-    c->rmsnorm(bx, bw, s.bufs.back(), rows, width, eps);
+    c->rmsnorm(c->default_stream(), {&bx, 0}, {&bw, 0}, {&s.bufs.back(), 0}, rows, width, eps);
     Napi::Float32Array y = Napi::Float32Array::New(info.Env(), static_cast<size_t>(rows * width));
-    c->download(y.Data(), s.bufs.back(), 0, static_cast<uint64_t>(rows * width) * 4);
+    s.read(s.bufs.back(), y.Data(), static_cast<size_t>(rows * width));
     return y;
   });
 }
@@ -125,9 +130,9 @@ Napi::Value Rope(const Napi::CallbackInfo& info) {
     Scoped s{c, {}};
     s.bufs.reserve(1);
     auto& bx = s.up(x.Data(), static_cast<size_t>(rows * heads * hd), "x");
-    c->rope(bx, rows, heads, hd, n_rot, pos0, base, scale, neox);
+    c->rope(c->default_stream(), {&bx, 0}, rows, heads, hd, n_rot, pos0, base, scale, neox);
     Napi::Float32Array y = Napi::Float32Array::New(info.Env(), static_cast<size_t>(rows * heads * hd));
-    c->download(y.Data(), bx, 0, static_cast<uint64_t>(rows * heads * hd) * 4);
+    s.read(bx, y.Data(), static_cast<size_t>(rows * heads * hd));
     return y;
   });
 }
@@ -143,9 +148,9 @@ Napi::Value Add(const Napi::CallbackInfo& info) {
     s.bufs.reserve(2);
     auto& by = s.up(y.Data(), n, "y");
     auto& bb = s.up(b.Data(), bw, "b");
-    c->add(by, bb, static_cast<int64_t>(n), static_cast<int64_t>(bw));
+    c->add(c->default_stream(), {&by, 0}, {&bb, 0}, static_cast<int64_t>(n), static_cast<int64_t>(bw));
     Napi::Float32Array out = Napi::Float32Array::New(info.Env(), n);
-    c->download(out.Data(), by, 0, n * 4);
+    s.read(by, out.Data(), n);
     return out;
   });
 }
@@ -160,9 +165,9 @@ Napi::Value SwiGlu(const Napi::CallbackInfo& info) {
     s.bufs.reserve(2);
     auto& bg = s.up(g.Data(), n, "g");
     auto& bu = s.up(u.Data(), n, "u");
-    c->swiglu(bg, bu, static_cast<int64_t>(n));
+    c->swiglu(c->default_stream(), {&bg, 0}, {&bu, 0}, static_cast<int64_t>(n));
     Napi::Float32Array out = Napi::Float32Array::New(info.Env(), n);
-    c->download(out.Data(), bg, 0, n * 4);
+    s.read(bg, out.Data(), n);
     return out;
   });
 }
@@ -198,17 +203,17 @@ Napi::Value Attention(const Napi::CallbackInfo& info) {
     auto& bq = s.up(q.Data(), static_cast<size_t>(rows * qrow), "q");
     s.bufs.push_back(c->alloc_device(kh.size() * 2, "K pool"));
     auto& bk = s.bufs.back();
-    c->upload(bk, 0, kh.data(), kh.size() * 2);
+    c->upload(c->default_stream(), {&bk, 0}, kh.data(), kh.size() * 2);
     s.bufs.push_back(c->alloc_device(vh.size() * 2, "V pool"));
     auto& bv = s.bufs.back();
-    c->upload(bv, 0, vh.data(), vh.size() * 2);
+    c->upload(c->default_stream(), {&bv, 0}, vh.data(), vh.size() * 2);
     s.bufs.push_back(c->alloc_device(table.size() * 4, "page table"));
     auto& bt = s.bufs.back();
-    c->upload(bt, 0, table.data(), table.size() * 4);
+    c->upload(c->default_stream(), {&bt, 0}, table.data(), table.size() * 4);
     s.bufs.push_back(c->alloc_device(static_cast<uint64_t>(rows * qrow) * 4, "attention output"));
-    c->attention(bq, bk, bv, bt, s.bufs.back(), rows, nh, nkv, hd, pt, n_kv - rows);
+    c->attention(c->default_stream(), {&bq, 0}, {&bk, 0}, {&bv, 0}, {&bt, 0}, {&s.bufs.back(), 0}, rows, nh, nkv, hd, pt, n_kv - rows);
     Napi::Float32Array out = Napi::Float32Array::New(env, static_cast<size_t>(rows * qrow));
-    c->download(out.Data(), s.bufs.back(), 0, static_cast<uint64_t>(rows * qrow) * 4);
+    s.read(s.bufs.back(), out.Data(), static_cast<size_t>(rows * qrow));
     return out;
   });
 }
@@ -237,10 +242,12 @@ Napi::Value Matvec(const Napi::CallbackInfo& info) {
     bw = c->alloc_device(wbytes, "matvec weights");
     bx = c->alloc_device(static_cast<uint64_t>(cols * tokens) * 4, "matvec input");
     by = c->alloc_device(static_cast<uint64_t>(rows * tokens) * 4, "matvec output");
-    c->upload(bw, 0, w.Data(), wbytes);
-    c->upload(bx, 0, x.Data(), static_cast<uint64_t>(cols * tokens) * 4);
-    c->matvec(type, bw, rows, cols, bx, by, tokens);
-    c->download(y.Data(), by, 0, static_cast<uint64_t>(rows * tokens) * 4);
+    VulkanContext::Stream& st = c->default_stream();
+    c->upload(st, {&bw, 0}, w.Data(), wbytes);
+    c->upload(st, {&bx, 0}, x.Data(), static_cast<uint64_t>(cols * tokens) * 4);
+    c->matvec(st, type, {&bw, 0}, rows, cols, {&bx, 0}, {&by, 0}, tokens, rows);
+    c->flush(st);
+    c->download(st, y.Data(), {&by, 0}, static_cast<uint64_t>(rows * tokens) * 4);
   } catch (const std::exception& e) {
     c->free(bw);
     c->free(bx);

@@ -24,22 +24,38 @@ std::string mib(uint64_t b) {
   return s;
 }
 
-constexpr uint64_t kStagingBytes = uint64_t{16} << 20;
+// Per stream: 8 MiB of host-visible staging (copies go through it in chunks), and descriptor
+// sets for this many recorded dispatches before a flush is forced.
+constexpr uint64_t kStagingBytes = uint64_t{8} << 20;
+constexpr uint32_t kSetsPerStream = 512;
 
-struct PushParams {
-  uint32_t rows, cols, row_bytes, skew, row0, y_stride;
+struct MatvecPush {
+  uint32_t rows, cols, row_bytes, skew, row0, y_stride, x_off, y_off, tokens;
 };
 constexpr uint32_t kPushBytes = 64;
+constexpr uint32_t kTokenTile = 8;  // matvec_body.glsl's TILE
 
 // Storage buffers each shader binds (0..n-1).
 uint32_t bindings_of(const char* name) {
   if (std::strcmp(name, "rope") == 0) return 1;
-  if (std::strcmp(name, "add") == 0 || std::strcmp(name, "swiglu") == 0) return 2;
+  if (std::strcmp(name, "add") == 0 || std::strcmp(name, "swiglu") == 0 || std::strcmp(name, "kv_store") == 0) return 2;
   if (std::strcmp(name, "attention") == 0) return 5;
   return 3;
 }
 
+uint32_t words(uint64_t bytes_off) { return static_cast<uint32_t>(bytes_off / 4); }
+
 }  // namespace
+
+struct VulkanContext::Stream {
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  VkDescriptorPool descriptors = VK_NULL_HANDLE;
+  Buffer staging;
+  bool recording = false;
+  uint32_t sets_used = 0;
+};
 
 void VulkanContext::check(VkResult r, const char* what) const {
   if (r != VK_SUCCESS) throw DeviceError(std::string("vulkan: ") + what + " failed: " + vk::result_name(r) + " (" + std::to_string(r) + ")");
@@ -139,6 +155,11 @@ std::unique_ptr<VulkanContext> VulkanContext::open(std::string* why, uint64_t bu
     info.subgroup_size = sub.subgroupSize;
     info.max_workgroup_size = std::min(p.limits.maxComputeWorkGroupSize[0], p.limits.maxComputeWorkGroupInvocations);
     info.shared_memory_bytes = p.limits.maxComputeSharedMemorySize;
+    // The matmul kernels reduce with subgroup adds (every desktop driver and lavapipe have them).
+    if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) || !(sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)) {
+      *why = "vulkan: device " + info.name + " has no subgroup arithmetic in compute shaders, which the kernels need";
+      return nullptr;
+    }
     // Queues: a compute family, and a transfer-only one where there is one.
     uint32_t n_q = 0;
     a.vkGetPhysicalDeviceQueueFamilyProperties(c->physical_, &n_q, nullptr);
@@ -194,28 +215,7 @@ std::unique_ptr<VulkanContext> VulkanContext::open(std::string* why, uint64_t bu
     c->check(a.vkCreateDevice(c->physical_, &dci, nullptr, &c->device_), "vkCreateDevice");
     vk::load_device_api(&a, c->device_);
     a.vkGetDeviceQueue(c->device_, c->queue_family_, 0, &c->queue_);
-    VkCommandPoolCreateInfo pci{};
-    pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
-    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-    pci.queueFamilyIndex = c->queue_family_;
-    c->check(a.vkCreateCommandPool(c->device_, &pci, nullptr, &c->pool_), "vkCreateCommandPool");
-    VkCommandBufferAllocateInfo cai{};
-    cai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    cai.commandPool = c->pool_;
-    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cai.commandBufferCount = 1;
-    c->check(a.vkAllocateCommandBuffers(c->device_, &cai, &c->cmd_), "vkAllocateCommandBuffers");
-    VkFenceCreateInfo fci{};
-    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-    c->check(a.vkCreateFence(c->device_, &fci, nullptr, &c->fence_), "vkCreateFence");
-    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 3 * 256};
-    VkDescriptorPoolCreateInfo dpi{};
-    dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
-    dpi.maxSets = 256;
-    dpi.poolSizeCount = 1;
-    dpi.pPoolSizes = &ps;
-    c->check(a.vkCreateDescriptorPool(c->device_, &dpi, nullptr, &c->descriptors_), "vkCreateDescriptorPool");
-    c->staging_ = c->alloc_buffer(kStagingBytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, false);
+    c->default_stream_ = c->create_stream();
     // Warm the pipelines now: their first use compiles them (20-400 ms on lavapipe's JIT).
     for (size_t i = 0; i < kShaderCount; ++i) c->pipeline(kShaders[i].name);
   } catch (const std::exception& e) {
@@ -249,10 +249,12 @@ VulkanContext::~VulkanContext() {
       a.vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
       a.vkDestroyShaderModule(device_, p.module, nullptr);
     }
-    free(staging_);
-    if (descriptors_) a.vkDestroyDescriptorPool(device_, descriptors_, nullptr);
-    if (fence_) a.vkDestroyFence(device_, fence_, nullptr);
-    if (pool_) a.vkDestroyCommandPool(device_, pool_, nullptr);
+    std::vector<Stream*> left;
+    {
+      std::lock_guard<std::mutex> lock(streams_mu_);
+      left = streams_;
+    }
+    for (Stream* st : left) destroy_stream(st);
     a.vkDestroyDevice(device_, nullptr);
   }
   if (messenger_ && a.vkDestroyDebugUtilsMessengerEXT) a.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
@@ -316,50 +318,148 @@ void VulkanContext::free(Buffer& b) {
   b = Buffer{};
 }
 
-VkCommandBuffer VulkanContext::begin() {
-  api_.vkResetCommandBuffer(cmd_, 0);
+VulkanContext::Stream* VulkanContext::create_stream() {
+  vk::Api& a = api_;
+  auto st = std::make_unique<Stream>();
+  auto undo = [&] { destroy_stream(st.release()); };
+  try {
+    VkCommandPoolCreateInfo pci{};
+    pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pci.queueFamilyIndex = queue_family_;
+    check(a.vkCreateCommandPool(device_, &pci, nullptr, &st->pool), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo cai{};
+    cai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    cai.commandPool = st->pool;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    check(a.vkAllocateCommandBuffers(device_, &cai, &st->cb), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fci{};
+    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    check(a.vkCreateFence(device_, &fci, nullptr, &st->fence), "vkCreateFence");
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 5 * kSetsPerStream};
+    VkDescriptorPoolCreateInfo dpi{};
+    dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    dpi.maxSets = kSetsPerStream;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &ps;
+    check(a.vkCreateDescriptorPool(device_, &dpi, nullptr, &st->descriptors), "vkCreateDescriptorPool");
+    st->staging = alloc_buffer(kStagingBytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, false);
+  } catch (...) {
+    undo();
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  streams_.push_back(st.get());
+  return st.release();
+}
+
+void VulkanContext::destroy_stream(Stream* st) {
+  if (!st) return;
+  vk::Api& a = api_;
+  if (st->recording) {
+    // Never submitted: end it so the pool can be destroyed cleanly.
+    a.vkEndCommandBuffer(st->cb);
+    st->recording = false;
+  }
+  free(st->staging);
+  if (st->descriptors) a.vkDestroyDescriptorPool(device_, st->descriptors, nullptr);
+  if (st->fence) a.vkDestroyFence(device_, st->fence, nullptr);
+  if (st->pool) a.vkDestroyCommandPool(device_, st->pool, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    streams_.erase(std::remove(streams_.begin(), streams_.end(), st), streams_.end());
+  }
+  if (st == default_stream_) default_stream_ = nullptr;
+  delete st;
+}
+
+VulkanContext::Stream& VulkanContext::default_stream() { return *default_stream_; }
+
+VkCommandBuffer VulkanContext::recording(Stream& s) {
+  if (s.recording) return s.cb;
+  api_.vkResetCommandBuffer(s.cb, 0);
   VkCommandBufferBeginInfo bi{};
-    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  check(api_.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
-  return cmd_;
+  check(api_.vkBeginCommandBuffer(s.cb, &bi), "vkBeginCommandBuffer");
+  s.recording = true;
+  // Everything earlier on the queue (other lanes' submissions, which the executor's events
+  // ordered before this one) is complete and visible before this batch reads or writes.
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
+  api_.vkCmdPipelineBarrier(s.cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  return s.cb;
 }
 
-void VulkanContext::submit_and_wait(VkCommandBuffer cb) {
-  check(api_.vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+void VulkanContext::flush(Stream& s) {
+  if (!s.recording) return;
+  s.recording = false;
+  check(api_.vkEndCommandBuffer(s.cb), "vkEndCommandBuffer");
   VkSubmitInfo si{};
-    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
-  si.pCommandBuffers = &cb;
-  check(api_.vkResetFences(device_, 1, &fence_), "vkResetFences");
-  check(api_.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
-  check(api_.vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  si.pCommandBuffers = &s.cb;
+  check(api_.vkResetFences(device_, 1, &s.fence), "vkResetFences");
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    check(api_.vkQueueSubmit(queue_, 1, &si, s.fence), "vkQueueSubmit");
+  }
+  const VkResult r = api_.vkWaitForFences(device_, 1, &s.fence, VK_TRUE, UINT64_MAX);
+  api_.vkResetDescriptorPool(device_, s.descriptors, 0);
+  s.sets_used = 0;
+  check(r, "vkWaitForFences");
 }
 
-void VulkanContext::upload(Buffer& dst, uint64_t dst_offset, const void* src, uint64_t bytes) {
-  if (dst_offset + bytes > dst.size) throw DeviceError("vulkan: upload of " + std::to_string(bytes) + " bytes at " + std::to_string(dst_offset) + " past a buffer of " + std::to_string(dst.size));
+namespace {
+void barrier_after(const vk::Api& a, VkCommandBuffer cb) {
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  a.vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+}  // namespace
+
+void VulkanContext::upload(Stream& s, Ref dst, const void* src, uint64_t bytes) {
+  if (!dst.buf || dst.off + bytes > dst.buf->size)
+    throw DeviceError("vulkan: upload of " + std::to_string(bytes) + " bytes at " + std::to_string(dst.off) + " past a buffer of " +
+                      std::to_string(dst.buf ? dst.buf->size : 0));
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(kStagingBytes, bytes - done);
-    std::memcpy(staging_.mapped, static_cast<const uint8_t*>(src) + done, n);
-    VkCommandBuffer cb = begin();
-    VkBufferCopy region{0, dst_offset + done, n};
-    api_.vkCmdCopyBuffer(cb, staging_.buffer, dst.buffer, 1, &region);
-    submit_and_wait(cb);
+    flush(s);  // the staging buffer is free once the stream's earlier work is done
+    std::memcpy(s.staging.mapped, static_cast<const uint8_t*>(src) + done, n);
+    VkCommandBuffer cb = recording(s);
+    VkBufferCopy region{0, dst.off + done, n};
+    api_.vkCmdCopyBuffer(cb, s.staging.buffer, dst.buf->buffer, 1, &region);
+    flush(s);
     done += n;
   }
 }
 
-void VulkanContext::download(void* dst, const Buffer& src, uint64_t src_offset, uint64_t bytes) {
-  if (src_offset + bytes > src.size) throw DeviceError("vulkan: download past the end of a buffer");
+void VulkanContext::download(Stream& s, void* dst, Ref src, uint64_t bytes) {
+  if (!src.buf || src.off + bytes > src.buf->size) throw DeviceError("vulkan: download past the end of a buffer");
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(kStagingBytes, bytes - done);
-    VkCommandBuffer cb = begin();
-    VkBufferCopy region{src_offset + done, 0, n};
-    api_.vkCmdCopyBuffer(cb, src.buffer, staging_.buffer, 1, &region);
-    submit_and_wait(cb);
-    std::memcpy(static_cast<uint8_t*>(dst) + done, staging_.mapped, n);
+    VkCommandBuffer cb = recording(s);
+    VkBufferCopy region{src.off + done, 0, n};
+    api_.vkCmdCopyBuffer(cb, src.buf->buffer, s.staging.buffer, 1, &region);
+    flush(s);
+    std::memcpy(static_cast<uint8_t*>(dst) + done, s.staging.mapped, n);
     done += n;
   }
+}
+
+void VulkanContext::copy(Stream& s, Ref dst, Ref src, uint64_t bytes) {
+  if (!dst.buf || !src.buf || dst.off + bytes > dst.buf->size || src.off + bytes > src.buf->size) throw DeviceError("vulkan: device copy past the end of a buffer");
+  if (bytes == 0) return;
+  VkCommandBuffer cb = recording(s);
+  VkBufferCopy region{src.off, dst.off, bytes};
+  api_.vkCmdCopyBuffer(cb, src.buf->buffer, dst.buf->buffer, 1, &region);
+  barrier_after(api_, cb);
 }
 
 const VulkanContext::Pipeline& VulkanContext::pipeline(const char* name) {
@@ -413,23 +513,33 @@ const VulkanContext::Pipeline& VulkanContext::pipeline(const char* name) {
   return pipelines_.emplace(name, p).first->second;
 }
 
-void VulkanContext::dispatch(const char* name, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy) {
+VkDescriptorSet VulkanContext::descriptor_set(Stream& s, VkDescriptorSetLayout layout) {
+  if (s.sets_used == kSetsPerStream) flush(s);  // the pool is full: run what is recorded, then reuse it
+  VkDescriptorSetAllocateInfo dai{};
+  dai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+  dai.descriptorPool = s.descriptors;
+  dai.descriptorSetCount = 1;
+  dai.pSetLayouts = &layout;
+  VkDescriptorSet set;
+  check(api_.vkAllocateDescriptorSets(device_, &dai, &set), "vkAllocateDescriptorSets");
+  ++s.sets_used;
+  return set;
+}
+
+void VulkanContext::dispatch(Stream& s, const char* name, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes, uint32_t gx,
+                             uint32_t gy, uint64_t first_offset, uint64_t first_range) {
   const Pipeline& p = pipeline(name);
   vk::Api& a = api_;
   if (buffers.size() != bindings_of(name) || push_bytes > kPushBytes) throw DeviceError(std::string("vulkan: bad dispatch of ") + name);
-  a.vkResetDescriptorPool(device_, descriptors_, 0);
-  VkDescriptorSetAllocateInfo dai{};
-  dai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-  dai.descriptorPool = descriptors_;
-  dai.descriptorSetCount = 1;
-  dai.pSetLayouts = &p.set_layout;
-  VkDescriptorSet set;
-  check(a.vkAllocateDescriptorSets(device_, &dai, &set), "vkAllocateDescriptorSets");
+  if (gx == 0 || gy == 0) return;
+  VkDescriptorSet set = descriptor_set(s, p.set_layout);
   VkDescriptorBufferInfo infos[5];
   VkWriteDescriptorSet writes[5];
   uint32_t i = 0;
   for (const Buffer* b : buffers) {
+    if (!b || !b->buffer) throw DeviceError(std::string("vulkan: ") + name + ": a buffer is missing");
     infos[i] = VkDescriptorBufferInfo{b->buffer, 0, std::min<uint64_t>(b->size, info_.max_storage_range)};
+    if (i == 0 && first_range) infos[i] = VkDescriptorBufferInfo{b->buffer, first_offset, first_range};
     writes[i] = VkWriteDescriptorSet{};
     writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[i].dstSet = set;
@@ -440,103 +550,130 @@ void VulkanContext::dispatch(const char* name, std::initializer_list<const Buffe
     ++i;
   }
   a.vkUpdateDescriptorSets(device_, i, writes, 0, nullptr);
-  VkCommandBuffer cb = begin();
+  VkCommandBuffer cb = recording(s);
   a.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   a.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   uint8_t pc[kPushBytes] = {};
   std::memcpy(pc, push, push_bytes);
   a.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, pc);
   a.vkCmdDispatch(cb, gx, gy, 1);
-  submit_and_wait(cb);
+  barrier_after(a, cb);
 }
 
 namespace {
 uint32_t groups(int64_t n, uint32_t wg) { return static_cast<uint32_t>((n + wg - 1) / wg); }
 }  // namespace
 
-void VulkanContext::rmsnorm(const Buffer& x, const Buffer& w, Buffer& y, int64_t rows, int64_t width, float eps) {
-  struct { uint32_t width; float eps; } pc{static_cast<uint32_t>(width), eps};
-  dispatch("rmsnorm", {&x, &w, &y}, &pc, sizeof pc, static_cast<uint32_t>(rows));
+namespace {
+void need_words(const char* what, uint64_t off) {
+  if (off % 4) throw DeviceError(std::string("vulkan: ") + what + ": offset " + std::to_string(off) + " is not a multiple of 4 bytes");
+}
+uint32_t u32(int64_t v, const char* what) {
+  if (v < 0 || v > 0xffffffffll) throw DeviceError(std::string("vulkan: ") + what + " " + std::to_string(v) + " does not fit 32 bits");
+  return static_cast<uint32_t>(v);
+}
+}  // namespace
+
+void VulkanContext::rmsnorm(Stream& s, Ref x, Ref w, Ref y, int64_t rows, int64_t width, float eps) {
+  need_words("rmsnorm", x.off | w.off | y.off);
+  if (rows > 65535) throw DeviceError("vulkan: rmsnorm of more than 65535 rows");
+  struct { uint32_t width; float eps; uint32_t x_off, w_off, y_off; } pc{u32(width, "width"), eps, words(x.off), words(w.off), words(y.off)};
+  dispatch(s, "rmsnorm", {x.buf, w.buf, y.buf}, &pc, sizeof pc, static_cast<uint32_t>(rows));
 }
 
-void VulkanContext::rope(Buffer& x, int64_t rows, int64_t heads, int64_t head_dim, int64_t n_rot, int64_t pos0, float freq_base, float freq_scale, bool neox) {
-  struct { uint32_t rows, heads, head_dim, n_rot, pos0; float base, scale; uint32_t neox; } pc{
-      static_cast<uint32_t>(rows), static_cast<uint32_t>(heads), static_cast<uint32_t>(head_dim), static_cast<uint32_t>(n_rot),
-      static_cast<uint32_t>(pos0), freq_base, freq_scale, neox ? 1u : 0u};
-  dispatch("rope", {&x}, &pc, sizeof pc, groups(rows * heads * (n_rot / 2), pipeline("rope").workgroup));
+void VulkanContext::rope(Stream& s, Ref x, int64_t rows, int64_t heads, int64_t head_dim, int64_t n_rot, int64_t pos0, float freq_base, float freq_scale, bool neox) {
+  need_words("rope", x.off);
+  struct { uint32_t rows, heads, head_dim, n_rot, pos0; float base, scale; uint32_t neox, off; } pc{
+      u32(rows, "rows"), u32(heads, "heads"), u32(head_dim, "head_dim"), u32(n_rot, "n_rot"), u32(pos0, "pos0"), freq_base, freq_scale, neox ? 1u : 0u, words(x.off)};
+  const int64_t n = rows * heads * (n_rot / 2);
+  const uint32_t g = groups(n, pipeline("rope").workgroup);
+  if (g > 65535) throw DeviceError("vulkan: rope over too many rows at once");
+  dispatch(s, "rope", {x.buf}, &pc, sizeof pc, g);
 }
 
-void VulkanContext::add(Buffer& y, const Buffer& b, int64_t n, int64_t bwidth) {
-  struct { uint32_t n, bwidth; } pc{static_cast<uint32_t>(n), static_cast<uint32_t>(bwidth)};
-  dispatch("add", {&y, &b}, &pc, sizeof pc, groups(n, pipeline("add").workgroup));
+void VulkanContext::add(Stream& s, Ref y, Ref b, int64_t n, int64_t bwidth) {
+  need_words("add", y.off | b.off);
+  struct { uint32_t n, bwidth, y_off, b_off; } pc{u32(n, "n"), u32(bwidth, "bwidth"), words(y.off), words(b.off)};
+  const uint32_t g = groups(n, pipeline("add").workgroup);
+  if (g > 65535) throw DeviceError("vulkan: add over more than 65535 workgroups");
+  dispatch(s, "add", {y.buf, b.buf}, &pc, sizeof pc, g);
 }
 
-void VulkanContext::attention(const Buffer& q, const Buffer& k_pool, const Buffer& v_pool, const Buffer& pages, Buffer& out, int64_t rows,
-                              int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, int64_t pos0) {
+void VulkanContext::swiglu(Stream& s, Ref g, Ref u, int64_t n) {
+  need_words("swiglu", g.off | u.off);
+  struct { uint32_t n, g_off, u_off; } pc{u32(n, "n"), words(g.off), words(u.off)};
+  const uint32_t gr = groups(n, pipeline("swiglu").workgroup);
+  if (gr > 65535) throw DeviceError("vulkan: swiglu over more than 65535 workgroups");
+  dispatch(s, "swiglu", {g.buf, u.buf}, &pc, sizeof pc, gr);
+}
+
+void VulkanContext::kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
+                             int64_t page_tokens) {
+  need_words("kv_store", src.off | page.off);
+  if (head_dim % 2) throw DeviceError("vulkan: the KV store needs an even head size");
+  struct { uint32_t src_off, src_stride, dst_off, n_pos, pos_in_page, n_kv_heads, head_dim, page_tokens; } pc{
+      words(src.off), u32(src_stride, "src_stride"), words(page.off), u32(n_pos, "n_pos"), u32(pos_in_page, "pos_in_page"),
+      u32(n_kv_heads, "n_kv_heads"), u32(head_dim, "head_dim"), u32(page_tokens, "page_tokens")};
+  dispatch(s, "kv_store", {src.buf, page.buf}, &pc, sizeof pc, groups(n_pos * n_kv_heads * head_dim / 2, pipeline("kv_store").workgroup));
+}
+
+void VulkanContext::attention(Stream& s, Ref q, Ref k_pool, Ref v_pool, Ref pages, Ref out, int64_t rows, int64_t n_heads, int64_t n_kv_heads,
+                              int64_t head_dim, int64_t page_tokens, int64_t pos0) {
   if (head_dim > 256 || head_dim % 2) throw DeviceError("vulkan: attention needs an even head size of at most 256, got " + std::to_string(head_dim));
   if (n_heads % n_kv_heads) throw DeviceError("vulkan: attention: heads are not a multiple of KV heads");
-  struct { uint32_t n_heads, n_kv_heads, head_dim, page_tokens, pos0; float scale; } pc{
-      static_cast<uint32_t>(n_heads), static_cast<uint32_t>(n_kv_heads), static_cast<uint32_t>(head_dim), static_cast<uint32_t>(page_tokens),
-      static_cast<uint32_t>(pos0), 1.0f / std::sqrt(static_cast<float>(head_dim))};
-  dispatch("attention", {&q, &k_pool, &v_pool, &pages, &out}, &pc, sizeof pc, static_cast<uint32_t>(n_heads), static_cast<uint32_t>(rows));
+  need_words("attention", q.off | out.off);
+  if (k_pool.off || v_pool.off || pages.off) throw DeviceError("vulkan: attention binds whole KV pools and page tables");
+  struct { uint32_t n_heads, n_kv_heads, head_dim, page_tokens, pos0; float scale; uint32_t q_off, o_off; } pc{
+      u32(n_heads, "n_heads"), u32(n_kv_heads, "n_kv_heads"), u32(head_dim, "head_dim"), u32(page_tokens, "page_tokens"), u32(pos0, "pos0"),
+      1.0f / std::sqrt(static_cast<float>(head_dim)), words(q.off), words(out.off)};
+  dispatch(s, "attention", {q.buf, k_pool.buf, v_pool.buf, pages.buf, out.buf}, &pc, sizeof pc, u32(n_heads, "n_heads"), u32(rows, "rows"));
 }
 
-void VulkanContext::swiglu(Buffer& g, const Buffer& u, int64_t n) {
-  struct { uint32_t n; } pc{static_cast<uint32_t>(n)};
-  dispatch("swiglu", {&g, &u}, &pc, sizeof pc, groups(n, pipeline("swiglu").workgroup));
+bool VulkanContext::runs(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_K: case GgmlType::Q6_K: return true;
+    default: return false;
+  }
 }
 
-void VulkanContext::matvec(GgmlType type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, Buffer& y, int64_t tokens) {
-  const char* name = type == GgmlType::F32 ? "matvec_f32" : type == GgmlType::Q8_0 ? "matvec_q8_0" : nullptr;
-  if (!name) throw DeviceError(std::string("vulkan: no matvec kernel for ") + (type_traits(type).name ? type_traits(type).name : "this type") + " yet");
-  if (type == GgmlType::Q8_0 && cols % 32 != 0) throw DeviceError("vulkan: Q8_0 rows must be a multiple of 32 values");
-  const Pipeline& p = pipeline(name);
-  vk::Api& a = api_;
+void VulkanContext::matvec(Stream& s, GgmlType type, Ref w, int64_t rows, int64_t cols, Ref x, Ref y, int64_t tokens, int64_t y_stride) {
+  const char* name = nullptr;
+  switch (type) {
+    case GgmlType::F32: name = "matvec_f32"; break;
+    case GgmlType::F16: name = "matvec_f16"; break;
+    case GgmlType::Q8_0: name = "matvec_q8_0"; break;
+    case GgmlType::Q4_0: name = "matvec_q4_0"; break;
+    case GgmlType::Q4_K: name = "matvec_q4_k"; break;
+    case GgmlType::Q6_K: name = "matvec_q6_k"; break;
+    default:
+      throw DeviceError(std::string("vulkan: no matmul kernel for ") + (type_traits(type).name ? type_traits(type).name : "this type"));
+  }
+  const TypeTraits& tt = type_traits(type);
+  if (cols % tt.block_size != 0) throw DeviceError(std::string("vulkan: ") + tt.name + " rows must be a multiple of " + std::to_string(tt.block_size) + " values");
+  need_words("matvec", x.off | y.off);
+  if (tokens < 1) return;
+  const int64_t tiles = (tokens + kTokenTile - 1) / kTokenTile;
+  if (tiles > 65535) throw DeviceError("vulkan: matvec over too many tokens at once");
   const uint64_t row_bytes = ::fulcrum::row_bytes(type, cols);
   const uint64_t align = std::max<uint32_t>(info_.storage_offset_alignment, 4);
   // Rows per window: as many as fit in maxStorageBufferRange after the alignment skew.
   const uint64_t range = std::min<uint64_t>(info_.max_storage_range, uint64_t{1} << 31);
-  // One workgroup per row: at most 65535 rows per dispatch (the smallest maxComputeWorkGroupCount).
-  const int64_t per_window = std::min<int64_t>(65535, static_cast<int64_t>(std::max<uint64_t>(1, (range - align) / row_bytes)));
   if (row_bytes + align > range) throw DeviceError("vulkan: one row of " + std::to_string(row_bytes) + " bytes exceeds maxStorageBufferRange");
-  a.vkResetDescriptorPool(device_, descriptors_, 0);
-  VkCommandBuffer cb = begin();
-  a.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  // One workgroup per row: at most 65535 rows per dispatch (the smallest maxComputeWorkGroupCount).
+  const int64_t per_window = std::min<int64_t>(65535, static_cast<int64_t>((range - align) / row_bytes));
+  if (w.off + static_cast<uint64_t>(rows) * row_bytes > w.buf->size) throw DeviceError("vulkan: matvec weights past the end of their buffer");
   int64_t windows = 0;
   for (int64_t r0 = 0; r0 < rows; r0 += per_window) {
     const int64_t n = std::min(per_window, rows - r0);
-    const uint64_t start = static_cast<uint64_t>(r0) * row_bytes;
+    const uint64_t start = w.off + static_cast<uint64_t>(r0) * row_bytes;
     const uint64_t offset = start / align * align;
     const uint64_t skew = start - offset;
-    VkDescriptorSetAllocateInfo dai{};
-    dai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-    dai.descriptorPool = descriptors_;
-    dai.descriptorSetCount = 1;
-    dai.pSetLayouts = &p.set_layout;
-    VkDescriptorSet set;
-    check(a.vkAllocateDescriptorSets(device_, &dai, &set), "vkAllocateDescriptorSets (more than 256 windows?)");
-    const uint64_t wlen = std::min<uint64_t>(w.size - offset, (skew + static_cast<uint64_t>(n) * row_bytes + 3) / 4 * 4);
-    VkDescriptorBufferInfo infos[3] = {{w.buffer, offset, wlen}, {x.buffer, 0, x.size}, {y.buffer, 0, y.size}};
-    VkWriteDescriptorSet writes[3];
-    for (uint32_t i = 0; i < 3; ++i) {
-      writes[i] = VkWriteDescriptorSet{};
-      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[i].dstSet = set;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
-    }
-    a.vkUpdateDescriptorSets(device_, 3, writes, 0, nullptr);
-    a.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-    uint8_t pc[kPushBytes] = {};
-    PushParams pp{static_cast<uint32_t>(n), static_cast<uint32_t>(cols), static_cast<uint32_t>(row_bytes), static_cast<uint32_t>(skew), static_cast<uint32_t>(r0), static_cast<uint32_t>(rows)};
-    std::memcpy(pc, &pp, sizeof pp);
-    a.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, pc);
-    a.vkCmdDispatch(cb, static_cast<uint32_t>(n), static_cast<uint32_t>(tokens), 1);
+    const uint64_t wlen = std::min<uint64_t>(w.buf->size - offset, (skew + static_cast<uint64_t>(n) * row_bytes + 3) / 4 * 4);
+    MatvecPush pp{static_cast<uint32_t>(n), u32(cols, "cols"), static_cast<uint32_t>(row_bytes), static_cast<uint32_t>(skew), static_cast<uint32_t>(r0),
+                  u32(y_stride, "y_stride"), words(x.off), words(y.off), u32(tokens, "tokens")};
+    dispatch(s, name, {w.buf, x.buf, y.buf}, &pp, sizeof pp, static_cast<uint32_t>(n), static_cast<uint32_t>(tiles), offset, wlen);
     ++windows;
   }
-  submit_and_wait(cb);
   last_windows_ = windows;
 }
 

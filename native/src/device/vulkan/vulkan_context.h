@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,29 +57,59 @@ class VulkanContext {
     void* mapped = nullptr;  // host-visible buffers only
     bool device_local = false;
   };
+  // A place in a device buffer: `off` bytes from its start (a multiple of 4: every kernel reads
+  // 32-bit words). Kernels take offsets as push constants and bind whole buffers, so a view into
+  // the middle of an allocation (a sequence's rows, a split matmul's columns) needs no
+  // storage-buffer offset alignment.
+  struct Ref {
+    const Buffer* buf = nullptr;
+    uint64_t off = 0;
+  };
   // Device-local memory within the budget; throws DeviceError naming `what` and the numbers.
   Buffer alloc_device(uint64_t bytes, const std::string& what);
   void free(Buffer& b);
   uint64_t bytes_in_use() const { return in_use_.load(); }
   uint64_t peak_bytes() const { return peak_.load(); }
 
-  // Host -> device and device -> host through a staging buffer, in chunks; waits for the copy.
-  void upload(Buffer& dst, uint64_t dst_offset, const void* src, uint64_t bytes);
-  void download(void* dst, const Buffer& src, uint64_t src_offset, uint64_t bytes);
+  // A command stream: its own command pool and buffer, fence, descriptor pool and staging
+  // buffer, used by one thread at a time (each executor lane has its own, so the device queue,
+  // the host->device and the device->host lanes record and submit concurrently; submission to
+  // the one queue is serialised inside). Kernels are recorded, with a memory barrier after each,
+  // and run at flush().
+  struct Stream;
+  Stream* create_stream();
+  void destroy_stream(Stream* s);
+  // The stream of the process-wide kernel tests (callers serialise on their own lock).
+  Stream& default_stream();
+  // Submits what `s` recorded and waits for it. Throws DeviceError when the device fails.
+  void flush(Stream& s);
 
-  // y[r] = row r of `w` (rows × cols of `type`, row_bytes each) · x, for every row; windows of
-  // at most maxStorageBufferRange bytes. Waits for the result in y (device buffers).
-  // With `tokens` > 1, a matrix product: x holds tokens rows of cols, y tokens rows of rows.
-  void matvec(GgmlType type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, Buffer& y, int64_t tokens = 1);
-  // Element-wise and per-row kernels over device buffers (each waits for its result):
-  void rmsnorm(const Buffer& x, const Buffer& w, Buffer& y, int64_t rows, int64_t width, float eps);
-  void rope(Buffer& x, int64_t rows, int64_t heads, int64_t head_dim, int64_t n_rot, int64_t pos0, float freq_base, float freq_scale, bool neox);
-  void add(Buffer& y, const Buffer& b, int64_t n, int64_t bwidth);
-  void swiglu(Buffer& g, const Buffer& u, int64_t n);
+  // Host -> device and device -> host through the stream's staging buffer, in chunks, after the
+  // stream's recorded work; each waits for its copy.
+  void upload(Stream& s, Ref dst, const void* src, uint64_t bytes);
+  void download(Stream& s, void* dst, Ref src, uint64_t bytes);
+  // Device -> device copy, recorded.
+  void copy(Stream& s, Ref dst, Ref src, uint64_t bytes);
+
+  // Recorded kernels (run at flush). Offsets and strides in the Refs are bytes; sizes in elements.
+  // y[t][row0 + r] (rows apart by y_stride floats) = row r of `w` (rows × cols of `type`, its row 0
+  // at w.off) · x[t] (cols floats apart), for t < tokens; windows of at most
+  // maxStorageBufferRange bytes over the weights.
+  void matvec(Stream& s, GgmlType type, Ref w, int64_t rows, int64_t cols, Ref x, Ref y, int64_t tokens, int64_t y_stride);
+  void rmsnorm(Stream& s, Ref x, Ref w, Ref y, int64_t rows, int64_t width, float eps);
+  void rope(Stream& s, Ref x, int64_t rows, int64_t heads, int64_t head_dim, int64_t n_rot, int64_t pos0, float freq_base, float freq_scale, bool neox);
+  // y[i] += b[i % bwidth] for i < n.
+  void add(Stream& s, Ref y, Ref b, int64_t n, int64_t bwidth);
+  void swiglu(Stream& s, Ref g, Ref u, int64_t n);
+  // Rows of K or V (f32, src_stride floats apart) into one head-major f16 page at positions
+  // [pos_in_page, pos_in_page + n_pos).
+  void kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens);
   // Causal attention of `rows` query rows at positions [pos0, pos0 + rows) over a paged f16 KV
   // pool: pages[p] is the word offset of page p in k_pool and v_pool (head-major pages).
-  void attention(const Buffer& q, const Buffer& k_pool, const Buffer& v_pool, const Buffer& pages, Buffer& out, int64_t rows,
-                 int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, int64_t pos0);
+  void attention(Stream& s, Ref q, Ref k_pool, Ref v_pool, Ref pages, Ref out, int64_t rows, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                 int64_t page_tokens, int64_t pos0);
+  // Whether matvec has a kernel for `type`.
+  static bool runs(GgmlType type);
   // Rows per window the last matvec used (tests check that big tensors were windowed).
   int64_t last_windows() const { return last_windows_; }
 
@@ -99,10 +130,12 @@ class VulkanContext {
   Buffer alloc_buffer(uint64_t bytes, VkBufferUsageFlags usage, bool device_local);
   uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want) const;
   const Pipeline& pipeline(const char* name);
-  // One dispatch of `name` over whole buffers, push constants `push` (≤ 64 bytes); waits.
-  void dispatch(const char* name, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy = 1);
-  VkCommandBuffer begin();
-  void submit_and_wait(VkCommandBuffer cb);
+  // Records one dispatch of `name` over whole buffers (the first binding may be a window:
+  // `first_offset`, `first_range`), push constants `push` (≤ kPushBytes), and a barrier after it.
+  void dispatch(Stream& s, const char* name, std::initializer_list<const Buffer*> buffers, const void* push, uint32_t push_bytes, uint32_t gx,
+                uint32_t gy = 1, uint64_t first_offset = 0, uint64_t first_range = 0);
+  VkCommandBuffer recording(Stream& s);
+  VkDescriptorSet descriptor_set(Stream& s, VkDescriptorSetLayout layout);
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* self);
 
@@ -114,12 +147,11 @@ class VulkanContext {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
-  VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
-  VkDescriptorPool descriptors_ = VK_NULL_HANDLE;
+  std::mutex queue_mu_;  // vkQueueSubmit needs the queue externally synchronised
   VkPhysicalDeviceMemoryProperties mem_props_{};
-  Buffer staging_;
+  Stream* default_stream_ = nullptr;
+  std::mutex streams_mu_;
+  std::vector<Stream*> streams_;
   std::map<std::string, Pipeline> pipelines_;
   std::atomic<uint64_t> in_use_{0}, peak_{0};
   std::atomic<uint64_t> validation_messages_{0};

@@ -13,7 +13,7 @@ layout(std430, binding = 1) readonly buffer KPool { uint kp[]; };
 layout(std430, binding = 2) readonly buffer VPool { uint vp[]; };
 layout(std430, binding = 3) readonly buffer Pages { uint page_at[]; };
 layout(std430, binding = 4) writeonly buffer Output { float o[]; };
-layout(push_constant) uniform Params { uint n_heads; uint n_kv_heads; uint head_dim; uint page_tokens; uint pos0; float scale; } p;
+layout(push_constant) uniform Params { uint n_heads; uint n_kv_heads; uint head_dim; uint page_tokens; uint pos0; float scale; uint q_off; uint o_off; } p;  // offsets in floats
 
 const uint MAX_DIM = 256;
 shared float qs[MAX_DIM];
@@ -34,8 +34,8 @@ void main() {
   const uint head = gl_WorkGroupID.x, row = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
   const uint g = head / (p.n_heads / p.n_kv_heads);
   const uint hd = p.head_dim;
-  const uint qbase = (row * p.n_heads + head) * hd;
-  for (uint d = lid; d < hd; d += WG) qs[d] = unpackHalf2x16(packHalf2x16(vec2(q[qbase + d], 0.0))).x;
+  const uint qbase = (row * p.n_heads + head) * hd;  // relative to q_off and o_off
+  for (uint d = lid; d < hd; d += WG) qs[d] = unpackHalf2x16(packHalf2x16(vec2(q[p.q_off + qbase + d], 0.0))).x;
   barrier();
   const uint n_pos = p.pos0 + row + 1u;
   const uint PER = (MAX_DIM + WG - 1u) / WG;
@@ -77,6 +77,6 @@ void main() {
   }
   for (uint k = 0u; k < PER; ++k) {
     const uint d = lid + k * WG;
-    if (d < hd) o[qbase + d] = acc[k] / l;
+    if (d < hd) o[p.o_off + qbase + d] = acc[k] / l;
   }
 }

@@ -6,7 +6,7 @@
 layout(constant_id = 0) const uint WG = 64;
 layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) buffer Data { float v[]; };
-layout(push_constant) uniform Params { uint rows; uint heads; uint head_dim; uint n_rot; uint pos0; float freq_base; float freq_scale; uint neox; } p;
+layout(push_constant) uniform Params { uint rows; uint heads; uint head_dim; uint n_rot; uint pos0; float freq_base; float freq_scale; uint neox; uint off; } p;  // off in floats
 
 void main() {
   const uint half_rot = p.n_rot / 2u;
@@ -19,7 +19,7 @@ void main() {
   for (uint k = 0u; k < i; ++k) t *= theta_scale;
   const float theta = t * p.freq_scale;
   const float c = cos(theta), s = sin(theta);
-  const uint base = (r * p.heads + h) * p.head_dim;
+  const uint base = p.off + (r * p.heads + h) * p.head_dim;
   const uint a_i = base + (p.neox != 0u ? i : 2u * i);
   const uint b_i = base + (p.neox != 0u ? i + half_rot : 2u * i + 1u);
   const float a = v[a_i], b = v[b_i];

@@ -4,9 +4,12 @@ layout(constant_id = 0) const uint WG = 64;
 layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) buffer Gate { float g[]; };
 layout(std430, binding = 1) readonly buffer Up { float u[]; };
-layout(push_constant) uniform Params { uint n; } p;
+layout(push_constant) uniform Params { uint n; uint g_off; uint u_off; } p;  // offsets in floats
 
 void main() {
   const uint i = gl_GlobalInvocationID.x;
-  if (i < p.n) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+  if (i < p.n) {
+    const float a = g[p.g_off + i];
+    g[p.g_off + i] = a / (1.0 + exp(-a)) * u[p.u_off + i];
+  }
 }

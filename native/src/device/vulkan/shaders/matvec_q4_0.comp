@@ -1,0 +1,18 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// y = W x for Q4_0 (18-byte blocks of 32: f16 scale, 16 bytes of nibbles: low = values 0-15, high = 16-31, offset 8) weights (see matvec_body.glsl).
+layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x_id = 0) in;
+layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
+#include "blocks.glsl"
+void dequant(uint base, uint s, out float v[32]);
+#include "matvec_body.glsl"
+void dequant(uint base, uint s, out float v[32]) {
+  const uint o = base + s * 18u;
+  const float d = half_at(o);
+  for (uint j = 0u; j < 16u; ++j) {
+    const uint q = byte_at(o + 2u + j);
+    v[j] = d * (float(q & 15u) - 8.0);
+    v[j + 16u] = d * (float(q >> 4u) - 8.0);
+  }
+}
