@@ -19,8 +19,8 @@ export interface FulcrumSettings {
   timeLimitMs: number;
   /** Chunks of recently used other files go before the prompt. */
   extraContext: boolean;
-  /** Where the model executes: 'auto' (a real GPU when found, else the CPU), 'cpu' or 'loopback' (emulated). */
-  device: 'auto' | 'cpu' | 'loopback';
+  /** Where the model executes: 'auto' (a real GPU when found, else the CPU), 'cpu', 'vulkan' (a GPU) or 'loopback' (emulated). */
+  device: 'auto' | 'cpu' | 'vulkan' | 'loopback';
   /** Device memory the plan may use, e.g. '6G'; undefined: the device's own budget. */
   vram: string | undefined;
   /** The policy whose plan executes. */
@@ -48,7 +48,7 @@ export function readSettings(): FulcrumSettings {
     debounceMs: integerSetting(config, 'completions.debounceMs', 100, 0, 5000),
     timeLimitMs: integerSetting(config, 'completions.timeLimitMs', 1500, 0, 600000),
     extraContext: config.get<boolean>('completions.extraContext', false),
-    device: (['auto', 'cpu', 'loopback'] as const).find((d) => d === config.get<string>('execution.device', 'auto')) ?? 'auto',
+    device: (['auto', 'cpu', 'vulkan', 'loopback'] as const).find((d) => d === config.get<string>('execution.device', 'auto')) ?? 'auto',
     vram: config.get<string>('execution.vram', '').trim() || undefined,
     policy: config.get<string>('execution.policy', 'auto') || 'auto',
   };

@@ -9,7 +9,7 @@ import { numberOption, parseArgs, UsageError, type CliCommand } from './command'
 
 const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
                         [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--stop TEXT]
-                        [--device auto|cpu|loopback] [--vram BYTES] [--policy NAME|auto] [--trace FILE]
+                        [--device auto|cpu|vulkan|loopback] [--vram BYTES] [--policy NAME|auto] [--trace FILE]
                         [--link GBPS] [--device-threads N]
 
   -n, --n-predict N    tokens to generate (default 128)
@@ -22,9 +22,11 @@ const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp
   --threads N          CPU threads (default: physical cores)
   --ctx N              context length (default min(training context, 4096))
   --stop TEXT          stop before this text (one string)
-  --device D           auto (default: a real GPU when found, else the CPU; never an emulated
-                       device unless asked), cpu, or loopback (an emulated accelerator: exact, not fast)
-  --vram BYTES         device memory the plan may use, e.g. 8G, 300M (loopback: its arena; default 1G)
+  --device D           auto (default: a GPU when found, else the CPU; the plan decides what runs
+                       on it; never an emulated device unless asked), cpu, vulkan (a GPU through
+                       Vulkan), or loopback (an emulated accelerator: exact, not fast)
+  --vram BYTES         device memory the plan may use, e.g. 8G, 300M (vulkan: default the
+                       driver's budget; loopback: its arena, default 1G)
   --policy NAME        the policy whose plan executes (default auto; see \`fulcrum plan --help\`)
   --trace FILE         write the measured per-op timeline (Chrome trace JSON, opens in Perfetto)
   --link GBPS          loopback link cap (default 0.4 × this machine's 1-thread copy bandwidth; 0 = none)

@@ -80,6 +80,12 @@ export function cpuOpMs(cpu: CpuProfile, w: OpWork, kvLength: number): number {
 export function gpuOpMs(gpu: GpuProfile, w: OpWork): number {
   const bytes = w.weightBytes + w.kvReadBytes + w.kvWriteBytes + w.actInBytes + w.actOutBytes;
   const eff = isAttention(w) ? gpu.efficiency.attention : gpu.efficiency.gemv;
+  // A measured kernel for this op's weight format (a profiled Vulkan device) replaces the peaks.
+  const k = isLinear(w) && w.format ? gpu.kernels?.find((x) => x.format === w.format) : undefined;
+  if (k) {
+    const t = Math.max(w.weightBytes / (k.gemvGBps * 1e9), w.flops / (k.gemmTflops * 1e12)) + (bytes - w.weightBytes) / (gpu.memoryGBps * 1e9);
+    return t * MS + gpu.launchOverheadUs / 1e3;
+  }
   const compute = w.flops / (gpu.fp16Tflops * 1e12 * gpu.efficiency.gemm);
   const memory = bytes / (gpu.memoryGBps * 1e9 * eff);
   return Math.max(compute, memory) * MS + gpu.launchOverheadUs / 1e3;

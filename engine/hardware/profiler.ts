@@ -13,6 +13,7 @@ import { benchAddon, type BenchAddon, type KernelBenchResult, type ThreadSamples
 import { readCachedProfile, writeCachedProfile } from './cache';
 import { cpuIsa, cpuinfoFlags } from './fingerprint';
 import { profileGpu } from './gpu-profile';
+import { profileVulkan } from './vulkan-profile';
 import { currentFingerprint, type ThisMachine } from './machine';
 import { FORMAT_TYPE_ID, gemmRows, profileConfig, type ProfileConfig, type ProfileFormat } from './profile-config';
 import { rateOf, sig, summarize, type RateSummary } from './stats';
@@ -171,6 +172,12 @@ class ProfileRun {
     } else {
       this.notes.push(`no CUDA device: ${this.machine.cuda.reason ?? 'unknown reason'}`);
     }
+    // The Vulkan device, through the executor's own kernels (a CUDA profile, where there is one, stays).
+    if (this.machine.vulkan.available) {
+      steps.push({ label: `GPU (Vulkan ${this.machine.vulkan.name}): kernels, copies and submission`, weight: 4, run: () => this.vulkan() });
+    } else {
+      this.notes.push(`no Vulkan device: ${this.machine.vulkan.reason ?? 'unknown reason'}`);
+    }
     return steps;
   }
 
@@ -285,6 +292,17 @@ class ProfileRun {
     if (mg) this.notes.push(`contention of GEMM ${c.format} ${tokens} tokens on ${c.threads}t: wall ×${mg.wallRatio.toFixed(2)}${mg.cpuRatio !== undefined ? `, kernel-thread CPU time ×${mg.cpuRatio.toFixed(2)}` : ''}`);
     if (c.disturb === 'host-memcpy') {
       this.notes.push(`contention measured with a host memcpy thread standing in for an H2D DMA (no GPU); kernels ran on ${c.threads} of ${this.machine.facts.physicalCores} cores, alternating blocks of runs without and with the copy`);
+    }
+  }
+
+  private async vulkan(): Promise<void> {
+    if (this.gpu) return;
+    try {
+      // Small tensors: a software device (lavapipe) runs a 16 MiB GEMV in tens of ms per format.
+      this.gpu = profileVulkan({ bytes: (this.config.quick ? 2 : 8) * 2 ** 20, runs: this.config.quick ? 2 : 4 });
+      this.notes.push(...this.gpu.notes);
+    } catch (e) {
+      this.notes.push(`Vulkan device present but not profiled: ${(e as Error).message}`);
     }
   }
 

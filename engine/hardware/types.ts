@@ -150,6 +150,11 @@ export interface GpuProfile {
    * workstation parts only; GeForce cards do not support it. Absent = unknown = not used.
    */
   gds?: boolean;
+  /**
+   * Measured rates of the device's own matmul kernels per weight format (Vulkan: the addon's
+   * shaders); the cost model uses them for ops of that format instead of memoryGBps × efficiency.
+   */
+  kernels?: { format: string; gemvGBps: number; gemmTflops: number }[];
 }
 
 /** Host↔device link (PCIe or C2C). */

@@ -109,6 +109,14 @@ export interface NativeLoopbackDevice {
   threads?: number;
 }
 
+export interface NativeVulkanDevice {
+  kind: 'vulkan';
+  /** The VRAM budget Fulcrum enforces (0 or absent: the driver's, VK_EXT_memory_budget else heap × 0.8). */
+  capacityBytes?: number;
+}
+
+export type NativeDevice = NativeLoopbackDevice | NativeVulkanDevice;
+
 export interface NativeDeviceStats {
   name: string;
   capacityBytes: number;
@@ -142,10 +150,12 @@ export interface NativeModel {
    * Executes on `device` with `placement` (null, null: the CPU only). Throws with `deviceError`
    * set when the device refuses the memory; the model is then back on the CPU. Forgets the KV cache.
    */
-  setPlacement(placement: NativePlacement | null, device: NativeLoopbackDevice | null): void;
+  setPlacement(placement: NativePlacement | null, device: NativeDevice | null): void;
   /** [step, op, startNs, endNs] per executed op since tracing was switched on or last taken. */
   takeTrace(): Float64Array;
   compiledOps(): NativeCompiledOp[];
+  /** What setPlacement changed in the placement and why (e.g. a weight format the device has no kernel for). */
+  placementNotes(): string[];
   /** Test hook: the device is lost after `n` more operations. */
   failDeviceAfter(n: number): void;
   readonly deviceStats: NativeDeviceStats | null;

@@ -5,12 +5,17 @@
 // arena of `--vram` bytes, its own worker pool, a link with a bandwidth cap), which runs the CPU
 // kernels — exact, not fast. The plan for a loopback run is made for *this* machine's measured
 // CPU with the loopback device described as a GPU: its memory bandwidth and kernel rates are the
-// CPU's at the device's thread count, its VRAM the arena, its link the cap.
+// CPU's at the device's thread count, its VRAM the arena, its link the cap. `vulkan` is a GPU
+// through Vulkan compute; its plan is made with the profile's measurement of that device (its own
+// kernels, copies and submissions), so on a software device (lavapipe) `auto`'s plan keeps the
+// work on the CPU.
 import { listNativeDevices, type NativeDeviceInfo, type NativeLoopbackDevice } from '../native/model';
 import type { CpuProfile, HardwareProfile } from '../hardware/types';
 import type { ModelHparams } from '../model/hparams';
 
-export type DeviceChoice = 'auto' | 'cpu' | 'loopback';
+/** Where a model executes. */
+export type ExecutionDevice = 'cpu' | 'loopback' | 'vulkan';
+export type DeviceChoice = 'auto' | ExecutionDevice;
 
 export interface DeviceOptions {
   device?: DeviceChoice;
@@ -26,7 +31,7 @@ export interface DeviceOptions {
 /** Rows of a step on a device (native Model::kDeviceRows): prompts run on it in chunks of this many. */
 export const DEVICE_STEP_ROWS = 64;
 
-export const DEVICE_CHOICES: DeviceChoice[] = ['auto', 'cpu', 'loopback'];
+export const DEVICE_CHOICES: DeviceChoice[] = ['auto', 'cpu', 'loopback', 'vulkan'];
 /** Decision: a 1 GiB loopback arena unless --vram says otherwise (enough for the test models, small enough to force splits of real ones). */
 export const DEFAULT_LOOPBACK_VRAM = 2 ** 30;
 
@@ -34,16 +39,29 @@ export function listDevices(): { found: NativeDeviceInfo[]; unavailable: string[
   return listNativeDevices();
 }
 
-/** The device `choice` resolves to here: 'auto' is a real GPU when found, else the CPU. */
-export function resolveDevice(choice: DeviceChoice): { device: 'cpu' | 'loopback'; reason: string } {
+/** The device `choice` resolves to here: 'auto' is a real GPU when found (its plan may still keep everything on the CPU), else the CPU. */
+export function resolveDevice(choice: DeviceChoice): { device: ExecutionDevice; reason: string; info?: NativeDeviceInfo } {
   if (!DEVICE_CHOICES.includes(choice)) throw new Error(`--device must be one of ${DEVICE_CHOICES.join(', ')}, got '${choice}'`);
   if (choice === 'cpu') return { device: 'cpu', reason: 'asked for' };
   if (choice === 'loopback') return { device: 'loopback', reason: 'asked for (emulated: exact, not fast)' };
   const { found, unavailable } = listDevices();
-  const real = found.filter((d) => d.name !== 'cpu' && !d.emulated);
-  if (real.length === 0) return { device: 'cpu', reason: `no GPU found (${unavailable.join('; ') || 'none listed'})` };
-  // A real device backend would be returned here (the Vulkan issue adds one).
-  return { device: 'cpu', reason: `device ${real[0]!.name} has no executor yet` };
+  const vulkan = found.find((d) => d.name === 'vulkan');
+  if (choice === 'vulkan') {
+    if (!vulkan) throw new Error(`--device vulkan: ${unavailable.find((u) => u.startsWith('vulkan')) ?? 'no Vulkan device'}`);
+    return { device: 'vulkan', reason: `asked for: ${vulkan.description}`, info: vulkan };
+  }
+  if (vulkan) return { device: 'vulkan', reason: `found ${vulkan.description}`, info: vulkan };
+  return { device: 'cpu', reason: `no GPU found (${unavailable.join('; ') || 'none listed'})` };
+}
+
+/**
+ * This machine's measured profile with its Vulkan device as the GPU the plan may use: the
+ * profile's own measurement of the device (engine/hardware/vulkan-profile.ts), `vramBytes` of it,
+ * less the executor's workspace.
+ */
+export function vulkanHardware(base: HardwareProfile, opts: { vramBytes: number; workspaceBytes: number }): HardwareProfile {
+  if (!base.gpu) throw new Error('the hardware profile has no measured Vulkan device; run `fulcrum profile` on this machine');
+  return { ...base, gpu: { ...base.gpu, memoryBytes: opts.vramBytes, reservedBytes: opts.workspaceBytes } };
 }
 
 /**

@@ -111,6 +111,9 @@ export class Engine {
         try {
           native.setPlacement(setup.placement, setup.device);
           setup.sequenceKv.forEach((loc, seq) => native.setSequenceKv(seq, loc));
+          // What the device changed in the plan (e.g. a weight format it has no kernel for runs on the CPU).
+          const changed = native.placementNotes();
+          if (changed.length) execution = { ...execution, notes: [...execution.notes, ...changed] };
         } catch (e) {
           if (!isDeviceError(e)) throw e;
           // The device refused the plan's memory: run on the CPU, and say why.

@@ -6,15 +6,15 @@ import type { ModelHparams } from '../model/hparams';
 import { shapeFromGguf } from '../model/shape';
 import { getProfile } from '../hardware/profiler';
 import { planRequest } from '../plan/api';
-import type { NativeLoopbackDevice, NativePlacement } from '../native/model';
-import { cpuForThreads, defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice } from './devices';
+import type { NativeDevice, NativePlacement } from '../native/model';
+import { cpuForThreads, defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice, vulkanHardware } from './devices';
 import { lowerPlan, sequenceKvAssignment } from './lowering';
 import type { ExecutionInfo, ExecutionOptions } from './types';
 
 export interface ExecutionSetup {
   info: ExecutionInfo;
   placement: NativePlacement | null;
-  device: NativeLoopbackDevice | null;
+  device: NativeDevice | null;
   /** Where each sequence keeps its KV in layers placed by sequence (NEO/APEX); empty otherwise. */
   sequenceKv: ('host' | 'device')[];
 }
@@ -23,26 +23,37 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
   const choice = resolveDevice(opts.device ?? 'auto');
   if (choice.device === 'cpu') {
     if (opts.policy && opts.policy !== 'auto' && opts.policy !== 'cpu-only') {
-      throw new Error(`policy ${opts.policy} needs an accelerator, and the device is the CPU (${choice.reason}); use --device loopback to execute it on the emulated one`);
+      throw new Error(`policy ${opts.policy} needs an accelerator, and the device is the CPU (${choice.reason}); use --device vulkan (a GPU) or --device loopback (the emulated accelerator) to execute it`);
     }
     return { info: { device: 'cpu', deviceReason: choice.reason, policy: 'cpu-only', split: 'CPU only', notes: [] }, placement: null, device: null, sequenceKv: [] };
   }
   const measured = opts.hardware ?? (await getProfile({ quick: true })).profile;
   // The plan is for this engine: its CPU runs `threads` threads.
   const base = threads !== undefined ? { ...measured, cpu: cpuForThreads(measured.cpu, threads) } : measured;
-  const vramBytes = opts.vramBytes ?? DEFAULT_LOOPBACK_VRAM;
+  const vulkan = choice.device === 'vulkan';
+  const vramBytes = opts.vramBytes ?? (vulkan ? choice.info!.capacityBytes : DEFAULT_LOOPBACK_VRAM);
   if (!Number.isFinite(vramBytes) || vramBytes < 4096) throw new Error(`--vram must be at least 4096 bytes, got ${vramBytes}`);
   const linkGBps = opts.linkGBps ?? defaultLinkGBps(base);
   const linkLatencyUs = opts.linkLatencyUs ?? 0;
   const deviceThreads = opts.deviceThreads ?? 1;
-  const hardware = loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes: deviceWorkspaceBytes(hp, batchSize, true, maxSequences) });
+  const workspaceBytes = deviceWorkspaceBytes(hp, batchSize, true, maxSequences);
+  const hardware = vulkan
+    ? vulkanHardware(base, { vramBytes, workspaceBytes })
+    : loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes });
   const workload = opts.workload ?? { batch: 1, prompt: Math.max(1, Math.min(1024, Math.floor(contextLength / 2))), gen: Math.max(1, Math.min(64, contextLength - Math.min(1024, Math.floor(contextLength / 2)))), vramBytes };
   const planParams = { model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto' };
   const plan = planRequest(planParams);
   const lowered = lowerPlan(plan, hp.nLayers);
-  const device = lowered.usesDevice ? loopbackDevice({ vramBytes, linkGBps: linkGBps, linkLatencyUs, deviceThreads }) : null;
+  const device: NativeDevice | null = !lowered.usesDevice ? null
+    : vulkan ? { kind: 'vulkan', capacityBytes: vramBytes } : loopbackDevice({ vramBytes, linkGBps: linkGBps, linkLatencyUs, deviceThreads });
+  // A Vulkan device the plan leaves idle (auto on a slow or software GPU): the model runs on the CPU, and says why.
+  const idle = vulkan && !lowered.usesDevice;
   return {
-    info: { device: 'loopback', deviceReason: choice.reason, policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: lowered.notes, planParams },
+    info: {
+      device: idle ? 'cpu' : choice.device,
+      deviceReason: idle ? `${choice.reason}; the ${plan.chosenPolicy} plan keeps every op on the CPU (predicted faster there)` : choice.reason,
+      policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: lowered.notes, planParams,
+    },
     placement: lowered.usesDevice ? lowered.placement : null,
     device,
     sequenceKv: lowered.usesDevice && lowered.placement.layers.some((l) => l.kvBySequence) ? sequenceKvAssignment(plan, maxSequences) : [],

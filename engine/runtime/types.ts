@@ -53,7 +53,7 @@ export interface LoadOptions extends ExecutionOptions {
 /** Which device the model executes on and under which policy's plan (engine/runtime/execution.ts). */
 export interface ExecutionOptions {
   /** 'auto' (default): a real GPU when found, else the CPU; never an emulated device unless asked. */
-  device?: 'auto' | 'cpu' | 'loopback';
+  device?: import('./devices').DeviceChoice;
   /** Device memory the plan may use (for loopback: the arena's capacity). */
   vramBytes?: number;
   /** Loopback link cap in GB/s (default 0.4 × this machine's 1-thread copy bandwidth; 0: uncapped). */
@@ -73,7 +73,7 @@ export interface ExecutionOptions {
 
 /** What executes: the device, the plan and its split, and any fallback. */
 export interface ExecutionInfo {
-  device: 'cpu' | 'loopback';
+  device: import('./devices').ExecutionDevice;
   /** Why this device (e.g. 'no GPU found (vulkan: not built …)'). */
   deviceReason: string;
   /** The executed plan's policy ('cpu-only' without a device). */

@@ -9,7 +9,7 @@ export interface ServerOptions {
   threads?: number;
   maxCompletionTokens: number;
   /** Where models execute (initializationOptions device / vram / policy). */
-  execution?: { device?: 'auto' | 'cpu' | 'loopback'; vramBytes?: number; policy?: string };
+  execution?: { device?: 'auto' | 'cpu' | 'loopback' | 'vulkan'; vramBytes?: number; policy?: string };
   promptBudget: number;
   /** 0: no cap. */
   completionTimeLimitMs: number;

@@ -8,7 +8,7 @@ import { invalidParams } from './validate';
 export function parseExecutionParams(method: string, o: Record<string, unknown>, prefix = ''): ServerOptions['execution'] | undefined {
   const out: NonNullable<ServerOptions['execution']> = {};
   if (o.device !== undefined && o.device !== null) {
-    if (o.device !== 'auto' && o.device !== 'cpu' && o.device !== 'loopback') throw invalidParams(method, `${prefix}device must be 'auto', 'cpu' or 'loopback', got ${JSON.stringify(o.device)}`);
+    if (o.device !== 'auto' && o.device !== 'cpu' && o.device !== 'loopback' && o.device !== 'vulkan') throw invalidParams(method, `${prefix}device must be 'auto', 'cpu', 'vulkan' or 'loopback', got ${JSON.stringify(o.device)}`);
     out.device = o.device;
   }
   if (o.vram !== undefined && o.vram !== null && o.vram !== '') {

@@ -16,8 +16,8 @@ export interface FulcrumInitializationOptions {
   threads?: number;
   /** Most tokens one inline completion may generate (n_predict cap); default 64. */
   maxCompletionTokens?: number;
-  /** Where the model executes: 'auto' (default: a real GPU when found, else the CPU), 'cpu', or 'loopback' (emulated). */
-  device?: 'auto' | 'cpu' | 'loopback';
+  /** Where the model executes: 'auto' (default: a GPU when found, else the CPU), 'cpu', 'vulkan' (a GPU through Vulkan), or 'loopback' (emulated). */
+  device?: 'auto' | 'cpu' | 'loopback' | 'vulkan';
   /** Device memory the plan may use, e.g. '6G' or a byte count. */
   vram?: string | number;
   /** The policy whose plan executes; default 'auto'. */
@@ -38,7 +38,7 @@ export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCom
 export interface LoadModelParams {
   path: string;
   threads?: number;
-  device?: 'auto' | 'cpu' | 'loopback';
+  device?: 'auto' | 'cpu' | 'loopback' | 'vulkan';
   vram?: string | number;
   policy?: string;
   /** Set by clients that created the work-done progress themselves. */
@@ -60,7 +60,7 @@ export interface ModelInfo {
 }
 
 export interface ExecutionSummary {
-  device: 'cpu' | 'loopback';
+  device: 'cpu' | 'loopback' | 'vulkan';
   policy: string;
   split: string;
   /** Set when the device failed or refused the plan and the model runs on the CPU. */

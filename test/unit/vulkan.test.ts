@@ -45,6 +45,37 @@ function check(type, rows, cols) {
 for (const [rows, cols] of [[1, 1], [1, 96], [37, 3], [37, 96], [1000, 4097], [3, 8192]]) check(0, rows, cols);
 for (const [rows, cols] of [[1, 32], [37, 96], [513, 4096], [7, 32 * 300]]) check(8, rows, cols);
 check(0, 8200, 4100);  // 134.5 MB of F32: above lavapipe's 128 MiB maxStorageBufferRange
+// F16, Q4_0, Q4_K and Q6_K weights made by the CPU's quantizer, against the float64 product of the
+// CPU's own dequantization of the same bytes (so the GPU reads the blocks as the CPU does), one
+// token and a 13-token product (two token tiles, the second partial).
+const ids = Object.fromEntries(a.quantFormats().map((f) => [f.name, f.typeId]));
+function checkQuant(name, rows, cols, tokens) {
+  const wf = new Float32Array(rows * cols).map(rnd);
+  let id, bytes, deq;
+  if (name === 'F16') {  // GGML type 1; not a block format, so converted here
+    id = 1;
+    const h = Uint16Array.from(wf, f16);
+    bytes = new Uint8Array(h.buffer);
+    deq = Float64Array.from(h, h2f);
+  } else {
+    id = ids[name];
+    bytes = a.quantize(id, wf);
+    deq = a.dequantize(id, bytes, rows * cols);
+  }
+  const x = new Float32Array(cols * tokens).map(rnd);
+  const r = a.vulkan.matvec(id, bytes, rows, cols, x, tokens);
+  let worst = 0;
+  for (let t = 0; t < tokens; t++) for (let i = 0; i < rows; i++) {
+    let s = 0, mag = 0; for (let c = 0; c < cols; c++) { const v = deq[i * cols + c] * x[t * cols + c]; s += v; mag += Math.abs(v); }
+    worst = Math.max(worst, Math.abs(r.y[t * rows + i] - s) / (1e-5 * mag + 1e-6));
+  }
+  out.push({ type: name, rows, cols, tokens, worst, windows: r.windows, validation: r.validationMessages });
+}
+for (const name of ['F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K']) {
+  const blk = name.endsWith('_K') ? 256 : 32;
+  for (const [rows, cols, tokens] of [[1, blk, 1], [37, 3 * blk, 1], [129, 8 * blk, 1], [33, 2 * blk, 13]]) checkQuant(name, rows, cols, tokens);
+}
+checkQuant('F16', 5, 33, 3);  // an odd width: F16 rows are not word-aligned
 // Several tokens at once (prefill): each token row against every weight row.
 function checkTokens(type, rows, cols, tokens) {
   const x = new Float32Array(cols * tokens).map(rnd);
@@ -101,7 +132,7 @@ for (const [nh, nkv, hd, pt, npos, rows] of [[2, 1, 2, 4, 1, 1], [4, 2, 64, 64, 
 console.log(JSON.stringify({ probe: a.vulkan.probe(), out }));
 `;
 
-test('Vulkan kernels (matvec F32/Q8_0, matmul, RMSNorm, RoPE both styles, add, SwiGLU, paged attention) equal the CPU within the bound, windows past 128 MiB, no validation message', () => {
+test('Vulkan kernels (matvec F32/F16/Q8_0/Q4_0/Q4_K/Q6_K, matmul, RMSNorm, RoPE both styles, add, SwiGLU, paged attention) equal the CPU within the bound, windows past 128 MiB, no validation message', () => {
   const r = spawnSync(process.execPath, ['-e', CHILD], {
     encoding: 'utf8', timeout: 300_000,
     env: { ...process.env, VK_INSTANCE_LAYERS: 'VK_LAYER_KHRONOS_validation', LP_NUM_THREADS: '1', XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' },

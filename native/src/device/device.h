@@ -75,6 +75,9 @@ class DeviceKernels {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Runs what the calling lane recorded and waits for it.
   virtual void sync() = 0;
+  // Drops every lane's recorded, unsubmitted work (after a step failed part-way; the lanes are
+  // idle then).
+  virtual void discard() = 0;
 };
 
 class Device {

@@ -435,7 +435,13 @@ void Model::forward(bool want_all, float* logits_out) {
     Model* m = static_cast<Model*>(ctx);
     return m->ops_[static_cast<size_t>(i)].after_last && !m->step_state_.need_logits;
   };
-  executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data());
+  try {
+    executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data());
+  } catch (...) {
+    // A step that failed part-way leaves no recorded device work to run with the next one.
+    if (dk_) dk_->discard();
+    throw;
+  }
   if (timing) {
     for (size_t i = 0; i < ops_.size(); ++i) {
       if (start_ns_[i] == 0 && end_ns_[i] == 0) continue;

@@ -188,6 +188,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceAccessor("maxSequences", &ModelWrap::GetMaxSequences, nullptr),
                         InstanceMethod("takeTrace", &ModelWrap::TakeTrace),
                         InstanceMethod("compiledOps", &ModelWrap::CompiledOps),
+                        InstanceMethod("placementNotes", &ModelWrap::PlacementNotes),
                         InstanceMethod("failDeviceAfter", &ModelWrap::FailDeviceAfter),
                         InstanceAccessor("deviceStats", &ModelWrap::GetDeviceStats, nullptr),
                         InstanceAccessor("tracing", &ModelWrap::GetTracing, &ModelWrap::SetTracing),
@@ -491,6 +492,13 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
 
   // compiledOps() -> [{kind, lane, layer, planOp, weight?, loc}] of the compiled op list.
+  Napi::Value PlacementNotes(const Napi::CallbackInfo& info) {
+    const std::vector<std::string>& notes = model(info.Env()).placement_notes();
+    Napi::Array a = Napi::Array::New(info.Env(), notes.size());
+    for (size_t i = 0; i < notes.size(); ++i) a.Set(static_cast<uint32_t>(i), notes[i]);
+    return a;
+  }
+
   Napi::Value CompiledOps(const Napi::CallbackInfo& info) {
     Model& m = model(info.Env());
     Napi::Array out = Napi::Array::New(info.Env());

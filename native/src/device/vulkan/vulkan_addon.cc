@@ -3,6 +3,7 @@
 // first use; the probe says why there is none.
 #include <napi.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -264,6 +265,122 @@ Napi::Value Matvec(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// bench({bytes, runs}) -> timings (ns per run) of the device as the cost model sees it: per
+// weight format a decode GEMV (1 token) and a prefill GEMM (64 tokens) over `bytes` of weights,
+// copies host->device and device->host of `bytes`, a device-to-device copy, one decode attention
+// step over 4096 positions, and an empty submission (launch + submit + wait).
+Napi::Value Bench(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  VulkanContext* c = require(env);
+  Napi::Object o = info.Length() > 0 && info[0].IsObject() ? info[0].As<Napi::Object>() : Napi::Object::New(env);
+  const double bytes_d = o.Has("bytes") && o.Get("bytes").IsNumber() ? o.Get("bytes").As<Napi::Number>().DoubleValue() : 16.0 * (1 << 20);
+  const int runs = o.Has("runs") && o.Get("runs").IsNumber() ? o.Get("runs").As<Napi::Number>().Int32Value() : 5;
+  if (!(bytes_d >= (1 << 20) && bytes_d <= 1024.0 * (1 << 20)) || runs < 1 || runs > 100) throw Napi::RangeError::New(env, "vulkan.bench: bytes in [1 MiB, 1 GiB], runs in [1, 100]");
+  const uint64_t bytes = static_cast<uint64_t>(bytes_d);
+  return guarded(env, [&]() -> Napi::Value {
+    VulkanContext::Stream& st = c->default_stream();
+    auto now = [] { return std::chrono::steady_clock::now(); };
+    auto ns = [](auto a, auto b) { return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count()); };
+    Napi::Object out = Napi::Object::New(env);
+    Scoped s{c, {}};
+    s.bufs.reserve(8);
+    constexpr int64_t kCols = 4096, kTokens = 64;
+    s.bufs.push_back(c->alloc_device(bytes, "bench weights"));
+    VulkanContext::Buffer& w = s.bufs.back();
+    std::vector<uint8_t> host(bytes, 0x11);  // every f16 scale 0x1111: a small normal number
+    const auto h0 = now();
+    c->upload(st, {&w, 0}, host.data(), bytes);
+    const auto h1 = now();
+    out.Set("h2dNs", ns(h0, h1));
+    out.Set("bytes", static_cast<double>(bytes));
+    std::vector<float> xs(static_cast<size_t>(kCols * kTokens), 0.01f);
+    auto& x = s.up(xs.data(), xs.size(), "bench input");
+    const int64_t max_rows = static_cast<int64_t>(bytes / row_bytes(GgmlType::F16, kCols));
+    s.bufs.push_back(c->alloc_device(static_cast<uint64_t>(max_rows * kTokens) * 4, "bench output"));
+    VulkanContext::Buffer& y = s.bufs.back();
+    Napi::Array formats = Napi::Array::New(env);
+    uint32_t fi = 0;
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      const uint64_t rb = row_bytes(t, kCols);
+      const int64_t rows = static_cast<int64_t>(bytes / rb);
+      Napi::Object f = Napi::Object::New(env);
+      f.Set("format", type_traits(t).name);
+      f.Set("rows", static_cast<double>(rows));
+      f.Set("cols", static_cast<double>(kCols));
+      f.Set("weightBytes", static_cast<double>(rb * static_cast<uint64_t>(rows)));
+      for (int64_t tokens : {int64_t{1}, kTokens}) {
+        c->matvec(st, t, {&w, 0}, rows, kCols, {&x, 0}, {&y, 0}, tokens, rows);  // warm-up
+        c->flush(st);
+        Napi::Array times = Napi::Array::New(env);
+        const int n = tokens == 1 ? runs : std::max(2, runs / 2);
+        for (int r = 0; r < n; ++r) {
+          const auto t0 = now();
+          c->matvec(st, t, {&w, 0}, rows, kCols, {&x, 0}, {&y, 0}, tokens, rows);
+          c->flush(st);
+          times.Set(static_cast<uint32_t>(r), ns(t0, now()));
+        }
+        f.Set(tokens == 1 ? "gemvNs" : "gemmNs", times);
+      }
+      f.Set("gemmTokens", static_cast<double>(kTokens));
+      formats.Set(fi++, f);
+    }
+    out.Set("formats", formats);
+    {
+      const auto t0 = now();
+      c->download(st, host.data(), {&w, 0}, bytes);
+      out.Set("d2hNs", ns(t0, now()));
+      s.bufs.push_back(c->alloc_device(bytes, "bench copy"));
+      Napi::Array d2d = Napi::Array::New(env);
+      for (int r = 0; r < runs; ++r) {
+        const auto t1 = now();
+        c->copy(st, {&s.bufs.back(), 0}, {&w, 0}, bytes);
+        c->flush(st);
+        d2d.Set(static_cast<uint32_t>(r), ns(t1, now()));
+      }
+      out.Set("d2dNs", d2d);
+    }
+    {
+      // Launch: one tiny kernel, submitted and waited for.
+      Napi::Array launch = Napi::Array::New(env);
+      for (int r = 0; r < 4 * runs; ++r) {
+        const auto t0 = now();
+        c->add(st, {&y, 0}, {&x, 0}, 64, 64);
+        c->flush(st);
+        launch.Set(static_cast<uint32_t>(r), ns(t0, now()));
+      }
+      out.Set("launchNs", launch);
+    }
+    {
+      // Decode attention: 32 heads over 8 KV heads of 128, 4096 positions in pages of 64.
+      constexpr int64_t kHeads = 32, kKv = 8, kHd = 128, kPos = 4096, kPt = 64;
+      const uint64_t pool = static_cast<uint64_t>(kPos * kKv * kHd) * 2;
+      s.bufs.push_back(c->alloc_device(pool, "bench K"));
+      VulkanContext::Buffer& kb = s.bufs.back();
+      s.bufs.push_back(c->alloc_device(pool, "bench V"));
+      VulkanContext::Buffer& vb = s.bufs.back();
+      std::vector<uint32_t> table(kPos / kPt);
+      for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<uint32_t>(i * kPt * kKv * kHd / 2);
+      s.bufs.push_back(c->alloc_device(table.size() * 4, "bench pages"));
+      VulkanContext::Buffer& tb = s.bufs.back();
+      c->upload(st, {&tb, 0}, table.data(), table.size() * 4);
+      std::vector<uint8_t> zeros(pool, 0);
+      c->upload(st, {&kb, 0}, zeros.data(), pool);
+      c->upload(st, {&vb, 0}, zeros.data(), pool);
+      Napi::Array attn = Napi::Array::New(env);
+      for (int r = 0; r <= runs; ++r) {
+        const auto t0 = now();
+        c->attention(st, {&x, 0}, {&kb, 0}, {&vb, 0}, {&tb, 0}, {&y, 0}, 1, kHeads, kKv, kHd, kPt, kPos - 1);
+        c->flush(st);
+        if (r > 0) attn.Set(static_cast<uint32_t>(r - 1), ns(t0, now()));
+      }
+      out.Set("attentionNs", attn);
+      out.Set("attentionKvBytes", static_cast<double>(2 * pool));
+    }
+    out.Set("validationMessages", static_cast<double>(c->validation_messages()));
+    return out;
+  });
+}
+
 void InitVulkan(Napi::Env env, Napi::Object exports) {
   Napi::Object v = Napi::Object::New(env);
   v.Set("probe", Napi::Function::New(env, Probe));
@@ -273,6 +390,7 @@ void InitVulkan(Napi::Env env, Napi::Object exports) {
   v.Set("add", Napi::Function::New(env, Add));
   v.Set("swiglu", Napi::Function::New(env, SwiGlu));
   v.Set("attention", Napi::Function::New(env, Attention));
+  v.Set("bench", Napi::Function::New(env, Bench));
   exports.Set("vulkan", v);
 }
 

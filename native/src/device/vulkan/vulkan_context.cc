@@ -354,14 +354,19 @@ VulkanContext::Stream* VulkanContext::create_stream() {
   return st.release();
 }
 
+void VulkanContext::discard(Stream& s) {
+  if (!s.recording) return;
+  api_.vkEndCommandBuffer(s.cb);
+  api_.vkResetCommandBuffer(s.cb, 0);
+  api_.vkResetDescriptorPool(device_, s.descriptors, 0);
+  s.recording = false;
+  s.sets_used = 0;
+}
+
 void VulkanContext::destroy_stream(Stream* st) {
   if (!st) return;
   vk::Api& a = api_;
-  if (st->recording) {
-    // Never submitted: end it so the pool can be destroyed cleanly.
-    a.vkEndCommandBuffer(st->cb);
-    st->recording = false;
-  }
+  discard(*st);  // never submitted: the buffers it names may already be gone
   free(st->staging);
   if (st->descriptors) a.vkDestroyDescriptorPool(device_, st->descriptors, nullptr);
   if (st->fence) a.vkDestroyFence(device_, st->fence, nullptr);

@@ -83,6 +83,9 @@ class VulkanContext {
   Stream& default_stream();
   // Submits what `s` recorded and waits for it. Throws DeviceError when the device fails.
   void flush(Stream& s);
+  // Drops what `s` recorded without running it (a step that failed part-way: its buffers may be
+  // gone before the next flush).
+  void discard(Stream& s);
 
   // Host -> device and device -> host through the stream's staging buffer, in chunks, after the
   // stream's recorded work; each waits for its copy.

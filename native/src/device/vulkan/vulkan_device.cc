@@ -49,7 +49,7 @@ class VulkanDevice final : public Device, public DeviceKernels {
     ranges_ = std::make_unique<RangeAllocator>(space_, kAlign);
     pool_ = std::make_unique<ThreadPool>(1);
     info_.name = "vulkan";
-    info_.description = v.name + " (" + v.type + " GPU, Vulkan, subgroup " + std::to_string(v.subgroup_size) + ")";
+    info_.description = v.name + " (Vulkan, " + v.type + " device, subgroup " + std::to_string(v.subgroup_size) + ")";
     info_.emulated = false;
     info_.capacity_bytes = capacity_;
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
@@ -65,14 +65,9 @@ class VulkanDevice final : public Device, public DeviceKernels {
       for (auto& [tid, s] : streams_) streams.push_back(s);
       streams_.clear();
     }
-    for (VulkanContext::Stream* s : streams) {
-      try {
-        ctx_.flush(*s);
-      } catch (...) {
-        // A lost device: the stream goes anyway.
-      }
-      ctx_.destroy_stream(s);
-    }
+    // Work recorded but never submitted (a step that failed part-way) is dropped, not run: the
+    // model has freed the buffers it names by now.
+    for (VulkanContext::Stream* s : streams) ctx_.destroy_stream(s);
     for (auto& [off, b] : bufs_) ctx_.free(b);
     bufs_.clear();
     pool_.reset();
@@ -164,6 +159,10 @@ class VulkanDevice final : public Device, public DeviceKernels {
   }
   void copy(void* dst, const void* src, size_t bytes) override { ctx_.copy(stream(), resolve(dst, bytes), resolve(src, bytes), bytes); }
   void sync() override { ctx_.flush(stream()); }
+  void discard() override {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    for (auto& [tid, s] : streams_) ctx_.discard(*s);
+  }
 
  private:
   // The buffer and offset of a handle, checking that `bytes` from it stay inside its allocation.

@@ -1,0 +1,158 @@
+// Every policy's plan executes on the Vulkan device — in CI Mesa's lavapipe, one thread, with
+// the Khronos validation layer on (any validation message fails) — at a memory budget small
+// enough that the plan splits the model between the CPU and the GPU, on stories260K (trained,
+// F32) and synthetic llama (GQA, Q4_0) and qwen2 (biases, NeoX RoPE, Q8_0) models. Every logit
+// agrees within |Δ| ≤ 0.02 + 0.02 · max|logit|: the GPU multiplies f32 activations where the CPU
+// quantizes them to the weights' Q8 activation format, sums in another order, and keeps
+// attention's probabilities in f32. Greedy output equals the CPU's for 32 tokens on stories260K.
+// The synthetic models' random weights give near-ties, so there the device is fed the CPU's
+// tokens (teacher forcing) and its greedy choice must equal the CPU's wherever the CPU's margin
+// between the two tokens exceeds the measured logit difference. The device's peak
+// memory stays within its budget; a lost device and a refused allocation fall back to the CPU
+// without losing the request; a weight format without a Vulkan kernel runs on the CPU, noted.
+// Skips, saying why, where there is no Vulkan device or validation layer.
+process.env.LP_NUM_THREADS = '1';
+process.env.VK_INSTANCE_LAYERS = 'VK_LAYER_KHRONOS_validation';
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+
+import { GgmlType } from '../../engine/model/ggml-types';
+import { writeSyntheticModel } from '../../engine/model/synthetic';
+import { Engine } from '../../engine/runtime/engine';
+import { argmax } from '../../engine/runtime/sampler';
+import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
+import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
+import { checkModel, CTX, planHardware, THREADS } from '../helpers/policy-runs';
+
+const LAYER_JSON = ['/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json', '/usr/share/vulkan/explicit_layer.d/VkLayer_KHRONOS_validation.json'];
+const probe = vulkanProbe();
+const skip = !LAYER_JSON.some(existsSync) ? 'the Khronos validation layer is not installed (apt-get install vulkan-validationlayers)'
+  : !probe.available ? `no Vulkan device: ${probe.reason}` : false;
+const STORIES = sharedPath('models', 'stories260K.gguf');
+
+let worst = 0;
+let nearTies = 0;
+function within(label: string, got: Float32Array[], want: Float32Array[], strictGreedy: boolean): void {
+  assert.equal(got.length, want.length);
+  for (let i = 0; i < want.length; i++) {
+    const g = got[i]!, w = want[i]!;
+    let peak = 0, diff = 0;
+    for (let j = 0; j < w.length; j++) {
+      peak = Math.max(peak, Math.abs(w[j]!));
+      diff = Math.max(diff, Math.abs(g[j]! - w[j]!));
+    }
+    const bound = 0.02 + 0.02 * peak;
+    worst = Math.max(worst, diff / bound);
+    assert.ok(diff <= bound, `${label}: step ${i} logits differ by ${diff.toExponential(2)} > ${bound.toExponential(2)}`);
+    const a = argmax(g), b = argmax(w);
+    if (a === b) continue;
+    assert.ok(!strictGreedy, `${label}: greedy token of step ${i} differs from the CPU's (${a} vs ${b})`);
+    const margin = w[b]! - w[a]!;
+    assert.ok(margin <= 2 * diff, `${label}: step ${i} chose ${a} over the CPU's ${b} although the CPU's margin ${margin.toExponential(2)} exceeds the difference ${diff.toExponential(2)}`);
+    nearTies++;
+  }
+}
+const VULKAN = { device: 'vulkan' as const, steps: 32, compare: (l: string, g: Float32Array[], w: Float32Array[]) => within(l, g, w, true) };
+const VULKAN_FORCED = { device: 'vulkan' as const, steps: 32, teacherForced: true, compare: (l: string, g: Float32Array[], w: Float32Array[]) => within(l, g, w, false) };
+
+function noValidationMessages(): void {
+  const p = vulkanProbe() as { validationMessages?: number; lastValidationMessage?: string };
+  assert.equal(p.validationMessages, 0, `validation: ${p.lastValidationMessage}`);
+}
+
+test('every policy on Vulkan matches the CPU on stories260K (32 greedy tokens)', { skip: skip || skipUnlessShared(STORIES) }, async () => {
+  await checkModel('stories260K', STORIES, [1, 415, 251, 263, 91, 30, 12], VULKAN);
+  console.log(`  worst logit difference: ${worst.toFixed(3)} × the bound; device: ${probe.name}`);
+  noValidationMessages();
+});
+
+for (const [arch, type, name] of [['llama', GgmlType.Q4_0, 'Q4_0'], ['qwen2', GgmlType.Q8_0, 'Q8_0']] as const) {
+  test(`every policy on Vulkan matches the CPU on a synthetic ${arch} ${name} model (GQA)`, { skip }, async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const file = path.join(dir, `${arch}.gguf`);
+      writeSyntheticModel(file, { architecture: arch, nLayers: 4, nEmbd: 128, nHeads: 4, nKvHeads: 2, nFf: 256, nVocab: 512, contextLength: CTX, seed: 7, weightType: type });
+      await checkModel(`${arch} ${name}`, file, [1, 5, 9, 200, 17, 33, 101, 7, 64], VULKAN_FORCED);
+      console.log(`  worst logit difference so far: ${worst.toFixed(3)} × the bound; near-ties decided otherwise: ${nearTies}`);
+      noValidationMessages();
+    } finally {
+      cleanup();
+    }
+  });
+}
+
+test('a Vulkan device lost mid-generation falls back to the CPU without losing the request', { skip: skip || skipUnlessShared(STORIES) }, async () => {
+  const cpu = await Engine.load(STORIES, { threads: THREADS, contextLength: CTX, device: 'cpu' });
+  const want = await cpu.generate('Once upon a time', { maxTokens: 24, temperature: 0 });
+  cpu.dispose();
+  const fallbacks: string[] = [];
+  const engine = await Engine.load(STORIES, { threads: THREADS, contextLength: CTX, device: 'vulkan', vramBytes: 8 << 20, policy: 'gpu-only', hardware: planHardware('vulkan'), onFallback: (r) => fallbacks.push(r) });
+  try {
+    assert.equal(engine.execution.fallback, undefined);
+    assert.equal(engine.execution.device, 'vulkan');
+    engine.failDeviceAfter(200);
+    const got = await engine.generate('Once upon a time', { maxTokens: 24, temperature: 0 });
+    assert.equal(got.text, want.text);
+    assert.equal(fallbacks.length, 1, 'told once');
+    assert.match(fallbacks[0]!, /vulkan: device lost/);
+    assert.match(engine.execution.split, /CPU only/);
+  } finally {
+    engine.dispose();
+  }
+  noValidationMessages();
+});
+
+test('a plan over the Vulkan budget is refused before allocating, with the numbers; the model runs on the CPU', { skip: skip || skipUnlessShared(STORIES) }, async () => {
+  const engine = await Engine.load(STORIES, {
+    threads: THREADS, contextLength: CTX, device: 'vulkan', vramBytes: 256 << 10, policy: 'gpu-only', hardware: planHardware('vulkan'),
+    workload: { batch: 1, prompt: 960, gen: 64, vramBytes: 8 << 20 },
+  });
+  try {
+    assert.match(engine.execution.fallback ?? '', /^vulkan: cannot allocate [0-9.]+ MiB for .+: [0-9.]+ MiB of the device's 0\.25 MiB VRAM budget are in use/);
+    assert.equal(engine.deviceStats(), null);
+    const r = await engine.generate('Once upon a time', { maxTokens: 4, temperature: 0 });
+    assert.equal(r.generatedTokens, 4);
+  } finally {
+    engine.dispose();
+  }
+});
+
+test('matmuls on a weight format without a Vulkan kernel run on the CPU, and the plan notes say so', { skip }, async () => {
+  const { dir, cleanup } = tempDir();
+  try {
+    const file = path.join(dir, 'q5.gguf');
+    writeSyntheticModel(file, { architecture: 'llama', nLayers: 2, nEmbd: 128, nHeads: 4, nKvHeads: 2, nFf: 256, nVocab: 512, contextLength: CTX, seed: 3, weightType: GgmlType.Q5_0 });
+    const cpu = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'cpu' });
+    const want = await cpu.generate('a b c', { maxTokens: 8, temperature: 0 });
+    cpu.dispose();
+    const engine = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'vulkan', vramBytes: 64 << 20, policy: 'gpu-only', hardware: planHardware('vulkan') });
+    try {
+      assert.equal(engine.execution.fallback, undefined);
+      assert.ok(engine.execution.notes.some((n) => /Q5_0\): the vulkan device has no kernel for this format; it runs on the CPU/.test(n)), engine.execution.notes.join('\n'));
+      const got = await engine.generate('a b c', { maxTokens: 8, temperature: 0 });
+      assert.equal(got.text, want.text);
+    } finally {
+      engine.dispose();
+    }
+  } finally {
+    cleanup();
+  }
+  noValidationMessages();
+});
+
+test('auto on a software Vulkan device (lavapipe) measures it and keeps the work on the CPU', { skip: skip || (probe.type !== 'cpu' ? 'the Vulkan device is a real GPU' : false) || skipUnlessShared(STORIES) }, async () => {
+  const engine = await Engine.load(STORIES, { threads: THREADS, contextLength: CTX, device: 'auto' });
+  try {
+    assert.equal(engine.execution.device, 'cpu', engine.execution.deviceReason);
+    assert.match(engine.execution.deviceReason, /llvmpipe.*keeps every op on the CPU/);
+    const hw = engine.execution.planParams?.hardware;
+    const gpu = typeof hw === 'object' ? hw.gpu : undefined;
+    assert.ok(gpu?.kernels?.length, 'the plan was made with the measured Vulkan kernels');
+    console.log(`  ${engine.execution.deviceReason}`);
+  } finally {
+    engine.dispose();
+  }
+});
