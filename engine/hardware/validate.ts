@@ -61,6 +61,15 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
     num(g.launchOverheadUs, `${where}: gpu.launchOverheadUs`, 0, 1e6);
     num(g.reservedBytes, `${where}: gpu.reservedBytes`);
     if (g.gds !== undefined && typeof g.gds !== 'boolean') throw new Error(`${where}: gpu.gds must be true or false`);
+    if (g.kernels !== undefined) {
+      if (!Array.isArray(g.kernels)) throw new Error(`${where}: gpu.kernels must be an array`);
+      g.kernels.forEach((k: unknown, i: number) => {
+        const r = obj(k, `${where}: gpu.kernels[${i}]`);
+        if (typeof r.format !== 'string') throw new Error(`${where}: gpu.kernels[${i}].format must be a string`);
+        num(r.gemvGBps, `${where}: gpu.kernels[${i}].gemvGBps`, 1e-9, 1e6);
+        num(r.gemmTflops, `${where}: gpu.kernels[${i}].gemmTflops`, 1e-12, 1e6);
+      });
+    }
     if (p.link === undefined) throw new Error(`${where}: a profile with a gpu needs a link`);
   }
   if (p.link !== undefined) {

@@ -1,6 +1,7 @@
 // The profiler against the real native microbenchmarks, at smoke-test sizes: a bandwidth run
 // gives positive finite numbers, bad options are rejected with the option's name, a whole
 // (shrunken) profile validates, progress is monotone, and cancellation stops it.
+import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -101,8 +102,16 @@ test('a smoke-size profile validates, has the required measured fields, and repo
   assert.ok(v.cpu.attention[0]!.gbps > 0);
   assert.ok(v.cpu.contentionFactor >= 1 && v.cpu.contention && v.cpu.contention.transferGBps > 0);
   if (!bench!.cudaProbe().available) {
-    assert.equal(v.gpu, undefined);
     assert.ok(v.notes?.some((n) => n.startsWith('no CUDA device: ')));
+    // Without CUDA, the GPU is the Vulkan device measured through Fulcrum's own kernels, or none.
+    if (vulkanProbe().available) {
+      assert.match(v.gpu?.name ?? '', /\(Vulkan\)$/);
+      assert.ok(v.gpu!.kernels!.length >= 4 && v.gpu!.kernels!.every((k) => k.gemvGBps > 0 && k.gemmTflops > 0), 'per-format kernel rates');
+      assert.ok(v.link!.h2dPinnedGBps > 0 && v.link!.d2hPinnedGBps > 0 && v.gpu!.launchOverheadUs > 0);
+    } else {
+      assert.equal(v.gpu, undefined);
+      assert.ok(v.notes?.some((n) => n.startsWith('no Vulkan device: ')));
+    }
   }
   assert.equal(progress[0], 0);
   assert.equal(progress[progress.length - 1], 1);

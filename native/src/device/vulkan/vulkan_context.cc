@@ -30,7 +30,7 @@ constexpr uint64_t kStagingBytes = uint64_t{8} << 20;
 constexpr uint32_t kSetsPerStream = 512;
 
 struct MatvecPush {
-  uint32_t rows, cols, row_bytes, skew, row0, y_stride, x_off, y_off, tokens;
+  uint32_t rows, cols, row_bytes, skew, row0, y_stride, x_off, y_off, tokens, tpr;
 };
 constexpr uint32_t kPushBytes = 64;
 constexpr uint32_t kTokenTile = 8;  // matvec_body.glsl's TILE
@@ -155,11 +155,6 @@ std::unique_ptr<VulkanContext> VulkanContext::open(std::string* why, uint64_t bu
     info.subgroup_size = sub.subgroupSize;
     info.max_workgroup_size = std::min(p.limits.maxComputeWorkGroupSize[0], p.limits.maxComputeWorkGroupInvocations);
     info.shared_memory_bytes = p.limits.maxComputeSharedMemorySize;
-    // The matmul kernels reduce with subgroup adds (every desktop driver and lavapipe have them).
-    if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) || !(sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)) {
-      *why = "vulkan: device " + info.name + " has no subgroup arithmetic in compute shaders, which the kernels need";
-      return nullptr;
-    }
     // Queues: a compute family, and a transfer-only one where there is one.
     uint32_t n_q = 0;
     a.vkGetPhysicalDeviceQueueFamilyProperties(c->physical_, &n_q, nullptr);
@@ -303,7 +298,8 @@ VulkanContext::Buffer VulkanContext::alloc_device(uint64_t bytes, const std::str
                       " VRAM budget are in use (--vram sets the budget)");
   // Rounded up to whole 16-byte units: shaders read tensors as 32-bit words (a Q8_0 row of 34
   // bytes ends inside a word), and a read past the buffer's end is undefined without robustness.
-  Buffer b = alloc_buffer(std::max<uint64_t>((bytes + 15) / 16 * 16, 16), VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true);
+  // Plus 4 bytes: a shader reading 4 bytes at an unaligned offset may load the word after the last.
+  Buffer b = alloc_buffer(std::max<uint64_t>((bytes + 4 + 15) / 16 * 16, 16), VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true);
   in_use_ += b.size;
   peak_ = std::max(peak_.load(), in_use_.load());
   return b;
@@ -665,18 +661,24 @@ void VulkanContext::matvec(Stream& s, GgmlType type, Ref w, int64_t rows, int64_
   const uint64_t range = std::min<uint64_t>(info_.max_storage_range, uint64_t{1} << 31);
   if (row_bytes + align > range) throw DeviceError("vulkan: one row of " + std::to_string(row_bytes) + " bytes exceeds maxStorageBufferRange");
   // One workgroup per row: at most 65535 rows per dispatch (the smallest maxComputeWorkGroupCount).
-  const int64_t per_window = std::min<int64_t>(65535, static_cast<int64_t>((range - align) / row_bytes));
+  const int64_t per_window = std::min<int64_t>(65535, static_cast<int64_t>((range - align - 4) / row_bytes));
   if (w.off + static_cast<uint64_t>(rows) * row_bytes > w.buf->size) throw DeviceError("vulkan: matvec weights past the end of their buffer");
+  // Invocations per row: enough for the row's 32-value sub-blocks, at most the workgroup, so
+  // narrow rows share a workgroup instead of leaving most of it idle (matvec_body.glsl).
+  const uint32_t wg = pipeline(name).workgroup;
+  uint32_t tpr = 1;
+  while (tpr < wg && tpr * 32 < static_cast<uint64_t>(cols)) tpr *= 2;
+  const int64_t rows_per_group = wg / tpr;
   int64_t windows = 0;
   for (int64_t r0 = 0; r0 < rows; r0 += per_window) {
     const int64_t n = std::min(per_window, rows - r0);
     const uint64_t start = w.off + static_cast<uint64_t>(r0) * row_bytes;
     const uint64_t offset = start / align * align;
     const uint64_t skew = start - offset;
-    const uint64_t wlen = std::min<uint64_t>(w.buf->size - offset, (skew + static_cast<uint64_t>(n) * row_bytes + 3) / 4 * 4);
+    const uint64_t wlen = std::min<uint64_t>(w.buf->size - offset, (skew + static_cast<uint64_t>(n) * row_bytes + 3) / 4 * 4 + 4);
     MatvecPush pp{static_cast<uint32_t>(n), u32(cols, "cols"), static_cast<uint32_t>(row_bytes), static_cast<uint32_t>(skew), static_cast<uint32_t>(r0),
-                  u32(y_stride, "y_stride"), words(x.off), words(y.off), u32(tokens, "tokens")};
-    dispatch(s, name, {w.buf, x.buf, y.buf}, &pp, sizeof pp, static_cast<uint32_t>(n), static_cast<uint32_t>(tiles), offset, wlen);
+                  u32(y_stride, "y_stride"), words(x.off), words(y.off), u32(tokens, "tokens"), tpr};
+    dispatch(s, name, {w.buf, x.buf, y.buf}, &pp, sizeof pp, static_cast<uint32_t>((n + rows_per_group - 1) / rows_per_group), static_cast<uint32_t>(tiles), offset, wlen);
     ++windows;
   }
   last_windows_ = windows;

@@ -9,5 +9,9 @@ void dequant(uint base, uint s, out float v[32]);
 #include "matvec_body.glsl"
 void dequant(uint base, uint s, out float v[32]) {
   const uint c0 = s * 32u;
-  for (uint i = 0u; i < 32u; ++i) v[i] = c0 + i < p.cols ? half_at(base + 2u * (c0 + i)) : 0.0;
+  for (uint i = 0u; i < 32u; i += 2u) {
+    const vec2 h = unpackHalf2x16(word_at(base + 2u * (c0 + i)));
+    v[i] = c0 + i < p.cols ? h.x : 0.0;
+    v[i + 1u] = c0 + i + 1u < p.cols ? h.y : 0.0;
+  }
 }

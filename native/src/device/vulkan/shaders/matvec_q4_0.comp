@@ -10,9 +10,12 @@ void dequant(uint base, uint s, out float v[32]);
 void dequant(uint base, uint s, out float v[32]) {
   const uint o = base + s * 18u;
   const float d = half_at(o);
-  for (uint j = 0u; j < 16u; ++j) {
-    const uint q = byte_at(o + 2u + j);
-    v[j] = d * (float(q & 15u) - 8.0);
-    v[j + 16u] = d * (float(q >> 4u) - 8.0);
+  for (uint q = 0u; q < 4u; ++q) {
+    const uint u = word_at(o + 2u + 4u * q);
+    for (uint j = 0u; j < 4u; ++j) {
+      const uint b = (u >> (8u * j)) & 0xffu;
+      v[4u * q + j] = d * (float(b & 15u) - 8.0);
+      v[4u * q + j + 16u] = d * (float(b >> 4u) - 8.0);
+    }
   }
 }

@@ -25,5 +25,8 @@ void dequant(uint base, uint s, out float v[32]) {
   const float a = d * sc, b = dmin * mn;
   const uint q = o + 16u + 32u * (j / 2u);
   const uint shift = 4u * (j & 1u);
-  for (uint l = 0u; l < 32u; ++l) v[l] = a * float((byte_at(q + l) >> shift) & 15u) - b;
+  for (uint k = 0u; k < 8u; ++k) {
+    const uint u = word_at(q + 4u * k) >> shift;
+    for (uint j = 0u; j < 4u; ++j) v[4u * k + j] = a * float((u >> (8u * j)) & 15u) - b;
+  }
 }

@@ -13,8 +13,12 @@ void dequant(uint base, uint s, out float v[32]) {
   const float d = half_at(o + 208u);
   const uint ql = o + 64u * h + 32u * (k & 1u), qh = o + 128u + 32u * h, sc = o + 192u + 8u * h + 2u * k;
   const uint nshift = 4u * (k >> 1u), hshift = 2u * k;
-  for (uint l = 0u; l < 32u; ++l) {
-    const uint q = ((byte_at(ql + l) >> nshift) & 15u) | (((byte_at(qh + l) >> hshift) & 3u) << 4u);
-    v[l] = d * float(i8_at(sc + l / 16u)) * (float(q) - 32.0);
+  const float s0 = d * float(i8_at(sc)), s1 = d * float(i8_at(sc + 1u));
+  for (uint k = 0u; k < 8u; ++k) {
+    const uint lo = word_at(ql + 4u * k) >> nshift, hi = word_at(qh + 4u * k) >> hshift;
+    for (uint j = 0u; j < 4u; ++j) {
+      const uint q = ((lo >> (8u * j)) & 15u) | (((hi >> (8u * j)) & 3u) << 4u);
+      v[4u * k + j] = (k < 4u ? s0 : s1) * (float(q) - 32.0);
+    }
   }
 }

@@ -10,5 +10,8 @@ void dequant(uint base, uint s, out float v[32]);
 void dequant(uint base, uint s, out float v[32]) {
   const uint o = base + s * 34u;
   const float d = half_at(o);
-  for (uint i = 0u; i < 32u; ++i) v[i] = d * float(i8_at(o + 2u + i));
+  for (uint q = 0u; q < 8u; ++q) {
+    const uint u = word_at(o + 2u + 4u * q);
+    for (uint j = 0u; j < 4u; ++j) v[4u * q + j] = d * float(i8_of(u, j));
+  }
 }
