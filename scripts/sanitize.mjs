@@ -56,6 +56,8 @@ const testPatterns = [
   /^test\/parity\/placement\.test\.ts$/,
   /^test\/parity\/plan-execution\.test\.ts$/,
   /^test\/parity\/batch-execution\.test\.ts$/,
+  /^test\/unit\/vulkan\.test\.ts$/,
+  /^test\/parity\/vulkan-execution\.test\.ts$/,
 ];
 
 function log(msg) { process.stdout.write(`[sanitize:${mode}] ${msg}\n`); }

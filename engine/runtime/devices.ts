@@ -91,6 +91,19 @@ export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOn
 }
 
 /**
+ * Device bytes a Vulkan placement needs beyond deviceWorkspaceBytes (native set_placement with a
+ * device that has its own kernels): the K and V pools attention gathers a sequence's pages into
+ * (one layer's whole context), their page table, and device copies of the norm weights and biases.
+ */
+export function vulkanWorkspaceBytes(hp: ModelHparams, contextLength: number): number {
+  const pages = Math.ceil(contextLength / 64);
+  const pools = 2 * pages * 64 * hp.nKvHeads * hp.headDim * 2;
+  const vectors = (hp.nLayers * (2 * hp.nEmbd + hp.nHeads * hp.headDim + 2 * hp.nKvHeads * hp.headDim) + hp.nEmbd) * 4;
+  // Each allocation is rounded up to 256 bytes: one per vector, page and buffer.
+  return pools + pages * 4 + vectors + 256 * (6 * hp.nLayers + 16);
+}
+
+/**
  * The CPU profile as seen by an engine running `threads` threads. The profiler measures kernels at
  * the machine's core count (quick profiles at that count only), and the cost model takes a
  * kernel's best measured rate; an engine on fewer threads gets each rate measured at more threads

@@ -7,7 +7,7 @@ import { shapeFromGguf } from '../model/shape';
 import { getProfile } from '../hardware/profiler';
 import { planRequest } from '../plan/api';
 import type { NativeDevice, NativePlacement } from '../native/model';
-import { cpuForThreads, defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice, vulkanHardware } from './devices';
+import { cpuForThreads, defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice, vulkanHardware, vulkanWorkspaceBytes } from './devices';
 import { lowerPlan, sequenceKvAssignment } from './lowering';
 import type { ExecutionInfo, ExecutionOptions } from './types';
 
@@ -36,7 +36,7 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
   const linkGBps = opts.linkGBps ?? defaultLinkGBps(base);
   const linkLatencyUs = opts.linkLatencyUs ?? 0;
   const deviceThreads = opts.deviceThreads ?? 1;
-  const workspaceBytes = deviceWorkspaceBytes(hp, batchSize, true, maxSequences);
+  const workspaceBytes = deviceWorkspaceBytes(hp, batchSize, true, maxSequences) + (vulkan ? vulkanWorkspaceBytes(hp, contextLength) : 0);
   const hardware = vulkan
     ? vulkanHardware(base, { vramBytes, workspaceBytes })
     : loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes });
