@@ -66,6 +66,7 @@ VKAPI_ATTR VkBool32 VKAPI_CALL VulkanContext::on_message(VkDebugUtilsMessageSeve
   if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
     auto* ctx = static_cast<VulkanContext*>(self);
     ctx->validation_messages_.fetch_add(1);
+    std::lock_guard<std::mutex> lock(ctx->message_mu_);
     ctx->last_validation_message_ = data && data->pMessage ? data->pMessage : "?";
   }
   return VK_FALSE;

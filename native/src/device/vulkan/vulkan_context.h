@@ -114,11 +114,14 @@ class VulkanContext {
   // Whether matvec has a kernel for `type`.
   static bool runs(GgmlType type);
   // Rows per window the last matvec used (tests check that big tensors were windowed).
-  int64_t last_windows() const { return last_windows_; }
+  int64_t last_windows() const { return last_windows_.load(); }
 
   // Validation-layer messages (warnings and errors) seen so far; 0 when no layer is active.
   uint64_t validation_messages() const { return validation_messages_.load(); }
-  const std::string& last_validation_message() const { return last_validation_message_; }
+  std::string last_validation_message() const {
+    std::lock_guard<std::mutex> lock(message_mu_);
+    return last_validation_message_;
+  }
 
  private:
   VulkanContext() = default;
@@ -158,8 +161,9 @@ class VulkanContext {
   std::map<std::string, Pipeline> pipelines_;
   std::atomic<uint64_t> in_use_{0}, peak_{0};
   std::atomic<uint64_t> validation_messages_{0};
+  mutable std::mutex message_mu_;  // the driver may call on_message from any thread
   std::string last_validation_message_;
-  int64_t last_windows_ = 0;
+  std::atomic<int64_t> last_windows_{0};
 };
 
 }  // namespace fulcrum
