@@ -20,6 +20,8 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 import { GgmlType } from '../../engine/model/ggml-types';
+import { readGguf } from '../../engine/model/gguf/index';
+import type { NativeModel } from '../../engine/native/model';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
@@ -156,3 +158,46 @@ test('auto on a software Vulkan device (lavapipe) measures it and keeps the work
     engine.dispose();
   }
 });
+
+// NEO and APEX at batch 4 on the GPU: some requests' KV on the device, the others' on the host
+// where the CPU attends over them while the GPU attends over the rest, in the same steps.
+for (const policy of ['neo', 'apex']) {
+  test(`${policy} at batch 4 on Vulkan splits the requests' KV between GPU and host and matches each request alone on the CPU`, { skip: skip || skipUnlessShared(STORIES) }, async () => {
+    const prompts = [4, 11, 19, 30].map((len, s) => Array.from({ length: len }, (_, i) => 1 + ((i * 29 + s * 5) % 511)));
+    const cpu = await Engine.load(STORIES, { threads: THREADS, contextLength: CTX, device: 'cpu' });
+    const cpuNative = (cpu as unknown as { native: NativeModel }).native;
+    const alone = prompts.map((p) => {
+      cpuNative.clearKv(0);
+      const first = cpuNative.eval(Int32Array.from(p), 0, false);
+      return [first, cpuNative.eval(Int32Array.of(argmax(first)), p.length, false)];
+    });
+    cpu.dispose();
+    const size = readGguf(STORIES).tensors.reduce((s, t) => s + t.byteSize, 0);
+    let found = false;
+    for (let f = 1; f <= 8 && !found; f += 0.25) {
+      const vram = Math.round(size * f + (2 << 20));
+      let engine: Engine;
+      try {
+        engine = await Engine.load(STORIES, { threads: THREADS, contextLength: CTX, device: 'vulkan', vramBytes: vram, policy, hardware: planHardware('vulkan'), workload: { batch: 4, prompt: 960, gen: 64, vramBytes: vram }, maxSequences: 4 });
+      } catch {
+        continue;  // the policy does not apply at this budget
+      }
+      try {
+        const native = (engine as unknown as { native: NativeModel }).native;
+        const attention = native.compiledOps().filter((o) => o.kind === 'attention');
+        if (!engine.deviceStats() || !attention.some((o) => o.loc === 'host') || !attention.some((o) => o.loc === 'device')) continue;
+        found = true;
+        const first = await native.evalBatchAsync(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.from(p), startPos: 0 })));
+        const second = await native.evalBatchAsync(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.of(argmax(first[s]!)), startPos: p.length })));
+        for (let s = 0; s < 4; s++) within(`${policy} sequence ${s}`, [first[s]!, second[s]!], alone[s]!, true);
+        const stats = engine.deviceStats()!;
+        assert.ok(stats.peakBytes <= stats.capacityBytes);
+        console.log(`  ${policy} batch 4: vram ${(vram / 1024).toFixed(0)} KiB, split ${engine.execution.split}`);
+      } finally {
+        engine.dispose();
+      }
+    }
+    assert.ok(found, `${policy}: no budget splits the requests' KV between GPU and host`);
+    noValidationMessages();
+  });
+}
