@@ -4,6 +4,7 @@
 // GPU's linear ops with the CPU's attention, and the scheduler (engine/plan/neo/scheduler.ts)
 // picks per iteration between that and GPU-only, from interpolated profiles.
 
+import { sizeText } from './predict';
 import type { Policy, PlanContext } from './policy';
 import type { Plan } from './types';
 import { neoGpuFixedBytes } from './neo/from-cost-model';
@@ -15,7 +16,7 @@ export function onlineApplicable(ctx: PlanContext, name: string): { ok: boolean;
   if (!ctx.hardware.gpu || !ctx.hardware.link) return { ok: false, reason: 'no GPU in the hardware profile' };
   const fixed = neoGpuFixedBytes(ctx);
   if (fixed > ctx.vramBytes) {
-    return { ok: false, reason: `${name} keeps all weights on the GPU: weights + workspace need ${(fixed / 2 ** 30).toFixed(1)} GiB, VRAM budget ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB` };
+    return { ok: false, reason: `${name} keeps all weights on the GPU: weights + workspace need ${sizeText(fixed)}, VRAM budget ${sizeText(ctx.vramBytes)}` };
   }
   return { ok: true, reason: `weights fit on the GPU; the KV that does not fit moves to the CPU with its decode attention` };
 }

@@ -31,7 +31,13 @@ export function withSimulatedPrediction(plan: Plan, ctx: PlanContext, policy: Po
 /** Thrown by every policy's plan that does not fit in memory: the same message, with the numbers. */
 export class PlanDoesNotFitError extends Error {}
 
-const gib = (b: number): string => `${(b / 2 ** 30).toFixed(2)} GiB`;
+/** Sizes in the unit that shows them (a tiny model's 0.9 MiB is not '0.00 GiB'). */
+export function sizeText(b: number): string {
+  if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;
+  if (b >= 2 ** 20) return `${(b / 2 ** 20).toFixed(1)} MiB`;
+  return `${(b / 2 ** 10).toFixed(1)} KiB`;
+}
+const gib = sizeText;
 
 /** '' when the plan fits, else what overflows: GPU, host, pinned — each with need and capacity. */
 export function overflowOf(plan: Plan, pinnedLimitBytes?: number): string {

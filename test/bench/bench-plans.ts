@@ -3,10 +3,13 @@
 // 0.4 × its 1-thread copy bandwidth, see engine/runtime/devices.ts), decode step time and per-layer time as the plan predicts
 // them and as the executor's traces measure them. A benchmark, not a test: it prints.
 //
-// Run: npm run bench:plans [-- --model FILE] [--vram 40%|BYTES] [--prompt 512] [--gen 16] [--threads 1]
+// Run: npm run bench:plans [-- --model FILE] [--vram 40%|BYTES] [--prompt 512] [--gen 16] [--threads 1] [--device loopback|vulkan]
+// With --device vulkan the plans are made with the profile's measurement of the Vulkan device
+// (its own kernels, copies and submissions) and run on it.
 import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf/index';
+import { readHparams } from '../../engine/model/hparams';
 import { getProfile } from '../../engine/hardware/profiler';
 import { nativeKernels } from '../../engine/native/model';
 import { parseBytes } from '../../engine/plan/api';
@@ -30,12 +33,16 @@ async function main(): Promise<void> {
   const gen = Number(arg('gen', '16'));
   const threads = Number(arg('threads', '1'));
   const weights = readGguf(file).tensors.reduce((s, t) => s + t.byteSize, 0);
+  const nVocab = Math.min(31001, readHparams(readGguf(file)).nVocab);
   const vramArg = arg('vram', '40%');
   const vram = vramArg.endsWith('%') ? Math.round((weights * Number(vramArg.slice(0, -1))) / 100) : parseBytes(vramArg, '--vram');
+  const device = arg('device', 'loopback') as 'loopback' | 'vulkan';
+  if (device !== 'loopback' && device !== 'vulkan') throw new Error(`--device must be loopback or vulkan, got ${device}`);
   const { profile } = await getProfile({ quick: true });
   const link = defaultLinkGBps(profile);
   process.stdout.write(`CPU: ${os.cpus()[0]?.model.trim()} (${nativeKernels().isaLevel()} kernels, ${nativeKernels().physicalCores()} physical cores); engine threads ${threads}, loopback threads 1\n`);
-  process.stdout.write(`model ${file} (${(weights / 2 ** 20).toFixed(0)} MiB of weights); loopback VRAM ${(vram / 2 ** 20).toFixed(0)} MiB; link cap ${link.toFixed(1)} GB/s (0.4 × 1-thread copy ${(link / 0.4).toFixed(1)} GB/s)\n`);
+  if (device === 'vulkan') process.stdout.write(`device: ${profile.gpu?.name ?? 'no Vulkan device in the profile'}; link ${profile.link?.h2dPinnedGBps ?? '?'} GB/s host→device (measured)\n`);
+  process.stdout.write(`model ${file} (${(weights / 2 ** 20).toFixed(1)} MiB of weights); ${device} VRAM ${(vram / 2 ** 20).toFixed(1)} MiB${device === 'loopback' ? `; link cap ${link.toFixed(1)} GB/s (0.4 × 1-thread copy ${(link / 0.4).toFixed(1)} GB/s)` : ''}\n`);
   process.stdout.write(`workload: batch 1, prompt ${prompt}, decode ${gen} tokens measured (median step)\n\n`);
   process.stdout.write('policy        ran as        split                                        | step ms  predicted  measured  ratio | layer |err| mean  max | lanes busy ms (cpu/dev/h2d/d2h) overlap\n');
   const measured: { policy: string; chosen: string; ms: number }[] = [];
@@ -43,7 +50,7 @@ async function main(): Promise<void> {
     let engine: Engine;
     try {
       engine = await Engine.load(file, {
-        threads, contextLength: prompt + gen + 64, device: 'loopback', vramBytes: vram, policy, hardware: profile, linkGBps: link, deviceThreads: 1,
+        threads, contextLength: prompt + gen + 64, device, vramBytes: vram, policy, hardware: profile, linkGBps: link, deviceThreads: 1,
         workload: { batch: 1, prompt, gen: gen * 2, vramBytes: vram },
       });
     } catch (e) {
@@ -53,7 +60,7 @@ async function main(): Promise<void> {
     try {
       const ex = engine.execution;
       const plan = ex.plan!;
-      const tokens = Array.from({ length: prompt }, (_, i) => 1 + ((i * 7919) % 31000));
+      const tokens = Array.from({ length: prompt }, (_, i) => 1 + ((i * 7919) % (nVocab - 1)));
       let logits = await engine.logits(tokens);
       engine.setTracing(true);
       for (let i = 0; i < gen; i++) {
