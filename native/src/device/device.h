@@ -95,6 +95,12 @@ class Device {
   // Copies through the link (the calling lane's thread waits for the transfer to complete).
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // `rows` strided rows of `row_bytes` each, device -> host (a split matmul's device columns
+  // into the host's output rows). Default: one copy per row.
+  virtual void copy_rows_to_host(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes, size_t rows) {
+    for (size_t r = 0; r < rows; ++r)
+      copy_to_host(static_cast<uint8_t*>(dst) + r * dst_stride, static_cast<const uint8_t*>(src) + r * src_stride, row_bytes);
+  }
   // The pool the device's kernels run on.
   virtual ThreadPool& pool() = 0;
   // Throws DeviceError if the device was lost. Every lane calls it before each op it runs on the

@@ -613,8 +613,8 @@ void Model::exec_op(int32_t oi) {
       float* d = buf_at(op.dst, Loc::Host);
       const float* s = buf_at(op.src, Loc::Dev);
       if (!d) break;
-      for (int64_t r = 0; r < rows; ++r)
-        device_->copy_to_host(d + r * w + op.r0, s + r * w + op.r0, static_cast<size_t>(op.r1 - op.r0) * sizeof(float));
+      device_->copy_rows_to_host(d + op.r0, static_cast<size_t>(w) * sizeof(float), s + op.r0, static_cast<size_t>(w) * sizeof(float),
+                                 static_cast<size_t>(op.r1 - op.r0) * sizeof(float), static_cast<size_t>(rows));
       break;
     }
     case OpKind::CopyWeight:

@@ -55,6 +55,7 @@ struct VulkanContext::Stream {
   Buffer staging;
   bool recording = false;
   uint32_t sets_used = 0;
+  std::vector<VkBufferCopy> regions;  // reused by download_rows: no allocation per step
 };
 
 void VulkanContext::check(VkResult r, const char* what) const {
@@ -452,6 +453,27 @@ void VulkanContext::download(Stream& s, void* dst, Ref src, uint64_t bytes) {
     flush(s);
     std::memcpy(static_cast<uint8_t*>(dst) + done, s.staging.mapped, n);
     done += n;
+  }
+}
+
+void VulkanContext::download_rows(Stream& s, void* dst, uint64_t dst_stride, Ref src, uint64_t src_stride, uint64_t row_bytes, uint64_t rows) {
+  if (rows == 0 || row_bytes == 0) return;
+  if (!src.buf || src.off + (rows - 1) * src_stride + row_bytes > src.buf->size) throw DeviceError("vulkan: row download past the end of a buffer");
+  if (row_bytes > kStagingBytes) {
+    for (uint64_t r = 0; r < rows; ++r) download(s, static_cast<uint8_t*>(dst) + r * dst_stride, {src.buf, src.off + r * src_stride}, row_bytes);
+    return;
+  }
+  const uint64_t per_load = kStagingBytes / row_bytes;
+  std::vector<VkBufferCopy>& regions = s.regions;
+  for (uint64_t r0 = 0; r0 < rows; r0 += per_load) {
+    const uint64_t n = std::min(per_load, rows - r0);
+    regions.clear();
+    for (uint64_t i = 0; i < n; ++i) regions.push_back(VkBufferCopy{src.off + (r0 + i) * src_stride, i * row_bytes, row_bytes});
+    VkCommandBuffer cb = recording(s);
+    api_.vkCmdCopyBuffer(cb, src.buf->buffer, s.staging.buffer, static_cast<uint32_t>(regions.size()), regions.data());
+    flush(s);
+    for (uint64_t i = 0; i < n; ++i)
+      std::memcpy(static_cast<uint8_t*>(dst) + (r0 + i) * dst_stride, static_cast<const uint8_t*>(s.staging.mapped) + i * row_bytes, row_bytes);
   }
 }
 

@@ -91,6 +91,9 @@ class VulkanContext {
   // stream's recorded work; each waits for its copy.
   void upload(Stream& s, Ref dst, const void* src, uint64_t bytes);
   void download(Stream& s, void* dst, Ref src, uint64_t bytes);
+  // `rows` rows of `row_bytes`, src_stride apart on the device, to dst_stride apart on the host:
+  // one copy command per staging-buffer load instead of one submission per row.
+  void download_rows(Stream& s, void* dst, uint64_t dst_stride, Ref src, uint64_t src_stride, uint64_t row_bytes, uint64_t rows);
   // Device -> device copy, recorded.
   void copy(Stream& s, Ref dst, Ref src, uint64_t bytes);
 

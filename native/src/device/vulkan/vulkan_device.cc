@@ -118,6 +118,10 @@ class VulkanDevice final : public Device, public DeviceKernels {
     VulkanContext::Stream& s = stream();
     ctx_.download(s, dst, resolve(src, bytes), bytes);
   }
+  void copy_rows_to_host(void* dst, size_t dst_stride, const void* src, size_t src_stride, size_t row_bytes, size_t rows) override {
+    if (rows == 0) return;
+    ctx_.download_rows(stream(), dst, dst_stride, resolve(src, (rows - 1) * src_stride + row_bytes), src_stride, row_bytes, rows);
+  }
   ThreadPool& pool() override { return *pool_; }
 
   void check() override {
