@@ -1,5 +1,6 @@
 // `fulcrum infill --model FILE --prefix TEXT --suffix TEXT [-n N]`: greedy fill-in-the-middle
 // completion; prints the middle to stdout and the prompt/generation counts to stderr.
+import { DEFAULT_SPECULATE } from '../runtime/completion/completer';
 import { Engine } from '../runtime/engine';
 import { PromptBuilder } from '../runtime/completion/prompt';
 import { runCompletion } from '../runtime/completion/runner';
@@ -11,7 +12,7 @@ const USAGE = `usage: fulcrum infill --model FILE --prefix TEXT [--suffix TEXT] 
 Greedy fill-in-the-middle: prints the text the model puts between PREFIX and SUFFIX (raw: no
 completion rules applied), ending at the family's stop tokens or after N tokens.
   -n, --n-predict N   most tokens to generate (default 64)
-  --speculate K       verify prompt-lookup drafts of up to K tokens per step (default 0 = off;
+  --speculate K       verify prompt-lookup drafts of up to K tokens per step (default 4; 0 = off;
                       the output is the same either way)
   --threads N         CPU threads (default: physical cores)
   --ctx N             context length (default min(training context, 4096))
@@ -29,7 +30,7 @@ export const command: CliCommand = {
     if (prefix === undefined) throw new UsageError(`infill: --prefix TEXT is required (may be empty: --prefix '')\n${USAGE}`);
     if (args.positionals.length > 0) throw new UsageError(`infill: unexpected argument '${args.positionals[0]}'\n${USAGE}`);
     const maxTokens = Math.floor(numberOption(args, 'n-predict', 64, 0, 1 << 20));
-    const speculate = Math.floor(numberOption(args, 'speculate', 0, 0, 64));
+    const speculate = Math.floor(numberOption(args, 'speculate', DEFAULT_SPECULATE, 0, 64));
     const threads = args.options.has('threads') ? Math.floor(numberOption(args, 'threads', 1, 1, 512)) : undefined;
     const ctx = args.options.has('ctx') ? Math.floor(numberOption(args, 'ctx', 1, 1, 1 << 22)) : undefined;
     const engine = await Engine.load(modelPath, {

@@ -33,8 +33,9 @@ using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 // reused across the activation rows. Same preconditions as VecDotFn.
 using GemmTileFn = void (*)(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                             const void* act, size_t act_row_bytes, int cols);
-// Decode GEMV: out[r] = vec_dot(weight row r, act) for r < rows (<= gemv_rows), bit for bit;
-// several rows per pass share the activation loads and per-block activation terms.
+// Decode GEMV: out[r] = vec_dot(weight row r, act) for r < rows (<= gemv_rows), bit for bit
+// except Q4_0 on AVX-512 (within float rounding: its sums are grouped by block, vec_dot's by
+// block pair); several rows per pass share the activation loads and per-block activation terms.
 using GemvFn = void (*)(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 
 struct TypeTraits {
@@ -48,6 +49,7 @@ struct TypeTraits {
   VecDotFn vec_dot = nullptr;
   GemmTileFn gemm_tile = nullptr;  // optional (quant/gemm_registry.cc); matmul falls back to vec_dot
   int tile_rows = 0, tile_cols = 0;
+  bool tile_matches_decode = false;  // gemm_tile's outputs are bit for bit the decode kernel's
   GemvFn gemv = nullptr;  // optional (quant/gemm_registry.cc); decode falls back to vec_dot per row
   int gemv_rows = 0;
 };

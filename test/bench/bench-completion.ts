@@ -2,7 +2,8 @@
 // (Qwen2.5-0.5B's shape, Q8_0, random weights, DeepSeek-Coder's real vocabulary with its FIM
 // tokens) it replays a scripted editing session in a 2.5 KB and a 50 KB Python file: the first
 // completion after opening each file, then one completion per keystroke while a line is typed,
-// with the server's defaults (budget 1024, 64 tokens, 1.5 s decode cap, cache, no speculation). It
+// with the server's defaults (budget 1024, 64 tokens, 1.5 s decode cap, cache, drafts of up to 4
+// tokens). It
 // reports p50/p95 latency of first and later keystrokes and the prompt tokens whose KV was
 // reused. Then tokens/s of plain greedy against prompt-lookup speculation on code that repeats,
 // on the 0.5B model and on the trained tiny-fim-coder (whose output repeats, so drafts stand).
@@ -10,6 +11,7 @@
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { GgmlType } from '../../engine/model/ggml-types';
+import { DEFAULT_SPECULATE } from '../../engine/runtime/completion/completer';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { Completer } from '../../engine/runtime/completion/completer';
 import { PromptBuilder } from '../../engine/runtime/completion/prompt';
@@ -101,7 +103,7 @@ async function speculation(modelPath: string, label: string): Promise<void> {
     // Warm-up, then the prompt is in the KV cache for both runs: only decoding is compared.
     await runCompletion(engine, prompt.ids, { maxTokens: 1, stopIds: new Set() });
     const plain = await runCompletion(engine, prompt.ids, { maxTokens: n, stopIds: new Set() });
-    const fast = await runCompletion(engine, prompt.ids, { maxTokens: n, stopIds: new Set(), speculate: 8 });
+    const fast = await runCompletion(engine, prompt.ids, { maxTokens: n, stopIds: new Set(), speculate: DEFAULT_SPECULATE });
     const tps = (r: typeof plain) => (r.generatedTokens / r.generateMs) * 1000;
     console.log(`  ${label}: plain ${tps(plain).toFixed(1)} tokens/s (${plain.decodeSteps} steps), speculative ${tps(fast).toFixed(1)} tokens/s ` +
       `(${fast.decodeSteps} steps, ${fast.acceptedDraftTokens}/${fast.draftedTokens} drafted tokens accepted), speed-up ×${(tps(fast) / tps(plain)).toFixed(2)}; ` +

@@ -47,14 +47,10 @@ class AttentionScratch {
   std::vector<float> scores;     // decode: [n_heads][ctx]; prefill: [n_threads][block_tokens * group][ctx]
   std::vector<float> work;       // prefill: [n_threads][kernels::kAttnWorkFloats] kernel scratch
   std::vector<float> qf;         // [max_tokens][n_heads][head_dim] q rounded to f16, as f32
-  std::vector<float> partial;    // decode: [kMaxChunks][n_heads][head_dim]
-  std::vector<float> chunk_max;  // decode: [n_heads][kMaxChunks]
-  std::vector<float> chunk_sum;  // decode: [n_heads][kMaxChunks]
   int64_t ctx = 0;
   // Prefill tokens per unit: up to kMaxBlockTokens, fewer where a thread's score rows for that
   // many tokens would pass kScoreBytesPerThread (long contexts).
   int64_t block_tokens = 1;
-  static constexpr int64_t kMaxChunks = 16;
   static constexpr int64_t kMaxBlockTokens = 16;
   static constexpr int64_t kScoreBytesPerThread = int64_t{4} << 20;
 };

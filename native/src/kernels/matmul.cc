@@ -28,7 +28,7 @@ void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens
 }
 
 void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
-                     const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles) {
+                     const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles, bool rows_as_decode) {
   const TypeTraits& tt = type_traits(wtype);
   const size_t w_stride = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
   const size_t a_stride = converted_bytes(tt.vec_dot_type, cols, 1);
@@ -45,10 +45,15 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   // tokens from registers (or AMX tiles). Chunks are multiples of 16 rows and of tile_rows (4 for
   // the VNNI/AVX2 kernels, 64 for AMX, whose per-call activation repacking then serves all 64
   // rows), so only the matrix's last chunk can end in a partial tile: the kernel handles it.
-  const GemmTileFn tile = use_tiles && n_tokens >= 2 ? tt.gemm_tile : nullptr;
+  // rows_as_decode (speculative verification: it must keep exactly the tokens plain greedy
+  // decoding would have produced): each row the bits that token decoded alone would have. Tiles
+  // that give them stay; the others (the AVX2 tiles, AVX-512 Q4_K, and Q4_0 whose AVX-512 GEMV
+  // groups its sums differently) give way to the decode kernels, one token at a time.
+  rows_as_decode = rows_as_decode && n_tokens >= 2 && !(use_tiles && tt.gemm_tile && tt.tile_matches_decode);
+  const GemmTileFn tile = use_tiles && n_tokens >= 2 && !rows_as_decode ? tt.gemm_tile : nullptr;
   const int64_t tile_r = tile ? tt.tile_rows : 1, tile_c = tile ? tt.tile_cols : 1;
-  // Decode: the format's multi-row GEMV where it has one (same results as vec_dot per row).
-  const GemvFn gemv = use_tiles && n_tokens == 1 ? tt.gemv : nullptr;
+  // Decode: the format's multi-row GEMV where it has one.
+  const GemvFn gemv = use_tiles && (n_tokens == 1 || rows_as_decode) ? tt.gemv : nullptr;
   const int64_t gemv_r = gemv ? tt.gemv_rows : 1;
   constexpr int64_t kTileTokenBlock = 32;
   // Rows are handed out in chunks from a shared counter rather than split statically, so a
@@ -57,7 +62,7 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   // line of y) and, for several tokens, one cache block each.
   const int nth_total = pool.size();
   int64_t chunk = tile ? std::max(row_block, (tile_r + 15) / 16 * 16) : row_block;
-  if (n_tokens == 1) chunk = nth_total == 1 ? rows : std::max<int64_t>(16, (rows / (nth_total * 8) + 15) / 16 * 16);
+  if (n_tokens == 1 || rows_as_decode) chunk = nth_total == 1 ? rows : std::max<int64_t>(16, (rows / (nth_total * 8) + 15) / 16 * 16);
   std::atomic<int64_t> next{0};
   pool.run([&](int, int) {
     for (;;) {
@@ -65,11 +70,14 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
       if (r0 >= rows) return;
       const int64_t r1 = std::min(rows, r0 + chunk);
       if (gemv) {
-        for (int64_t r = r0; r < r1; r += gemv_r) gemv(cols, y + r, wb + r * w_stride, w_stride, static_cast<int>(std::min(gemv_r, r1 - r)), ab);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t r = r0; r < r1; r += gemv_r)
+            gemv(cols, y + t * y_stride + r, wb + r * w_stride, w_stride, static_cast<int>(std::min(gemv_r, r1 - r)), ab + t * a_stride);
         continue;
       }
-      if (n_tokens == 1) {
-        for (int64_t r = r0; r < r1; ++r) dot(cols, y + r, wb + r * w_stride, ab);
+      if (n_tokens == 1 || rows_as_decode) {
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t r = r0; r < r1; ++r) dot(cols, y + t * y_stride + r, wb + r * w_stride, ab + t * a_stride);
         continue;
       }
       if (tile) {

@@ -37,9 +37,10 @@ void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens
 // supported and cols is a multiple of its block size. With several tokens and a format that has
 // a tile kernel (TypeTraits::gemm_tile), outputs are computed a tile of rows × tokens at a time
 // (same values up to float summation order); use_tiles = false forces one vec_dot per output
-// (tests compare the two).
+// (tests compare the two). rows_as_decode: each token as a one-token call computes it (the
+// format's GEMV, else vec_dot), bit for bit — what a speculative verification step needs.
 void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
-                     const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles = true);
+                     const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles = true, bool rows_as_decode = false);
 
 // Convenience for one-off callers (profiler microbenchmarks, tests): converts x into
 // scratch, then multiplies. y is n_tokens × rows. Throws std::invalid_argument when wtype is not

@@ -530,7 +530,10 @@ void Model::exec_op(int32_t oi) {
       const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf_at(op.src, op.loc)) : act_at(op.act_type, op.loc);
       float* dst = buf_at(op.dst, op.loc);
       if (!dst) break;
-      matmul_prepared(pool, op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst));
+      // A step that wants every row's logits verifies draft tokens (speculative decoding): its
+      // rows must be the bits of each token decoded alone, so the kept tokens are exactly the
+      // greedy ones (some prefill tiles sum in another order).
+      matmul_prepared(pool, op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst), true, st.want_all);
       break;
     }
     case OpKind::AddBias: {

@@ -34,13 +34,18 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
     GgmlType type;
     GemmTileFn fn;
     int rows, cols;
+    // The tile's outputs are bit for bit what the format's decode kernel (GEMV, else vec_dot)
+    // gives each token alone — measured per kernel (test/parity/step-exactness.test.ts at both
+    // ISA levels); where not, speculative verification steps skip the tile (matmul_prepared).
+    bool matches_decode = false;
   };
   const Tile avx512[] = {
-      {GgmlType::Q8_0, gemm_tile_q8_0_avx512, kTileRowsAvx512, kTileColsAvx512},
-      {GgmlType::Q4_0, gemm_tile_q4_0_avx512, kTileRowsAvx512, kTileColsAvx512},
-      {GgmlType::Q5_0, gemm_tile_q5_0_avx512, kTileRowsAvx512, kTileColsAvx512},
-      {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512},
-      {GgmlType::Q6_K, gemm_tile_q6_k_avx512, kTileRowsQ6kAvx512, kTileColsQ6kAvx512},
+      {GgmlType::Q8_0, gemm_tile_q8_0_avx512, kTileRowsAvx512, kTileColsAvx512, true},
+      // Equal to vec_dot, but decode uses gemv_q4_0_avx512, whose float sums are grouped by block.
+      {GgmlType::Q4_0, gemm_tile_q4_0_avx512, kTileRowsAvx512, kTileColsAvx512, false},
+      {GgmlType::Q5_0, gemm_tile_q5_0_avx512, kTileRowsAvx512, kTileColsAvx512, true},
+      {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512, false},
+      {GgmlType::Q6_K, gemm_tile_q6_k_avx512, kTileRowsQ6kAvx512, kTileColsQ6kAvx512, true},
   };
   const Tile avx2[] = {
       {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsAvx2, kTileColsAvx2},
@@ -69,6 +74,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       tt.gemm_tile = t->fn;
       tt.tile_rows = t->rows;
       tt.tile_cols = t->cols;
+      tt.tile_matches_decode = t->matches_decode;
     }
   };
   if (isa_runs_on(Isa::Avx512, f)) {
