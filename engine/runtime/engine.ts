@@ -135,8 +135,22 @@ export class Engine {
    * native model.
    */
   scheduler(opts: SchedulerOptions = {}): Scheduler {
-    this.sched ??= new Scheduler(this.model(), this.tokenizer, this.contextLength, opts);
+    this.sched ??= new Scheduler(this.model(), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
     return this.sched;
+  }
+
+  /**
+   * A step failed: when the device did, the model moves to the CPU (every sequence's KV goes with
+   * the placement), execution says why, and true is returned so the caller rebuilds its KV.
+   */
+  private deviceFailed(e: unknown): boolean {
+    if (!isDeviceError(e)) return false;
+    const reason = (e as Error).message;
+    this.model().setPlacement(null, null);
+    this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
+    this.onFallback?.(reason);
+    this.kvTokens.length = 0;
+    return true;
   }
   private sched: Scheduler | undefined;
 
@@ -204,90 +218,20 @@ export class Engine {
   }
 
   /**
-   * Runs `fn` with the native model and the record of the tokens in its KV cache, after every
-   * earlier call (one user at a time). For token-level runners (engine/runtime/completion): `fn`
-   * must keep `kvTokens` equal to what the KV cache holds (clearKv + evaluations).
-   */
-  exclusive<T>(fn: (model: NativeModel, kvTokens: number[]) => Promise<T>, slot?: string): Promise<T> {
-    const run = this.queue.then(() => {
-      const model = this.model();
-      const seq = slot === undefined ? 0 : this.slotFor(slot);
-      return fn(this.withFallback(seq === 0 ? model : this.onSequence(model, seq), seq), this.slotTokens(seq));
-    });
-    this.queue = run.catch(() => undefined);
-    return run;
-  }
-
-  /**
-   * KV slots: with maxSequences > 1, each key (e.g. a document's URI) keeps its own KV sequence, so
-   * switching between recent files reuses each one's prompt prefix; the least recently used slot
-   * is taken for a new key (its tokens stay until overwritten: a shared prefix is still reused).
-   */
-  private slotFor(key: string): number {
-    const n = this.model().maxSequences;
-    if (n <= 1) return 0;
-    this.slotClock++;
-    let seq = this.slotKeys.indexOf(key);
-    if (seq < 0) {
-      // The least recently used slot (never-used ones first).
-      seq = 0;
-      for (let s = 1; s < n; s++) if ((this.slotUsed[s] ?? 0) < (this.slotUsed[seq] ?? 0)) seq = s;
-      this.slotKeys[seq] = key;
-    }
-    this.slotUsed[seq] = this.slotClock;
-    return seq;
-  }
-  private readonly slotKeys: string[] = [];
-  private readonly slotUsed: number[] = [];
-  private slotClock = 0;
-  private readonly seqTokens = new Map<number, number[]>();
-
-  /** The record of the tokens in sequence `seq`'s KV (sequence 0: the one generate() uses). */
-  private slotTokens(seq: number): number[] {
-    if (seq === 0) return this.kvTokens;
-    let t = this.seqTokens.get(seq);
-    if (!t) { t = []; this.seqTokens.set(seq, t); }
-    return t;
-  }
-
-  /** The native model seen as if it had one sequence, `seq`: evaluations and clearKv go to it. */
-  private onSequence(model: NativeModel, seq: number): NativeModel {
-    const evalOn = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> =>
-      (await model.evalBatchAsync([{ seq, tokens, startPos: pos }], all))[0]!;
-    const evalOnSync = (tokens: Int32Array, pos: number, all?: boolean): Float32Array => model.evalBatch([{ seq, tokens, startPos: pos }], all)[0]!;
-    return new Proxy(model, {
-      get: (target, prop) => {
-        if (prop === 'evalAsync') return evalOn;
-        if (prop === 'eval') return evalOnSync;
-        if (prop === 'clearKv') return (from: number) => target.clearKv(from, seq);
-        if (prop === 'nPast') return target.sequencePast(seq);
-        const v = Reflect.get(target, prop, target) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-      set: (target, prop, value) => Reflect.set(target, prop, value, target),
-    });
-  }
-
-  /**
    * The native model as token-level runners see it: evalAsync falls back to the CPU when the
    * device fails (rebuilding the KV of the positions before `pos` from kvTokens), so a request on
    * a failing device completes on the CPU instead of failing.
    */
-  private withFallback(model: NativeModel, seq = 0): NativeModel {
+  private withFallback(model: NativeModel): NativeModel {
     const evalWithFallback = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> => {
       try {
         return await model.evalAsync(tokens, pos, all);
       } catch (e) {
-        if (!isDeviceError(e)) throw e;
-        const reason = (e as Error).message;
-        model.setPlacement(null, null);
-        this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
-        this.onFallback?.(reason);
-        // Every sequence's KV is gone with the placement: the other slots start again empty.
-        const before = this.slotTokens(seq).slice(0, pos);
-        if (seq !== 0) this.kvTokens.length = 0;
-        for (const [s, t] of this.seqTokens) if (s !== seq) t.length = 0;
+        // The KV is gone with the placement: rebuild the positions before `pos` on the CPU.
+        const before = this.kvTokens.slice(0, pos);
+        if (!this.deviceFailed(e)) throw e;
         for (let p = 0; p < before.length; p += PREFILL_CHUNK) await model.evalAsync(Int32Array.from(before.slice(p, p + PREFILL_CHUNK)), p);
+        this.kvTokens.push(...before);
         return model.evalAsync(tokens, pos, all);
       }
     };

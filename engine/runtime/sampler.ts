@@ -134,6 +134,11 @@ export class Sampler {
     this.rng = new Prng(this.options.seed);
   }
 
+  /** Greedy (argmax after the penalty): the same logits and history always give the same token. */
+  get greedy(): boolean {
+    return this.options.temperature <= 0;
+  }
+
   /** Picks the next token. `logits` is modified (penalty applied); `history` is prompt + generated ids. */
   sample(logits: Float32Array, history: readonly number[]): number {
     const o = this.options;

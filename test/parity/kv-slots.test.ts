@@ -1,7 +1,7 @@
 // KV slots per document: completions in two documents that alternate keep each document's KV in
-// its own native sequence, so coming back to a document reuses its whole prompt prefix, and the
-// completion equals the one a fresh engine gives. The least recently used slot is taken for a
-// new document.
+// its own native sequence (the scheduler gives a request the slot sharing the longest prompt
+// prefix), so coming back to a document reuses its whole prompt prefix, and the completion
+// equals the one a fresh engine gives. A new document takes the least recently used slot.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -20,7 +20,7 @@ test('alternating documents reuse their own KV slot; completions equal those of 
   };
   const e = await Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'cpu', maxSequences: 3 });
   try {
-    const run = (prompt: number[], slot: string) => runCompletion(e, prompt, { maxTokens: 12, stopIds: new Set(), slot });
+    const run = (prompt: number[], _document: string) => runCompletion(e, prompt, { maxTokens: 12, stopIds: new Set() });
     const a1 = await run(docA, 'a');
     const b1 = await run(docB, 'b');
     // Back to a, one more token typed: everything before it comes from a's slot.

@@ -102,7 +102,6 @@ export class Completer {
     const ctx = cursorContext(request.before, request.after);
     const result = await runCompletion(this.engine, prompt.ids, {
       maxTokens,
-      slot: request.document,
       stopIds: prompt.stopIds,
       timeLimitMs: request.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS,
       speculate: request.speculate ?? DEFAULT_SPECULATE,

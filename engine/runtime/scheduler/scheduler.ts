@@ -14,7 +14,17 @@
 //   tokens share the longest prefix with its prompt and evaluates only the rest.
 // - Prompt chunks: at most 64 tokens of one request per step, and at most `stepRows` rows per
 //   step in all, so a long prompt does not hold up the other requests' decoding for long.
+// - Slot choice: among free slots, the longest shared prefix wins, then the least recently used
+//   (never-used first), so each recently edited document keeps its KV while others come and go.
+// - Speculation (greedy requests only): a decoding request's row may carry prompt-lookup drafts
+//   after its pending token; the step then returns every row's logits, and the drafts that equal
+//   the greedy choice stand (a step's rows are bit for bit what single-token steps give, so the
+//   output is exactly plain greedy). The KV of rejected drafts is cleared before the next step.
+// - A device that fails mid-step (DeviceError): the engine moves the model to the CPU
+//   (onDeviceError) and every running request rebuilds its KV there from the tokens it held,
+//   then goes on; nothing it already streamed changes.
 import type { NativeModel } from '../../native/model';
+import { findDraft, DEFAULT_DRAFT } from '../completion/speculate';
 import type { Tokenizer } from '../../model/tokenizer';
 import { Sampler } from '../sampler';
 import { StopStringFilter } from '../stop-strings';
@@ -33,11 +43,24 @@ export interface ServeRequest extends SamplingOptions {
   parseSpecial?: boolean;
   /** Tokens that end the request besides end-of-generation (a FIM family's stop tokens). */
   stopIds?: ReadonlySet<number>;
+  /** Only stopIds end the request (the tokenizer's end-of-generation tokens do not). */
+  onlyStopIds?: boolean;
+  /**
+   * Decoding cap, ms from the end of prompt processing (llama.vscode's t_max_predict_ms); at
+   * least one token is always generated.
+   */
+  generateTimeLimitMs?: number;
+  /** Called with the text so far after each token; true ends the request ('rule'). */
+  shouldStop?: (text: string) => boolean;
+  /** Prompt-lookup drafts of up to this many tokens verified per step (greedy requests only). */
+  speculate?: number;
 }
 
 export interface ServeResult {
   text: string;
-  stopReason: StopReason | 'time';
+  stopReason: StopReason | 'time' | 'rule';
+  /** The generated token ids (stop tokens excluded). */
+  tokens: number[];
   promptTokens: number;
   /** Prompt tokens whose KV was reused from the slot's previous request. */
   reusedTokens: number;
@@ -45,6 +68,13 @@ export interface ServeResult {
   queuedMs: number;
   firstTokenMs: number;
   totalMs: number;
+  /** From admission to the end of the prompt, and from there to the end. */
+  promptMs: number;
+  generateMs: number;
+  /** Steps that decoded for this request, drafts verified and drafts that stood. */
+  decodeSteps: number;
+  draftedTokens: number;
+  acceptedDraftTokens: number;
 }
 
 export class SchedulerError extends Error {
@@ -62,6 +92,8 @@ interface Slot {
   seq: number;
   /** Tokens whose KV the sequence holds, from position 0. */
   tokens: number[];
+  /** Admission counter value when the slot was last taken (0: never). */
+  lastUsed: number;
   running?: Running;
   /** Admitted while a step ran: its KV past the reused prefix is cleared before the next step. */
   clearFrom?: number;
@@ -80,9 +112,15 @@ interface Running {
   stops: StopStringFilter;
   text: string;
   pending: number | undefined;  // sampled token not yet evaluated
+  /** Generated ids (stop tokens excluded). */
+  out: number[];
+  steps: number;
+  drafted: number;
+  accepted: number;
   queuedAt: number;
   admittedAt: number;
   firstTokenAt: number;
+  promptDoneAt: number;
   push: (piece: string) => void;
   finish: (reason: ServeResult['stopReason']) => void;
   fail: (err: Error) => void;
@@ -109,6 +147,11 @@ export interface SchedulerOptions {
   maxQueue?: number;
   /** Most rows (tokens) of all requests in one step (default 64). */
   stepRows?: number;
+  /**
+   * A step threw: returns true when the error was a device failure and the model now runs on
+   * the CPU (every sequence's KV gone), so requests rebuild theirs and go on.
+   */
+  onStepError?: (e: unknown) => boolean;
 }
 
 const PROMPT_CHUNK = 64;
@@ -121,9 +164,12 @@ export class Scheduler {
   readonly stats: SchedulerStats;
   private readonly maxQueue: number;
   private readonly stepRows: number;
+  private readonly onStepError: ((e: unknown) => boolean) | undefined;
+  private admissions = 0;
 
   constructor(private readonly native: NativeModel, private readonly tokenizer: Tokenizer, private readonly contextLength: number, opts: SchedulerOptions = {}) {
-    this.slots = Array.from({ length: native.maxSequences }, (_, seq) => ({ seq, tokens: [] }));
+    this.slots = Array.from({ length: native.maxSequences }, (_, seq) => ({ seq, tokens: [], lastUsed: 0 }));
+    this.onStepError = opts.onStepError;
     this.maxQueue = opts.maxQueue ?? 256;
     this.stepRows = Math.max(1, opts.stepRows ?? 64);
     this.stats = { running: 0, queued: 0, slots: this.slots.length, requests: 0, completed: 0, cancelled: 0, failed: 0, promptTokens: 0, reusedTokens: 0, generatedTokens: 0, steps: 0, stepRows: 0 };
@@ -142,6 +188,7 @@ export class Scheduler {
     }
     if (this.queue.length >= this.maxQueue) throw new SchedulerError(`${this.queue.length} requests are already waiting (the queue holds ${this.maxQueue}); try again later`, 'queue_full');
     const sampler = new Sampler(req);  // throws on bad sampling options, before anything is queued
+    if (req.speculate !== undefined && (!Number.isInteger(req.speculate) || req.speculate < 0)) throw new SchedulerError(`speculate must be a non-negative integer, got ${req.speculate}`, 'bad_request');
     // A small push/pull channel: pieces are buffered until the consumer asks.
     const pieces: string[] = [];
     let wake: (() => void) | undefined;
@@ -154,15 +201,19 @@ export class Scheduler {
     const r: Running = {
       req, prompt, pos: 0, reused: 0, history: [...prompt], generated: 0, sampler,
       decoder: this.tokenizer.createStreamDecoder(), stops: new StopStringFilter(req.stop ?? []), text: '', pending: undefined,
-      queuedAt: now, admittedAt: 0, firstTokenAt: 0,
+      out: [], steps: 0, drafted: 0, accepted: 0,
+      queuedAt: now, admittedAt: 0, firstTokenAt: 0, promptDoneAt: 0,
       push: (piece) => { if (piece) { pieces.push(piece); wake?.(); } },
       finish: (reason) => {
         done = true;
         wake?.();
         const end = performance.now();
+        const admitted = r.admittedAt || end, promptDone = r.promptDoneAt || end;
         resolveResult({
-          text: r.text, stopReason: reason, promptTokens: prompt.length, reusedTokens: r.reused, generatedTokens: r.generated,
-          queuedMs: (r.admittedAt || end) - r.queuedAt, firstTokenMs: r.firstTokenAt ? r.firstTokenAt - r.queuedAt : end - r.queuedAt, totalMs: end - r.queuedAt,
+          text: r.text, stopReason: reason, tokens: r.out, promptTokens: prompt.length, reusedTokens: r.reused, generatedTokens: r.generated,
+          queuedMs: admitted - r.queuedAt, firstTokenMs: r.firstTokenAt ? r.firstTokenAt - r.queuedAt : end - r.queuedAt, totalMs: end - r.queuedAt,
+          promptMs: promptDone - admitted, generateMs: end - promptDone,
+          decodeSteps: r.steps, draftedTokens: r.drafted, acceptedDraftTokens: r.accepted,
         });
       },
       fail: (err) => { done = true; wake?.(); rejectResult(err); },
@@ -233,8 +284,9 @@ export class Scheduler {
         let n = 0;
         const lim = Math.min(s.tokens.length, r.prompt.length - 1);  // the last prompt token is always evaluated (its logits)
         while (n < lim && s.tokens[n] === r.prompt[n]) n++;
-        if (n > bestLen) { best = s; bestLen = n; }
+        if (n > bestLen || (n === bestLen && s.lastUsed < best.lastUsed)) { best = s; bestLen = n; }
       }
+      best.lastUsed = ++this.admissions;
       r.reused = r.pos = Math.max(0, bestLen);
       best.clearFrom = r.pos;  // the native model may be mid-step: cleared before the next one
       best.tokens.length = r.pos;
@@ -275,31 +327,36 @@ export class Scheduler {
         s.clearFrom = undefined;
       }
       // Leave first: cancelled and timed-out requests free their slots before the step.
+      const now = performance.now();
       for (const s of active) {
         const r = s.running!;
         if (r.req.signal?.aborted) this.end(s, 'cancelled');
-        else if (r.req.timeLimitMs !== undefined && performance.now() - r.admittedAt > r.req.timeLimitMs) this.end(s, 'time');
+        else if (r.req.timeLimitMs !== undefined && now - r.admittedAt > r.req.timeLimitMs) this.end(s, 'time');
+        else if (r.req.generateTimeLimitMs !== undefined && r.promptDoneAt && r.generated > 0 && now - r.promptDoneAt >= r.req.generateTimeLimitMs) this.end(s, 'time');
       }
       const stepping = this.slots.filter((s) => s.running);
       if (!stepping.length) continue;
-      // Decoding requests first (one row each), then prompt chunks in the rows left.
-      const inputs: { slot: Slot; tokens: number[]; startPos: number; last: boolean }[] = [];
-      let rows = 0;
-      for (const s of stepping) {
-        const r = s.running!;
-        if (r.pending !== undefined) { inputs.push({ slot: s, tokens: [r.pending], startPos: s.tokens.length, last: true }); rows++; }
-      }
-      for (const s of stepping) {
-        const r = s.running!;
-        if (r.pending !== undefined || rows >= this.stepRows) continue;
-        const take = Math.min(PROMPT_CHUNK, r.prompt.length - r.pos, this.stepRows - rows);
-        inputs.push({ slot: s, tokens: r.prompt.slice(r.pos, r.pos + take), startPos: r.pos, last: r.pos + take === r.prompt.length });
-        rows += take;
-      }
+      const inputs = this.buildStep(stepping);
+      const wantAll = inputs.some((i) => i.draft.length > 0);
       let logits: Float32Array[];
       try {
-        logits = await this.native.evalBatchAsync(inputs.map((i) => ({ seq: i.slot.seq, tokens: Int32Array.from(i.tokens), startPos: i.startPos })));
+        logits = await this.native.evalBatchAsync(inputs.map((i) => ({ seq: i.slot.seq, tokens: Int32Array.from(i.tokens), startPos: i.startPos })), wantAll);
       } catch (e) {
+        if (this.onStepError?.(e)) {
+          // The model now runs on the CPU with every sequence's KV gone: each running request
+          // rebuilds the tokens its slot held, then goes on from where it was.
+          for (const s of this.slots) {
+            const r = s.running;
+            if (r) {
+              // What the slot held, then the part of the prompt not evaluated yet (if any).
+              r.prompt = [...s.tokens, ...r.prompt.slice(r.pos)];
+              r.pos = 0;
+            }
+            s.tokens = [];
+            s.clearFrom = undefined;
+          }
+          continue;
+        }
         // A failed step fails its requests (their KV is in an unknown state), never the loop.
         for (const i of inputs) {
           const r = i.slot.running;
@@ -313,31 +370,117 @@ export class Scheduler {
         continue;
       }
       this.stats.steps++;
-      this.stats.stepRows += rows;
-      inputs.forEach((inp, k) => {
-        const s = inp.slot;
-        const r = s.running;
-        if (!r) return;
-        s.tokens.push(...inp.tokens);
-        if (r.pending === undefined) r.pos += inp.tokens.length;
-        else r.pending = undefined;
-        if (!inp.last) return;
-        // Logits of the request's last token: sample the next one.
-        if (r.generated >= r.req.maxTokens) return this.end(s, 'length');
-        const id = r.sampler.sample(logits[k]!, r.history);
-        if (this.tokenizer.isEog(id) || r.req.stopIds?.has(id)) return this.end(s, 'eos');
-        r.generated++;
-        this.stats.generatedTokens++;
-        if (!r.firstTokenAt) r.firstTokenAt = performance.now();
-        r.history.push(id);
-        const piece = r.stops.push(r.decoder.push(id));
-        r.text += piece.text;
-        r.push(piece.text);
-        if (piece.stopped) return this.end(s, 'stop');
-        if (r.generated >= r.req.maxTokens || s.tokens.length + 1 >= this.contextLength) return this.end(s, 'length');
-        r.pending = id;
-      });
+      this.stats.stepRows += inputs.reduce((n, i) => n + i.tokens.length, 0);
+      const nVocab = wantAll ? logits.length && inputs.length ? logits[0]!.length / inputs[0]!.tokens.length : 0 : 0;
+      inputs.forEach((inp, k) => this.afterStep(inp, logits[k]!, wantAll ? nVocab : 0));
       this.stats.running = this.slots.filter((x) => x.running).length;
     }
   }
+
+  /**
+   * The step's rows: decoding requests first (their pending token, and drafts where they
+   * speculate), then prompt chunks (a request's prompt, or the tokens it is rebuilding after a
+   * device failure) in the rows left.
+   */
+  private buildStep(stepping: Slot[]): StepInput[] {
+    const inputs: StepInput[] = [];
+    let rows = 0;
+    for (const s of stepping) {
+      const r = s.running!;
+      if (r.pending === undefined || r.pos < r.prompt.length) continue;
+      const room = Math.min(r.req.speculate ?? 0, r.req.maxTokens - r.generated - 1, this.contextLength - s.tokens.length - 2, this.stepRows);
+      const draft = room > 0 && r.sampler.greedy ? findDraft(r.history, room, DEFAULT_DRAFT) : [];
+      inputs.push({ slot: s, tokens: [r.pending, ...draft], draft, startPos: s.tokens.length, last: true });
+      rows += 1 + draft.length;
+    }
+    for (const s of stepping) {
+      const r = s.running!;
+      if (r.pos >= r.prompt.length || rows >= this.stepRows) continue;
+      const take = Math.min(PROMPT_CHUNK, r.prompt.length - r.pos, this.stepRows - rows);
+      inputs.push({ slot: s, tokens: r.prompt.slice(r.pos, r.pos + take), draft: [], startPos: r.pos, last: r.pos + take === r.prompt.length });
+      rows += take;
+    }
+    return inputs;
+  }
+
+  /** Commits one input's step: its KV, and the tokens its logits decide. */
+  private afterStep(inp: StepInput, logits: Float32Array, nVocab: number): void {
+    const s = inp.slot;
+    const r = s.running;
+    if (!r) return;
+    s.tokens.push(...inp.tokens);
+    const decoding = r.pending !== undefined && r.pos >= r.prompt.length;
+    if (!decoding) {
+      r.pos += inp.tokens.length;
+      // A rebuilt prompt (after a device failure) already has its next token pending.
+      if (!inp.last || r.pending !== undefined) return;
+      r.promptDoneAt = performance.now();
+    } else {
+      r.pending = undefined;
+      r.steps++;
+    }
+    // Rows whose logits decide tokens: the last row, or (with drafts) every row of the input.
+    const rows = nVocab > 0 && decoding ? inp.tokens.length : 1;
+    // Row j is the input's token at index first + j, at position inp.startPos + first + j.
+    const first = inp.tokens.length - rows;
+    const rowOf = (j: number) => (nVocab > 0 ? logits.subarray((first + j) * nVocab, (first + j + 1) * nVocab) : logits);
+    for (let j = 0; j < rows; j++) {
+      if (rows > 1 && j > 0) {
+        // Row j follows draft j - 1, which stood: it was the greedy choice after row j - 1.
+        r.accepted++;
+      }
+      const ended = this.take(s, r, r.sampler.sample(rowOf(j), r.history));
+      const draft = inp.draft[j];
+      if (ended) {
+        // Keep the KV of the rows whose tokens are now the sequence's (a stop token is not kept).
+        this.trim(s, inp.startPos + first + j + 1);
+        r.drafted += inp.draft.length;
+        return this.end(s, ended);
+      }
+      if (draft !== undefined && r.pending === draft) {
+        r.pending = undefined;
+        continue;
+      }
+      // The greedy token differs from the draft (or there was none): it is the next pending
+      // token, and the KV of the drafts after row j goes.
+      this.trim(s, inp.startPos + first + j + 1);
+      break;
+    }
+    r.drafted += inp.draft.length;
+  }
+
+  /** Forgets a slot's KV past `length` tokens (cleared natively before the next step). */
+  private trim(s: Slot, length: number): void {
+    if (s.tokens.length <= length) return;
+    s.tokens.length = length;
+    s.clearFrom = s.clearFrom === undefined ? length : Math.min(s.clearFrom, length);
+  }
+
+  /** One generated token: returns why the request ends, or undefined (it is then pending). */
+  private take(s: Slot, r: Running, id: number): ServeResult['stopReason'] | undefined {
+    if (r.generated >= r.req.maxTokens) return 'length';
+    if (r.req.stopIds?.has(id) || (!r.req.onlyStopIds && this.tokenizer.isEog(id))) return 'eos';
+    r.generated++;
+    this.stats.generatedTokens++;
+    if (!r.firstTokenAt) r.firstTokenAt = performance.now();
+    r.history.push(id);
+    r.out.push(id);
+    const piece = r.stops.push(r.decoder.push(id));
+    r.text += piece.text;
+    r.push(piece.text);
+    if (piece.stopped) return 'stop';
+    if (r.req.shouldStop?.(r.text)) return 'rule';
+    if (r.generated >= r.req.maxTokens || s.tokens.length + 1 >= this.contextLength) return 'length';
+    r.pending = id;
+    return undefined;
+  }
+}
+
+interface StepInput {
+  slot: Slot;
+  tokens: number[];
+  /** Prompt-lookup drafts after the pending token (decoding requests that speculate). */
+  draft: number[];
+  startPos: number;
+  last: boolean;
 }
