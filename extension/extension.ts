@@ -7,6 +7,7 @@ import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadM
 import { completionOptions, createClient } from './client';
 import { statsLine } from './completion-stats';
 import { registerPlanViews } from './commands/plan-views';
+import { registerHttpCommands, startHttpServer } from './commands/http-server';
 import { registerProfileCommand } from './commands/profile';
 import { registerSelectModel } from './commands/select-model';
 import { LayersPanel } from './layers-panel';
@@ -58,6 +59,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       // completion must not redraw the panels (they would flash and lose their scroll position).
       if (p.state === 'ready' && (previous === 'loading' || previous === 'starting' || loadedModel !== p.modelPath)) {
         loadedModel = p.modelPath;
+        if (vscode.workspace.getConfiguration('fulcrum').get<boolean>('http.enabled', false)) {
+          startHttpServer(languageClient, output, false).catch((e: unknown) => output.warn(`HTTP API: ${e instanceof Error ? e.message : String(e)}`));
+        }
         LayersPanel.refreshIfOpen();
         void refreshPlanSummary(status, output);
       }
@@ -77,6 +81,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       extensionUri: context.extensionUri, log: output, client: () => client, loadedModel: () => loadedModel,
     }),
     registerProfileCommand(() => client, output),
+    ...registerHttpCommands(() => client, output),
     registerSelectModel(context, () => client),
     vscode.commands.registerCommand('fulcrum.showOutput', () => output.show()),
     vscode.commands.registerCommand('fulcrum.restartEngine', async () => {

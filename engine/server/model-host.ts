@@ -47,7 +47,19 @@ export class ModelHost {
   private readonly completions = new LatestCompletionWins();
   private readonly engineLock = new Mutex();
 
+  private readonly engineListeners: ((engine: Engine | undefined) => void | Promise<void>)[] = [];
+
   constructor(private readonly events: ModelHostEvents = {}) {}
+
+  /** The loaded engine, for surfaces that serve it through its scheduler (HTTP), else undefined. */
+  servingEngine(): Engine | undefined {
+    return this.engine;
+  }
+
+  /** Told after every load (the new engine, or undefined when none is left). */
+  onEngineChanged(listener: (engine: Engine | undefined) => void | Promise<void>): void {
+    this.engineListeners.push(listener);
+  }
 
   state(): EngineState {
     if (this.loadingPath !== undefined) return 'loading';
@@ -125,9 +137,11 @@ export class ModelHost {
       } finally {
         this.loadingPath = undefined;
         if (this.engine) this.completer = new Completer(this.engine, this.events.onLog);
+        for (const l of this.engineListeners) await Promise.resolve(l(this.engine)).catch((e: unknown) => this.events.onLog?.(`after the model changed: ${messageOf(e)}`));
         this.emitState(this.lastError);
       }
-      return this.engine.summary;
+      // A listener may not unload the model, but TypeScript cannot know the await did not.
+      return this.requireEngine().summary;
     } finally {
       release();
     }

@@ -116,7 +116,31 @@ export const FulcrumRequests = {
   presets: 'fulcrum/presets',
   /** ExportPlanParams → LlamaCppExport: engine flags reproducing a plan. */
   exportPlan: 'fulcrum/exportPlan',
+  /**
+   * StartHttpParams → HttpServerInfo: serves the loaded model over HTTP on 127.0.0.1 from this
+   * process (the OpenAI-compatible API of `fulcrum serve --http`), through the same scheduler as
+   * the editor's completions. Idempotent: a running server is returned as it is.
+   */
+  startHttp: 'fulcrum/startHttp',
+  /** → null: stops the HTTP server (open streams end). */
+  stopHttp: 'fulcrum/stopHttp',
 } as const;
+
+export interface StartHttpParams {
+  /** Port on 127.0.0.1 (0 or absent: a free one). */
+  port?: number;
+  /** Bearer token clients must send; absent: a random one; null: no authentication. */
+  token?: string | null;
+}
+
+export interface HttpServerInfo {
+  url: string;
+  port: number;
+  /** The bearer token clients send (null: none needed). */
+  token: string | null;
+  /** The model served (its id in /v1/models). */
+  model: string;
+}
 
 /**
  * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats);
@@ -142,6 +166,8 @@ export const FulcrumErrorCodes = {
   LoadFailed: -32003,
   /** The runtime failed while generating. */
   GenerateFailed: -32004,
+  /** fulcrum/startHttp could not listen (e.g. the port is taken). */
+  HttpFailed: -32005,
 } as const;
 
 // ---- Planner results as the extension and the webviews see them. Re-exported here so that

@@ -29,6 +29,32 @@ export class HttpServerProcess {
   }
 
   headers(): Record<string, string> {
+    return new HttpApiClient(this.base, this.token).headers();
+  }
+
+  stream(prompt: string, maxTokens: number, cancelAt?: (n: number) => boolean): ReturnType<HttpApiClient['stream']> {
+    return new HttpApiClient(this.base, this.token).stream(prompt, maxTokens, cancelAt);
+  }
+
+  rssBytes(): number {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.child.pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    const exited = new Promise((r) => this.child.once('exit', r));
+    this.child.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    if (this.child.exitCode === null) this.child.kill('SIGKILL');
+  }
+}
+
+/** A client of Fulcrum's HTTP API at `base` (a `fulcrum serve --http` process, or the editor engine's own server). */
+export class HttpApiClient {
+  constructor(readonly base: string, readonly token: string | undefined) {}
+
+  headers(): Record<string, string> {
     return { 'content-type': 'application/json', ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) };
   }
 
@@ -67,16 +93,4 @@ export class HttpServerProcess {
     return { text, finish, done, cancelled: false };
   }
 
-  rssBytes(): number {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.child.pid}/status`, 'utf8'));
-    return m ? Number(m[1]) * 1024 : 0;
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const exited = new Promise((r) => this.child.once('exit', r));
-    this.child.kill('SIGTERM');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-    if (this.child.exitCode === null) this.child.kill('SIGKILL');
-  }
 }

@@ -3,6 +3,7 @@
 // ../protocol.ts, and list it here.
 import type { HandlerFamily } from '../context';
 import { registerCompletionHandlers } from './completion';
+import { registerHttpHandlers } from './http';
 import { registerModelHandlers } from './model';
 import { registerPlanHandlers } from './plan';
 import { registerProfileHandlers } from './profile';
@@ -12,4 +13,5 @@ export const handlerFamilies: readonly HandlerFamily[] = [
   registerCompletionHandlers,
   registerPlanHandlers,
   registerProfileHandlers,
+  registerHttpHandlers,
 ];
