@@ -125,14 +125,21 @@ async function refreshPlanSummary(status: StatusBar, output: vscode.LogOutputCha
   const inputs = { ...planInputs(loadedModel), model: loadedModel };
   try {
     // A model that executes on a device shows the split that runs (and any fallback to the CPU).
+    // The status bar shows what runs: the executed split, or "CPU only". The plan panels' plan for
+    // fulcrum.plan.hardware (often a GPU preset this machine lacks) goes in the tooltip, marked so.
     const info = await client.sendRequest<ModelInfo>(FulcrumRequests.modelInfo);
     const ex = info.execution;
     if (ex && ex.device !== 'cpu') {
       status.setPlan(ex.split, `Executing: ${ex.policy} on ${ex.device}${ex.fallback ? ` — fell back to the CPU: ${ex.fallback}` : ''}`);
       return;
     }
-    const plan = await requestPlan(client, inputs);
-    status.setPlan(splitText(plan), `Plan: ${plan.chosenPolicy}, ${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s predicted on ${plan.hardware.name}`);
+    const running = `Executing: on the CPU${ex?.fallback ? ` (the device failed: ${ex.fallback})` : ''}`;
+    try {
+      const plan = await requestPlan(client, inputs);
+      status.setPlan('CPU only', `${running}\nPlan panels (what-if for ${plan.hardware.name}): ${plan.chosenPolicy}, ${splitText(plan)}, ${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s predicted`);
+    } catch (err) {
+      status.setPlan('CPU only', `${running}\nNo plan for the panels: ${err instanceof Error ? err.message : String(err)}`);
+    }
   } catch (err) {
     // No cached profile for 'this' is common before Profile Machine: say so in the tooltip.
     const message = err instanceof Error ? err.message : String(err);

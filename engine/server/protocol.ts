@@ -124,7 +124,19 @@ export const FulcrumRequests = {
   startHttp: 'fulcrum/startHttp',
   /** → null: stops the HTTP server (open streams end). */
   stopHttp: 'fulcrum/stopHttp',
+  /**
+   * MeasureParams → MeasureResult: a short traced run of the loaded model (prompt, then decode
+   * steps) through the scheduler, measured per layer and op next to the plan of what runs.
+   */
+  measure: 'fulcrum/measure',
 } as const;
+
+export interface MeasureParams {
+  /** Prompt tokens before the measured decode steps (default 64). */
+  promptTokens?: number;
+  /** Decode steps averaged (default 8). */
+  decodeSteps?: number;
+}
 
 export interface StartHttpParams {
   /** Port on 127.0.0.1 (0 or absent: a free one). */
@@ -193,18 +205,10 @@ export interface ChromeTrace {
   otherData?: Record<string, unknown>;
 }
 
-/**
- * Measured per-op times of one decode step, from the runtime executing the plan. Optional
- * everywhere: panels show predicted times only when it is absent. Ops are matched to the plan by
- * layer index and op name (OpPlan.name).
- */
-export interface MeasuredOps {
-  /** Where the numbers come from, e.g. 'runtime decode step, 2026-11-23 21:00'. */
-  source: string;
-  layers: { index: number; ops: { name: string; ms: number }[] }[];
-  /** The LM head, ms. */
-  headMs?: number;
-}
+// Measured per-op times of one decode step (engine/runtime/measure.ts): optional everywhere,
+// panels show predicted times only when absent; ops join the plan by layer index and op name.
+export type { MeasuredOps, MeasureResult } from '../runtime/measure';
+import type { MeasuredOps } from '../runtime/measure';
 
 /** What the plan panel draws: a plan, and measured per-op times when the runtime has them. */
 export interface PlanViewData { plan: Plan; measured?: MeasuredOps; }

@@ -5,7 +5,7 @@ import { writeFile } from 'node:fs/promises';
 import * as vscode from 'vscode';
 import { CancellationTokenSource, LSPErrorCodes, ResponseError, type LanguageClient } from 'vscode-languageclient/node';
 import {
-  FulcrumRequests, type ChromeTrace, type ExportPlanParams, type LlamaCppExport, type PlanViewData, type PresetsResult, type TimelineViewData,
+  FulcrumRequests, type ChromeTrace, type ExportPlanParams, type LlamaCppExport, type MeasureResult, type PlanViewData, type PresetsResult, type TimelineViewData,
 } from '../../engine/server/protocol';
 import type { Plan } from '../../engine/server/protocol';
 import type { WhatIfSettings, WhatIfViewData } from '../../webviews/whatif/types';
@@ -132,7 +132,40 @@ export function registerPlanViews(ctx: PlanViewsContext): vscode.Disposable[] {
     }, ctx.log);
   };
 
+  // Measured next to predicted: the engine runs the loaded model for a few traced steps
+  // (fulcrum/measure) and the plan and timeline panels show the plan of what runs with the
+  // measured times beside its predictions.
+  const measure = async () => {
+    const client = requireClient(ctx.client());
+    const result = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Fulcrum: measuring the running model' },
+      () => client.sendRequest<MeasureResult>(FulcrumRequests.measure, {}));
+    ctx.log.info(`measured decode step ${result.decodeStepMs.toFixed(3)} ms, predicted ${result.predictedStepMs.toFixed(3)} ms (${result.plan.chosenPolicy})`);
+    const title = `${result.plan.model.name}, ${result.plan.chosenPolicy} on ${result.plan.hardware.name}: measured`;
+    showPanel<PlanViewData>(ctx.extensionUri, {
+      view: 'plan',
+      load: async () => ({ plan: result.plan, measured: result.measured }),
+      actions: {
+        showTimeline: () => {
+          showPanel<TimelineViewData>(ctx.extensionUri, {
+            view: 'timeline',
+            load: async () => ({ predicted: result.predictedTrace as ChromeTrace, measured: result.measuredTrace as ChromeTrace, title }),
+            actions: {
+              exportTrace: async () => {
+                const target = await vscode.window.showSaveDialog({ title: 'Export the measured trace for Perfetto', filters: { 'Chrome trace JSON': ['json'] } });
+                if (!target) return;
+                await writeFile(target.fsPath, JSON.stringify(result.measuredTrace));
+              },
+            },
+          }, ctx.log);
+        },
+        explain: () => vscode.commands.executeCommand('fulcrum.explainDecision'),
+        whatIf: () => vscode.commands.executeCommand('fulcrum.whatIf'),
+      },
+    }, ctx.log);
+  };
+
   return [
+    vscode.commands.registerCommand('fulcrum.measureRun', measure),
     vscode.commands.registerCommand('fulcrum.showPlan', showPlan),
     vscode.commands.registerCommand('fulcrum.showTimeline', showTimeline),
     vscode.commands.registerCommand('fulcrum.explainDecision', explain),

@@ -1,8 +1,8 @@
 // The plan, timeline, explanation and what-if webviews in headless Chromium, fed real engine
 // results (the planner and simulator on preset models and machines) through the same postMessage
 // channel the extension uses. Checks that the drawing matches the numbers, keyboard use, the CSP,
-// basic accessibility (axe-core is not installed: names, contrast and focus are checked directly),
-// and writes dark and light screenshots to test-artifacts/screenshots/.
+// names, contrast and focus (axe-core runs on every panel in accessibility.test.ts), and writes
+// dark and light screenshots to test-artifacts/screenshots/.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';

@@ -94,10 +94,11 @@ export function renderTimeline(root: HTMLElement, data: TimelineViewData, act: A
   };
   button('zoom-in', '+', 'Zoom in', () => zoom(0.5));
   button('zoom-out', '−', 'Zoom out', () => zoom(2));
-  button('zoom-reset', 'Fit', 'Show the whole step', () => { view = { ...full }; draw(); });
+  // Accessible names start with the visible text (WCAG 2.5.3: a voice user says what they see).
+  button('zoom-reset', 'Fit', 'Fit: show the whole step', () => { view = { ...full }; draw(); });
   button('pan-left', '◀', 'Pan left', () => pan(-0.25));
   button('pan-right', '▶', 'Pan right', () => pan(0.25));
-  button('export-trace', 'Export for Perfetto…', 'Export the trace as Chrome trace JSON for Perfetto', () => act('exportTrace'), '');
+  button('export-trace', 'Export for Perfetto…', 'Export for Perfetto: the trace as Chrome trace JSON', () => act('exportTrace'), '');
   toolbar.append(readout);
 
   let focusedKey = '';

@@ -4,12 +4,13 @@
 import type { HandlerFamily } from '../context';
 import { registerCompletionHandlers } from './completion';
 import { registerHttpHandlers } from './http';
-import { registerModelHandlers } from './model';
+import { registerMeasureHandler, registerModelHandlers } from './model';
 import { registerPlanHandlers } from './plan';
 import { registerProfileHandlers } from './profile';
 
 export const handlerFamilies: readonly HandlerFamily[] = [
   registerModelHandlers,
+  registerMeasureHandler,
   registerCompletionHandlers,
   registerPlanHandlers,
   registerProfileHandlers,

@@ -1,8 +1,9 @@
-// fulcrum/loadModel, fulcrum/modelInfo, fulcrum/layers: the model's lifecycle and contents.
-import type { WorkDoneProgressReporter } from 'vscode-languageserver';
+// fulcrum/loadModel, fulcrum/modelInfo, fulcrum/layers, fulcrum/measure: the model's lifecycle,
+// contents and measured run.
+import type { CancellationToken, WorkDoneProgressReporter } from 'vscode-languageserver';
 import type { ServerContext, ServerOptions } from '../context';
 import { parseExecutionParams } from '../execution-params';
-import { FulcrumRequests, type LayersResult, type ModelInfo } from '../protocol';
+import { FulcrumRequests, type LayersResult, type MeasureResult, type ModelInfo } from '../protocol';
 import { optionalInteger, requireObject, requireString } from '../validate';
 import type { ModelSummary } from '../../runtime/types';
 
@@ -63,4 +64,16 @@ export async function loadWithProgress(ctx: ServerContext, path: string, threads
   } finally {
     progress?.done();
   }
+}
+
+export function registerMeasureHandler(ctx: ServerContext): void {
+  ctx.connection.onRequest(FulcrumRequests.measure, async (raw: unknown, token: CancellationToken): Promise<MeasureResult> => {
+    const method = FulcrumRequests.measure;
+    const o = raw === undefined || raw === null ? {} : requireObject(method, raw);
+    const promptTokens = optionalInteger(method, o, 'promptTokens', 1, 4096);
+    const decodeSteps = optionalInteger(method, o, 'decodeSteps', 1, 256);
+    const ac = new AbortController();
+    token.onCancellationRequested(() => ac.abort());
+    return ctx.host.measure({ ...(promptTokens !== undefined ? { promptTokens } : {}), ...(decodeSteps !== undefined ? { decodeSteps } : {}) }, ac.signal);
+  });
 }

@@ -1,0 +1,120 @@
+// Measured next to predicted for the loaded model: a short traced run through the scheduler (a
+// prompt, then a few decode steps), averaged per layer and plan op, with the plan of what runs
+// (the executed placement's plan, or this machine's CPU-only plan when the model runs on the
+// CPU) and the simulator's step of that plan beside the measured ones in one Chrome trace.
+import { readGguf } from '../model/gguf/index';
+import { shapeFromGguf } from '../model/shape';
+import { getProfile } from '../hardware/profiler';
+import { planRequest, simulateRequest, type PlanParams } from '../plan/api';
+import type { Plan } from '../plan/types';
+import type { TraceEvent } from '../sim/types';
+import { benchTokens } from './bench';
+import { cpuForThreads } from './devices';
+import type { Engine } from './engine';
+import { measuredChromeTrace, stepBreakdown } from './trace';
+
+/** Measured ms per plan op of one decode step (the plan's op names; ops matched by layer index). */
+export interface MeasuredOps {
+  source: string;
+  layers: { index: number; ops: { name: string; ms: number }[] }[];
+  headMs?: number;
+}
+
+type ChromeTraceJson = { traceEvents: TraceEvent[]; displayTimeUnit: 'ms'; otherData: Record<string, unknown> };
+
+export interface MeasureResult {
+  plan: Plan;
+  measured: MeasuredOps;
+  /** The simulator's trace of `plan`, and the measured decode step of median length (Chrome trace JSON). */
+  predictedTrace: ChromeTraceJson;
+  measuredTrace: ChromeTraceJson;
+  /** Measured and predicted decode step, ms. */
+  decodeStepMs: number;
+  predictedStepMs: number;
+}
+
+const ATTENTION_PARTS = ['Scores', 'Softmax', 'WV'];
+
+/** An op's predicted busy time over every lane it uses, ms (as the plan panel colours it). */
+function busyMs(op: { predictedMs: { cpu?: number; gpu?: number; h2d?: number; d2h?: number; dc?: number; s2d?: number } }): number {
+  const p = op.predictedMs;
+  return (p.cpu ?? 0) + (p.gpu ?? 0) + (p.h2d ?? 0) + (p.d2h ?? 0) + (p.dc ?? 0) + (p.s2d ?? 0);
+}
+
+export async function measureRun(engine: Engine, opts: { promptTokens?: number; decodeSteps?: number; signal?: AbortSignal } = {}): Promise<MeasureResult> {
+  const promptTokens = opts.promptTokens ?? 64;
+  const decodeSteps = opts.decodeSteps ?? 8;
+  const ex = engine.execution;
+  const hp = engine.hparams;
+  // The plan of what runs: the executed placement's, else this machine's CPU-only plan.
+  let params: PlanParams;
+  if (ex.planParams && ex.plan) {
+    params = { ...ex.planParams, policy: ex.plan.chosenPolicy };
+  } else {
+    const profile = (await getProfile({ quick: true })).profile;
+    params = {
+      model: shapeFromGguf(readGguf(engine.summary.path)),
+      hardware: { ...profile, cpu: cpuForThreads(profile.cpu, engine.threads) },
+      workload: { batch: 1, prompt: promptTokens, gen: decodeSteps },
+      policy: 'cpu-only',
+    };
+  }
+  const plan = planRequest(params);
+  // Background priority: an editor completion that arrives meanwhile goes first (its steps are
+  // then part of the trace; the averages are over this request's decode steps).
+  engine.setTracing(true);
+  let trace;
+  try {
+    const stream = engine.scheduler().submit({
+      prompt: benchTokens(promptTokens, hp.nVocab), maxTokens: decodeSteps + 1, temperature: 0, priority: 'background',
+      onlyStopIds: true, stopIds: new Set(), ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    const r = await stream.result;
+    if (r.stopReason === 'cancelled') throw new Error('measurement cancelled');
+    trace = engine.takeTrace();
+  } finally {
+    engine.setTracing(false);
+  }
+  const steps = [...new Set(trace.events.map((e) => e.step))].sort((a, b) => a - b);
+  const prefill = Math.ceil(promptTokens / 64);
+  // The first decode step warms caches after the prompt; the rest are averaged.
+  const decode = steps.slice(prefill + 1);
+  const b = stepBreakdown(trace, decode.length ? decode : steps.slice(prefill), hp.nLayers);
+  const layers = plan.stages.decode.layers.map((l) => {
+    const m = b.opMs[l.index] ?? {};
+    const attention = m.Attention ?? 0;
+    const parts = l.ops.filter((o) => ATTENTION_PARTS.includes(o.name));
+    const partPredicted = parts.reduce((s, o) => s + busyMs(o), 0);
+    return {
+      index: l.index,
+      ops: l.ops.map((o) => ({
+        name: o.name,
+        // Attention runs as one fused kernel; its time is shared among the plan's three parts
+        // in the ratio the plan predicts for them.
+        ms: ATTENTION_PARTS.includes(o.name)
+          ? attention * (partPredicted > 0 ? busyMs(o) / partPredicted : 1 / Math.max(1, parts.length))
+          : m[o.name] ?? 0,
+      })),
+    };
+  });
+  const head = b.opMs[hp.nLayers] ?? {};
+  const measured: MeasuredOps = {
+    source: `runtime: ${decode.length || steps.length - prefill} decode steps after a ${promptTokens}-token prompt, ${new Date().toISOString().slice(0, 19).replace('T', ' ')}`,
+    layers,
+    headMs: (head['LM head'] ?? 0) + (head.embed ?? 0),
+  };
+  // The timeline compares one step with one step: the measured decode step of median length,
+  // its times from its own start, so it lines up under the simulated step.
+  const decodeIds = decode.length ? decode : steps.slice(prefill);
+  const lengths = decodeIds.map((id) => {
+    const ev = trace.events.filter((e) => e.step === id);
+    return { id, ms: Math.max(...ev.map((e) => e.endMs)) - Math.min(...ev.map((e) => e.startMs)) };
+  }).sort((x, y) => x.ms - y.ms);
+  const median = lengths[Math.floor(lengths.length / 2)]?.id ?? steps[steps.length - 1]!;
+  const stepEvents = trace.events.filter((e) => e.step === median);
+  const t0 = Math.min(...stepEvents.map((e) => e.startMs));
+  const oneStep = { ops: trace.ops, events: stepEvents.map((e) => ({ ...e, startMs: e.startMs - t0, endMs: e.endMs - t0 })) };
+  const measuredTrace = measuredChromeTrace(oneStep, () => `measured decode step (median of ${decodeIds.length})`, { policy: plan.chosenPolicy, split: ex.split, device: ex.device });
+  const predictedTrace = simulateRequest({ ...params, trace: true }).trace! as ChromeTraceJson;
+  return { plan, measured, predictedTrace, measuredTrace, decodeStepMs: b.stepMs, predictedStepMs: plan.predicted.stepMs };
+}
