@@ -118,11 +118,11 @@ export async function childMain(argv: string[]): Promise<void> {
  * Runs one measurement in a fresh node process (this same entry point, with the same node flags,
  * e.g. `--import tsx`) and returns its result. Its stderr goes to ours.
  */
-export function runBenchChild(req: ChildRequest): Promise<ChildResult> {
+export function runBenchChild(req: ChildRequest, env: Record<string, string> = {}): Promise<ChildResult> {
   const entry = process.argv[1];
   if (!entry) throw new Error('bench: cannot tell which script to start the measurement process from');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, entry, CHILD_FLAG, JSON.stringify(req)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...process.execArgv, entry, CHILD_FLAG, JSON.stringify(req)], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
     let out = '';
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (d: string) => (out += d));

@@ -7,8 +7,9 @@
 // peak is that engine's alone. Prints a table and writes JSON under bench-results/.
 //
 // Options: --quick (64-token prompt, 16 decoded), --prompt N, --gen N, --threads 1,2,
-// --shapes 0.5B,1.3B, --types Q8_0,Q4_0,Q4_K, --no-peer.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// --shapes 0.5B,1.3B, --types Q8_0,Q4_0,Q4_K, --no-peer, --isa native|avx2|avx512 (Fulcrum with
+// FULCRUM_ISA, llama.cpp with only its CPU library of that level: llama-cpp-isa.ts).
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { parseArgs } from '../../engine/cli/command';
@@ -17,6 +18,7 @@ import { readGguf } from '../../engine/model/gguf';
 import { packageRoot } from '../../engine/native/addon';
 import { nativeKernels } from '../../engine/native/model';
 import { CHILD_FLAG, childMain, runBenchChild, type ChildMemory, type ChildResult } from './bench-child';
+import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
 import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, unsupportedReason } from './bench-models';
 
 /** llama.cpp rounds its KV cache up to a multiple of 256 cells; both engines get that size. */
@@ -72,7 +74,16 @@ function weightBytesPerToken(file: string): number {
 }
 
 async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2), ['prompt', 'gen', 'threads', 'shapes', 'types'], ['quick', 'no-peer']);
+  const args = parseArgs(process.argv.slice(2), ['prompt', 'gen', 'threads', 'shapes', 'types', 'isa'], ['quick', 'no-peer']);
+  const isa = (args.options.get('isa') ?? 'native') as IsaChoice;
+  if (!['native', 'avx2', 'avx512'].includes(isa)) throw new Error(`--isa must be native, avx2 or avx512, got ${isa}`);
+  const fulcrumEnv: Record<string, string> = isa === 'native' ? {} : { FULCRUM_ISA: isa };
+  const llamaVariant = llamaCpuVariant(isa);
+  const llamaEnv = llamaCppEnvFor(llamaVariant);
+  const cpuInfo = readFileSync('/proc/cpuinfo', 'utf8');
+  const cpuFlags = /^flags\s*:(.*)$/m.exec(cpuInfo)?.[1]?.trim().split(/\s+/) ?? [];
+  process.stdout.write(`CPU: ${/^model name\s*:(.*)$/m.exec(cpuInfo)?.[1]?.trim()} (${['avx2', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_int8'].filter((f) => cpuFlags.includes(f)).join(' ')}); ` +
+    `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`}, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
   const quick = args.options.has('quick');
   const promptTokens = Number(args.options.get('prompt') ?? (quick ? 64 : 512));
   const genTokens = Number(args.options.get('gen') ?? (quick ? 16 : 128));
@@ -88,6 +99,7 @@ async function main(): Promise<void> {
   // The decode loop of llama-cpp-bench.ts feeds one token beyond prompt + gen; +8 leaves room.
   const contextSize = Math.ceil((promptTokens + genTokens + 8) / KV_CELL_PAD) * KV_CELL_PAD;
 
+  // The parent's kernels (bandwidth): at the ISA asked for, like the measured engine.
   const kernels = nativeKernels();
   const bandwidth = new Map<number, number>();
   for (const t of threadList) bandwidth.set(t, kernels.readBandwidth(512 << 20, t, 9));
@@ -110,13 +122,13 @@ async function main(): Promise<void> {
         row.weight_bytes_per_token = bytes;
         row.read_bandwidth_bytes_per_s = bw;
         const req = { model: file, threads, promptTokens, genTokens, contextSize };
-        const f = engineRow(await runBenchChild({ ...req, engine: 'fulcrum' }));
+        const f = engineRow(await runBenchChild({ ...req, engine: 'fulcrum' }, fulcrumEnv));
         row.fulcrum = f;
         row.context_size = f.memory.context_size;
         row.kv_bytes = f.memory.kv_bytes;
         row.fulcrum_decode_of_limit = f.gen_tokens_per_s / (bw / bytes);
         if (peer) {
-          const l = engineRow(await runBenchChild({ ...req, engine: 'llama.cpp' }));
+          const l = engineRow(await runBenchChild({ ...req, engine: 'llama.cpp' }, llamaEnv));
           if (l.memory.context_size !== f.memory.context_size) {
             throw new Error(`${file}: llama.cpp made a KV cache of ${l.memory.context_size} cells, Fulcrum ${f.memory.context_size}; the memory comparison needs the same`);
           }
@@ -174,7 +186,7 @@ async function main(): Promise<void> {
   const dir = path.join(packageRoot(), 'bench-results');
   mkdirSync(dir, { recursive: true });
   const out = path.join(dir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(out, `${JSON.stringify({ isa: kernels.isaLevel(), promptTokens, genTokens, contextSize, rows }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ isa: kernels.isaLevel(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, rows }, null, 2)}\n`);
   process.stdout.write(`wrote ${out}\n`);
 }
 

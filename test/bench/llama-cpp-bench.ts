@@ -1,5 +1,8 @@
 // The same measurement as engine/runtime/bench.ts, on node-llama-cpp (llama.cpp's CPU backend):
 // prefill of the same token ids, then greedy decode of N tokens, same thread count.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { benchTokens } from '../../engine/runtime/bench';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -7,8 +10,16 @@ type Any = any;
 const dynamicImport = new Function('m', 'return import(m)') as (m: string) => Promise<Any>;
 
 let llamaPromise: Promise<Any> | undefined;
+/** node-llama-cpp, or the copy FULCRUM_NODE_LLAMA_CPP names (one CPU level: llama-cpp-isa.ts). */
+function nodeLlamaCpp(): Promise<Any> {
+  const dir = process.env.FULCRUM_NODE_LLAMA_CPP;
+  if (!dir) return dynamicImport('node-llama-cpp');
+  const main = (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { exports?: { '.'?: { import?: string; default?: string } }; main?: string });
+  const entry = main.exports?.['.']?.import ?? main.exports?.['.']?.default ?? main.main ?? 'dist/index.js';
+  return dynamicImport(pathToFileURL(path.join(dir, entry)).href);
+}
 function llama(): Promise<Any> {
-  llamaPromise ??= dynamicImport('node-llama-cpp').then((nlc) => nlc.getLlama({ gpu: false, build: 'never', logLevel: nlc.LlamaLogLevel.error }));
+  llamaPromise ??= nodeLlamaCpp().then((nlc) => nlc.getLlama({ gpu: false, build: 'never', logLevel: nlc.LlamaLogLevel.error }));
   return llamaPromise;
 }
 
