@@ -76,3 +76,25 @@ test('cancellation, refusals, priorities and KV reuse', { skip: skipUnlessShared
     e.dispose();
   }
 });
+
+test('speculating requests batched with others (mixed draft and prompt rows) equal each alone, plain greedy', { skip: skipUnlessShared(sharedPath('models', 'stories260K.gguf')) }, async () => {
+  const { runCompletion } = await import('../../engine/runtime/completion/runner');
+  const file = sharedPath('models', 'stories260K.gguf');
+  // Repetitive prompts (drafts come from earlier occurrences) of different lengths, so one request
+  // drafts while another is still in its prompt.
+  const rep = (seed: number, n: number) => Array.from({ length: n }, (_, i) => 1 + ((i % 9) * 37 + seed * 11) % 500);
+  const prompts = [rep(1, 40), rep(2, 150), rep(3, 90)];
+  const alone: number[][] = [];
+  for (const p of prompts) {
+    const e = await Engine.load(file, { threads: 1, contextLength: 512, device: 'cpu' });
+    try { alone.push((await runCompletion(e, p, { maxTokens: 24, stopIds: new Set(), speculate: 0 })).tokens); } finally { e.dispose(); }
+  }
+  const e = await Engine.load(file, { threads: 1, contextLength: 512, device: 'cpu', maxSequences: 3 });
+  try {
+    const got = await Promise.all(prompts.map((p) => runCompletion(e, p, { maxTokens: 24, stopIds: new Set(), speculate: 4 })));
+    got.forEach((g, i) => assert.deepEqual(g.tokens, alone[i], `request ${i}`));
+    assert.ok(got.some((g) => g.acceptedDraftTokens > 0), 'some drafts stood');
+  } finally {
+    e.dispose();
+  }
+});
