@@ -49,11 +49,12 @@ Napi::Value Matmul(const Napi::CallbackInfo& info) {
   Napi::Float32Array x = f32_arg(info, 4, "x");
   const int64_t n_tokens = int_arg(info, 5, "nTokens", 1, 1 << 16);
   const int threads = static_cast<int>(int_arg(info, 6, "threads", 1, 256));
-  bool use_tiles = true;
+  bool use_tiles = true, packed = false;
   if (info.Length() > 7 && !info[7].IsUndefined()) {
     const std::string path = info[7].IsString() ? info[7].As<Napi::String>().Utf8Value() : std::string();
     if (path == "vecdot") use_tiles = false;
-    else if (path != "auto") throw Napi::TypeError::New(env, "matmul: path must be 'auto' or 'vecdot'");
+    else if (path == "packed") packed = true;
+    else if (path != "auto") throw Napi::TypeError::New(env, "matmul: path must be 'auto', 'vecdot' or 'packed'");
   }
   const GgmlType t = static_cast<GgmlType>(type);
   const TypeTraits& tt = type_traits(t);
@@ -67,6 +68,22 @@ Napi::Value Matmul(const Napi::CallbackInfo& info) {
   ThreadPool pool(threads);
   Scratch scratch;
   Napi::Float32Array y = Napi::Float32Array::New(env, static_cast<size_t>(rows * n_tokens));
+  if (packed) {
+    // As the model's load copy does: the weight repacked (in a copy), activations converted, then
+    // the packed kernels.
+    if (!quant::packs(t, rows, cols))
+      throw Napi::RangeError::New(env, std::string("matmul: ") + tt.name + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                           " has no packed layout on this CPU");
+    const quant::PackedFormat& pf = *quant::packed_format(t);
+    const size_t rb = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
+    std::vector<uint8_t> wp(w.Data(), w.Data() + w.ByteLength()), group(rb * static_cast<size_t>(pf.group_rows));
+    quant::repack_rows(pf, wp.data(), rows, cols, group.data());
+    const TypeTraits& at = type_traits(tt.vec_dot_type);
+    std::vector<uint8_t> act(converted_bytes(tt.vec_dot_type, cols, n_tokens));
+    for (int64_t r = 0; r < n_tokens; ++r) at.quantize_row(x.Data() + r * cols, act.data() + r * converted_bytes(tt.vec_dot_type, cols, 1), cols);
+    matmul_packed(pool, pf, wp.data(), rows, cols, act.data(), n_tokens, y.Data(), rows);
+    return y;
+  }
   matmul(pool, t, w.Data(), rows, cols, x.Data(), n_tokens, y.Data(), scratch, use_tiles);
   return y;
 }
@@ -191,6 +208,14 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
     const TypeTraits& tt = type_traits(static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1)));
     if (!tt.gemv) return i.Env().Null();
     return Napi::Number::New(i.Env(), tt.gemv_rows);
+  }));
+  // packedLayout(type, rows, cols) -> the layout the model's load copy repacks such a weight into
+  // on this CPU ('q4_0x4'…), or null (kept in the GGUF layout).
+  k.Set("packedLayout", Napi::Function::New(env, [](const Napi::CallbackInfo& i) -> Napi::Value {
+    const GgmlType t = static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1));
+    const int64_t rows = int_arg(i, 1, "rows", 1, 1 << 20), cols = int_arg(i, 2, "cols", 1, 1 << 20);
+    if (!quant::packs(t, rows, cols)) return i.Env().Null();
+    return Napi::String::New(i.Env(), weight_layout_name(quant::packed_format(t)->layout));
   }));
   k.Set("attention", Napi::Function::New(env, Attention));
   // attentionBlocked(headDim) -> whether prefill attention takes the blocked kernels for that head

@@ -104,6 +104,60 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   });
 }
 
+void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* w, int64_t rows, int64_t cols, const void* act,
+                   int64_t n_tokens, float* y, int64_t y_stride) {
+  const TypeTraits& tt = type_traits(pf.type);
+  const int64_t G = pf.group_rows;
+  const size_t group_bytes = static_cast<size_t>(cols / tt.block_size) * tt.type_size * static_cast<size_t>(G);
+  const size_t src_stride = converted_bytes(tt.vec_dot_type, cols, 1);
+  const size_t a_stride = static_cast<size_t>(cols / pf.chunk_cols) * pf.act_chunk_bytes;
+  // The arranged activations (repack.h): per calling thread, grown to the largest batch seen and
+  // then reused, so steady-state decode and prefill allocate nothing.
+  thread_local std::vector<uint8_t> arranged;
+  if (arranged.size() < a_stride * static_cast<size_t>(n_tokens)) arranged.resize(a_stride * static_cast<size_t>(n_tokens));
+  uint8_t* ab = arranged.data();
+  const uint8_t* src = static_cast<const uint8_t*>(act);
+  if (n_tokens >= 8 && pool.size() > 1) {
+    pool.run([&](int ith, int nth) {
+      int64_t b, e;
+      ThreadPool::split(n_tokens, ith, nth, &b, &e);
+      for (int64_t t = b; t < e; ++t) pf.arrange_act(src + t * src_stride, ab + t * a_stride, cols);
+    });
+  } else {
+    for (int64_t t = 0; t < n_tokens; ++t) pf.arrange_act(src + t * src_stride, ab + t * a_stride, cols);
+  }
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const int64_t groups = rows / G;
+  const int nth_total = pool.size();
+  // Work is handed out in chunks of whole groups from a shared counter (as in matmul_prepared):
+  // multiples of 4 groups (16 rows), so threads never share a cache line of y. Decode: about 8
+  // chunks per thread; prefill: about 32 KiB of weights per chunk, which stay in L1/L2 while the
+  // token blocks pass over them.
+  const int64_t group_block = std::max<int64_t>(4, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / 4 * 4);
+  const int64_t chunk = n_tokens == 1 ? (nth_total == 1 ? groups : std::max<int64_t>(4, (groups / (nth_total * 8) + 3) / 4 * 4)) : group_block;
+  constexpr int64_t kTileTokenBlock = 32;
+  const int64_t tc = pf.tile_cols;
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (;;) {
+      const int64_t g0 = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (g0 >= groups) return;
+      const int64_t g1 = std::min(groups, g0 + chunk);
+      if (n_tokens == 1) {
+        pf.gemv(cols, y + g0 * G, wb + static_cast<size_t>(g0) * group_bytes, static_cast<int>(g1 - g0), ab);
+        continue;
+      }
+      for (int64_t tb = 0; tb < n_tokens; tb += kTileTokenBlock) {
+        const int64_t te = std::min(n_tokens, tb + kTileTokenBlock);
+        for (int64_t g = g0; g < g1; ++g)
+          for (int64_t t = tb; t < te; t += tc)
+            pf.tile(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
+                    static_cast<int>(std::min(tc, te - t)));
+      }
+    }
+  });
+}
+
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
             int64_t n_tokens, float* y, Scratch& scratch, bool use_tiles) {
   const TypeTraits& tt = type_traits(wtype);

@@ -12,6 +12,7 @@
 
 #include "ggml_types.h"
 #include "core/thread_pool.h"
+#include "quant/repack.h"
 
 namespace fulcrum {
 
@@ -41,6 +42,14 @@ void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens
 // format's GEMV, else vec_dot), bit for bit — what a speculative verification step needs.
 void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
                      const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles = true, bool rows_as_decode = false);
+
+// The same product for a weight repacked at load (quant/repack.h: `w` points at the first row
+// group; rows a multiple of pf.group_rows, cols of pf.chunk_cols). `act` holds n_tokens rows in
+// the format's vec_dot_type as for matmul_prepared; they are arranged for the packed kernels here.
+// Every token's outputs are bit for bit what it gives alone (the GEMV and the tile kernel share
+// their arithmetic), so there is no rows_as_decode switch.
+void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* w, int64_t rows, int64_t cols, const void* act,
+                   int64_t n_tokens, float* y, int64_t y_stride);
 
 // Convenience for one-off callers (profiler microbenchmarks, tests): converts x into
 // scratch, then multiplies. y is n_tokens × rows. Throws std::invalid_argument when wtype is not

@@ -237,6 +237,11 @@ void Model::compile() {
     if (pp.loc == Loc::Dev) {
       r = pp.dev_fraction >= 1.0 ? rows : std::llround(static_cast<double>(rows) * pp.dev_fraction);
       r = std::max<int64_t>(0, std::min(rows, r));
+      // The host reads a repacked weight by whole row groups: the split lands on a group edge.
+      if (wt->cpu_layout != WeightLayout::Gguf) {
+        const int64_t g = quant::packed_format(wt->type)->group_rows;
+        r = (r + g / 2) / g * g;
+      }
     }
     const GgmlType t = type_traits(wt->type).vec_dot_type;
     cur_plan_op = plan_op;
@@ -256,7 +261,10 @@ void Model::compile() {
       m.lane = compute_lane(l);
       m.r0 = r0;
       m.r1 = r1;
-      if (l == Loc::Host) m.wdata = wt->data + static_cast<size_t>(r0) * wt->row_bytes;
+      if (l == Loc::Host) {
+        m.wdata = wt->cpu_data + static_cast<size_t>(r0) * wt->row_bytes;
+        if (wt->cpu_layout != WeightLayout::Gguf) m.packed = quant::packed_format(wt->type);
+      }
       push(m);
     };
     if (r > 0) part(Loc::Dev, 0, r);

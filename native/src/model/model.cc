@@ -198,6 +198,7 @@ const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, b
   w->rows = rows;
   w->row_bytes = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
   w->data = file_->range(t.offset, static_cast<uint64_t>(w->row_bytes) * static_cast<uint64_t>(rows), "tensor '" + name + "'");
+  w->cpu_data = w->data;
   weights_.push_back(std::move(w));
   return *weights_.back();
 }
@@ -232,6 +233,11 @@ void Model::relocate_matmul_weights() {
   // at a time; the mapped bytes are the fallback when the file cannot be read that way.
   const uint8_t* file_base = file_->range(0, 0, "file start");
   const int fd = ::open(file_->path().c_str(), O_RDONLY | O_CLOEXEC);
+  // Formats with a packed layout on this CPU (quant/repack.h) are rewritten group by group in
+  // the copy, through a one-group scratch buffer: the CPU reads the packed copy, while `data`
+  // keeps pointing at the file's GGUF bytes for devices (their pages stay out of memory unless a
+  // device reads them).
+  std::vector<uint8_t> group;
   size_t off = 0;
   for (Weight* w : ws) {
     const size_t n = w->row_bytes * static_cast<size_t>(w->rows);
@@ -243,7 +249,15 @@ void Model::relocate_matmul_weights() {
       got += static_cast<size_t>(r);
     }
     if (got < n) std::memcpy(base + off + got, w->data + got, n - got);
-    w->data = base + off;
+    w->cpu_data = base + off;
+    if (quant::packs(w->type, w->rows, w->cols)) {
+      const quant::PackedFormat& pf = *quant::packed_format(w->type);
+      group.resize(w->row_bytes * static_cast<size_t>(pf.group_rows));
+      quant::repack_rows(pf, base + off, w->rows, w->cols, group.data());
+      w->cpu_layout = pf.layout;
+    } else {
+      w->data = w->cpu_data;
+    }
     off += (n + kAlign - 1) / kAlign * kAlign;
   }
   if (fd >= 0) ::close(fd);
@@ -533,7 +547,8 @@ void Model::exec_op(int32_t oi) {
       // A step that wants every row's logits verifies draft tokens (speculative decoding): its
       // rows must be the bits of each token decoded alone, so the kept tokens are exactly the
       // greedy ones (some prefill tiles sum in another order).
-      matmul_prepared(pool, op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst), true, st.want_all);
+      if (op.packed) matmul_packed(pool, *op.packed, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst));
+      else matmul_prepared(pool, op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst), true, st.want_all);
       break;
     }
     case OpKind::AddBias: {
@@ -688,7 +703,8 @@ void Model::exec_op(int32_t oi) {
             }
             // W_K and W_V are read from host memory, which the loopback device shares; a discrete
             // GPU reads them from the layer's streamed-weight slot (the Vulkan issue).
-            matmul_prepared(pool, w->type, w->data, w->rows, w->cols, act, nc, out, KVW);
+            if (w->cpu_layout != WeightLayout::Gguf) matmul_packed(pool, *quant::packed_format(w->type), w->cpu_data, w->rows, w->cols, act, nc, out, KVW);
+            else matmul_prepared(pool, w->type, w->cpu_data, w->rows, w->cols, act, nc, out, KVW);
             if (!bias->empty())
               for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
           }

@@ -18,6 +18,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
+#include "quant/repack.h"
 
 namespace fulcrum {
 
@@ -45,8 +46,12 @@ struct Weight {
   std::string name;
   GgmlType type = GgmlType::F32;
   int64_t cols = 0, rows = 0;  // dims[0], dims[1]
-  const uint8_t* data = nullptr;
+  const uint8_t* data = nullptr;  // the GGUF layout (what devices upload and read row ranges of)
   size_t row_bytes = 0;
+  // What the CPU kernels read: `data` itself (cpu_layout Gguf), or the load copy repacked into
+  // cpu_layout (quant/repack.h), a group of rows starting where its first row would.
+  const uint8_t* cpu_data = nullptr;
+  WeightLayout cpu_layout = WeightLayout::Gguf;
 };
 
 // Where an op's buffers live: host memory (the cpu device) or the model's accelerator.
@@ -197,6 +202,7 @@ class Model {
     int8_t plan_op = -1;                // PlanOp, or -1: embedding / LM head
     int64_t r0 = 0, r1 = 0;             // MatMul / CopyCols / CopyWeight: output rows [r0, r1) (r1 0: all)
     const uint8_t* wdata = nullptr;     // MatMul / CopyWeight: the weight bytes this op reads (or writes)
+    const quant::PackedFormat* packed = nullptr;  // MatMul on the host: wdata is in this repacked layout
     int kv_slot = -1;                   // StoreKv / Attention / CopyKv on the device: staging slot (-1: the layer's own KV)
     bool after_last = false;            // after LastRows: one row per sequence unless all logits are wanted
     int8_t part = 0;                    // rows: 0 all, 1 of device-KV sequences, 2 of host-KV sequences

@@ -4,6 +4,7 @@
 // keep gemm_tile = nullptr and matmul uses vec_dot for them.
 #include "quant/gemm_tiles.h"
 #include "quant/quant_impl.h"
+#include "quant/repack.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -30,6 +31,7 @@ bool amx_request_permission() {
 }  // namespace
 
 void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
+  register_packed_formats(f);
   struct Tile {
     GgmlType type;
     GemmTileFn fn;

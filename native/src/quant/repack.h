@@ -1,0 +1,79 @@
+// Weights repacked at load into the layout the CPU kernels read best (issue 15). GGUF stores a
+// weight matrix row after row, block after block; the decode GEMV and the prefill tiles read
+// several rows at once, and in that layout each row's blocks and each block's scale sit in
+// different cache lines, so a kernel spends more instructions gathering bytes (four 16-byte
+// inserts and four 2-byte scale loads per row and four blocks for Q4_0) than multiplying them.
+//
+// Q4_0 in groups of 4 rows ("q4_0x4"): for each group of four rows and each chunk of four
+// blocks (128 columns), 288 bytes — exactly those 16 blocks' bytes, so a repacked matrix is as
+// large as the GGUF one and a group of rows starts where its first row started:
+//   [0, 32)            the 16 f16 scales, row r block k at index 4·r + k
+//   [32 + 64·r, +64)   row r's four blocks' 16 packed-nibble bytes, in block order
+// so one 64-byte load gives a row's 128 weights and one 32-byte load the chunk's 16 scales.
+//
+// The activations (one Q8_0 row per token) are arranged per matmul to match ("q8_0 split"), per
+// chunk of four blocks 256 bytes:
+//   [0, 64)    the first 16 quants of each block   (the weights' low nibbles pair with these)
+//   [64, 128)  the last 16 quants of each block     (… high nibbles)
+//   [128, 192) the block scales as 16 floats, block k in lanes 4k..4k+3
+//   [192, 256) −8 · (sum of the 4 quants of each lane in both halves), 16 int32: the nibbles are
+//              used unsigned (vpdpbusd), and Σ(q − 8)·y = Σq·y − 8·Σy
+// The GEMV and the tile kernel of one ISA compute every (row, token) output with the same
+// integer lane sums, the same float products and fmas in the same order and the same final
+// reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
+// verification batch: what exact speculation needs, without giving up the tiles.
+//
+// Devices (Vulkan uploads, the loopback's row ranges) keep reading the GGUF bytes: Weight::data
+// stays the file's layout and only the CPU reads the repacked copy (model.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "ggml_types.h"
+
+namespace fulcrum {
+
+enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1 };
+const char* weight_layout_name(WeightLayout l);
+
+namespace quant {
+
+// The CPU kernels of one repacked layout on the ISA this process runs.
+struct PackedFormat {
+  WeightLayout layout = WeightLayout::Gguf;
+  GgmlType type = GgmlType::F32;
+  int group_rows = 0;          // rows interleaved together (a matrix's rows must be a multiple)
+  int64_t chunk_cols = 0;      // columns per chunk (a matrix's columns must be a multiple)
+  size_t act_chunk_bytes = 0;  // arranged activation bytes per chunk per token
+  // One token's Q8_0 row (n columns) -> its arranged row (n / chunk_cols · act_chunk_bytes).
+  void (*arrange_act)(const void* q8, void* dst, int64_t n) = nullptr;
+  // out[g·group_rows + r] for `groups` consecutive row groups starting at w, one token.
+  void (*gemv)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) = nullptr;
+  // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
+  void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
+  int tile_cols = 0;
+};
+
+// Chooses the packed kernels for the ISA `f` runs; formats whose prefill runs on AMX tiles (which
+// read the GGUF layout) are left unpacked. Called by register_gemm_tiles.
+void register_packed_formats(const CpuFeatures& f);
+// The packed format `t` gets on this CPU, or nullptr (kept in the GGUF layout).
+const PackedFormat* packed_format(GgmlType t);
+// Whether a rows × cols matrix of `t` is repacked (its format has a packed layout here and the
+// shape is a whole number of groups and chunks).
+bool packs(GgmlType t, int64_t rows, int64_t cols);
+// Rewrites `bytes` GGUF-layout bytes of whole row groups (rows × cols of `t`) in place into the
+// packed layout; `scratch` holds one group (group_rows rows). Load time only.
+void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch);
+
+// The kernels (packed_<fmt>_<isa>.cc).
+void arrange_q8_0_split_avx512(const void* q8, void* dst, int64_t n);
+void gemv_q4_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void arrange_q8_0_split_avx2(const void* q8, void* dst, int64_t n);
+void gemv_q4_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
+
+}  // namespace quant
+}  // namespace fulcrum

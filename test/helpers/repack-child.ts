@@ -1,0 +1,73 @@
+// Child process of test/unit/repack.test.ts, run once per ISA (FULCRUM_ISA set by the parent):
+// multiplies random Q4_0 matrices through kernels.matmul with the weights repacked as the model's
+// load copy repacks them (path 'packed') and with one vec_dot per output (path 'vecdot'), for
+// batches and for each token alone. Prints one JSON line.
+import { loadAddon } from '../../engine/native/addon';
+import { quantize } from '../../engine/native/quant';
+
+interface Kernels {
+  matmul(type: number, w: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number, path?: 'auto' | 'vecdot' | 'packed'): Float32Array;
+  isaLevel(): string;
+  packedLayout(type: number, rows: number, cols: number): string | null;
+}
+
+export interface RepackCase {
+  rows: number;
+  cols: number;
+  nTokens: number;
+  threads: number;
+  layout: string | null;
+  /** max over outputs of |packed − vecdot| / (max |vecdot| of that token's outputs) */
+  packedVsVecdot: number;
+  /** every token's outputs in the batch equal, bit for bit, that token multiplied alone */
+  batchEqualsAlone: boolean;
+}
+
+const Q4_0 = 2;
+
+function gaussian(n: number, seed: number, scale: number): Float32Array {
+  let s = seed >>> 0;
+  const next = (): number => { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; return (s + 1) / 4294967297; };
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = scale * Math.sqrt(-2 * Math.log(next())) * Math.cos(2 * Math.PI * next());
+  return out;
+}
+
+function main(): void {
+  const k = loadAddon<{ kernels: Kernels }>().kernels;
+  const cases: RepackCase[] = [];
+  // 128 columns = one chunk of four blocks; 896 and 4864 are the 0.5B shape's; 36 and 8 rows =
+  // 9 and 2 row groups (odd group counts split across two threads).
+  const shapes = [{ rows: 36, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
+  const unpackable = [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(Q4_0, rows, cols) }));
+  for (const { rows, cols } of shapes) {
+    const w = quantize(Q4_0, gaussian(rows * cols, 7 + rows + cols, 0.05));
+    const layout = k.packedLayout(Q4_0, rows, cols);
+    if (layout === null) {
+      cases.push({ rows, cols, nTokens: 0, threads: 0, layout, packedVsVecdot: 0, batchEqualsAlone: true });
+      continue;
+    }
+    for (const nTokens of [1, 2, 3, 5, 8, 17, 64]) {
+      const x = gaussian(nTokens * cols, 1000 + nTokens + cols, 1);
+      for (const threads of [1, 2]) {
+        const packed = k.matmul(Q4_0, w, rows, cols, x, nTokens, threads, 'packed');
+        const ref = k.matmul(Q4_0, w, rows, cols, x, nTokens, threads, 'vecdot');
+        let packedVsVecdot = 0, batchEqualsAlone = true;
+        for (let tok = 0; tok < nTokens; tok++) {
+          const alone = k.matmul(Q4_0, w, rows, cols, x.subarray(tok * cols, (tok + 1) * cols), 1, threads, 'packed');
+          let scale = 0;
+          for (let r = 0; r < rows; r++) scale = Math.max(scale, Math.abs(ref[tok * rows + r]!));
+          for (let r = 0; r < rows; r++) {
+            const p = packed[tok * rows + r]!;
+            if (p !== alone[r]) batchEqualsAlone = false;
+            packedVsVecdot = Math.max(packedVsVecdot, Math.abs(p - ref[tok * rows + r]!) / Math.max(scale, 1e-30));
+          }
+        }
+        cases.push({ rows, cols, nTokens, threads, layout, packedVsVecdot, batchEqualsAlone });
+      }
+    }
+  }
+  console.log(JSON.stringify({ isa: k.isaLevel(), cases, unpackable }));
+}
+
+main();

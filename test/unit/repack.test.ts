@@ -1,0 +1,53 @@
+// Weights repacked at load (native/src/quant/repack.h): Q4_0 in groups of four rows, read by the
+// packed GEMV (one token) and tile (several) kernels, against one vec_dot per output on the GGUF
+// bytes, on every ISA this CPU runs (a child process per ISA: the ISA is chosen once per process).
+// Both paths compute the same integer block sums and scale products; only the float summation
+// order differs (by block, not by block pair), so outputs agree to ~1e-6 of the token's largest
+// output. The packed GEMV and tile share their arithmetic: each token's outputs in a batch are
+// bit for bit its outputs alone — what exact speculative verification needs.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+import { quantIsas } from '../../engine/native/quant';
+import type { RepackCase } from '../helpers/repack-child';
+
+const root = path.resolve(__dirname, '..', '..');
+const child = path.join(root, 'test', 'helpers', 'repack-child.ts');
+
+interface ChildOut {
+  isa: string;
+  cases: RepackCase[];
+  unpackable: { rows: number; cols: number; layout: string | null }[];
+}
+
+function runIsa(isa: string): ChildOut {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
+    cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_NO_REPACK: '' }, encoding: 'utf8', timeout: 120_000,
+  });
+  assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}) failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as ChildOut;
+}
+
+for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
+  const runs = quantIsas().includes(isa);
+  test(`Q4_0 repacked in 4-row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
+    const out = runIsa(isa);
+    assert.equal(out.isa, isa);
+    // Shapes that are not whole row groups and 128-column chunks stay in the GGUF layout.
+    for (const u of out.unpackable) assert.equal(u.layout, null, `${u.rows}x${u.cols} must not be repacked`);
+    if (isa === 'scalar') {
+      // No packed kernels below AVX2: nothing is repacked.
+      assert.ok(out.cases.every((c) => c.layout === null));
+      return;
+    }
+    assert.equal(out.cases.length, 4 * 7 * 2);
+    for (const c of out.cases) {
+      const label = `${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
+      assert.equal(c.layout, 'q4_0x4', label);
+      assert.ok(c.packedVsVecdot <= 2e-6, `${label}: packed path off the vec_dot path by ${c.packedVsVecdot}`);
+      assert.ok(c.batchEqualsAlone, `${label}: a token's outputs in the batch differ from its outputs alone`);
+    }
+  });
+}
