@@ -1,7 +1,7 @@
 // Q4_0 and Q8_0 (× Q8_0) decode GEMV for AVX2: kGemvRowsAvx2 weight rows per pass over one
 // activation row, sharing each block's activation load (and, for Q4_0, maddubs(8, y) and the
-// activation scale) across the rows, with the rows prefetched into L2 one pass ahead (see
-// gemv_q4_0_avx512.cc for why). Each row keeps its vec_dot's integer block sums, its two
+// activation scale) across the rows, with the rows prefetched into L2 (Q4_0 one pass ahead, see
+// gemv_q4_0_avx512.cc; Q8_0 kGemvQ8PrefetchAhead bytes ahead, see gemm_tiles.h). Each row keeps its vec_dot's integer block sums, its two
 // accumulators (even / odd blocks), scale products and final reduction: outputs match
 // vec_dot_q4_0_avx2 / vec_dot_q8_0_avx2 bit for bit.
 #define QUANT_ISA avx2
@@ -62,8 +62,8 @@ void gemv_q8_0_rows(int64_t n, float* out, const uint8_t* w, size_t wrb, const b
     const float dy0 = f16(y[i].d), dy1 = f16(y[i + 1].d);
     for (int r = 0; r < R; ++r) {
       const block_q8_0* x = reinterpret_cast<const block_q8_0*>(w + r * wrb) + i;
-      _mm_prefetch(reinterpret_cast<const char*>(x) + R * wrb, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(x) + R * wrb + 64, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(x) + kGemvQ8PrefetchAhead, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(x) + kGemvQ8PrefetchAhead + 64, _MM_HINT_T1);
       acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[0].d) * dy0), _mm256_cvtepi32_ps(dot_ss8(load32(x[0].qs), y0)), acc0[r]);
       acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[1].d) * dy1), _mm256_cvtepi32_ps(dot_ss8(load32(x[1].qs), y1)), acc1[r]);
     }

@@ -1,8 +1,8 @@
 // Q8_0 × Q8_0 decode GEMV for AVX-512 VNNI: kGemvRowsAvx512 weight rows per pass over one
 // activation row, sharing the activation loads and scales; each row keeps
 // vec_dot_q8_0_avx512's sign trick (|x| as u8 against y with x's sign, then vpdpbusd), lanes,
-// scale products and reduction order: outputs match it bit for bit. Rows are prefetched one
-// pass ahead (see gemv_q4_0_avx512.cc).
+// scale products and reduction order: outputs match it bit for bit. Rows are prefetched
+// kGemvQ8PrefetchAhead bytes ahead (gemm_tiles.h: the measured distances).
 #include "quant/blocks.h"
 #include "quant/gemm_tile_dispatch.h"
 #include "quant/gemm_tiles.h"
@@ -25,8 +25,8 @@ void gemv_rows(int64_t n, float* out, const uint8_t* w, size_t wrb, const block_
     const float dy0 = f16(y[i].d), dy1 = f16(y[i + 1].d);
     for (int r = 0; r < R; ++r) {
       const block_q8_0* x = reinterpret_cast<const block_q8_0*>(w + r * wrb) + i;
-      _mm_prefetch(reinterpret_cast<const char*>(x) + R * wrb, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(x) + R * wrb + 64, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(x) + kGemvQ8PrefetchAhead, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(x) + kGemvQ8PrefetchAhead + 64, _MM_HINT_T1);
       const __m512i xv = load_2x32(x[0].qs, x[1].qs);
       const __m512i sy = _mm512_mask_sub_epi8(yv, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), yv);
       const __m512i s = dot_us8_512(_mm512_abs_epi8(xv), sy);
