@@ -31,7 +31,7 @@ for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
     assert.equal(out.isa, isa);
     // The formats with tile kernels on this ISA must really take them (else this tests nothing).
     const tiled = new Set(out.cases.filter((c) => c.tile !== null).map((c) => c.type));
-    const expected = isa === 'scalar' ? [] : isa === 'avx2' ? ['Q4_0', 'Q5_0', 'Q8_0'] : ['Q4_0', 'Q4_K', 'Q5_0', 'Q6_K', 'Q8_0'];
+    const expected = isa === 'scalar' ? [] : ['Q4_0', 'Q4_K', 'Q5_0', 'Q6_K', 'Q8_0'];
     assert.deepEqual([...tiled].sort(), expected);
     assert.equal(out.cases.length, 2 * 7 * (4 + 4 + 2 + 4 + 1 + 1));  // threads × token counts × shapes
     // Likewise the decode GEMV kernels (one token).
@@ -44,11 +44,13 @@ for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
       assert.ok(c.vecdotVsRef <= (c.type === 'Q4_1' ? 1e-3 : 2e-5), `${label}: vec_dot path off the float64 reference by ${c.vecdotVsRef}`);
       assert.ok(c.tileVsVecdot <= 2e-6, `${label}: tile path off the vec_dot path by ${c.tileVsVecdot}`);
       // One token never takes the tile path, nor do formats without a tile kernel on this ISA
-      // (Q4_1 anywhere, Q4_K and Q6_K below avx512); the avx512 VNNI 4×4 tiles (Q8_0/Q4_0/Q5_0 without AMX)
+      // (Q4_1 anywhere); the avx512 VNNI 4×4 tiles (Q8_0/Q4_0/Q5_0 without AMX)
       // the Q6_K tile and the GEMVs other than AVX-512 Q4_0 keep vec_dot's lanes and order. AMX (64×16), Q4_K and
       // the AVX-512 Q4_0 GEMV (float sums grouped by block, not by block pair) reorder float sums.
       const reorderingGemv = c.nTokens === 1 && c.gemvRows !== null && c.type === 'Q4_0' && isa === 'avx512';
-      const exactTile = c.tile !== null && isa === 'avx512' && ((c.tile.rows === 4 && c.tile.cols === 4) || c.type === 'Q6_K');
+      // The AVX2 K-quant tiles keep vec_dot's two accumulators and order: identical too.
+      const exactTile = c.tile !== null && ((isa === 'avx512' && ((c.tile.rows === 4 && c.tile.cols === 4) || c.type === 'Q6_K')) ||
+        (isa === 'avx2' && (c.type === 'Q4_K' || c.type === 'Q6_K')));
       if (!reorderingGemv && (c.nTokens === 1 || c.tile === null || exactTile)) {
         assert.ok(c.identical, `${label}: expected bit-identical results`);
       }

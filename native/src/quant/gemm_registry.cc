@@ -53,6 +53,9 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsAvx2, kTileColsAvx2},
       {GgmlType::Q4_0, gemm_tile_q4_0_avx2, kTileRowsAvx2, kTileColsAvx2},
       {GgmlType::Q5_0, gemm_tile_q5_0_avx2, kTileRowsAvx2, kTileColsAvx2},
+      // Equal to vec_dot, which is what AVX2 decodes the K-quants with.
+      {GgmlType::Q4_K, gemm_tile_q4_k_avx2, kTileRowsQ4kAvx2, kTileColsQ4kAvx2, true},
+      {GgmlType::Q6_K, gemm_tile_q6_k_avx2, kTileRowsQ6kAvx2, kTileColsQ6kAvx2, true},
   };
   struct Gemv {
     GgmlType type;

@@ -16,6 +16,9 @@ constexpr int kTileRowsAvx2 = 4, kTileColsAvx2 = 2;
 constexpr int kTileRowsAmx = 64, kTileColsAmx = 16;
 constexpr int kTileRowsQ4kAvx512 = 2, kTileColsQ4kAvx512 = 4;
 constexpr int kTileRowsQ6kAvx512 = 2, kTileColsQ6kAvx512 = 4;  // same register budget as Q4_K
+// AVX2 K-quant tiles: per pair an int32 super-block sum plus float accumulators (two for Q4_K).
+constexpr int kTileRowsQ4kAvx2 = 2, kTileColsQ4kAvx2 = 4;
+constexpr int kTileRowsQ6kAvx2 = 2, kTileColsQ6kAvx2 = 2;
 
 #define FULCRUM_GEMM_TILE_DECL(name)                                                                    \
   void name(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows, \
@@ -28,6 +31,8 @@ FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avx2)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q6_k_avx512)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q6_k_avx2)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_amx)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_amx)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_amx)
