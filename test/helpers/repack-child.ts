@@ -1,5 +1,5 @@
 // Child process of test/unit/repack.test.ts, run once per ISA (FULCRUM_ISA set by the parent):
-// multiplies random Q4_0 matrices through kernels.matmul with the weights repacked as the model's
+// multiplies random Q4_0 and Q5_0 matrices through kernels.matmul with the weights repacked as the model's
 // load copy repacks them (path 'packed') and with one vec_dot per output (path 'vecdot'), for
 // batches and for each token alone. Prints one JSON line.
 import { loadAddon } from '../../engine/native/addon';
@@ -12,6 +12,7 @@ interface Kernels {
 }
 
 export interface RepackCase {
+  type: string;
   rows: number;
   cols: number;
   nTokens: number;
@@ -23,7 +24,7 @@ export interface RepackCase {
   batchEqualsAlone: boolean;
 }
 
-const Q4_0 = 2;
+const Q4_0 = 2, Q5_0 = 6;
 
 function gaussian(n: number, seed: number, scale: number): Float32Array {
   let s = seed >>> 0;
@@ -39,22 +40,23 @@ function main(): void {
   // 128 columns = one chunk of four blocks; 896 and 4864 are the 0.5B shape's; 36 and 8 rows =
   // 9 and 2 row groups (odd group counts split across two threads).
   const shapes = [{ rows: 36, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
-  const unpackable = [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(Q4_0, rows, cols) }));
+  const unpackable = [Q4_0, Q5_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) })));
+  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0]] as const)
   for (const { rows, cols } of shapes) {
-    const w = quantize(Q4_0, gaussian(rows * cols, 7 + rows + cols, 0.05));
-    const layout = k.packedLayout(Q4_0, rows, cols);
+    const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
+    const layout = k.packedLayout(type, rows, cols);
     if (layout === null) {
-      cases.push({ rows, cols, nTokens: 0, threads: 0, layout, packedVsVecdot: 0, batchEqualsAlone: true });
+      cases.push({ type: name, rows, cols, nTokens: 0, threads: 0, layout, packedVsVecdot: 0, batchEqualsAlone: true });
       continue;
     }
     for (const nTokens of [1, 2, 3, 5, 8, 17, 64]) {
       const x = gaussian(nTokens * cols, 1000 + nTokens + cols, 1);
       for (const threads of [1, 2]) {
-        const packed = k.matmul(Q4_0, w, rows, cols, x, nTokens, threads, 'packed');
-        const ref = k.matmul(Q4_0, w, rows, cols, x, nTokens, threads, 'vecdot');
+        const packed = k.matmul(type, w, rows, cols, x, nTokens, threads, 'packed');
+        const ref = k.matmul(type, w, rows, cols, x, nTokens, threads, 'vecdot');
         let packedVsVecdot = 0, batchEqualsAlone = true;
         for (let tok = 0; tok < nTokens; tok++) {
-          const alone = k.matmul(Q4_0, w, rows, cols, x.subarray(tok * cols, (tok + 1) * cols), 1, threads, 'packed');
+          const alone = k.matmul(type, w, rows, cols, x.subarray(tok * cols, (tok + 1) * cols), 1, threads, 'packed');
           let scale = 0;
           for (let r = 0; r < rows; r++) scale = Math.max(scale, Math.abs(ref[tok * rows + r]!));
           for (let r = 0; r < rows; r++) {
@@ -63,7 +65,7 @@ function main(): void {
             packedVsVecdot = Math.max(packedVsVecdot, Math.abs(p - ref[tok * rows + r]!) / Math.max(scale, 1e-30));
           }
         }
-        cases.push({ rows, cols, nTokens, threads, layout, packedVsVecdot, batchEqualsAlone });
+        cases.push({ type: name, rows, cols, nTokens, threads, layout, packedVsVecdot, batchEqualsAlone });
       }
     }
   }

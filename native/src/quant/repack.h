@@ -10,6 +10,10 @@
 //   [0, 32)            the 16 f16 scales, row r block k at index 4·r + k
 //   [32 + 64·r, +64)   row r's four blocks' 16 packed-nibble bytes, in block order
 // so one 64-byte load gives a row's 128 weights and one 32-byte load the chunk's 16 scales.
+// Q5_0 the same way ("q5_0x4", 352 bytes per chunk): the 32 bytes of scales, then per row 16
+// bytes of fifth bits — a 64-bit mask over the row's 64 low-nibble lanes (bits 0..15 of each
+// block's qh, block after block), then one over the high-nibble lanes (bits 16..31) — then each
+// row's 64 bytes of nibbles.
 //
 // The activations (one Q8_0 row per token) are arranged per matmul to match ("q8_0 split"), per
 // chunk of four blocks 256 bytes:
@@ -33,7 +37,7 @@
 
 namespace fulcrum {
 
-enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1 };
+enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2 };
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
@@ -66,11 +70,15 @@ bool packs(GgmlType t, int64_t rows, int64_t cols);
 // packed layout; `scratch` holds one group (group_rows rows). Load time only.
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch);
 
-// The kernels (packed_<fmt>_<isa>.cc).
+// The kernels (packed_<isa>.cc).
 void arrange_q8_0_split_avx512(const void* q8, void* dst, int64_t n);
 void gemv_q4_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void arrange_q8_0_split_avx2(const void* q8, void* dst, int64_t n);
+void gemv_q5_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q5_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
