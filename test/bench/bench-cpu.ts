@@ -7,7 +7,7 @@
 // peak is that engine's alone. Prints a table and writes JSON under bench-results/.
 //
 // Options: --quick (64-token prompt, 16 decoded), --prompt N, --gen N, --threads 1,2,
-// --shapes 0.5B,1.3B, --types Q8_0,Q4_0,Q4_K, --no-peer, --isa native|avx2|avx512 (Fulcrum with
+// --shapes 0.5B,1.3B, --types Q8_0,Q4_0,Q4_K,Q4_K_M (llama.cpp's mix), --no-peer, --isa native|avx2|avx512 (Fulcrum with
 // FULCRUM_ISA, llama.cpp with only its CPU library of that level: llama-cpp-isa.ts).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -19,7 +19,7 @@ import { packageRoot } from '../../engine/native/addon';
 import { nativeKernels } from '../../engine/native/model';
 import { CHILD_FLAG, childMain, runBenchChild, type ChildMemory, type ChildResult } from './bench-child';
 import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
-import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, unsupportedReason } from './bench-models';
+import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, benchTypeByLabel, unsupportedReason } from './bench-models';
 
 /** llama.cpp rounds its KV cache up to a multiple of 256 cells; both engines get that size. */
 const KV_CELL_PAD = 256;
@@ -91,9 +91,9 @@ async function main(): Promise<void> {
   const shapeNames = args.options.get('shapes')?.split(',');
   const shapes = BENCH_SHAPES.filter((s) => !shapeNames || shapeNames.includes(s.label));
   const types = args.options.get('types')?.split(',').map((n) => {
-    const info = ggmlTypeByName(n);
-    if (!info) throw new Error(`unknown type ${n}`);
-    return info.type as GgmlType;
+    const t = benchTypeByLabel(n) ?? (ggmlTypeByName(n) ? { label: n, type: ggmlTypeByName(n)!.type as GgmlType } : undefined);
+    if (!t) throw new Error(`unknown type ${n} (one of ${BENCH_TYPES.map((b) => b.label).join(', ')} or a GGML type name)`);
+    return t;
   }) ?? BENCH_TYPES;
   const peer = !args.options.has('no-peer');
   // The decode loop of llama-cpp-bench.ts feeds one token beyond prompt + gen; +8 leaves room.
@@ -107,15 +107,15 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   for (const shape of shapes) {
     for (const type of types) {
-      const reason = unsupportedReason(shape, type);
+      const reason = unsupportedReason(shape, type.type);
       for (const threads of threadList) {
-        const row: Row = { shape: shape.label, type: ggmlTypeName(type), threads };
+        const row: Row = { shape: shape.label, type: type.label, threads };
         rows.push(row);
         if (reason) {
           row.skipped = reason;
           continue;
         }
-        process.stderr.write(`${shape.label} ${ggmlTypeName(type)} ${threads} thread(s)…\n`);
+        process.stderr.write(`${shape.label} ${type.label} ${threads} thread(s)…\n`);
         const file = benchModelFile(shape, type);
         const bytes = weightBytesPerToken(file);
         const bw = bandwidth.get(threads)!;

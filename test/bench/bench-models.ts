@@ -19,7 +19,34 @@ export const BENCH_SHAPES: BenchShape[] = [
   { label: '1.3B', spec: { ...common, nLayers: 24, nEmbd: 2048, nHeads: 16, nKvHeads: 16, nFf: 5504 } },
 ];
 
-export const BENCH_TYPES: GgmlType[] = [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K];
+/** A benchmark model's weight format: one type for every matrix, or a per-tensor mix. */
+export interface BenchType {
+  label: string;
+  type: GgmlType;
+  tensorType?: (name: string) => GgmlType | undefined;
+}
+
+/**
+ * llama.cpp's Q4_K_M: Q4_K, with attn_v and ffn_down in Q6_K in the layers its use_more_bits
+ * picks (the first and last eighth of the layers and every third one between) and the output
+ * matrix in Q6_K.
+ */
+function q4KMTensorType(nLayers: number): (name: string) => GgmlType | undefined {
+  const moreBits = (i: number): boolean => i < nLayers / 8 || i >= (7 * nLayers) / 8 || (i - Math.floor(nLayers / 8)) % 3 === 2;
+  return (name) => {
+    if (name === 'output.weight') return GgmlType.Q6_K;
+    const m = /^blk\.(\d+)\.(attn_v|ffn_down)\.weight$/.exec(name);
+    return m && moreBits(Number(m[1])) ? GgmlType.Q6_K : undefined;
+  };
+}
+
+const plain = (type: GgmlType): BenchType => ({ label: ggmlTypeName(type), type });
+export const BENCH_TYPES: BenchType[] = [plain(GgmlType.Q8_0), plain(GgmlType.Q4_0), plain(GgmlType.Q4_K), { label: 'Q4_K_M', type: GgmlType.Q4_K }];
+
+/** The benchmark type of that label (a GGML type name, or Q4_K_M), or undefined. */
+export function benchTypeByLabel(label: string): BenchType | undefined {
+  return BENCH_TYPES.find((t) => t.label === label);
+}
 
 export function benchCacheDir(): string {
   return process.env.FULCRUM_BENCH_CACHE ?? path.join(tmpdir(), 'fulcrum-bench-models');
@@ -40,13 +67,15 @@ export function unsupportedReason(shape: BenchShape, type: GgmlType): string | u
 }
 
 /** Path of the cached model file, writing it first when missing. */
-export function benchModelFile(shape: BenchShape, type: GgmlType): string {
+export function benchModelFile(shape: BenchShape, type: GgmlType | BenchType): string {
+  const bt = typeof type === 'number' ? plain(type) : type;
   const dir = benchCacheDir();
   mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `synthetic-${shape.label}-${ggmlTypeName(type)}.gguf`);
+  const file = path.join(dir, `synthetic-${shape.label}-${bt.label}.gguf`);
   if (!existsSync(file)) {
     const tmp = `${file}.${process.pid}.partial`;
-    writeSyntheticModel(tmp, { ...shape.spec, weightType: type, name: `synthetic-${shape.label}` });
+    const tensorType = bt.label === 'Q4_K_M' ? q4KMTensorType(shape.spec.nLayers) : undefined;
+    writeSyntheticModel(tmp, { ...shape.spec, weightType: bt.type, tensorType, name: `synthetic-${shape.label}` });
     renameSync(tmp, file);
   }
   return file;
