@@ -151,10 +151,45 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
   }
 }
 
-// out[j] += Σ_t p[j][t] · v[t], each output element accumulated over t in increasing order.
-// One query head: the outputs stay in registers (8 ymm = 64 dims at a time) across the run of
-// positions. Several heads: per position, V in chunks of 4 ymm against every head's outputs in
-// memory (no spilled 16-ymm V row). Same operations in the same order either way.
+// Rows [0, JN) of out (JN query heads, stride hd) at dims [8·c0, 8·(c0 + CN)) += Σ_t p[j][t] ·
+// v[t], the JN × CN accumulators in registers across the whole run of positions (at most 8 + V's
+// 4 + the broadcast: no spills in 16 ymm), each element accumulated over t in increasing order.
+template <int JN, int CN>
+inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0) {
+  __m256 acc[JN][CN];
+  for (int j = 0; j < JN; ++j)
+    for (int c = 0; c < CN; ++c) acc[j][c] = _mm256_loadu_ps(out + j * hd + 8 * (c0 + c));
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* vr = v + t * vstride + 8 * c0;
+    if (t + kAheadRows < n) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride), _MM_HINT_T0);
+    __m256 vv[CN];
+    for (int c = 0; c < CN; ++c) vv[c] = load_h(vr + 8 * c);
+    for (int j = 0; j < JN; ++j) {
+      const __m256 a = _mm256_set1_ps(p[j * ld + t]);
+      for (int c = 0; c < CN; ++c) acc[j][c] = _mm256_fmadd_ps(a, vv[c], acc[j][c]);
+    }
+  }
+  for (int j = 0; j < JN; ++j)
+    for (int c = 0; c < CN; ++c) _mm256_storeu_ps(out + j * hd + 8 * (c0 + c), acc[j][c]);
+}
+
+template <int JN>
+inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0, int64_t cn) {
+  switch (cn) {
+    case 4: pv_regs<JN, 4>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 3: pv_regs<JN, 3>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 2: pv_regs<JN, 2>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 1: pv_regs<JN, 1>(n, v, vstride, p, ld, out, hd, c0); break;
+    default: break;
+  }
+}
+
+// out[j] += Σ_t p[j][t] · v[t], each output element accumulated over t in increasing order (the
+// same fma per element and position as the multi-token path, so decode and verification rows
+// agree bit for bit). Tiles of 2 heads × 32 dims keep their outputs in registers across the run
+// of positions (one head: 1 × 32); V is re-read once per head pair, from L1/L2. (The version
+// before kept one head's 64-128 dims in an 8-ymm array that GCC placed on the stack, and several
+// heads' outputs in memory, loaded and stored at every position.)
 void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out) {
   if (hd % 8 != 0 || hd > 128) {
     for (int64_t t = 0; t < n; ++t)
@@ -163,35 +198,11 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
     return;
   }
   const int64_t nc = hd / 8;
-  if (nq == 1) {
-    for (int64_t c0 = 0; c0 < nc; c0 += 8) {
-      const int64_t cn = nc - c0 < 8 ? nc - c0 : 8;
-      __m256 acc[8];
-      for (int64_t c = 0; c < cn; ++c) acc[c] = _mm256_loadu_ps(out + 8 * (c0 + c));
-      for (int64_t t = 0; t < n; ++t) {
-        const uint16_t* vr = v + t * vstride + 8 * c0;
-        if (t + kAheadRows < n) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride), _MM_HINT_T0);
-        const __m256 a = _mm256_set1_ps(p[t]);
-        for (int64_t c = 0; c < cn; ++c) acc[c] = _mm256_fmadd_ps(a, load_h(vr + 8 * c), acc[c]);
-      }
-      for (int64_t c = 0; c < cn; ++c) _mm256_storeu_ps(out + 8 * (c0 + c), acc[c]);
-    }
-    return;
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    const uint16_t* vr = v + t * vstride;
-    if (t + kAheadRows < n)
-      for (int64_t c = 0; c < nc; c += 4) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + 8 * c), _MM_HINT_T0);
-    for (int64_t c0 = 0; c0 < nc; c0 += 4) {
-      const int64_t cn = nc - c0 < 4 ? nc - c0 : 4;
-      __m256 vv[4];
-      for (int64_t c = 0; c < cn; ++c) vv[c] = load_h(vr + 8 * (c0 + c));
-      for (int64_t j = 0; j < nq; ++j) {
-        const __m256 a = _mm256_set1_ps(p[j * ld + t]);
-        float* oj = out + j * hd + 8 * c0;
-        for (int64_t c = 0; c < cn; ++c) _mm256_storeu_ps(oj + 8 * c, _mm256_fmadd_ps(a, vv[c], _mm256_loadu_ps(oj + 8 * c)));
-      }
-    }
+  for (int64_t c0 = 0; c0 < nc; c0 += 4) {
+    const int64_t cn = nc - c0 < 4 ? nc - c0 : 4;
+    int64_t j = 0;
+    for (; j + 2 <= nq; j += 2) pv_heads<2>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn);
+    if (j < nq) pv_heads<1>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn);
   }
 }
 

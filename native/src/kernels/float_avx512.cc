@@ -148,6 +148,45 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
   }
 }
 
+// Rows [0, JN) of out (JN query heads, stride hd) at dims [16·c0, 16·(c0 + CN)) += Σ_t p[j][t]
+// · v[t], the JN × CN accumulators in registers across the whole run of positions (at most 16 +
+// V's 4 + the broadcast of 32 zmm), each element accumulated over t in increasing order.
+template <int JN, int CN>
+inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0) {
+  __m512 acc[JN][CN];
+  for (int j = 0; j < JN; ++j)
+    for (int c = 0; c < CN; ++c) acc[j][c] = _mm512_loadu_ps(out + j * hd + 16 * (c0 + c));
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* vr = v + t * vstride + 16 * c0;
+    if (t + kAheadRows < n)
+      for (int c = 0; c < CN; c += 2) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + 16 * c), _MM_HINT_T0);
+    __m512 vv[CN];
+    for (int c = 0; c < CN; ++c) vv[c] = load_h(vr + 16 * c);
+    for (int j = 0; j < JN; ++j) {
+      const __m512 a = _mm512_set1_ps(p[j * ld + t]);
+      for (int c = 0; c < CN; ++c) acc[j][c] = _mm512_fmadd_ps(a, vv[c], acc[j][c]);
+    }
+  }
+  for (int j = 0; j < JN; ++j)
+    for (int c = 0; c < CN; ++c) _mm512_storeu_ps(out + j * hd + 16 * (c0 + c), acc[j][c]);
+}
+
+template <int JN>
+inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0, int64_t cn) {
+  switch (cn) {
+    case 4: pv_regs<JN, 4>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 3: pv_regs<JN, 3>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 2: pv_regs<JN, 2>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 1: pv_regs<JN, 1>(n, v, vstride, p, ld, out, hd, c0); break;
+    default: break;
+  }
+}
+
+// out[j] += Σ_t p[j][t] · v[t], each output element accumulated over t in increasing order (the
+// same fma per element and position as the multi-token path: decode and verification rows agree
+// bit for bit). Tiles of up to 4 heads × 64 dims keep their outputs in registers across the run
+// of positions; V is re-read once per tile, from L1/L2. (Before, several heads' outputs were
+// loaded and stored at every position.)
 void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out) {
   if (hd % 16 != 0 || hd > 256) {
     for (int64_t t = 0; t < n; ++t)
@@ -156,31 +195,15 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
     return;
   }
   const int64_t nc = hd / 16;
-  if (nq == 1) {
-    // One query head (no GQA): the outputs stay in registers across the run of positions; each
-    // element still accumulates over t in increasing order, as below.
-    __m512 acc[16];
-    for (int64_t c = 0; c < nc; ++c) acc[c] = _mm512_loadu_ps(out + 16 * c);
-    for (int64_t t = 0; t < n; ++t) {
-      const uint16_t* vr = v + t * vstride;
-      if (t + kAheadRows < n)
-        for (int64_t c = 0; c < nc; c += 2) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + 16 * c), _MM_HINT_T0);
-      const __m512 a = _mm512_set1_ps(p[t]);
-      for (int64_t c = 0; c < nc; ++c) acc[c] = _mm512_fmadd_ps(a, load_h(vr + 16 * c), acc[c]);
-    }
-    for (int64_t c = 0; c < nc; ++c) _mm512_storeu_ps(out + 16 * c, acc[c]);
-    return;
-  }
-  __m512 vv[16];
-  for (int64_t t = 0; t < n; ++t) {
-    const uint16_t* vr = v + t * vstride;
-    if (t + kAheadRows < n)
-      for (int64_t c = 0; c < nc; c += 2) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + 16 * c), _MM_HINT_T0);
-    for (int64_t c = 0; c < nc; ++c) vv[c] = load_h(vr + 16 * c);
-    for (int64_t j = 0; j < nq; ++j) {
-      const __m512 a = _mm512_set1_ps(p[j * ld + t]);
-      float* oj = out + j * hd;
-      for (int64_t c = 0; c < nc; ++c) _mm512_storeu_ps(oj + 16 * c, _mm512_fmadd_ps(a, vv[c], _mm512_loadu_ps(oj + 16 * c)));
+  for (int64_t c0 = 0; c0 < nc; c0 += 4) {
+    const int64_t cn = nc - c0 < 4 ? nc - c0 : 4;
+    int64_t j = 0;
+    for (; j + 4 <= nq; j += 4) pv_heads<4>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn);
+    switch (nq - j) {
+      case 3: pv_heads<3>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
+      case 2: pv_heads<2>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
+      case 1: pv_heads<1>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
+      default: break;
     }
   }
 }
