@@ -1,5 +1,5 @@
 // Child process of test/unit/repack.test.ts, run once per ISA (FULCRUM_ISA set by the parent):
-// multiplies random Q4_0 and Q5_0 matrices through kernels.matmul with the weights repacked as the model's
+// multiplies random Q4_0, Q5_0 and Q8_0 matrices through kernels.matmul with the weights repacked as the model's
 // load copy repacks them (path 'packed') and with one vec_dot per output (path 'vecdot'), for
 // batches and for each token alone. Prints one JSON line.
 import { loadAddon } from '../../engine/native/addon';
@@ -24,7 +24,7 @@ export interface RepackCase {
   batchEqualsAlone: boolean;
 }
 
-const Q4_0 = 2, Q5_0 = 6;
+const Q4_0 = 2, Q5_0 = 6, Q8_0 = 8;
 
 function gaussian(n: number, seed: number, scale: number): Float32Array {
   let s = seed >>> 0;
@@ -40,8 +40,8 @@ function main(): void {
   // 128 columns = one chunk of four blocks; 896 and 4864 are the 0.5B shape's; 36 and 8 rows =
   // 9 and 2 row groups (odd group counts split across two threads).
   const shapes = [{ rows: 36, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
-  const unpackable = [Q4_0, Q5_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) })));
-  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0]] as const)
+  const unpackable = [Q4_0, Q5_0, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) })));
+  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q8_0', Q8_0]] as const)
   for (const { rows, cols } of shapes) {
     const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
     const layout = k.packedLayout(type, rows, cols);

@@ -148,6 +148,7 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
   const size_t stride = round_up(matrix_b, kAlign);
   const int copies = copies_for(stride, spec.ring_bytes);
   BigBuffer ring(stride * static_cast<size_t>(copies));
+  const quant::PackedFormat* packed = quant::packs(spec.type, spec.rows, spec.cols) ? quant::packed_format(spec.type) : nullptr;
 
   // A few distinct random rows, quantized once and tiled down the matrix: kernel speed does not
   // depend on the values, and quantizing a whole large matrix would dominate the profile's time.
@@ -161,6 +162,12 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
     }
     for (int64_t r = distinct; r < spec.rows; ++r)
       std::memcpy(ring.data() + static_cast<size_t>(r) * row_b, ring.data() + static_cast<size_t>(r % distinct) * row_b, row_b);
+    // The layout the model's load copy gives such a matrix (quant/repack.h), so the profile times
+    // the kernels the model runs.
+    if (packed) {
+      std::vector<uint8_t> group(row_b * static_cast<size_t>(packed->group_rows));
+      quant::repack_rows(*packed, ring.data(), spec.rows, spec.cols, group.data());
+    }
     replicate(ring, stride, copies, matrix_b);
   }
   std::vector<float> x(static_cast<size_t>(spec.cols * spec.tokens));
@@ -177,8 +184,13 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
   out.flops_per_run = 2.0 * static_cast<double>(spec.rows) * static_cast<double>(spec.cols) * static_cast<double>(spec.tokens);
   out.copies = copies;
   time_kernel(thread_counts, plan, disturber, mode, cancel, copies, &out, [&](ThreadPool& pool, int copy) {
-    matmul(pool, spec.type, ring.data() + static_cast<size_t>(copy) * stride, spec.rows, spec.cols, x.data(), spec.tokens,
-           y.data(), scratch);
+    const uint8_t* w = ring.data() + static_cast<size_t>(copy) * stride;
+    if (packed) {
+      convert_rows(pool, tt.vec_dot_type, x.data(), spec.tokens, spec.cols, scratch.act.data());
+      matmul_packed(pool, *packed, w, spec.rows, spec.cols, scratch.act.data(), spec.tokens, y.data(), spec.rows);
+    } else {
+      matmul(pool, spec.type, w, spec.rows, spec.cols, x.data(), spec.tokens, y.data(), scratch);
+    }
   });
   keep(y[0]);
   return out;

@@ -158,6 +158,21 @@ void Model::check_seq(int32_t seq, const char* what) const {
                              ") (the model was loaded for " + std::to_string(seqs_.size()) + " sequences)");
 }
 
+int64_t Model::device_rows(const Weight& w, const OpPlacement& o) const {
+  if (o.loc != Loc::Dev) return 0;
+  int64_t r = o.dev_fraction >= 1.0 ? w.rows : std::llround(static_cast<double>(w.rows) * o.dev_fraction);
+  r = std::max<int64_t>(0, std::min(w.rows, r));
+  // The CPU reads a repacked weight by whole row groups (quant/repack.h): the split lands on a
+  // group edge (the nearest; rows is a whole number of groups).
+  if (w.cpu_layout != WeightLayout::Gguf) {
+    const int64_t g = quant::packed_format(w.type)->group_rows;
+    r = (r + g / 2) / g * g;
+  }
+  return r;
+}
+
+const uint8_t* Model::device_weight_bytes(const Weight& w) const { return dk_ ? w.data : w.cpu_data; }
+
 void Model::compile() {
   ops_.clear();
   const bool dev = device_ != nullptr && placement_.uses_device();
@@ -233,16 +248,7 @@ void Model::compile() {
   auto matmul = [&](Buf src, int64_t w, const Weight* wt, Buf dst, int layer, int plan_op) {
     const OpPlacement pp = place(layer, plan_op);
     const int64_t rows = wt->rows;
-    int64_t r = 0;
-    if (pp.loc == Loc::Dev) {
-      r = pp.dev_fraction >= 1.0 ? rows : std::llround(static_cast<double>(rows) * pp.dev_fraction);
-      r = std::max<int64_t>(0, std::min(rows, r));
-      // The host reads a repacked weight by whole row groups: the split lands on a group edge.
-      if (wt->cpu_layout != WeightLayout::Gguf) {
-        const int64_t g = quant::packed_format(wt->type)->group_rows;
-        r = (r + g / 2) / g * g;
-      }
-    }
+    const int64_t r = device_rows(*wt, pp);
     const GgmlType t = type_traits(wt->type).vec_dot_type;
     cur_plan_op = plan_op;
     // Rows [r0, r1) of the product on one side (the host reads the weight in place from row r0;
@@ -261,10 +267,10 @@ void Model::compile() {
       m.lane = compute_lane(l);
       m.r0 = r0;
       m.r1 = r1;
-      if (l == Loc::Host) {
-        m.wdata = wt->cpu_data + static_cast<size_t>(r0) * wt->row_bytes;
-        if (wt->cpu_layout != WeightLayout::Gguf) m.packed = quant::packed_format(wt->type);
-      }
+      if (l == Loc::Host) m.wdata = wt->cpu_data + static_cast<size_t>(r0) * wt->row_bytes;
+      // The CPU's kernels read the repacked layout; so does the loopback device, which runs them
+      // on its copy of the CPU's bytes (a device with kernels of its own gets the GGUF bytes).
+      if (wt->cpu_layout != WeightLayout::Gguf && (l == Loc::Host || !dk_)) m.packed = quant::packed_format(wt->type);
       push(m);
     };
     if (r > 0) part(Loc::Dev, 0, r);
@@ -747,23 +753,18 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     }
     mats.push_back({&output_, placement_.head});
     std::set<GgmlType> dev_types;
-    auto dev_rows = [](const Weight* w, const OpPlacement& o) -> int64_t {
-      if (o.loc != Loc::Dev) return 0;
-      const int64_t r = o.dev_fraction >= 1.0 ? w->rows : std::llround(static_cast<double>(w->rows) * o.dev_fraction);
-      return std::max<int64_t>(0, std::min(w->rows, r));
-    };
     size_t slot_bytes = 0;
     std::vector<size_t> layer_stream(static_cast<size_t>(nl) + 1, 0);
     for (size_t i = 0; i < mats.size(); ++i) {
       const Weight* w = mats[i].first;
       const OpPlacement& o = mats[i].second;
-      const int64_t r = dev_rows(w, o);
+      const int64_t r = device_rows(*w, o);
       if (r == 0) continue;
       dev_types.insert(type_traits(w->type).vec_dot_type);
       const size_t bytes = w->row_bytes * static_cast<size_t>(r);
       if (o.weights == WeightHome::Resident) {
         auto* q = static_cast<uint8_t*>(alloc(bytes, "resident weight '" + w->name + "'"));
-        d.copy_to_device(q, w->data, bytes);
+        d.copy_to_device(q, device_weight_bytes(*w), bytes);
         resident_[w] = q;
       } else {
         const size_t g = i / 7 < static_cast<size_t>(nl) ? i / 7 : static_cast<size_t>(nl);

@@ -636,7 +636,7 @@ void Model::exec_op(int32_t oi) {
       break;
     }
     case OpKind::CopyWeight:
-      device_->copy_to_device(const_cast<uint8_t*>(op.wdata), op.w->data, op.w->row_bytes * static_cast<size_t>(op.r1));
+      device_->copy_to_device(const_cast<uint8_t*>(op.wdata), device_weight_bytes(*op.w), op.w->row_bytes * static_cast<size_t>(op.r1));
       break;
     case OpKind::CopyKv: {
       // Positions [from, pos0) of each sequence's host KV into its staging slot, whole pages;

@@ -178,6 +178,11 @@ class Model {
   const std::vector<std::string>& placement_notes() const { return placement_notes_; }
 
  private:
+  // Rows [0, r) of a matmul that the placement `o` puts on the device (0 on the host).
+  int64_t device_rows(const Weight& w, const OpPlacement& o) const;
+  // The bytes a device copy of `w` is made from: the GGUF layout for a device with its own
+  // kernels, the CPU's (possibly repacked) bytes for the loopback, which runs the CPU's kernels.
+  const uint8_t* device_weight_bytes(const Weight& w) const;
   enum class Buf { X, H, Q, K, V, Att, Gate, Up, Logits };
   enum class OpKind {
     Embed, RmsNorm, Convert, MatMul, AddBias, Rope, StoreKv, Attention, AddResidual, SwiGlu, LastRows,

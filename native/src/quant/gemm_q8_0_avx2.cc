@@ -50,7 +50,7 @@ struct Q8_0Tile {
 
 void gemm_tile_q8_0_avx2(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                          const void* act, size_t act_row_bytes, int cols) {
-  gemm_tile_any<Q8_0Tile, kTileRowsAvx2, kTileColsAvx2>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
+  gemm_tile_any<Q8_0Tile, kTileRowsQ8Avx2, kTileColsQ8Avx2>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
 }
 
 }  // namespace quant

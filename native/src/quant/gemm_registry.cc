@@ -50,7 +50,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       {GgmlType::Q6_K, gemm_tile_q6_k_avx512, kTileRowsQ6kAvx512, kTileColsQ6kAvx512, true},
   };
   const Tile avx2[] = {
-      {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsAvx2, kTileColsAvx2},
+      {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsQ8Avx2, kTileColsQ8Avx2},
       {GgmlType::Q4_0, gemm_tile_q4_0_avx2, kTileRowsAvx2, kTileColsAvx2},
       {GgmlType::Q5_0, gemm_tile_q5_0_avx2, kTileRowsAvx2, kTileColsAvx2},
       // Equal to vec_dot, which is what AVX2 decodes the K-quants with.

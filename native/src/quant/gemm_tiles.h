@@ -11,6 +11,7 @@ namespace quant {
 // and scales fit. AVX2 has 16 ymm: 4×2 accumulators + 2 tokens' operands fit without spills.
 constexpr int kTileRowsAvx512 = 4, kTileColsAvx512 = 4;
 constexpr int kTileRowsAvx2 = 4, kTileColsAvx2 = 2;
+constexpr int kTileRowsQ8Avx2 = 3, kTileColsQ8Avx2 = 4;
 // Q4_K keeps an int32 super-block sum per pair besides the float accumulator: 4×4 spills.
 // AMX-INT8 (gemm_amx_avx512.cc): up to four 16-row tile groups × 16 tokens per call.
 constexpr int kTileRowsAmx = 64, kTileColsAmx = 16;

@@ -1,10 +1,12 @@
-// The packed 32-element formats (q4_0x4, q5_0x4: repack.h) × arranged Q8_0 activations, AVX2 (no
-// VNNI): per row, chunk of four blocks and half (two blocks, 32 bytes): the values by AND and
+// The packed 32-element formats (q4_0x4, q5_0x4, q8_0x4: repack.h) × arranged Q8_0 activations,
+// AVX2 (no VNNI). Q4_0/Q5_0: per row, chunk of four blocks and half (two blocks, 32 bytes): the values by AND and
 // shift (Q5_0: the fifth bits expanded from the row's masks and ORed in), two vpmaddubsw
 // (unsigned value × signed quant, pairs summed in int16: at most 2·31·127 each, 15748 for both,
 // no saturation) added in int16, one vpmaddwd to int32 lanes, the activations' −8·Σy lanes added
 // (Q5_0: twice), then scale product, conversion and fma. The GEMV and the tile share that
-// sequence per (row, token): identical outputs.
+// sequence per (row, token): identical outputs. Q8_0: see Q8_0x4 below (about 5 instructions per
+// (row, token, block) against 7 for the GGUF-layout tile, which also converts and broadcasts
+// each block's scale product).
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -20,29 +22,76 @@ constexpr int64_t kChunkCols = 4 * QK8_0;
 constexpr size_t kActChunkBytes = 256;
 constexpr size_t kGemvPrefetchBytes = 512;  // see packed_avx512.cc
 
+// Row values of one (row, chunk, half) for the nibble formats: the unsigned values of the two
+// blocks' low-nibble lanes and high-nibble lanes.
+struct NibbleRow {
+  __m256i lo, hi;
+};
+
+// One (row, token, half) step of the nibble formats: the part the GEMV and the tile must share.
+template <class F>
+inline __m256 nibble_step(__m256 acc, const NibbleRow& w, __m256 wd_half, const uint8_t* a, int h) {
+  const __m256i ylo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * h));
+  const __m256i yhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 + 32 * h));
+  const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, ylo), _mm256_maddubs_epi16(w.hi, yhi));
+  const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)),
+                                     F::correction(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 192 + 32 * h))));
+  const __m256 sc = _mm256_mul_ps(wd_half, _mm256_loadu_ps(reinterpret_cast<const float*>(a + 128 + 32 * h)));
+  return _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
+}
+
 struct Q4_0x4 {
   static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q4_0);  // 288
   static constexpr size_t kQs = 32;
-  static inline void values(const uint8_t* cw, int r, int h, __m256i* lo, __m256i* hi) {
+  using Row = NibbleRow;
+  static inline Row row(const uint8_t* cw, int r, int h) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kQs + 64 * r + 32 * h));
-    *lo = _mm256_and_si256(q, m4);
-    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    return {_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)};
   }
   static inline __m256i correction(__m256i neg8) { return neg8; }
+  static inline __m256 step(__m256 acc, const Row& w, __m256 wd_half, const uint8_t* a, int h) { return nibble_step<Q4_0x4>(acc, w, wd_half, a, h); }
 };
 
 struct Q5_0x4 {
   static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q5_0);  // 352
   static constexpr size_t kQh = 32, kQs = 96;
-  static inline void values(const uint8_t* cw, int r, int h, __m256i* lo, __m256i* hi) {
+  using Row = NibbleRow;
+  static inline Row row(const uint8_t* cw, int r, int h) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kQs + 64 * r + 32 * h));
     const uint8_t* masks = cw + kQh + 16 * r;
-    *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 4 * h), sixteen));
-    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 8 + 4 * h), sixteen));
+    return {_mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 4 * h), sixteen)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 8 + 4 * h), sixteen))};
   }
   static inline __m256i correction(__m256i neg8) { return _mm256_add_epi32(neg8, neg8); }
+  static inline __m256 step(__m256 acc, const Row& w, __m256 wd_half, const uint8_t* a, int h) { return nibble_step<Q5_0x4>(acc, w, wd_half, a, h); }
+};
+
+// Q8_0: signed quants, laid out as the activations are (each block's first 16 in the low-lanes
+// half, its last 16 in the high-lanes half). maddubs multiplies unsigned by signed, so the
+// product runs as |w| · (y with w's sign), |w| once per row; a pair of products stays within
+// int16 (2·127·127) but two pairs would not, so each half-product is widened by vpmaddwd.
+struct Q8_0x4 {
+  static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q8_0);  // 544
+  static constexpr size_t kQs = 32;
+  struct Row {
+    __m256i lo, hi, alo, ahi;
+  };
+  static inline Row row(const uint8_t* cw, int r, int h) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kQs + 128 * r + 32 * h));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kQs + 128 * r + 64 + 32 * h));
+    return {lo, hi, _mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi)};
+  }
+  static inline __m256 step(__m256 acc, const Row& w, __m256 wd_half, const uint8_t* a, int h) {
+    const __m256i ylo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * h));
+    const __m256i yhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 + 32 * h));
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w.alo, _mm256_sign_epi8(ylo, w.lo)), ones),
+                                       _mm256_madd_epi16(_mm256_maddubs_epi16(w.ahi, _mm256_sign_epi8(yhi, w.hi)), ones));
+    const __m256 sc = _mm256_mul_ps(wd_half, _mm256_loadu_ps(reinterpret_cast<const float*>(a + 128 + 32 * h)));
+    return _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
+  }
 };
 
 // Row r's four block scales (f16 at chunk + 8r) spread as [k0 ×4, k1 ×4] (half 0) and [k2 ×4,
@@ -51,18 +100,6 @@ inline void row_scales(const uint8_t* cw, int r, __m256* h0, __m256* h1) {
   const __m256 wd = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(cw + 8 * r))));
   *h0 = _mm256_permutevar8x32_ps(wd, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
   *h1 = _mm256_permutevar8x32_ps(wd, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
-}
-
-// One (row, token, half) step: the part the GEMV and the tile must share exactly.
-template <class F>
-inline __m256 step(__m256 acc, __m256i lo, __m256i hi, __m256 wd_half, const uint8_t* a, int h) {
-  const __m256i ylo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * h));
-  const __m256i yhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 + 32 * h));
-  const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
-  const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)),
-                                     F::correction(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 192 + 32 * h))));
-  const __m256 sc = _mm256_mul_ps(wd_half, _mm256_loadu_ps(reinterpret_cast<const float*>(a + 128 + 32 * h)));
-  return _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
 }
 
 template <class F, int C>
@@ -79,9 +116,8 @@ void tile_cols(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_
       __m256 wdh[2];
       row_scales(cw, r, &wdh[0], &wdh[1]);
       for (int h = 0; h < 2; ++h) {
-        __m256i lo, hi;
-        F::values(cw, r, h, &lo, &hi);
-        for (int c = 0; c < C; ++c) acc[r][c] = step<F>(acc[r][c], lo, hi, wdh[h], act + c * as + j * kActChunkBytes, h);
+        const typename F::Row wr = F::row(cw, r, h);
+        for (int c = 0; c < C; ++c) acc[r][c] = F::step(acc[r][c], wr, wdh[h], act + c * as + j * kActChunkBytes, h);
       }
     }
   }
@@ -112,11 +148,7 @@ void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* ac
       for (int r = 0; r < 4; ++r) {
         __m256 wdh[2];
         row_scales(cw, r, &wdh[0], &wdh[1]);
-        for (int h = 0; h < 2; ++h) {
-          __m256i lo, hi;
-          F::values(cw, r, h, &lo, &hi);
-          acc[r] = step<F>(acc[r], lo, hi, wdh[h], a, h);
-        }
+        for (int h = 0; h < 2; ++h) acc[r] = F::step(acc[r], F::row(cw, r, h), wdh[h], a, h);
       }
     }
     for (int r = 0; r < 4; ++r) out[r] = simd::hsum(acc[r]);
@@ -157,6 +189,10 @@ void tile_q4_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* 
 }
 void tile_q5_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile_any<Q5_0x4>(n, out, out_stride, w, act, act_stride, cols);
+}
+void gemv_q8_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q8_0x4>(n, out, w, groups, act); }
+void tile_q8_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile_any<Q8_0x4>(n, out, out_stride, w, act, act_stride, cols);
 }
 
 }  // namespace quant

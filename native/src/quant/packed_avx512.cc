@@ -1,12 +1,12 @@
-// The packed 32-element formats (q4_0x4, q5_0x4: repack.h) × Q8_0 activations arranged per
+// The packed 32-element formats (q4_0x4, q5_0x4, q8_0x4: repack.h) × Q8_0 activations arranged per
 // matmul (q8_0 split), AVX-512 VNNI. Per row and chunk of four blocks: one 64-byte load, two ANDs
 // and a shift for the nibbles (Q5_0: two masked byte adds put in the fifth bits, whose masks the
 // repacking laid out as two 64-bit words per row), two vpdpbusd seeded with the activations'
 // −8·Σy lanes (Q5_0: doubled, for −16·Σy), one permute of the chunk's 16 converted scales, a
 // multiply by the activation scales, a conversion and an fma — about half the instructions of
 // the GGUF-layout kernels, which gather each row's blocks with four inserts and its scales with
-// four 2-byte loads. The GEMV and the tile share that sequence per (row, token), so their outputs
-// are identical bit for bit.
+// four 2-byte loads. Q8_0: see Q8_0x4 below. The GEMV and the tile share one step per (row,
+// token), so their outputs are identical bit for bit.
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -22,17 +22,31 @@ constexpr int64_t kChunkCols = 4 * QK8_0;
 constexpr size_t kActChunkBytes = 256;
 constexpr size_t kGemvPrefetchBytes = 512;
 
+// One (row, token) step of the nibble formats: the part the GEMV and the tile must share.
+struct NibbleRow {
+  __m512i lo, hi;
+};
+inline __m512 nibble_step(__m512 acc, const NibbleRow& w, __m512i seed, __m512 wd_row, const uint8_t* a) {
+  const __m512i ylo = _mm512_loadu_si512(a), yhi = _mm512_loadu_si512(a + 64);
+  __m512i s = _mm512_dpbusd_epi32(seed, w.lo, ylo);
+  s = _mm512_dpbusd_epi32(s, w.hi, yhi);
+  const __m512 sc = _mm512_mul_ps(wd_row, _mm512_loadu_ps(reinterpret_cast<const float*>(a + 128)));
+  return _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc);
+}
+
 // Q4_0: x = d·(q − 8), q a nibble. Chunk: 32 B scales, then each row's 64 B of nibbles.
 struct Q4_0x4 {
   static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q4_0);  // 288
   static constexpr size_t kQs = 32;
-  static inline void values(const uint8_t* cw, int r, __m512i* lo, __m512i* hi) {
+  using Row = NibbleRow;
+  static inline Row row(const uint8_t* cw, int r) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i q = _mm512_loadu_si512(cw + kQs + 64 * r);
-    *lo = _mm512_and_si512(q, m4);
-    *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    return {_mm512_and_si512(q, m4), _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)};
   }
-  static inline __m512i seed(const uint8_t* a) { return _mm512_loadu_si512(a + 192); }
+  static inline __m512 step(__m512 acc, const Row& w, __m512 wd_row, const uint8_t* a) {
+    return nibble_step(acc, w, _mm512_loadu_si512(a + 192), wd_row, a);
+  }
 };
 
 // Q5_0: x = d·(q − 16), q = nibble + 16·(bit of qh). Chunk: 32 B scales, 16 B of fifth-bit masks
@@ -40,19 +54,43 @@ struct Q4_0x4 {
 struct Q5_0x4 {
   static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q5_0);  // 352
   static constexpr size_t kQh = 32, kQs = 96;
-  static inline void values(const uint8_t* cw, int r, __m512i* lo, __m512i* hi) {
+  using Row = NibbleRow;
+  static inline Row row(const uint8_t* cw, int r) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     const __m512i q = _mm512_loadu_si512(cw + kQs + 64 * r);
     uint64_t mlo, mhi;
     std::memcpy(&mlo, cw + kQh + 16 * r, 8);
     std::memcpy(&mhi, cw + kQh + 16 * r + 8, 8);
     const __m512i l = _mm512_and_si512(q, m4), h = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-    *lo = _mm512_mask_add_epi8(l, _cvtu64_mask64(mlo), l, sixteen);
-    *hi = _mm512_mask_add_epi8(h, _cvtu64_mask64(mhi), h, sixteen);
+    return {_mm512_mask_add_epi8(l, _cvtu64_mask64(mlo), l, sixteen), _mm512_mask_add_epi8(h, _cvtu64_mask64(mhi), h, sixteen)};
   }
-  static inline __m512i seed(const uint8_t* a) {
+  static inline __m512 step(__m512 acc, const Row& w, __m512 wd_row, const uint8_t* a) {
     const __m512i n8 = _mm512_loadu_si512(a + 192);
-    return _mm512_add_epi32(n8, n8);
+    return nibble_step(acc, w, _mm512_add_epi32(n8, n8), wd_row, a);
+  }
+};
+
+// Q8_0: signed quants, laid out as the activations are (each block's first 16, then each block's
+// last 16). vpdpbusd multiplies unsigned by signed: |w| (once per row) times y negated where w
+// is negative (one masked subtract per row and token; the masks once per row).
+struct Q8_0x4 {
+  static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q8_0);  // 544
+  static constexpr size_t kQs = 32;
+  struct Row {
+    __m512i alo, ahi;
+    __mmask64 nlo, nhi;
+  };
+  static inline Row row(const uint8_t* cw, int r) {
+    const __m512i lo = _mm512_loadu_si512(cw + kQs + 128 * r), hi = _mm512_loadu_si512(cw + kQs + 128 * r + 64);
+    return {_mm512_abs_epi8(lo), _mm512_abs_epi8(hi), _mm512_movepi8_mask(lo), _mm512_movepi8_mask(hi)};
+  }
+  static inline __m512 step(__m512 acc, const Row& w, __m512 wd_row, const uint8_t* a) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i ylo = _mm512_loadu_si512(a), yhi = _mm512_loadu_si512(a + 64);
+    __m512i s = _mm512_dpbusd_epi32(zero, w.alo, _mm512_mask_sub_epi8(ylo, w.nlo, zero, ylo));
+    s = _mm512_dpbusd_epi32(s, w.ahi, _mm512_mask_sub_epi8(yhi, w.nhi, zero, yhi));
+    const __m512 sc = _mm512_mul_ps(wd_row, _mm512_loadu_ps(reinterpret_cast<const float*>(a + 128)));
+    return _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc);
   }
 };
 
@@ -71,16 +109,6 @@ inline __m512i gather_16x4(const uint8_t* q) {
   return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 3 * s)), 3);
 }
 
-// One (row, token) step of a chunk: the part the GEMV and the tile must share exactly.
-template <class F>
-inline __m512 step(__m512 acc, __m512i lo, __m512i hi, __m512 wd_row, const uint8_t* a) {
-  const __m512i ylo = _mm512_loadu_si512(a), yhi = _mm512_loadu_si512(a + 64);
-  __m512i s = _mm512_dpbusd_epi32(F::seed(a), lo, ylo);
-  s = _mm512_dpbusd_epi32(s, hi, yhi);
-  const __m512 sc = _mm512_mul_ps(wd_row, _mm512_loadu_ps(reinterpret_cast<const float*>(a + 128)));
-  return _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc);
-}
-
 template <class F, int C>
 void tile_cols(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
   const int64_t chunks = n / kChunkCols;
@@ -94,10 +122,9 @@ void tile_cols(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_
     for (size_t o = 0; o < F::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + group_bytes + o), _MM_HINT_T0);
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw)));
     for (int r = 0; r < 4; ++r) {
-      __m512i lo, hi;
-      F::values(cw, r, &lo, &hi);
+      const typename F::Row wr = F::row(cw, r);
       const __m512 wd_row = _mm512_permutexvar_ps(spread_row(r), wd);
-      for (int c = 0; c < C; ++c) acc[r][c] = step<F>(acc[r][c], lo, hi, wd_row, act + c * as + j * kActChunkBytes);
+      for (int c = 0; c < C; ++c) acc[r][c] = F::step(acc[r][c], wr, wd_row, act + c * as + j * kActChunkBytes);
     }
   }
   for (int r = 0; r < 4; ++r)
@@ -133,11 +160,7 @@ void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* ac
       for (size_t o = 0; o < F::kChunkBytes + 32; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T1);
       const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw)));
       const uint8_t* a = act + j * kActChunkBytes;
-      for (int r = 0; r < 4; ++r) {
-        __m512i lo, hi;
-        F::values(cw, r, &lo, &hi);
-        acc[r] = step<F>(acc[r], lo, hi, _mm512_permutexvar_ps(spread_row(r), wd), a);
-      }
+      for (int r = 0; r < 4; ++r) acc[r] = F::step(acc[r], F::row(cw, r), _mm512_permutexvar_ps(spread_row(r), wd), a);
     }
     for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
   }
@@ -172,6 +195,10 @@ void tile_q4_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 }
 void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile_any<Q5_0x4>(n, out, out_stride, w, act, act_stride, cols);
+}
+void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q8_0x4>(n, out, w, groups, act); }
+void tile_q8_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile_any<Q8_0x4>(n, out, out_stride, w, act, act_stride, cols);
 }
 
 }  // namespace quant

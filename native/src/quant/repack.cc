@@ -16,6 +16,7 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Gguf: return "gguf";
     case WeightLayout::Q4_0x4: return "q4_0x4";
     case WeightLayout::Q5_0x4: return "q5_0x4";
+    case WeightLayout::Q8_0x4: return "q8_0x4";
   }
   return "?";
 }
@@ -23,20 +24,22 @@ const char* weight_layout_name(WeightLayout l) {
 namespace quant {
 namespace {
 
-PackedFormat g_q4_0, g_q5_0;  // layout Gguf until register_packed_formats finds kernels for this CPU
+PackedFormat g_q4_0, g_q5_0, g_q8_0;  // layout Gguf until register_packed_formats finds kernels for this CPU
 
 }  // namespace
 
 void register_packed_formats(const CpuFeatures& f) {
-  g_q4_0 = g_q5_0 = PackedFormat{};
+  g_q4_0 = g_q5_0 = g_q8_0 = PackedFormat{};
   // FULCRUM_NO_REPACK=1 keeps every weight in the GGUF layout (to compare the two).
   if (const char* e = std::getenv("FULCRUM_NO_REPACK"); e && e[0] == '1') return;
-  PackedFormat q4, q5;
+  PackedFormat q4, q5, q8;
   q4.layout = WeightLayout::Q4_0x4;
   q4.type = GgmlType::Q4_0;
   q5.layout = WeightLayout::Q5_0x4;
   q5.type = GgmlType::Q5_0;
-  for (PackedFormat* q : {&q4, &q5}) {
+  q8.layout = WeightLayout::Q8_0x4;
+  q8.type = GgmlType::Q8_0;
+  for (PackedFormat* q : {&q4, &q5, &q8}) {
     q->group_rows = 4;
     q->chunk_cols = 4 * QK4_0;
     q->act_chunk_bytes = 256;
@@ -51,6 +54,11 @@ void register_packed_formats(const CpuFeatures& f) {
     q5.gemv = gemv_q5_0x4_avx512;
     q5.tile = tile_q5_0x4_avx512;
     q4.tile_cols = q5.tile_cols = kPackedTileColsAvx512;
+    q8.arrange_act = arrange_q8_0_split_avx512;
+    q8.gemv = gemv_q8_0x4_avx512;
+    q8.tile = tile_q8_0x4_avx512;
+    q8.tile_cols = kPackedTileColsAvx512;
+    g_q8_0 = q8;
   } else if (isa_runs_on(Isa::Avx2, f)) {
     q4.arrange_act = q5.arrange_act = arrange_q8_0_split_avx2;
     q4.gemv = gemv_q4_0x4_avx2;
@@ -58,6 +66,11 @@ void register_packed_formats(const CpuFeatures& f) {
     q5.gemv = gemv_q5_0x4_avx2;
     q5.tile = tile_q5_0x4_avx2;
     q4.tile_cols = q5.tile_cols = kPackedTileColsAvx2;
+    q8.arrange_act = arrange_q8_0_split_avx2;
+    q8.gemv = gemv_q8_0x4_avx2;
+    q8.tile = tile_q8_0x4_avx2;
+    q8.tile_cols = kPackedTileColsAvx2;
+    g_q8_0 = q8;
   } else {
     return;
   }
@@ -69,6 +82,7 @@ const PackedFormat* packed_format(GgmlType t) {
   (void)type_traits(t);  // the table's one-time registration chooses the packed kernels too
   if (t == GgmlType::Q4_0 && g_q4_0.gemv) return &g_q4_0;
   if (t == GgmlType::Q5_0 && g_q5_0.gemv) return &g_q5_0;
+  if (t == GgmlType::Q8_0 && g_q8_0.gemv) return &g_q8_0;
   return nullptr;
 }
 
@@ -82,6 +96,7 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
   const TypeTraits& tt = type_traits(pf.type);
   const size_t bb = tt.type_size, rb = static_cast<size_t>(nb) * bb, chunk_bytes = 16 * bb;
   const size_t qs_off = pf.layout == WeightLayout::Q5_0x4 ? 96 : 32;
+  const size_t row_qs = pf.layout == WeightLayout::Q8_0x4 ? 128 : 64;
   for (int64_t g = 0; g < rows / 4; ++g) {
     uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
     std::memcpy(scratch, dst, rb * 4);
@@ -99,6 +114,10 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
             mlo |= static_cast<uint64_t>(qh & 0xFFFF) << (16 * k);
             mhi |= static_cast<uint64_t>(qh >> 16) << (16 * k);
             std::memcpy(c + qs_off + 64 * r + 16 * k, q5->qs, 16);
+          } else if (pf.layout == WeightLayout::Q8_0x4) {
+            const block_q8_0* q8b = reinterpret_cast<const block_q8_0*>(b);
+            std::memcpy(c + qs_off + row_qs * r + 16 * k, q8b->qs, 16);
+            std::memcpy(c + qs_off + row_qs * r + 64 + 16 * k, q8b->qs + 16, 16);
           } else {
             std::memcpy(c + qs_off + 64 * r + 16 * k, reinterpret_cast<const block_q4_0*>(b)->qs, 16);
           }

@@ -13,7 +13,9 @@
 // Q5_0 the same way ("q5_0x4", 352 bytes per chunk): the 32 bytes of scales, then per row 16
 // bytes of fifth bits — a 64-bit mask over the row's 64 low-nibble lanes (bits 0..15 of each
 // block's qh, block after block), then one over the high-nibble lanes (bits 16..31) — then each
-// row's 64 bytes of nibbles.
+// row's 64 bytes of nibbles. Q8_0 ("q8_0x4", 544 bytes): the 32 bytes of scales, then per row
+// 128 bytes, the first 16 quants of each of the four blocks and then the last 16 of each — the
+// activations' own arrangement.
 //
 // The activations (one Q8_0 row per token) are arranged per matmul to match ("q8_0 split"), per
 // chunk of four blocks 256 bytes:
@@ -37,7 +39,7 @@
 
 namespace fulcrum {
 
-enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2 };
+enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3 };
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
@@ -76,9 +78,13 @@ void gemv_q4_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, con
 void tile_q4_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q8_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void arrange_q8_0_split_avx2(const void* q8, void* dst, int64_t n);
 void gemv_q5_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q8_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q8_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
