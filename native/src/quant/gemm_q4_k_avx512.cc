@@ -33,7 +33,11 @@ struct Q4_KTile {
       const block_q4_K* xr[R];
       for (int r = 0; r < R; ++r) {
         xr[r] = reinterpret_cast<const block_q4_K*>(w + r * wrb) + i;
-        prefetch_ahead<192>(xr[r]);
+        if constexpr (C == 1) {  // decode (the GEMV): R row streams, prefetched far ahead (gemm_tiles.h)
+          for (int o = 0; o < 192; o += 64) _mm_prefetch(reinterpret_cast<const char*>(xr[r]) + kGemvQ8PrefetchAhead + o, _MM_HINT_T1);
+        } else {
+          prefetch_ahead<192>(xr[r]);
+        }
         uint8_t sc[8], mn[8];
         unpack_scales_mins_k4(xr[r]->scales, sc, mn);
         sc16[r] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
@@ -78,6 +82,12 @@ struct Q4_KTile {
 void gemm_tile_q4_k_avx512(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                            const void* act, size_t act_row_bytes, int cols) {
   gemm_tile_any<Q4_KTile, kTileRowsQ4kAvx512, kTileColsQ4kAvx512>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
+}
+
+// Decode GEMV: the tile kernel at one token, kGemvRowsK rows per pass (each row's arithmetic is
+// the tile's, whatever the tile's shape, so decode and prefill give a token the same bits).
+void gemv_q4_k_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
+  gemm_tile_any<Q4_KTile, kGemvRowsK, 1>(n, out, 1, w, w_row_bytes, rows, act, 0, 1);
 }
 
 }  // namespace quant

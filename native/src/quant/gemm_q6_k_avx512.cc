@@ -35,7 +35,11 @@ struct Q6_KTile {
       __m256i sc256[R];
       for (int r = 0; r < R; ++r) {
         xr[r] = reinterpret_cast<const block_q6_K*>(w + r * wrb) + i;
-        prefetch_ahead<256>(xr[r]);
+        if constexpr (C == 1) {  // decode (the GEMV): R row streams, prefetched far ahead (gemm_tiles.h)
+          for (int o = 0; o < 256; o += 64) _mm_prefetch(reinterpret_cast<const char*>(xr[r]) + kGemvQ8PrefetchAhead + o, _MM_HINT_T1);
+        } else {
+          prefetch_ahead<256>(xr[r]);
+        }
         sc256[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[r]->scales)));
       }
       const block_q8_K* yc[C];
@@ -84,6 +88,12 @@ struct Q6_KTile {
 void gemm_tile_q6_k_avx512(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                            const void* act, size_t act_row_bytes, int cols) {
   gemm_tile_any<Q6_KTile, kTileRowsQ6kAvx512, kTileColsQ6kAvx512>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
+}
+
+// Decode GEMV: the tile kernel at one token, kGemvRowsK rows per pass (each row's arithmetic is
+// the tile's, whatever the tile's shape, so decode and prefill give a token the same bits).
+void gemv_q6_k_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
+  gemm_tile_any<Q6_KTile, kGemvRowsK, 1>(n, out, 1, w, w_row_bytes, rows, act, 0, 1);
 }
 
 }  // namespace quant

@@ -46,7 +46,8 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       // Equal to vec_dot, but decode uses gemv_q4_0_avx512, whose float sums are grouped by block.
       {GgmlType::Q4_0, gemm_tile_q4_0_avx512, kTileRowsAvx512, kTileColsAvx512, false},
       {GgmlType::Q5_0, gemm_tile_q5_0_avx512, kTileRowsAvx512, kTileColsAvx512, true},
-      {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512, false},
+      // The K-quants decode with their tiles at one token (gemv_q4_k/q6_k_avx512): same bits.
+      {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512, true},
       {GgmlType::Q6_K, gemm_tile_q6_k_avx512, kTileRowsQ6kAvx512, kTileColsQ6kAvx512, true},
   };
   const Tile avx2[] = {
@@ -62,8 +63,10 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
     GemvFn fn;
     int rows;
   };
-  const Gemv gemv_avx512[] = {{GgmlType::Q4_0, gemv_q4_0_avx512, kGemvRowsAvx512}, {GgmlType::Q8_0, gemv_q8_0_avx512, kGemvRowsAvx512}};
-  const Gemv gemv_avx2[] = {{GgmlType::Q4_0, gemv_q4_0_avx2, kGemvRowsAvx2}, {GgmlType::Q8_0, gemv_q8_0_avx2, kGemvRowsAvx2}};
+  const Gemv gemv_avx512[] = {{GgmlType::Q4_0, gemv_q4_0_avx512, kGemvRowsAvx512}, {GgmlType::Q8_0, gemv_q8_0_avx512, kGemvRowsAvx512},
+                              {GgmlType::Q4_K, gemv_q4_k_avx512, kGemvRowsK}, {GgmlType::Q6_K, gemv_q6_k_avx512, kGemvRowsK}};
+  const Gemv gemv_avx2[] = {{GgmlType::Q4_0, gemv_q4_0_avx2, kGemvRowsAvx2}, {GgmlType::Q8_0, gemv_q8_0_avx2, kGemvRowsAvx2},
+                            };
   auto install_gemv = [&](const Gemv* begin, const Gemv* end) {
     for (const Gemv* g = begin; g != end; ++g) {
       TypeTraits& tt = table[static_cast<int>(g->type)];
