@@ -46,6 +46,8 @@ const testPatterns = [
   /^test\/unit\/kernels.*\.test\.ts$/,
   /^test\/unit\/runtime.*\.test\.ts$/,
   /^test\/unit\/gemm-tiles\.test\.ts$/,
+  /^test\/unit\/repack\.test\.ts$/,
+  /^test\/parity\/step-exactness\.test\.ts$/,
   /^test\/unit\/swiglu\.test\.ts$/,
   /^test\/unit\/kv-cache\.test\.ts$/,
   /^test\/unit\/attention\.test\.ts$/,
