@@ -1,4 +1,4 @@
-// Weights repacked at load (native/src/quant/repack.h): Q4_0, Q5_0 and Q8_0 in groups of four rows, read by the
+// Weights repacked at load (native/src/quant/repack.h): Q4_0, Q5_0, Q8_0 and Q4_K in groups of four rows, read by the
 // packed GEMV (one token) and tile (several) kernels, against one vec_dot per output on the GGUF
 // bytes, on every ISA this CPU runs (a child process per ISA: the ISA is chosen once per process).
 // Both paths compute the same integer block sums and scale products; only the float summation
@@ -32,17 +32,17 @@ function runIsa(isa: string): ChildOut {
 
 for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
-  test(`Q4_0, Q5_0 and Q8_0 repacked in 4-row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
+  test(`Q4_0, Q5_0, Q8_0 and Q4_K repacked in 4-row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
     const out = runIsa(isa);
     assert.equal(out.isa, isa);
-    // Shapes that are not whole row groups and 128-column chunks stay in the GGUF layout.
+    // Shapes that are not whole row groups and chunks (128 columns, Q4_K 256) stay in the GGUF layout.
     for (const u of out.unpackable) assert.equal(u.layout, null, `${u.rows}x${u.cols} must not be repacked`);
     if (isa === 'scalar') {
       // No packed kernels below AVX2: nothing is repacked.
       assert.ok(out.cases.every((c) => c.layout === null));
       return;
     }
-    assert.equal(out.cases.length, 3 * 4 * 7 * 2);
+    assert.equal(out.cases.length, 4 * 4 * 7 * 2);
     for (const c of out.cases) {
       const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
       assert.equal(c.layout, `${c.type.toLowerCase()}x4`, label);

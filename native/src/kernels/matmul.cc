@@ -110,21 +110,23 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   const int64_t G = pf.group_rows;
   const size_t group_bytes = static_cast<size_t>(cols / tt.block_size) * tt.type_size * static_cast<size_t>(G);
   const size_t src_stride = converted_bytes(tt.vec_dot_type, cols, 1);
-  const size_t a_stride = static_cast<size_t>(cols / pf.chunk_cols) * pf.act_chunk_bytes;
+  const size_t a_stride = pf.arrange_act ? static_cast<size_t>(cols / pf.chunk_cols) * pf.act_chunk_bytes : src_stride;
   // The arranged activations (repack.h): per calling thread, grown to the largest batch seen and
-  // then reused, so steady-state decode and prefill allocate nothing.
+  // then reused, so steady-state decode and prefill allocate nothing. Formats without an
+  // arrangement read the converted rows in place.
   thread_local std::vector<uint8_t> arranged;
-  if (arranged.size() < a_stride * static_cast<size_t>(n_tokens)) arranged.resize(a_stride * static_cast<size_t>(n_tokens));
-  uint8_t* ab = arranged.data();
   const uint8_t* src = static_cast<const uint8_t*>(act);
-  if (n_tokens >= 8 && pool.size() > 1) {
+  if (pf.arrange_act && arranged.size() < a_stride * static_cast<size_t>(n_tokens)) arranged.resize(a_stride * static_cast<size_t>(n_tokens));
+  const uint8_t* ab = pf.arrange_act ? arranged.data() : src;
+  uint8_t* arranged_out = arranged.data();
+  if (pf.arrange_act && n_tokens >= 8 && pool.size() > 1) {
     pool.run([&](int ith, int nth) {
       int64_t b, e;
       ThreadPool::split(n_tokens, ith, nth, &b, &e);
-      for (int64_t t = b; t < e; ++t) pf.arrange_act(src + t * src_stride, ab + t * a_stride, cols);
+      for (int64_t t = b; t < e; ++t) pf.arrange_act(src + t * src_stride, arranged_out + t * a_stride, cols);
     });
-  } else {
-    for (int64_t t = 0; t < n_tokens; ++t) pf.arrange_act(src + t * src_stride, ab + t * a_stride, cols);
+  } else if (pf.arrange_act) {
+    for (int64_t t = 0; t < n_tokens; ++t) pf.arrange_act(src + t * src_stride, arranged_out + t * a_stride, cols);
   }
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t groups = rows / G;

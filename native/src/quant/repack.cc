@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <cstring>
+#include <strings.h>
 
 #include "quant/blocks.h"
 #include "quant/quant_impl.h"
@@ -17,6 +18,7 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Q4_0x4: return "q4_0x4";
     case WeightLayout::Q5_0x4: return "q5_0x4";
     case WeightLayout::Q8_0x4: return "q8_0x4";
+    case WeightLayout::Q4_Kx4: return "q4_kx4";
   }
   return "?";
 }
@@ -24,15 +26,36 @@ const char* weight_layout_name(WeightLayout l) {
 namespace quant {
 namespace {
 
-PackedFormat g_q4_0, g_q5_0, g_q8_0;  // layout Gguf until register_packed_formats finds kernels for this CPU
+PackedFormat g_q4_0, g_q5_0, g_q8_0, g_q4_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
+
+// Whether the comma-separated list names `t` (case-insensitive). Not type_traits(t).name: this
+// runs while the type table registers itself.
+bool names_type(const char* list, GgmlType t) {
+  const char* type = t == GgmlType::Q4_0 ? "q4_0" : t == GgmlType::Q5_0 ? "q5_0" : t == GgmlType::Q8_0 ? "q8_0" : t == GgmlType::Q4_K ? "q4_k" : "";
+  for (const char* p = list; *p;) {
+    const char* end = std::strchr(p, ',');
+    const size_t len = end ? static_cast<size_t>(end - p) : std::strlen(p);
+    if (len == std::strlen(type) && strncasecmp(p, type, len) == 0) return true;
+    if (!end) break;
+    p = end + 1;
+  }
+  return false;
+}
 
 }  // namespace
 
 void register_packed_formats(const CpuFeatures& f) {
-  g_q4_0 = g_q5_0 = g_q8_0 = PackedFormat{};
-  // FULCRUM_NO_REPACK=1 keeps every weight in the GGUF layout (to compare the two).
-  if (const char* e = std::getenv("FULCRUM_NO_REPACK"); e && e[0] == '1') return;
-  PackedFormat q4, q5, q8;
+  g_q4_0 = g_q5_0 = g_q8_0 = g_q4_k = PackedFormat{};
+  // FULCRUM_NO_REPACK=1 keeps every weight in the GGUF layout (to compare the two);
+  // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
+  const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
+  if (no_repack && no_repack[0] == '1') return;
+  PackedFormat q4, q5, q8, q4k;
+  q4k.layout = WeightLayout::Q4_Kx4;
+  q4k.type = GgmlType::Q4_K;
+  q4k.group_rows = 4;
+  q4k.chunk_cols = QK_K;
+  q4k.act_chunk_bytes = sizeof(block_q8_K);
   q4.layout = WeightLayout::Q4_0x4;
   q4.type = GgmlType::Q4_0;
   q5.layout = WeightLayout::Q5_0x4;
@@ -59,6 +82,10 @@ void register_packed_formats(const CpuFeatures& f) {
     q8.tile = tile_q8_0x4_avx512;
     q8.tile_cols = kPackedTileColsAvx512;
     g_q8_0 = q8;
+    q4k.gemv = gemv_q4_kx4_avx512;
+    q4k.tile = tile_q4_kx4_avx512;
+    q4k.tile_cols = kPackedTileColsAvx512;
+    g_q4_k = q4k;
   } else if (isa_runs_on(Isa::Avx2, f)) {
     q4.arrange_act = q5.arrange_act = arrange_q8_0_split_avx2;
     q4.gemv = gemv_q4_0x4_avx2;
@@ -71,11 +98,19 @@ void register_packed_formats(const CpuFeatures& f) {
     q8.tile = tile_q8_0x4_avx2;
     q8.tile_cols = kPackedTileColsAvx2;
     g_q8_0 = q8;
+    q4k.gemv = gemv_q4_kx4_avx2;
+    q4k.tile = tile_q4_kx4_avx2;
+    q4k.tile_cols = kPackedTileColsAvx2;
+    g_q4_k = q4k;
   } else {
     return;
   }
   g_q4_0 = q4;
   g_q5_0 = q5;
+  if (no_repack) {
+    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k})
+      if (q->gemv && names_type(no_repack, q->type)) *q = PackedFormat{};
+  }
 }
 
 const PackedFormat* packed_format(GgmlType t) {
@@ -83,6 +118,7 @@ const PackedFormat* packed_format(GgmlType t) {
   if (t == GgmlType::Q4_0 && g_q4_0.gemv) return &g_q4_0;
   if (t == GgmlType::Q5_0 && g_q5_0.gemv) return &g_q5_0;
   if (t == GgmlType::Q8_0 && g_q8_0.gemv) return &g_q8_0;
+  if (t == GgmlType::Q4_K && g_q4_k.gemv) return &g_q4_k;
   return nullptr;
 }
 
@@ -91,7 +127,34 @@ bool packs(GgmlType t, int64_t rows, int64_t cols) {
   return pf && rows > 0 && cols > 0 && rows % pf->group_rows == 0 && cols % pf->chunk_cols == 0;
 }
 
+namespace {
+
+// q4_kx4 (repack.h): per group of four rows, super-block after super-block.
+void repack_q4_k(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+  const int64_t nsb = cols / QK_K;
+  const size_t rb = static_cast<size_t>(nsb) * sizeof(block_q4_K);
+  static constexpr size_t kScaleAt[4] = {0, 12, 32, 44};
+  for (int64_t g = 0; g < rows / 4; ++g) {
+    uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
+    std::memcpy(scratch, dst, rb * 4);
+    for (int64_t i = 0; i < nsb; ++i) {
+      uint8_t* s = dst + static_cast<size_t>(i) * 4 * sizeof(block_q4_K);
+      for (int r = 0; r < 4; ++r) {
+        const block_q4_K* b = reinterpret_cast<const block_q4_K*>(scratch + r * rb) + i;
+        std::memcpy(s + kScaleAt[r], b->scales, K_SCALE_SIZE);
+        std::memcpy(s + 24 + 2 * r, &b->d, 2);
+        std::memcpy(s + 56 + 2 * r, &b->dmin, 2);
+        for (int c = 0; c < 4; ++c)
+          for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+  if (pf.layout == WeightLayout::Q4_Kx4) return repack_q4_k(data, rows, cols, scratch);
   const int64_t nb = cols / QK4_0, chunks = cols / pf.chunk_cols;
   const TypeTraits& tt = type_traits(pf.type);
   const size_t bb = tt.type_size, rb = static_cast<size_t>(nb) * bb, chunk_bytes = 16 * bb;

@@ -16,6 +16,16 @@
 // row's 64 bytes of nibbles. Q8_0 ("q8_0x4", 544 bytes): the 32 bytes of scales, then per row
 // 128 bytes, the first 16 quants of each of the four blocks and then the last 16 of each — the
 // activations' own arrangement.
+// Q4_K ("q4_kx4", 576 bytes per super-block of 256 columns, four rows' blocks' bytes): a 64-byte
+// header, then the nibbles interleaved by 16-byte pieces:
+//   [0, 12) [12, 24)   rows 0 and 1's 12 packed scale/min bytes, as in their blocks
+//   [24, 32)           the four rows' d (f16)
+//   [32, 44) [44, 56)  rows 2 and 3's scale/min bytes
+//   [56, 64)           the four rows' dmin (f16)
+//   [64 + 128·c + 64·h + 16·r, +16)  row r's qs[32·c + 16·h, +16) (c chunk of 64 elements, h half)
+// so one 64-byte load holds 16 elements of two sub-blocks for all four rows (a 128-bit lane per
+// row) and the header unpacks with a few vector operations for the four rows at once (each
+// 32-byte half serves a pair of rows on AVX2). Its activations are Q8_K rows as they are.
 //
 // The activations (one Q8_0 row per token) are arranged per matmul to match ("q8_0 split"), per
 // chunk of four blocks 256 bytes:
@@ -39,7 +49,7 @@
 
 namespace fulcrum {
 
-enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3 };
+enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4 };
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
@@ -51,7 +61,8 @@ struct PackedFormat {
   int group_rows = 0;          // rows interleaved together (a matrix's rows must be a multiple)
   int64_t chunk_cols = 0;      // columns per chunk (a matrix's columns must be a multiple)
   size_t act_chunk_bytes = 0;  // arranged activation bytes per chunk per token
-  // One token's Q8_0 row (n columns) -> its arranged row (n / chunk_cols · act_chunk_bytes).
+  // One token's activation row (n columns) -> its arranged row (n / chunk_cols · act_chunk_bytes);
+  // nullptr: the kernels read the converted rows as they are (act_chunk_bytes is their size).
   void (*arrange_act)(const void* q8, void* dst, int64_t n) = nullptr;
   // out[g·group_rows + r] for `groups` consecutive row groups starting at w, one token.
   void (*gemv)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) = nullptr;
@@ -87,6 +98,10 @@ void gemv_q8_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const
 void tile_q8_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
 
 }  // namespace quant
