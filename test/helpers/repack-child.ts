@@ -1,5 +1,5 @@
 // Child process of test/unit/repack.test.ts, run once per ISA (FULCRUM_ISA set by the parent):
-// multiplies random Q4_0, Q5_0, Q8_0 and Q4_K matrices through kernels.matmul with the weights repacked as the model's
+// multiplies random Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices through kernels.matmul with the weights repacked as the model's
 // load copy repacks them (path 'packed') and with one vec_dot per output (path 'vecdot'), for
 // batches and for each token alone. Prints one JSON line.
 import { loadAddon } from '../../engine/native/addon';
@@ -24,7 +24,7 @@ export interface RepackCase {
   batchEqualsAlone: boolean;
 }
 
-const Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q4_K = 12;
+const Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q4_K = 12, Q6_K = 14;
 
 function gaussian(n: number, seed: number, scale: number): Float32Array {
   let s = seed >>> 0;
@@ -40,14 +40,14 @@ function main(): void {
   // 128 columns = one chunk of four blocks; 896 and 4864 are the 0.5B shape's; 36 and 8 rows =
   // 9 and 2 row groups (odd group counts split across two threads).
   const shapes = [{ rows: 36, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
-  // Q4_K: super-blocks of 256 columns; 4864 is the 0.5B shape's ffn_down, 2048 the 1.3B's.
+  // Q4_K and Q6_K: super-blocks of 256 columns; 4864 is the 0.5B shape's ffn_down, 2048 the 1.3B's.
   const shapesK = [{ rows: 36, cols: 256 }, { rows: 128, cols: 2048 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
   const unpackable = [
     ...[Q4_0, Q5_0, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
-    ...[{ rows: 37, cols: 512 }, { rows: 38, cols: 256 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(Q4_K, rows, cols) })),
+    ...[Q4_K, Q6_K].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 38, cols: 256 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
   ];
-  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q8_0', Q8_0], ['Q4_K', Q4_K]] as const)
-  for (const { rows, cols } of type === Q4_K ? shapesK : shapes) {
+  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q6_K', Q6_K]] as const)
+  for (const { rows, cols } of type === Q4_K || type === Q6_K ? shapesK : shapes) {
     const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
     const layout = k.packedLayout(type, rows, cols);
     if (layout === null) {

@@ -32,17 +32,17 @@ function runIsa(isa: string): ChildOut {
 
 for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
-  test(`Q4_0, Q5_0, Q8_0 and Q4_K repacked in 4-row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
+  test(`Q4_0, Q5_0, Q8_0, Q4_K and Q6_K repacked in 4-row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
     const out = runIsa(isa);
     assert.equal(out.isa, isa);
-    // Shapes that are not whole row groups and chunks (128 columns, Q4_K 256) stay in the GGUF layout.
+    // Shapes that are not whole row groups and chunks (128 columns, K-quants 256) stay in the GGUF layout.
     for (const u of out.unpackable) assert.equal(u.layout, null, `${u.rows}x${u.cols} must not be repacked`);
     if (isa === 'scalar') {
       // No packed kernels below AVX2: nothing is repacked.
       assert.ok(out.cases.every((c) => c.layout === null));
       return;
     }
-    assert.equal(out.cases.length, 4 * 4 * 7 * 2);
+    assert.equal(out.cases.length, 5 * 4 * 7 * 2);
     for (const c of out.cases) {
       const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
       assert.equal(c.layout, `${c.type.toLowerCase()}x4`, label);

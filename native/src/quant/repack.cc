@@ -19,6 +19,7 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Q5_0x4: return "q5_0x4";
     case WeightLayout::Q8_0x4: return "q8_0x4";
     case WeightLayout::Q4_Kx4: return "q4_kx4";
+    case WeightLayout::Q6_Kx4: return "q6_kx4";
   }
   return "?";
 }
@@ -26,12 +27,12 @@ const char* weight_layout_name(WeightLayout l) {
 namespace quant {
 namespace {
 
-PackedFormat g_q4_0, g_q5_0, g_q8_0, g_q4_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
+PackedFormat g_q4_0, g_q5_0, g_q8_0, g_q4_k, g_q6_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
 
 // Whether the comma-separated list names `t` (case-insensitive). Not type_traits(t).name: this
 // runs while the type table registers itself.
 bool names_type(const char* list, GgmlType t) {
-  const char* type = t == GgmlType::Q4_0 ? "q4_0" : t == GgmlType::Q5_0 ? "q5_0" : t == GgmlType::Q8_0 ? "q8_0" : t == GgmlType::Q4_K ? "q4_k" : "";
+  const char* type = t == GgmlType::Q4_0 ? "q4_0" : t == GgmlType::Q5_0 ? "q5_0" : t == GgmlType::Q8_0 ? "q8_0" : t == GgmlType::Q4_K ? "q4_k" : t == GgmlType::Q6_K ? "q6_k" : "";
   for (const char* p = list; *p;) {
     const char* end = std::strchr(p, ',');
     const size_t len = end ? static_cast<size_t>(end - p) : std::strlen(p);
@@ -45,17 +46,21 @@ bool names_type(const char* list, GgmlType t) {
 }  // namespace
 
 void register_packed_formats(const CpuFeatures& f) {
-  g_q4_0 = g_q5_0 = g_q8_0 = g_q4_k = PackedFormat{};
+  g_q4_0 = g_q5_0 = g_q8_0 = g_q4_k = g_q6_k = PackedFormat{};
   // FULCRUM_NO_REPACK=1 keeps every weight in the GGUF layout (to compare the two);
   // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
   if (no_repack && no_repack[0] == '1') return;
-  PackedFormat q4, q5, q8, q4k;
+  PackedFormat q4, q5, q8, q4k, q6k;
   q4k.layout = WeightLayout::Q4_Kx4;
   q4k.type = GgmlType::Q4_K;
-  q4k.group_rows = 4;
-  q4k.chunk_cols = QK_K;
-  q4k.act_chunk_bytes = sizeof(block_q8_K);
+  q6k.layout = WeightLayout::Q6_Kx4;
+  q6k.type = GgmlType::Q6_K;
+  for (PackedFormat* q : {&q4k, &q6k}) {
+    q->group_rows = 4;
+    q->chunk_cols = QK_K;
+    q->act_chunk_bytes = sizeof(block_q8_K);
+  }
   q4.layout = WeightLayout::Q4_0x4;
   q4.type = GgmlType::Q4_0;
   q5.layout = WeightLayout::Q5_0x4;
@@ -86,6 +91,10 @@ void register_packed_formats(const CpuFeatures& f) {
     q4k.tile = tile_q4_kx4_avx512;
     q4k.tile_cols = kPackedTileColsAvx512;
     g_q4_k = q4k;
+    q6k.gemv = gemv_q6_kx4_avx512;
+    q6k.tile = tile_q6_kx4_avx512;
+    q6k.tile_cols = kPackedTileColsAvx512;
+    g_q6_k = q6k;
   } else if (isa_runs_on(Isa::Avx2, f)) {
     q4.arrange_act = q5.arrange_act = arrange_q8_0_split_avx2;
     q4.gemv = gemv_q4_0x4_avx2;
@@ -102,13 +111,17 @@ void register_packed_formats(const CpuFeatures& f) {
     q4k.tile = tile_q4_kx4_avx2;
     q4k.tile_cols = kPackedTileColsAvx2;
     g_q4_k = q4k;
+    q6k.gemv = gemv_q6_kx4_avx2;
+    q6k.tile = tile_q6_kx4_avx2;
+    q6k.tile_cols = kPackedTileColsAvx2;
+    g_q6_k = q6k;
   } else {
     return;
   }
   g_q4_0 = q4;
   g_q5_0 = q5;
   if (no_repack) {
-    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k})
+    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k, &g_q6_k})
       if (q->gemv && names_type(no_repack, q->type)) *q = PackedFormat{};
   }
 }
@@ -119,6 +132,7 @@ const PackedFormat* packed_format(GgmlType t) {
   if (t == GgmlType::Q5_0 && g_q5_0.gemv) return &g_q5_0;
   if (t == GgmlType::Q8_0 && g_q8_0.gemv) return &g_q8_0;
   if (t == GgmlType::Q4_K && g_q4_k.gemv) return &g_q4_k;
+  if (t == GgmlType::Q6_K && g_q6_k.gemv) return &g_q6_k;
   return nullptr;
 }
 
@@ -151,10 +165,36 @@ void repack_q4_k(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
   }
 }
 
+// q6_kx4 (repack.h): per group of four rows, super-block after super-block.
+void repack_q6_k(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+  const int64_t nsb = cols / QK_K;
+  const size_t rb = static_cast<size_t>(nsb) * sizeof(block_q6_K);
+  for (int64_t g = 0; g < rows / 4; ++g) {
+    uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
+    std::memcpy(scratch, dst, rb * 4);
+    for (int64_t i = 0; i < nsb; ++i) {
+      uint8_t* s = dst + static_cast<size_t>(i) * 4 * sizeof(block_q6_K);
+      for (int r = 0; r < 4; ++r) {
+        const block_q6_K* b = reinterpret_cast<const block_q6_K*>(scratch + r * rb) + i;
+        std::memcpy(s + 16 * r, b->scales, QK_K / 16);
+        std::memcpy(s + 832 + 2 * r, &b->d, 2);
+        for (int q = 0; q < 4; ++q) {
+          const int hf = q / 2, p = q % 2;
+          uint8_t* piece = s + 64 + 192 * q + 16 * r;
+          std::memcpy(piece, b->ql + 64 * hf + 16 * p, 16);
+          std::memcpy(piece + 64, b->ql + 64 * hf + 32 + 16 * p, 16);
+          std::memcpy(piece + 128, b->qh + 32 * hf + 16 * p, 16);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
   if (pf.layout == WeightLayout::Q4_Kx4) return repack_q4_k(data, rows, cols, scratch);
+  if (pf.layout == WeightLayout::Q6_Kx4) return repack_q6_k(data, rows, cols, scratch);
   const int64_t nb = cols / QK4_0, chunks = cols / pf.chunk_cols;
   const TypeTraits& tt = type_traits(pf.type);
   const size_t bb = tt.type_size, rb = static_cast<size_t>(nb) * bb, chunk_bytes = 16 * bb;

@@ -26,6 +26,14 @@
 // so one 64-byte load holds 16 elements of two sub-blocks for all four rows (a 128-bit lane per
 // row) and the header unpacks with a few vector operations for the four rows at once (each
 // 32-byte half serves a pair of rows on AVX2). Its activations are Q8_K rows as they are.
+// Q6_K ("q6_kx4", 840 bytes per super-block of 256 columns):
+//   [0, 64)            row r's 16 int8 scales at 16·r
+//   [64 + 192·q + 64·k + 16·r, +16)  quarter q = 2·hf + p (hf the 128-element half, p 0/1):
+//                      k = 0 row r's ql[64·hf + 16·p, +16), k = 1 its ql[64·hf + 32 + 16·p, +16),
+//                      k = 2 its qh[32·hf + 16·p, +16)
+//   [832, 840)         the four rows' d (f16)
+// so three 64-byte loads hold four sub-blocks of 16 elements for all four rows (elements
+// 128·hf + 16·p + 32·k' + (0..15), k' = 0..3), with Q8_K activations as they are.
 //
 // The activations (one Q8_0 row per token) are arranged per matmul to match ("q8_0 split"), per
 // chunk of four blocks 256 bytes:
@@ -49,7 +57,7 @@
 
 namespace fulcrum {
 
-enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4 };
+enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4, Q6_Kx4 = 5 };
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
@@ -102,6 +110,10 @@ void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, con
 void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q6_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
 
 }  // namespace quant
