@@ -97,27 +97,34 @@ async function findFrameWith(selector: string, timeoutMs: number): Promise<Frame
 }
 
 /**
- * Runs a command from the palette. The palette closes when something else takes the focus (a
- * notification, a theme switch, an editor reopening — seen under CI load): then its input is
- * hidden again before it is filled, so the palette is closed and opened again, up to three times.
+ * Opens a quick input with `key`, types `text`, waits for a row showing `row` and picks it; then
+ * waits for `settled` if given. A quick input closes when something else takes the focus (a
+ * notification, a theme switch, an editor reopening — seen under CI load), so the whole sequence
+ * is retried (Escape, reopen) up to three times.
  */
-async function runCommand(title: string): Promise<void> {
+async function pickInQuickInput(key: string, text: string, row: string, settled?: () => Promise<void>): Promise<void> {
   const input = page.locator('.quick-input-widget .quick-input-box input');
   for (let attempt = 1; ; attempt++) {
     try {
-      await page.keyboard.press('F1');
+      await page.keyboard.press(key);
       await input.waitFor({ state: 'visible', timeout: 10_000 });
-      await input.fill(`>${title}`, { timeout: 10_000 });
-      await page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first().waitFor({ state: 'visible', timeout: 20_000 });
+      await input.fill(text, { timeout: 10_000 });
+      await page.locator('.quick-input-widget .monaco-list-row', { hasText: row }).first().waitFor({ state: 'visible', timeout: 20_000 });
       await page.keyboard.press('Enter');
+      await settled?.();
       return;
     } catch (err) {
       if (attempt === 3) throw err;
-      console.log(`# palette for '${title}' lost (attempt ${attempt}): ${String((err as Error).message).split('\n')[0]}`);
+      console.log(`# quick input '${text}' lost (attempt ${attempt}): ${String((err as Error).message).split('\n')[0]}`);
       await page.keyboard.press('Escape');
       await page.waitForTimeout(500);
     }
   }
+}
+
+/** Runs a command from the palette. */
+async function runCommand(title: string): Promise<void> {
+  await pickInQuickInput('F1', `>${title}`, title);
 }
 
 function statusItem() {
@@ -138,23 +145,7 @@ async function waitForStatus(pattern: RegExp, timeoutMs: number): Promise<string
 /** Opens story.txt (Ctrl+P) unless an editor shows it, focuses its editor by clicking (see the recipe's focus gotcha), cursor at the end. */
 async function openStoryAtEnd(): Promise<void> {
   const editor = page.locator('.monaco-editor', { has: page.locator('.view-lines', { hasText: 'Once upon a time' }) }).first();
-  // Quick Open closes like the palette when the focus moves away under load: try it up to three times.
-  for (let attempt = 1; await editor.count() === 0; attempt++) {
-    try {
-      await page.keyboard.press('Control+P');
-      const input = page.locator('.quick-input-widget .quick-input-box input');
-      await input.waitFor({ state: 'visible', timeout: 10_000 });
-      await input.fill('story.txt', { timeout: 10_000 });
-      await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'story.txt' }).first().waitFor({ state: 'visible', timeout: 10_000 });
-      await page.keyboard.press('Enter');
-      await editor.waitFor({ state: 'visible', timeout: 20_000 });
-    } catch (err) {
-      if (attempt === 3) throw err;
-      console.log(`# quick open of story.txt lost (attempt ${attempt}): ${String((err as Error).message).split('\n')[0]}`);
-      await page.keyboard.press('Escape');
-      await page.waitForTimeout(500);
-    }
-  }
+  if (await editor.count() === 0) await pickInQuickInput('Control+P', 'story.txt', 'story.txt', () => editor.waitFor({ state: 'visible', timeout: 20_000 }));
   await editor.locator('.view-lines').click();
   await page.locator('.monaco-editor.focused', { hasText: 'Once upon a time' }).waitFor({ state: 'visible', timeout: 10_000 });
   await page.keyboard.press('Control+End');

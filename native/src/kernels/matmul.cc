@@ -116,17 +116,20 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   // arrangement read the converted rows in place.
   thread_local std::vector<uint8_t> arranged;
   const uint8_t* src = static_cast<const uint8_t*>(act);
-  if (pf.arrange_act && arranged.size() < a_stride * static_cast<size_t>(n_tokens)) arranged.resize(a_stride * static_cast<size_t>(n_tokens));
-  const uint8_t* ab = pf.arrange_act ? arranged.data() : src;
-  uint8_t* arranged_out = arranged.data();
-  if (pf.arrange_act && n_tokens >= 8 && pool.size() > 1) {
-    pool.run([&](int ith, int nth) {
-      int64_t b, e;
-      ThreadPool::split(n_tokens, ith, nth, &b, &e);
-      for (int64_t t = b; t < e; ++t) pf.arrange_act(src + t * src_stride, arranged_out + t * a_stride, cols);
-    });
-  } else if (pf.arrange_act) {
-    for (int64_t t = 0; t < n_tokens; ++t) pf.arrange_act(src + t * src_stride, arranged_out + t * a_stride, cols);
+  const uint8_t* ab = src;
+  if (pf.arrange_act) {
+    if (arranged.size() < a_stride * static_cast<size_t>(n_tokens)) arranged.resize(a_stride * static_cast<size_t>(n_tokens));
+    uint8_t* dst = arranged.data();
+    if (n_tokens >= 8 && pool.size() > 1) {
+      pool.run([&](int ith, int nth) {
+        int64_t b, e;
+        ThreadPool::split(n_tokens, ith, nth, &b, &e);
+        for (int64_t t = b; t < e; ++t) pf.arrange_act(src + t * src_stride, dst + t * a_stride, cols);
+      });
+    } else {
+      for (int64_t t = 0; t < n_tokens; ++t) pf.arrange_act(src + t * src_stride, dst + t * a_stride, cols);
+    }
+    ab = dst;
   }
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t groups = rows / G;

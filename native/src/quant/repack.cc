@@ -29,10 +29,9 @@ namespace {
 
 PackedFormat g_q4_0, g_q5_0, g_q8_0, g_q4_k, g_q6_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
 
-// Whether the comma-separated list names `t` (case-insensitive). Not type_traits(t).name: this
-// runs while the type table registers itself.
+// Whether the comma-separated list names type `t` (case-insensitive).
 bool names_type(const char* list, GgmlType t) {
-  const char* type = t == GgmlType::Q4_0 ? "q4_0" : t == GgmlType::Q5_0 ? "q5_0" : t == GgmlType::Q8_0 ? "q8_0" : t == GgmlType::Q4_K ? "q4_k" : t == GgmlType::Q6_K ? "q6_k" : "";
+  const char* type = format_info(t)->name;
   for (const char* p = list; *p;) {
     const char* end = std::strchr(p, ',');
     const size_t len = end ? static_cast<size_t>(end - p) : std::strlen(p);
@@ -43,6 +42,26 @@ bool names_type(const char* list, GgmlType t) {
   return false;
 }
 
+// A format's packed format on this ISA: its layout's geometry plus the kernels.
+PackedFormat packed(WeightLayout layout, GgmlType type, void (*arrange_act)(const void*, void*, int64_t),
+                    void (*gemv)(int64_t, float*, const uint8_t*, int, const uint8_t*),
+                    void (*tile)(int64_t, float*, int64_t, const uint8_t*, const uint8_t*, size_t, int), int tile_cols) {
+  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+  PackedFormat p;
+  p.layout = layout;
+  p.type = type;
+  p.group_rows = 4;
+  // The 32-element formats by chunks of four blocks over arranged activations, the K-quants by
+  // super-blocks over the Q8_K rows as they are.
+  p.chunk_cols = k_quant ? QK_K : 4 * QK4_0;
+  p.act_chunk_bytes = k_quant ? sizeof(block_q8_K) : 256;
+  p.arrange_act = arrange_act;
+  p.gemv = gemv;
+  p.tile = tile;
+  p.tile_cols = tile_cols;
+  return p;
+}
+
 }  // namespace
 
 void register_packed_formats(const CpuFeatures& f) {
@@ -51,75 +70,24 @@ void register_packed_formats(const CpuFeatures& f) {
   // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
   if (no_repack && no_repack[0] == '1') return;
-  PackedFormat q4, q5, q8, q4k, q6k;
-  q4k.layout = WeightLayout::Q4_Kx4;
-  q4k.type = GgmlType::Q4_K;
-  q6k.layout = WeightLayout::Q6_Kx4;
-  q6k.type = GgmlType::Q6_K;
-  for (PackedFormat* q : {&q4k, &q6k}) {
-    q->group_rows = 4;
-    q->chunk_cols = QK_K;
-    q->act_chunk_bytes = sizeof(block_q8_K);
-  }
-  q4.layout = WeightLayout::Q4_0x4;
-  q4.type = GgmlType::Q4_0;
-  q5.layout = WeightLayout::Q5_0x4;
-  q5.type = GgmlType::Q5_0;
-  q8.layout = WeightLayout::Q8_0x4;
-  q8.type = GgmlType::Q8_0;
-  for (PackedFormat* q : {&q4, &q5, &q8}) {
-    q->group_rows = 4;
-    q->chunk_cols = 4 * QK4_0;
-    q->act_chunk_bytes = 256;
-  }
   if (isa_runs_on(Isa::Avx512, f)) {
     // With AMX-INT8, the prefill of these formats runs on AMX tiles that read the GGUF layout
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
     if (f.amx_int8) return;
-    q4.arrange_act = q5.arrange_act = arrange_q8_0_split_avx512;
-    q4.gemv = gemv_q4_0x4_avx512;
-    q4.tile = tile_q4_0x4_avx512;
-    q5.gemv = gemv_q5_0x4_avx512;
-    q5.tile = tile_q5_0x4_avx512;
-    q4.tile_cols = q5.tile_cols = kPackedTileColsAvx512;
-    q8.arrange_act = arrange_q8_0_split_avx512;
-    q8.gemv = gemv_q8_0x4_avx512;
-    q8.tile = tile_q8_0x4_avx512;
-    q8.tile_cols = kPackedTileColsAvx512;
-    g_q8_0 = q8;
-    q4k.gemv = gemv_q4_kx4_avx512;
-    q4k.tile = tile_q4_kx4_avx512;
-    q4k.tile_cols = kPackedTileColsAvx512;
-    g_q4_k = q4k;
-    q6k.gemv = gemv_q6_kx4_avx512;
-    q6k.tile = tile_q6_kx4_avx512;
-    q6k.tile_cols = kPackedTileColsAvx512;
-    g_q6_k = q6k;
+    constexpr int cols = kPackedTileColsAvx512;
+    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_split_avx512, gemv_q4_0x4_avx512, tile_q4_0x4_avx512, cols);
+    g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx512, gemv_q5_0x4_avx512, tile_q5_0x4_avx512, cols);
+    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx512, gemv_q8_0x4_avx512, tile_q8_0x4_avx512, cols);
+    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, cols);
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, cols);
   } else if (isa_runs_on(Isa::Avx2, f)) {
-    q4.arrange_act = q5.arrange_act = arrange_q8_0_split_avx2;
-    q4.gemv = gemv_q4_0x4_avx2;
-    q4.tile = tile_q4_0x4_avx2;
-    q5.gemv = gemv_q5_0x4_avx2;
-    q5.tile = tile_q5_0x4_avx2;
-    q4.tile_cols = q5.tile_cols = kPackedTileColsAvx2;
-    q8.arrange_act = arrange_q8_0_split_avx2;
-    q8.gemv = gemv_q8_0x4_avx2;
-    q8.tile = tile_q8_0x4_avx2;
-    q8.tile_cols = kPackedTileColsAvx2;
-    g_q8_0 = q8;
-    q4k.gemv = gemv_q4_kx4_avx2;
-    q4k.tile = tile_q4_kx4_avx2;
-    q4k.tile_cols = kPackedTileColsAvx2;
-    g_q4_k = q4k;
-    q6k.gemv = gemv_q6_kx4_avx2;
-    q6k.tile = tile_q6_kx4_avx2;
-    q6k.tile_cols = kPackedTileColsAvx2;
-    g_q6_k = q6k;
-  } else {
-    return;
+    constexpr int cols = kPackedTileColsAvx2;
+    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_split_avx2, gemv_q4_0x4_avx2, tile_q4_0x4_avx2, cols);
+    g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx2, gemv_q5_0x4_avx2, tile_q5_0x4_avx2, cols);
+    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx2, gemv_q8_0x4_avx2, tile_q8_0x4_avx2, cols);
+    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx2, tile_q4_kx4_avx2, cols);
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx2, tile_q6_kx4_avx2, cols);
   }
-  g_q4_0 = q4;
-  g_q5_0 = q5;
   if (no_repack) {
     for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k, &g_q6_k})
       if (q->gemv && names_type(no_repack, q->type)) *q = PackedFormat{};
@@ -143,58 +111,48 @@ bool packs(GgmlType t, int64_t rows, int64_t cols) {
 
 namespace {
 
-// q4_kx4 (repack.h): per group of four rows, super-block after super-block.
-void repack_q4_k(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+// The K-quant layouts (repack.h): per group of four rows, super-block after super-block, each
+// row's block placed by `place(super_block_dst, block, row)`.
+template <class Block, class Place>
+void repack_super_blocks(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch, Place place) {
   const int64_t nsb = cols / QK_K;
-  const size_t rb = static_cast<size_t>(nsb) * sizeof(block_q4_K);
-  static constexpr size_t kScaleAt[4] = {0, 12, 32, 44};
+  const size_t rb = static_cast<size_t>(nsb) * sizeof(Block);
   for (int64_t g = 0; g < rows / 4; ++g) {
     uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
     std::memcpy(scratch, dst, rb * 4);
-    for (int64_t i = 0; i < nsb; ++i) {
-      uint8_t* s = dst + static_cast<size_t>(i) * 4 * sizeof(block_q4_K);
-      for (int r = 0; r < 4; ++r) {
-        const block_q4_K* b = reinterpret_cast<const block_q4_K*>(scratch + r * rb) + i;
-        std::memcpy(s + kScaleAt[r], b->scales, K_SCALE_SIZE);
-        std::memcpy(s + 24 + 2 * r, &b->d, 2);
-        std::memcpy(s + 56 + 2 * r, &b->dmin, 2);
-        for (int c = 0; c < 4; ++c)
-          for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
-      }
-    }
+    for (int64_t i = 0; i < nsb; ++i)
+      for (int r = 0; r < 4; ++r) place(dst + static_cast<size_t>(i) * 4 * sizeof(Block), reinterpret_cast<const Block*>(scratch + r * rb) + i, r);
   }
 }
 
-// q6_kx4 (repack.h): per group of four rows, super-block after super-block.
-void repack_q6_k(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
-  const int64_t nsb = cols / QK_K;
-  const size_t rb = static_cast<size_t>(nsb) * sizeof(block_q6_K);
-  for (int64_t g = 0; g < rows / 4; ++g) {
-    uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
-    std::memcpy(scratch, dst, rb * 4);
-    for (int64_t i = 0; i < nsb; ++i) {
-      uint8_t* s = dst + static_cast<size_t>(i) * 4 * sizeof(block_q6_K);
-      for (int r = 0; r < 4; ++r) {
-        const block_q6_K* b = reinterpret_cast<const block_q6_K*>(scratch + r * rb) + i;
-        std::memcpy(s + 16 * r, b->scales, QK_K / 16);
-        std::memcpy(s + 832 + 2 * r, &b->d, 2);
-        for (int q = 0; q < 4; ++q) {
-          const int hf = q / 2, p = q % 2;
-          uint8_t* piece = s + 64 + 192 * q + 16 * r;
-          std::memcpy(piece, b->ql + 64 * hf + 16 * p, 16);
-          std::memcpy(piece + 64, b->ql + 64 * hf + 32 + 16 * p, 16);
-          std::memcpy(piece + 128, b->qh + 32 * hf + 16 * p, 16);
-        }
-      }
-    }
+// q4_kx4: header (scale bytes, d, dmin), then the nibbles by 16-byte pieces.
+void place_q4_k(uint8_t* s, const block_q4_K* b, int r) {
+  static constexpr size_t kScaleAt[4] = {0, 12, 32, 44};
+  std::memcpy(s + kScaleAt[r], b->scales, K_SCALE_SIZE);
+  std::memcpy(s + 24 + 2 * r, &b->d, 2);
+  std::memcpy(s + 56 + 2 * r, &b->dmin, 2);
+  for (int c = 0; c < 4; ++c)
+    for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
+}
+
+// q6_kx4: the scales, per quarter the ql and qh pieces, then d.
+void place_q6_k(uint8_t* s, const block_q6_K* b, int r) {
+  std::memcpy(s + 16 * r, b->scales, QK_K / 16);
+  std::memcpy(s + 832 + 2 * r, &b->d, 2);
+  for (int q = 0; q < 4; ++q) {
+    const int hf = q / 2, p = q % 2;
+    uint8_t* piece = s + 64 + 192 * q + 16 * r;
+    std::memcpy(piece, b->ql + 64 * hf + 16 * p, 16);
+    std::memcpy(piece + 64, b->ql + 64 * hf + 32 + 16 * p, 16);
+    std::memcpy(piece + 128, b->qh + 32 * hf + 16 * p, 16);
   }
 }
 
 }  // namespace
 
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
-  if (pf.layout == WeightLayout::Q4_Kx4) return repack_q4_k(data, rows, cols, scratch);
-  if (pf.layout == WeightLayout::Q6_Kx4) return repack_q6_k(data, rows, cols, scratch);
+  if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
+  if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
   const int64_t nb = cols / QK4_0, chunks = cols / pf.chunk_cols;
   const TypeTraits& tt = type_traits(pf.type);
   const size_t bb = tt.type_size, rb = static_cast<size_t>(nb) * bb, chunk_bytes = 16 * bb;

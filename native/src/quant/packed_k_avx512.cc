@@ -1,0 +1,251 @@
+// Q4_K and Q6_K in groups of 4 rows (q4_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
+// AVX-512 VNNI. Both kernels share the frame below: a zmm's 128-bit lane r holds row r, the GEMV
+// is the tile at one token (every (row, token) output is the same bits alone or in a batch), and
+// a row's four lanes are added (l0 + l2) + (l1 + l3) at the end.
+//
+// Q4_K:
+// Rows are interleaved by 16-byte pieces, so a zmm's 128-bit lane r holds row r: one 64-byte
+// load gives four rows' 32 nibbles each (two sub-blocks × 16 elements), the token's matching
+// 16 activations are one 16-byte broadcast shared by the four rows, and every per-row factor
+// (scale, min, d, dmin) is a lane pattern built once per super-block for the four rows:
+//   - the four rows' 6-bit scales and mins (48 bytes) and d/dmin (16 bytes) are one 64-byte
+//     load; two permutes, a variable shift and three masks unpack all 64 values at once (lane r:
+//     8 scale bytes, 8 min bytes), one vpshufb per sub-block spreads its scale as int16 pairs;
+//   - per token and chunk of 64 elements: four broadcasts, four vpmaddubsw (nibble × int8, pairs
+//     in int16: at most 2·15·128 each, 7680 for two, no saturation), two int16 adds, two
+//     vpdpwssd by the sub-blocks' scales into int32 super-block sums (exact);
+//   - per token and super-block: the mins term as one vpmaddwd of the rows' mins by the token's
+//     sub-block sums, two conversions and two fmas by lane vectors of d·dy and dmin·dy.
+// About a third of the instructions of the GGUF-layout tile, which unpacks each row's scales in
+// scalar code and gathers its nibbles per row. The integer sums are vec_dot_q4_k's; the float
+// steps (per super-block and lane, then the four lanes of a row) are ordered differently from it,
+// within the rounding of its own float sums (repack.test.ts bounds the difference).
+//
+// Q6_K:
+// As q4_kx4 (Q4_K above), a zmm's 128-bit lane r holds row r: per quarter of the
+// super-block (64 elements of a row, four sub-blocks of 16) three 64-byte loads give the four
+// rows' 16 low-nibble bytes of each ql half and their 16 qh bytes, which make four vectors of
+// 6-bit values (unsigned, 0..63) for the four rows at once; the token's 16 matching activations
+// are one 16-byte broadcast shared by the four rows, and each sub-block's int8 scale is spread
+// as int16 over its row's lane by one vpshufb (into the high byte) and an arithmetic shift.
+//   - per token and quarter: four broadcasts, four vpmaddubsw (6-bit × int8, pairs at most
+//     2·63·128 in int16, no saturation), four vpdpwssd by the sub-block scales (exact int32);
+//   - per token and super-block: the -32 offset as -32·Σ scale·bsum (two vpmaddwd of the rows'
+//     scales by the token's 16 sums), one conversion and one fma by the lane vector d·dy.
+// The weights are one linear stream per thread, left to the hardware prefetchers: software
+// prefetch 512 B ahead measured the same (1.3B output matrix, one thread, 26-28 GB/s either way),
+// 2 KiB ahead 40 % slower. The integer sums are vec_dot_q6_k's; the float steps are ordered as
+// Q4_K's (repack.test.ts bounds the difference).
+#include "quant/blocks.h"
+#include "quant/repack.h"
+#define QUANT_ISA avx512
+#include "quant/simd_avx512.h"
+
+namespace fulcrum {
+namespace quant {
+namespace {
+
+inline __m512i bcast16(const int8_t* p) { return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Row r's four lanes: (l0 + l2) + (l1 + l3), into out[r].
+inline void store_rows(__m512 acc, float* out) {
+  __m512 t = _mm512_add_ps(acc, _mm512_permute_ps(acc, 0x4E));
+  t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));
+  _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_maskz_compress_ps(0x1111, t)));
+}
+
+namespace q4k {
+
+// The 64-byte header (repack.h): dwords 0-2 row 0's scale words W0 W1 W2, 3-5 row 1's, 6-7 the
+// four d (f16), 8-10 row 2's, 11-13 row 3's, 14-15 the four dmin. Lane r of the permuted
+// vectors: A = [W0, W2, W1, W2], B = [W0, W0, W1, W1] of row r.
+alignas(64) const int32_t kIdxA[16] = {0, 2, 1, 2, 3, 5, 4, 5, 8, 10, 9, 10, 11, 13, 12, 13};
+alignas(64) const int32_t kIdxB[16] = {0, 0, 1, 1, 3, 3, 4, 4, 8, 8, 9, 9, 11, 11, 12, 12};
+// Lane r after unpacking: [scales 0-3, scales 4-7, mins 0-3, mins 4-7] (as unpack_k4_words):
+// scales 0-3 = W0 & 0x3f; scales 4-7 = (W2 & 0x0f) | ((W0 >> 2) & 0x30); mins 0-3 = W1 & 0x3f;
+// mins 4-7 = ((W2 >> 4) & 0x0f) | ((W1 >> 2) & 0x30).
+alignas(64) const int32_t kShiftA[16] = {0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4};
+alignas(64) const uint32_t kMaskA[16] = {0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
+                                         0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f};
+alignas(64) const uint32_t kMaskB[16] = {0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030,
+                                         0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030};
+alignas(64) const int32_t kIdxD[16] = {6, 7, 14, 15, 6, 7, 14, 15, 6, 7, 14, 15, 6, 7, 14, 15};
+
+// vpshufb controls (per 128-bit lane): sub-block s's scale byte into every int16 (zero high
+// byte); the eight min bytes as eight int16.
+// Built at compile time (constexpr): this file's code must not run on a CPU without AVX-512,
+// and a dynamic initializer would run at load on every CPU.
+struct Controls {
+  alignas(64) uint8_t scale[8][64] = {};
+  alignas(64) uint8_t mins[64] = {};
+  constexpr Controls() {
+    for (int s = 0; s < 8; ++s)
+      for (int b = 0; b < 64; ++b) scale[s][b] = b % 2 == 0 ? static_cast<uint8_t>(s) : 0x80;
+    for (int b = 0; b < 64; ++b) mins[b] = b % 2 == 0 ? static_cast<uint8_t>(8 + (b % 16) / 2) : 0x80;
+  }
+};
+constexpr Controls kCtl{};
+
+struct Kernel {
+  static constexpr size_t kSbBytes = 4 * sizeof(block_q4_K);  // 576: one super-block of four rows
+
+  template <int C>
+  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+    const int64_t nsb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i idx_a = _mm512_load_si512(kIdxA), idx_b = _mm512_load_si512(kIdxB), idx_d = _mm512_load_si512(kIdxD);
+    const __m512i shift_a = _mm512_load_si512(kShiftA), mask_a = _mm512_load_si512(kMaskA), mask_b = _mm512_load_si512(kMaskB);
+    const __m512i spread_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i spread_dmin = _mm512_add_epi32(spread_d, _mm512_set1_epi32(4));
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const uint8_t* g = w + i * kSbBytes;
+      const __m512i hdr = _mm512_loadu_si512(g);
+      const __m512i a = _mm512_permutexvar_epi32(idx_a, hdr), b = _mm512_permutexvar_epi32(idx_b, hdr);
+      const __m512i u = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi32(a, shift_a), mask_a), _mm512_and_si512(_mm512_srli_epi32(b, 2), mask_b));
+      const __m512 dd = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(idx_d, hdr))));
+      const __m512 dv = _mm512_permutexvar_ps(spread_d, dd), dmv = _mm512_permutexvar_ps(spread_dmin, dd);
+      __m512i sum_lo[C], sum_hi[C];
+      for (int c = 0; c < C; ++c) sum_lo[c] = sum_hi[c] = _mm512_setzero_si512();
+      for (int ch = 0; ch < 4; ++ch) {
+        const __m512i s_lo = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.scale[2 * ch]));
+        const __m512i s_hi = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.scale[2 * ch + 1]));
+        const __m512i v0 = _mm512_loadu_si512(g + 64 + 128 * ch), v1 = _mm512_loadu_si512(g + 128 + 128 * ch);
+        const __m512i lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+        const __m512i lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 64 * ch;
+          const __m512i plo = _mm512_add_epi16(_mm512_maddubs_epi16(lo0, bcast16(y)), _mm512_maddubs_epi16(lo1, bcast16(y + 16)));
+          const __m512i phi = _mm512_add_epi16(_mm512_maddubs_epi16(hi0, bcast16(y + 32)), _mm512_maddubs_epi16(hi1, bcast16(y + 48)));
+          sum_lo[c] = _mm512_dpwssd_epi32(sum_lo[c], plo, s_lo);
+          sum_hi[c] = _mm512_dpwssd_epi32(sum_hi[c], phi, s_hi);
+        }
+      }
+      const __m512i mins16 = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.mins));
+      for (int c = 0; c < C; ++c) {
+        const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
+        // The token's eight sub-block sums (pairs of its 16-element sums), in every lane.
+        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)),
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
+        const __m512i mins = _mm512_madd_epi16(mins16, _mm512_broadcast_i32x4(bs));
+        const __m512 dy = _mm512_set1_ps(yb->d);
+        acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dy), _mm512_cvtepi32_ps(_mm512_add_epi32(sum_lo[c], sum_hi[c])), acc[c]);
+        acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(dmv, dy), _mm512_cvtepi32_ps(mins), acc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) store_rows(acc[c], out + c * os);
+  }
+};
+
+}  // namespace q4k
+
+namespace q6k {
+
+constexpr size_t kBodyAt = 64, kDAt = 832;  // repack.h: scales, quarters, d
+
+// vpshufb controls (per 128-bit lane, the row's 16 scale bytes): scale j into the high byte of
+// every int16 (low byte zero; an arithmetic shift right by 8 then sign-extends it), and the
+// scales 0-7 / 8-15 as eight int16 each for the offset term.
+// Built at compile time (constexpr): this file's code must not run on a CPU without AVX-512,
+// and a dynamic initializer would run at load on every CPU.
+struct Controls {
+  alignas(64) uint8_t scale[16][64] = {};
+  alignas(64) uint8_t scales_lo[64] = {};
+  alignas(64) uint8_t scales_hi[64] = {};
+  constexpr Controls() {
+    for (int j = 0; j < 16; ++j)
+      for (int b = 0; b < 64; ++b) scale[j][b] = b % 2 == 1 ? static_cast<uint8_t>(j) : 0x80;
+    for (int b = 0; b < 64; ++b) {
+      scales_lo[b] = b % 2 == 1 ? static_cast<uint8_t>((b % 16) / 2) : 0x80;
+      scales_hi[b] = b % 2 == 1 ? static_cast<uint8_t>(8 + (b % 16) / 2) : 0x80;
+    }
+  }
+};
+constexpr Controls kCtl{};
+
+inline __m512i spread_scale(__m512i sc8, const uint8_t* ctl) { return _mm512_srai_epi16(_mm512_shuffle_epi8(sc8, _mm512_load_si512(ctl)), 8); }
+
+struct Kernel {
+  static constexpr size_t kSbBytes = 4 * sizeof(block_q6_K);  // 840: one super-block of four rows
+
+  template <int C>
+  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+    const int64_t nsb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i spread_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const uint8_t* g = w + i * kSbBytes;
+      const __m512i sc8 = _mm512_loadu_si512(g);
+      const __m512 dv = _mm512_permutexvar_ps(spread_d, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)))));
+      __m512i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = _mm512_setzero_si512();
+      for (int q = 0; q < 4; ++q) {
+        // Quarter q = (half hf, piece p): elements 128·hf + 16·p + 32·k + (0..15), k = 0..3, are
+        // sub-block 8·hf + p + 2·k.
+        const int hf = q / 2, p = q % 2;
+        const uint8_t* b = g + kBodyAt + 192 * q;
+        const __m512i va = _mm512_loadu_si512(b), vb = _mm512_loadu_si512(b + 64), vh = _mm512_loadu_si512(b + 128);
+        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
+        const __m512i q1 = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
+        const __m512i q2 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
+        const __m512i q3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4), _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
+        const int j0 = 8 * hf + p;
+        const __m512i s0 = spread_scale(sc8, kCtl.scale[j0]), s1 = spread_scale(sc8, kCtl.scale[j0 + 2]);
+        const __m512i s2 = spread_scale(sc8, kCtl.scale[j0 + 4]), s3 = spread_scale(sc8, kCtl.scale[j0 + 6]);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 128 * hf + 16 * p;
+          sum[c] = _mm512_dpwssd_epi32(sum[c], _mm512_maddubs_epi16(q0, bcast16(y)), s0);
+          sum[c] = _mm512_dpwssd_epi32(sum[c], _mm512_maddubs_epi16(q1, bcast16(y + 32)), s1);
+          sum[c] = _mm512_dpwssd_epi32(sum[c], _mm512_maddubs_epi16(q2, bcast16(y + 64)), s2);
+          sum[c] = _mm512_dpwssd_epi32(sum[c], _mm512_maddubs_epi16(q3, bcast16(y + 96)), s3);
+        }
+      }
+      const __m512i sc_lo = spread_scale(sc8, kCtl.scales_lo), sc_hi = spread_scale(sc8, kCtl.scales_hi);
+      for (int c = 0; c < C; ++c) {
+        const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
+        const __m512i bs_lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)));
+        const __m512i bs_hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
+        const __m512i offset = _mm512_add_epi32(_mm512_madd_epi16(sc_lo, bs_lo), _mm512_madd_epi16(sc_hi, bs_hi));
+        const __m512i total = _mm512_sub_epi32(sum[c], _mm512_slli_epi32(offset, 5));
+        acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(yb->d)), _mm512_cvtepi32_ps(total), acc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) store_rows(acc[c], out + c * os);
+  }
+};
+
+}  // namespace q6k
+
+template <class K>
+void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  const size_t group_bytes = static_cast<size_t>(n / QK_K) * K::kSbBytes;
+  for (int g = 0; g < groups; ++g) K::template run<1>(n, out + 4 * g, 0, w + g * group_bytes, act, 0);
+}
+
+template <class K>
+void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
+  switch (cols) {
+    case 4: K::template run<4>(n, out, os, w, act, as); break;
+    case 3: K::template run<3>(n, out, os, w, act, as); break;
+    case 2: K::template run<2>(n, out, os, w, act, as); break;
+    case 1: K::template run<1>(n, out, os, w, act, as); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q4k::Kernel>(n, out, w, groups, act); }
+void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
+}
+void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q6k::Kernel>(n, out, w, groups, act); }
+void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile<q6k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
+}
+
+}  // namespace quant
+}  // namespace fulcrum
