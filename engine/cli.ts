@@ -1,5 +1,8 @@
 // `fulcrum <command> …`: one module per command under engine/cli/, each exporting `run`.
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { CliCommand } from './cli/command';
+import { addonPath, packageRoot } from './native/addon';
 
 const commands: Record<string, () => Promise<CliCommand>> = {
   inspect: async () => (await import('./cli/inspect')).command,
@@ -18,11 +21,23 @@ const commands: Record<string, () => Promise<CliCommand>> = {
 };
 
 function usage(): string {
-  return `usage: fulcrum <command> [options]\n\ncommands:\n${Object.keys(commands).map((c) => `  ${c}`).join('\n')}\n\nfulcrum <command> --help for a command's options\n`;
+  return `usage: fulcrum <command> [options]   (fulcrum --version: the version)\n\ncommands:\n${Object.keys(commands).map((c) => `  ${c}`).join('\n')}\n\nfulcrum <command> --help for a command's options\n`;
+}
+
+/** `fulcrum --version`: the package's version, the Node it runs on and the addon it would load. */
+function versionText(): string {
+  const root = packageRoot();
+  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
+  const addon = addonPath();
+  return `fulcrum ${pkg.version}\nnode ${process.version}\naddon ${existsSync(addon) ? addon : `${addon} (not built: npm run build:native)`}\n`;
 }
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-v' || name === 'version') {
+    process.stdout.write(versionText());
+    return 0;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(usage());
     return name ? 0 : 2;

@@ -29,6 +29,7 @@ function stopWords(reason: CompletionStats['stopReason']): string {
   switch (reason) {
     case 'eos': return 'the model ended it';
     case 'length': return 'the token limit (fulcrum.completions.maxTokens)';
+    case 'context': return 'the context is full';
     case 'time': return 'the time limit (fulcrum.completions.timeLimitMs)';
     case 'rule': return 'a completion rule (end of line, scope or repetition)';
     case 'stop': return 'a stop string';

@@ -49,3 +49,11 @@ export function numberOption(args: ParsedArgs, name: string, fallback: number, m
   }
   return v;
 }
+
+/**
+ * The one line that says where a loaded model executes: the device and why, the policy, the split.
+ * Separated by ' — ' and ';' rather than brackets, since device descriptions carry their own.
+ */
+export function executionLine(ex: { device: string; deviceReason: string; policy: string; split: string; fallback?: string }): string {
+  return `device: ${ex.device} — ${ex.deviceReason}; policy: ${ex.policy}; split: ${ex.split}${ex.fallback ? `; fell back to the CPU: ${ex.fallback}` : ''}`;
+}

@@ -5,7 +5,7 @@ import { parseBytes, simulateRequest } from '../plan/api';
 import { Engine } from '../runtime/engine';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { measuredChromeTrace } from '../runtime/trace';
-import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
+import { executionLine, numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
 const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
                         [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--stop TEXT]
@@ -57,18 +57,30 @@ export const command: CliCommand = {
     const vram = args.options.get('vram');
     const policy = args.options.get('policy');
     const tracePath = args.options.get('trace');
+    // Every option is checked before the model loads: a typo must not cost a load (or a profile).
+    const sampling = {
+      ...(args.options.has('temp') ? { temperature: numberOption(args, 'temp', 0.8, 0, 100) } : {}),
+      ...(args.options.has('top-k') ? { topK: numberOption(args, 'top-k', 40, 0, 1 << 24) } : {}),
+      ...(args.options.has('top-p') ? { topP: numberOption(args, 'top-p', 0.95, 0, 1) } : {}),
+      ...(args.options.has('min-p') ? { minP: numberOption(args, 'min-p', 0.05, 0, 1) } : {}),
+      ...(args.options.has('repeat-penalty') ? { repeatPenalty: numberOption(args, 'repeat-penalty', 1, 0.01, 100) } : {}),
+      ...(args.options.has('seed') ? { seed: numberOption(args, 'seed', 0, 0, 2 ** 32 - 1) } : {}),
+    };
+    const linkGBps = args.options.has('link') ? numberOption(args, 'link', 0, 0, 1e4) : undefined;
+    const deviceThreads = args.options.has('device-threads') ? Math.floor(numberOption(args, 'device-threads', 1, 1, 256)) : undefined;
+    const vramBytes = vram !== undefined ? parseBytes(vram, '--vram') : undefined;
     const engine = await Engine.load(model, {
       ...(threads !== undefined ? { threads: Math.floor(threads) } : {}),
       ...(ctx !== undefined ? { contextLength: Math.floor(ctx) } : {}),
       device,
-      ...(vram !== undefined ? { vramBytes: parseBytes(vram, '--vram') } : {}),
+      ...(vramBytes !== undefined ? { vramBytes } : {}),
       ...(policy !== undefined ? { policy } : {}),
-      ...(args.options.has('link') ? { linkGBps: numberOption(args, 'link', 0, 0, 1e4) } : {}),
-      ...(args.options.has('device-threads') ? { deviceThreads: Math.floor(numberOption(args, 'device-threads', 1, 1, 256)) } : {}),
+      ...(linkGBps !== undefined ? { linkGBps } : {}),
+      ...(deviceThreads !== undefined ? { deviceThreads } : {}),
       onFallback: (reason) => process.stderr.write(`fulcrum: the device failed, continuing on the CPU: ${reason}\n`),
     });
     const ex = engine.execution;
-    process.stderr.write(`device: ${ex.device} (${ex.deviceReason}); policy: ${ex.policy}; split: ${ex.split}${ex.fallback ? `; fell back to the CPU: ${ex.fallback}` : ''}\n`);
+    process.stderr.write(`${executionLine(ex)}\n`);
     for (const n of ex.notes) process.stderr.write(`  note: ${n}\n`);
     if (tracePath) engine.setTracing(true);
     try {
@@ -78,12 +90,7 @@ export const command: CliCommand = {
       const stop = args.options.get('stop');
       const result = await engine.generate(prompt, {
         maxTokens: Math.floor(maxTokens),
-        ...(args.options.has('temp') ? { temperature: numberOption(args, 'temp', 0.8, 0, 100) } : {}),
-        ...(args.options.has('top-k') ? { topK: numberOption(args, 'top-k', 40, 0, 1 << 24) } : {}),
-        ...(args.options.has('top-p') ? { topP: numberOption(args, 'top-p', 0.95, 0, 1) } : {}),
-        ...(args.options.has('min-p') ? { minP: numberOption(args, 'min-p', 0.05, 0, 1) } : {}),
-        ...(args.options.has('repeat-penalty') ? { repeatPenalty: numberOption(args, 'repeat-penalty', 1, 0.01, 100) } : {}),
-        ...(args.options.has('seed') ? { seed: numberOption(args, 'seed', 0, 0, 2 ** 32 - 1) } : {}),
+        ...sampling,
         ...(stop ? { stop: [stop] } : {}),
         signal: ac.signal,
         onText: (t) => process.stdout.write(t),
@@ -92,7 +99,7 @@ export const command: CliCommand = {
       process.stdout.write('\n');
       process.stderr.write(
         `prompt tokens: ${result.promptTokens} (${result.promptMs.toFixed(1)} ms), generated tokens: ${result.generatedTokens}, ` +
-          `${result.tokensPerSecond.toFixed(2)} tokens/s, threads: ${engine.threads}, stop: ${result.stopReason}\n`,
+          `${result.tokensPerSecond.toFixed(2)} tokens/s, threads: ${engine.threads}, stop: ${stopText(result.stopReason, engine.contextLength)}\n`,
       );
       const stats = engine.deviceStats();
       if (stats) process.stderr.write(`device memory: peak ${(stats.peakBytes / 2 ** 20).toFixed(2)} MiB of ${(stats.capacityBytes / 2 ** 20).toFixed(2)} MiB\n`);
@@ -118,3 +125,10 @@ export const command: CliCommand = {
     }
   },
 };
+
+/** Why generation ended, in words (the context's size where it filled up). */
+export function stopText(reason: string, contextLength: number): string {
+  if (reason === 'context') return `context full (${contextLength} positions; --ctx sets it)`;
+  if (reason === 'length') return 'length (-n reached)';
+  return reason;
+}

@@ -7,12 +7,15 @@ import { layerSummaries, summarizeModel, tensorTypeCounts } from '../model/summa
 import type { LayerSummary, ModelSummary } from '../runtime/types';
 import { parseArgs, UsageError, type CliCommand } from './command';
 
-const HELP = `usage: fulcrum inspect FILE [--json]
+import { describeNonFinite, findNonFiniteTensors } from '../model/gguf/check';
+const HELP = `usage: fulcrum inspect FILE [--json] [--check]
 
 Shows a GGUF model's architecture, hyperparameters, tensor types and counts, parameter count,
 weight bytes per layer (attention / ffn / norm / other) and KV-cache bytes per token.
 
   --json    print one JSON object {summary, hparams, layers} instead of tables
+  --check   also read every tensor and report any holding NaN or Inf (float values, or the
+            float scales of quantized blocks); exit 1 when one does
 `;
 
 function bytesText(n: number): string {
@@ -91,7 +94,7 @@ export const command: CliCommand = {
     if (argv.includes('--help') || argv.includes('-h')) { process.stdout.write(HELP); return 0; }
     let args;
     try {
-      args = parseArgs(argv, [], ['json']);
+      args = parseArgs(argv, [], ['json', 'check']);
       if (args.positionals.length !== 1) throw new UsageError('expected exactly one FILE');
     } catch (e) {
       if (!(e instanceof UsageError)) throw e;
@@ -132,12 +135,14 @@ export const command: CliCommand = {
 
     const summary = summarizeModel(file, { hparams: hp });
     const layers = layerSummaries(file);
+    const damaged = args.options.has('check') ? findNonFiniteTensors(file) : undefined;
     if (json) {
-      process.stdout.write(`${JSON.stringify({ summary, hparams: hp, layers }, null, 2)}\n`);
+      process.stdout.write(`${JSON.stringify({ summary, hparams: hp, layers, ...(damaged ? { nonFinite: damaged } : {}) }, null, 2)}\n`);
     } else {
       process.stdout.write(headerText(file));
       process.stdout.write(modelText(summary, hp, layers));
+      if (damaged) process.stdout.write(damaged.length ? `check         ${damaged.length} damaged tensor(s):\n${describeNonFinite(path, damaged)}\n` : `check         every tensor's numbers are finite\n`);
     }
-    return 0;
+    return damaged?.length ? 1 : 0;
   },
 };

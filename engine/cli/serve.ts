@@ -8,7 +8,7 @@ import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
 import { PromptBuilder } from '../runtime/completion/prompt';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
-import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
+import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } from './command';
 
 const USAGE = `usage: fulcrum serve --lsp --stdio
        fulcrum serve --http --model FILE [--port N] [--token T | --no-auth] [--parallel N]
@@ -74,7 +74,7 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   });
   const address = server.address();
   const actual = typeof address === 'object' && address ? address.port : port;
-  process.stderr.write(`device: ${engine.execution.device} (${engine.execution.deviceReason}); policy: ${engine.execution.policy}; split: ${engine.execution.split}\n`);
+  process.stderr.write(`${executionLine(engine.execution)}\n`);
   process.stdout.write(`fulcrum: serving ${engine.summary.name} on http://127.0.0.1:${actual} (${parallel} parallel sequences, context ${engine.contextLength})\n`);
   process.stdout.write(token ? `fulcrum: token ${token}\n` : 'fulcrum: no authentication (--no-auth)\n');
   return new Promise<number>((resolve) => {

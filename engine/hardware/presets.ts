@@ -213,5 +213,9 @@ export function hardwarePreset(name: string): HardwareProfile {
   const plus = key.indexOf('+');
   if (plus > 0) return composeProfile(key.slice(0, plus), key.slice(plus + 1));
   if (findHost(key)) return composeProfile(undefined, key);
+  // A GPU alone is not a machine: it needs a host. Say which two forms would take it.
+  if (GPU_PRESETS.some((g) => g.key === key)) {
+    throw new Error(`'${name}' is a GPU, not a machine: use this+${key} (this machine's CPU and memory with that GPU) or ${key}+HOST with a host preset (e.g. ${key}+ryzen9-7950x; see \`fulcrum presets\`)`);
+  }
   throw new Error(`unknown hardware preset '${name}': use a machine (${MACHINE_PRESETS.map((x) => x.key).join(', ')}), GPU+HOST, or a host alone (see \`fulcrum presets\`)`);
 }

@@ -40,10 +40,16 @@ export function sizeText(b: number): string {
 const gib = sizeText;
 
 /** '' when the plan fits, else what overflows: GPU, host, pinned — each with need and capacity. */
-export function overflowOf(plan: Plan, pinnedLimitBytes?: number): string {
+export function overflowOf(plan: Plan, pinnedLimitBytes?: number, gpuBudget?: { budgetBytes: number; reservedBytes: number }): string {
   const m = plan.memory;
   const parts: string[] = [];
-  if (m.gpuBytes > m.gpuCapacityBytes + 1) parts.push(`GPU needs ${gib(m.gpuBytes)} of ${gib(m.gpuCapacityBytes)}`);
+  if (m.gpuBytes > m.gpuCapacityBytes + 1) {
+    // The capacity is what is left of the budget after the reserve; say both, or '0.0 KiB' reads as a bug.
+    const of = gpuBudget && gpuBudget.reservedBytes > 0
+      ? ` left of the ${gib(gpuBudget.budgetBytes)} budget after ${gib(gpuBudget.reservedBytes)} reserved for the executor's workspace (activations, logits, converted activations, KV page slack)`
+      : '';
+    parts.push(`GPU needs ${gib(m.gpuBytes)} of ${gib(m.gpuCapacityBytes)}${of}`);
+  }
   if (m.hostBytes + m.pinnedBytes > m.hostCapacityBytes + 1) parts.push(`host needs ${gib(m.hostBytes + m.pinnedBytes)}${m.pinnedBytes > 0 ? ` (pinned ${gib(m.pinnedBytes)})` : ''} of ${gib(m.hostCapacityBytes)}`);
   if (pinnedLimitBytes !== undefined && m.pinnedBytes > pinnedLimitBytes + 1) parts.push(`pinned host memory ${gib(m.pinnedBytes)} exceeds the limit ${gib(pinnedLimitBytes)}`);
   if (!parts.length && !m.fits) parts.push('memory does not fit');
@@ -53,5 +59,7 @@ export function overflowOf(plan: Plan, pinnedLimitBytes?: number): string {
 /** Refuses a plan that does not fit, the same way for every policy. */
 export function refuseIfNotFitting(plan: Plan, ctx: PlanContext): void {
   if (plan.memory.fits) return;
-  throw new PlanDoesNotFitError(`policy ${plan.chosenPolicy} does not fit in memory: ${overflowOf(plan, ctx.hardware.memory.pinnedLimitBytes)}`);
+  const gpu = ctx.hardware.gpu;
+  const budget = gpu ? { budgetBytes: ctx.workload.vramBytes ?? gpu.memoryBytes, reservedBytes: gpu.reservedBytes } : undefined;
+  throw new PlanDoesNotFitError(`policy ${plan.chosenPolicy} does not fit in memory: ${overflowOf(plan, ctx.hardware.memory.pinnedLimitBytes, budget)}`);
 }

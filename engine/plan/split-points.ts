@@ -132,15 +132,20 @@ function streamedOps(v: Variant, c: SplitCandidate): { ops: OpPlan[]; kv: KvPlac
   return { ops, kv };
 }
 
+/** Streaming buffers on the GPU: two copies of the GPU range's weights (double buffering) + one layer of KV. */
+function streamBufferBytes(ctx: PlanContext, v: Variant, c: SplitCandidate): number {
+  const lw = layerBytes(ctx);
+  const sumH = v.table.ops.reduce((s, t) => s + Math.max(0, (t.h2d ?? 0) - (t.h2dKv ?? 0)), 0);
+  let rangeWeights = 0;
+  for (let k = c.i; k < c.j; k++) { const e = v.entries[k]!; rangeWeights += Math.max(0, e.h2d - e.kv); }
+  return 2 * lw * (sumH > 0 ? rangeWeights / sumH : 0) + kvBytesPerLayer(ctx);
+}
+
 function residentLayers(ctx: PlanContext, v: Variant, c: SplitCandidate): number {
   if (ctx.cost.measured) return 0;
   const L = ctx.model.nLayers;
-  // Buffers for streamed layers: two copies of the GPU range's weights (double buffering) + one layer of KV.
-  let rangeWeights = 0;
   const lw = layerBytes(ctx);
-  const sumH = v.table.ops.reduce((s, t) => s + Math.max(0, (t.h2d ?? 0) - (t.h2dKv ?? 0)), 0);
-  for (let k = c.i; k < c.j; k++) { const e = v.entries[k]!; rangeWeights += Math.max(0, e.h2d - e.kv); }
-  const buffers = 2 * lw * (sumH > 0 ? rangeWeights / sumH : 0) + kvBytesPerLayer(ctx);
+  const buffers = streamBufferBytes(ctx, v, c);
   const free = ctx.vramBytes - workspaceBytes(ctx) - buffers - headBytes(ctx);
   return Math.max(0, Math.min(L, Math.floor(free / (lw + kvBytesPerLayer(ctx)))));
 }
@@ -199,7 +204,9 @@ export const policy: Policy = {
     const plan = makePlan(ctx, {
       policy: 'split-points', prefill, decode,
       memory: memoryUse(ctx, {
-        gpuBytes: Math.min(ctx.vramBytes, workspaceBytes(ctx) + R * (layerBytes(ctx) + kvBytesPerLayer(ctx)) + headBytes(ctx) + 2 * layerBytes(ctx) + kvBytesPerLayer(ctx)),
+        // Not clamped to the budget: when even the streaming buffers and the head do not fit, the
+        // plan must say so (refused) rather than place what the device will refuse.
+        gpuBytes: workspaceBytes(ctx) + R * (layerBytes(ctx) + kvBytesPerLayer(ctx)) + headBytes(ctx) + (R < L ? streamBufferBytes(ctx, v, c) : 0),
         pinnedBytes: pinned, hostBytes: 0,
       }),
       explanation: {

@@ -43,7 +43,7 @@ export function listDevices(): { found: NativeDeviceInfo[]; unavailable: string[
 export function resolveDevice(choice: DeviceChoice): { device: ExecutionDevice; reason: string; info?: NativeDeviceInfo } {
   if (!DEVICE_CHOICES.includes(choice)) throw new Error(`--device must be one of ${DEVICE_CHOICES.join(', ')}, got '${choice}'`);
   if (choice === 'cpu') return { device: 'cpu', reason: 'asked for' };
-  if (choice === 'loopback') return { device: 'loopback', reason: 'asked for (emulated: exact, not fast)' };
+  if (choice === 'loopback') return { device: 'loopback', reason: 'asked for; an emulated accelerator: exact, not fast' };
   const { found, unavailable } = listDevices();
   const vulkan = found.find((d) => d.name === 'vulkan');
   if (choice === 'vulkan') {
@@ -130,7 +130,7 @@ export function cpuForThreads(cpu: CpuProfile, threads: number): CpuProfile {
  * (with the profile's end-to-end calibration) scaled to that thread count: memory-bound kernels
  * by the read bandwidth at that count, compute by the share of the cores.
  */
-export function loopbackHardware(base: HardwareProfile, opts: { vramBytes: number; linkGBps: number; linkLatencyUs: number; deviceThreads: number; workspaceBytes: number }): HardwareProfile {
+export function loopbackHardware(base: HardwareProfile, opts: { vramBytes: number; linkGBps: number; linkLatencyUs: number; deviceThreads: number; workspaceBytes: number; uncapped?: boolean }): HardwareProfile {
   const cpu = base.cpu;
   const at = cpu.memory.byThreads?.find((t) => t.threads === opts.deviceThreads)?.readGBps;
   const share = Math.min(1, opts.deviceThreads / Math.max(1, cpu.threads));
@@ -156,7 +156,7 @@ export function loopbackHardware(base: HardwareProfile, opts: { vramBytes: numbe
       reservedBytes: opts.workspaceBytes,
     },
     link: {
-      name: `loopback link (${opts.linkGBps.toFixed(1)} GB/s cap)`,
+      name: opts.uncapped ? `loopback link (uncapped: memcpy at ${opts.linkGBps.toFixed(1)} GB/s)` : `loopback link (${opts.linkGBps.toFixed(1)} GB/s cap)`,
       h2dPinnedGBps: opts.linkGBps, h2dPageableGBps: opts.linkGBps, d2hPinnedGBps: opts.linkGBps, d2hPageableGBps: opts.linkGBps,
       latencyUs: opts.linkLatencyUs,
     },

@@ -3,6 +3,8 @@
 // call so a prompt that extends it (editor keystrokes) only evaluates its new tokens.
 import { readGguf } from '../model/gguf';
 import type { GgufFile } from '../model/gguf';
+import { describeNonFinite, findNonFiniteTensors } from '../model/gguf/check';
+import { GgmlType } from '../model/ggml-types';
 import { readHparams, type ModelHparams } from '../model/hparams';
 import { layerSummaries, summarizeModel } from '../model/summary';
 import { createTokenizer, type Tokenizer } from '../model/tokenizer';
@@ -23,6 +25,9 @@ export const PREFILL_BATCH = 512;
  */
 export const PREFILL_CHUNK = 64;
 const DEFAULT_CONTEXT_CAP = 4096;
+
+/** Float tensors up to this size are checked for non-finite values at load. */
+const LOAD_CHECK_MAX_TENSOR_BYTES = 32 << 20;
 
 export class EngineError extends Error {}
 
@@ -74,8 +79,11 @@ export class Engine {
   /** What executes (device, policy, split), kept current across a fallback to the CPU. */
   execution: ExecutionInfo;
   private readonly onFallback: ((reason: string) => void) | undefined;
+  /** How the user sets the context on the surface that loaded this engine (named in errors). */
+  private readonly contextFlag: string;
 
-  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number, execution: ExecutionInfo, onFallback?: (reason: string) => void) {
+  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number, execution: ExecutionInfo, onFallback?: (reason: string) => void, contextOption = '--ctx') {
+    this.contextFlag = contextOption;
     this.file = file;
     this.hparams = hp;
     this.tokenizer = tokenizer;
@@ -98,6 +106,10 @@ export class Engine {
     }
     const threads = opts.threads ?? defaultThreads();
     if (!Number.isInteger(threads) || threads < 1 || threads > 512) throw new EngineError(`threads must be an integer in [1, 512], got ${threads}`);
+    // Cheap part of the weight check (engine/model/gguf/check.ts): float tensors up to 32 MiB each
+    // (norms, biases, small embeddings); `fulcrum inspect --check` reads every tensor.
+    const damaged = findNonFiniteTensors(file, { tensors: file.tensors.filter((t) => t.type === GgmlType.F32 || t.type === GgmlType.F16 || t.type === GgmlType.BF16), maxBytes: LOAD_CHECK_MAX_TENSOR_BYTES });
+    if (damaged.length) throw new EngineError(`the model's weights hold non-finite numbers (NaN or Inf), so it cannot give meaningful output:\n${describeNonFinite(path, damaged)}`);
     progress(0.4, 'mapping weights');
     const config = { ...nativeConfig(file, hp, contextLength, threads), ...(opts.maxSequences !== undefined ? { maxSequences: opts.maxSequences } : {}) };
     const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
@@ -125,8 +137,12 @@ export class Engine {
       native.dispose();
       throw e;
     }
+    if (contextLength > hp.contextLength) {
+      // Allowed (RoPE extrapolates somewhat), but past its training length a model's output degrades: say so, as llama.cpp does.
+      execution = { ...execution, notes: [`context ${contextLength} is longer than the ${hp.contextLength} positions the model was trained with; expect degraded output past ${hp.contextLength}`, ...execution.notes] };
+    }
     progress(1, 'ready');
-    return new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback);
+    return new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption);
   }
 
   /**
@@ -298,7 +314,7 @@ export class Engine {
     const ctx = model.contextLength;
     if (promptTokens.length === 0) throw new EngineError('prompt is empty (no tokens, and no BOS is added)');
     if (promptTokens.length >= ctx) {
-      throw new EngineError(`prompt has ${promptTokens.length} tokens but the context holds ${ctx} (at least one position is needed to generate); shorten the prompt or load with a larger contextLength`);
+      throw new EngineError(`prompt has ${promptTokens.length} tokens but the context holds ${ctx} (at least one position is needed to generate); shorten the prompt or load with a larger context (${this.contextFlag})`);
     }
     const signal = opts.signal;
     const t0 = performance.now();
@@ -348,7 +364,7 @@ export class Engine {
       emit(piece.text);
       if (piece.stopped) { reason = 'stop'; break; }
       if (generated.length >= opts.maxTokens) break;
-      if (this.kvTokens.length >= ctx) break;  // context full: 'length'
+      if (this.kvTokens.length >= ctx) { reason = 'context'; break; }
       if (signal?.aborted) { reason = 'cancelled'; break; }
       logits = await this.evalTokens([id], this.kvTokens.length);
       this.kvTokens.push(id);

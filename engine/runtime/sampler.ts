@@ -25,6 +25,25 @@ export const DEFAULT_SAMPLING: Omit<ResolvedSampling, 'seed'> = {
 
 export class SamplingOptionError extends Error {}
 
+/**
+ * Logits with NaN or ±Inf: the weights (or a kernel) are broken. Sampling them would pick a fixed
+ * token forever (argmax of NaNs is the first id: "!!!!" in the editor), so the request fails.
+ */
+export class NonFiniteLogitsError extends Error {}
+
+/** Throws NonFiniteLogitsError naming how many logits are not finite and at which position. Costs one pass over the vocabulary. */
+export function assertFiniteLogits(logits: Float32Array, position: number): void {
+  let bad = 0, first = -1;
+  for (let i = 0; i < logits.length; i++) {
+    // x - x is 0 for every finite x and NaN for NaN and ±Inf.
+    const v = logits[i]!;
+    if (v - v !== 0) { bad++; if (first < 0) first = i; }
+  }
+  if (bad) {
+    throw new NonFiniteLogitsError(`the model produced ${bad} non-finite logits of ${logits.length} (first at token id ${first}) at position ${position}: the weights are corrupt or a kernel failed; run \`fulcrum inspect --check FILE\` to find a damaged tensor`);
+  }
+}
+
 function check(name: string, v: number, lo: number, hi: number): number {
   if (!Number.isFinite(v) || v < lo || v > hi) throw new SamplingOptionError(`${name} must be in [${lo}, ${hi}], got ${v}`);
   return v;
@@ -141,6 +160,7 @@ export class Sampler {
 
   /** Picks the next token. `logits` is modified (penalty applied); `history` is prompt + generated ids. */
   sample(logits: Float32Array, history: readonly number[]): number {
+    assertFiniteLogits(logits, history.length);
     const o = this.options;
     applyRepeatPenalty(logits, history, o.repeatPenalty, o.repeatLastN);
     if (o.temperature <= 0) return argmax(logits);

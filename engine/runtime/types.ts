@@ -27,7 +27,8 @@ export interface GenerateOptions extends SamplingOptions {
   addBos?: boolean;
 }
 
-export type StopReason = 'length' | 'eos' | 'stop' | 'cancelled';
+/** 'length': the token limit; 'context': the context (KV cache) is full; 'nonfinite': the model produced NaN/Inf logits. */
+export type StopReason = 'length' | 'context' | 'eos' | 'stop' | 'cancelled';
 
 export interface GenerateResult {
   text: string;
@@ -45,6 +46,8 @@ export interface LoadOptions extends ExecutionOptions {
   threads?: number;
   /** Context length for the KV cache; default min(model's training context, 4096). */
   contextLength?: number;
+  /** How the caller's user sets the context, named in errors (default the CLI's `--ctx`). */
+  contextOption?: string;
   /** Sequences with their own KV that one step may carry (multi-sequence steps); default 1. */
   maxSequences?: number;
   onProgress?: (fraction: number, message: string) => void;

@@ -123,7 +123,7 @@ export class ModelHost {
       previous?.dispose();
       this.emitState(`loading ${file}`);
       try {
-        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), maxSequences: kvSlotsFor(file) };
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), maxSequences: kvSlotsFor(file), contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
         this.loadedThreads = request.threads;
         this.loadedExecution = request.execution;

@@ -351,9 +351,20 @@ function placeTensors(c: HeaderCursor, pending: PendingTensor[], dataOffset: num
 /** Reads and validates a GGUF v2/v3 little-endian header. Tensor data is not read. */
 export function readGguf(path: string, opts: ReadGgufOptions = {}): GgufFile {
   const limit = opts.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
-  const fd = openSync(path, 'r');
+  let fd: number;
   try {
-    const fileSize = fstatSync(fd).size;
+    fd = openSync(path, 'r');
+  } catch (e) {
+    // Node's own message ("ENOENT: no such file or directory, open") names no file on some calls.
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory, not a GGUF file' : (e as Error).message;
+    throw new Error(`cannot open model ${path}: ${why}`);
+  }
+  try {
+    const st = fstatSync(fd);
+    // Opening a directory succeeds on Linux; reading it fails with EISDIR and no path.
+    if (st.isDirectory()) throw new Error(`cannot read model ${path}: it is a directory, not a GGUF file`);
+    const fileSize = st.size;
     const c = new HeaderCursor(fd, path, fileSize, limit);
     const version = readVersion(c);
     const tensorCount = c.count('tensor count', MIN_TENSOR_INFO_BYTES, 'tensor count');

@@ -5,7 +5,7 @@
 // text rule, the token cap or the time cap.
 import type { Engine } from '../engine';
 
-export type CompletionStopReason = 'eos' | 'length' | 'time' | 'rule' | 'cancelled';
+export type CompletionStopReason = 'eos' | 'length' | 'context' | 'time' | 'rule' | 'cancelled';
 
 export interface RunOptions {
   /** Most tokens to generate (the n_predict cap). */

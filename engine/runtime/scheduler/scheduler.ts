@@ -436,7 +436,18 @@ export class Scheduler {
         // Row j follows draft j - 1, which stood: it was the greedy choice after row j - 1.
         r.accepted++;
       }
-      const ended = this.take(s, r, r.sampler.sample(rowOf(j), r.history));
+      let id: number;
+      try {
+        id = r.sampler.sample(rowOf(j), r.history);
+      } catch (e) {
+        // Non-finite logits: this request fails with the reason; its KV is not trusted further.
+        s.running = undefined;
+        this.trim(s, 0);
+        this.stats.failed++;
+        r.fail(e as Error);
+        return;
+      }
+      const ended = this.take(s, r, id);
       const draft = inp.draft[j];
       if (ended) {
         // Keep the KV of the rows whose tokens are now the sequence's (a stop token is not kept).
@@ -477,7 +488,8 @@ export class Scheduler {
     r.push(piece.text);
     if (piece.stopped) return 'stop';
     if (r.req.shouldStop?.(r.text)) return 'rule';
-    if (r.generated >= r.req.maxTokens || s.tokens.length + 1 >= this.contextLength) return 'length';
+    if (r.generated >= r.req.maxTokens) return 'length';
+    if (s.tokens.length + 1 >= this.contextLength) return 'context';
     r.pending = id;
     return undefined;
   }

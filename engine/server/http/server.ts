@@ -161,7 +161,7 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
     metrics.requestStarted();
     const final = (r: Awaited<typeof stream.result>) => ({
       content: '', stop: true, model: opts.modelId, tokens_predicted: r.generatedTokens, tokens_evaluated: r.promptTokens - r.reusedTokens,
-      tokens_cached: r.reusedTokens, stopped_eos: r.stopReason === 'eos', stopped_limit: r.stopReason === 'length', stopped_word: r.stopReason === 'stop',
+      tokens_cached: r.reusedTokens, stopped_eos: r.stopReason === 'eos', stopped_limit: r.stopReason === 'length' || r.stopReason === 'context', stopped_word: r.stopReason === 'stop',
       timings: { prompt_n: r.promptTokens, predicted_n: r.generatedTokens, predicted_ms: r.totalMs - r.firstTokenMs, prompt_ms: r.firstTokenMs },
     });
     try {
