@@ -3,7 +3,8 @@
 import { randomBytes } from 'node:crypto';
 import { ProposedFeatures, createConnection } from 'vscode-languageserver/node';
 import { startServer } from '../server/server';
-import { createHttpServer } from '../server/http/server';
+import { createHttpServer, modelAliasesOf } from '../server/http/server';
+import { ChatFormatter } from '../server/http/chat';
 import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
 import { PromptBuilder } from '../runtime/completion/prompt';
@@ -12,7 +13,7 @@ import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } f
 
 const USAGE = `usage: fulcrum serve --lsp --stdio
        fulcrum serve --http --model FILE [--port N] [--token T | --no-auth] [--parallel N]
-                     [--ctx N] [--threads N] [--device D] [--vram BYTES] [--policy NAME] [--max-body BYTES]
+                     [--ctx N] [--threads N] [--device D] [--vram BYTES] [--policy NAME] [--max-body BYTES] [--cors ORIGIN]
 
 --lsp --stdio   the engine as a language server (LSP 3.18 inline completions plus fulcrum/*
                 requests) on stdin/stdout; model and threads come from initializationOptions
@@ -24,11 +25,16 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
                 without --token a random token is printed at start; --no-auth disables it.
   --parallel N  requests decoded together, each with its own KV (default 4)
   --max-body B  largest request body (default 1M)
+  --cors O      let browser pages from origin O (or * for any) call the API: CORS headers and
+                OPTIONS preflights (default off: no Access-Control-Allow-Origin)
+                POST /v1/chat/completions renders the model's own chat template
+                (tokenizer.chat_template; ChatML when the GGUF has none); a request's "model"
+                may be the model's name or the file's base name (both listed by /v1/models)
 `;
 
 export const command: CliCommand = {
   async run(argv: string[]): Promise<number> {
-    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body'], ['lsp', 'stdio', 'http', 'no-auth', 'help']);
+    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body', 'cors'], ['lsp', 'stdio', 'http', 'no-auth', 'help']);
     if (args.options.has('help')) { process.stdout.write(USAGE); return 0; }
     if (args.positionals.length > 0) throw new UsageError(`serve: unexpected argument '${args.positionals[0]}'\n${USAGE}`);
     if (args.options.has('http')) return serveHttp(args);
@@ -51,6 +57,10 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   if (!DEVICE_CHOICES.includes(device)) throw new UsageError(`--device must be one of ${DEVICE_CHOICES.join(', ')}, got '${device}'`);
   const vram = args.options.get('vram');
   const policy = args.options.get('policy');
+  const cors = args.options.get('cors');
+  if (cors !== undefined && cors !== '*' && !cors.split(',').every((o) => /^https?:\/\/[^\s/]+$/.test(o.trim()))) {
+    throw new UsageError(`--cors must be * or comma-separated origins such as http://localhost:3000, got '${cors}'`);
+  }
   const maxBody = args.options.has('max-body') ? parseBytes(args.options.get('max-body')!, '--max-body') : 1 << 20;
   const token = args.options.has('no-auth') ? undefined : args.options.get('token') ?? randomBytes(18).toString('base64url');
   const engine = await Engine.load(model, {
@@ -63,10 +73,13 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
     onFallback: (reason) => process.stderr.write(`fulcrum: the device failed, continuing on the CPU: ${reason}\n`),
   });
   const scheduler = engine.scheduler();
+  const chat = new ChatFormatter(engine.tokenizer, engine.chatTemplate);
+  if (chat.source === 'chatml') process.stderr.write('fulcrum: the model has no chat template (tokenizer.chat_template); /v1/chat/completions uses ChatML\n');
   const { server } = createHttpServer({
-    scheduler, modelId: engine.summary.name, token, maxBodyBytes: maxBody,
+    scheduler, modelId: engine.summary.name, modelAliases: modelAliasesOf(model), token, maxBodyBytes: maxBody,
     split: () => engine.execution.split, kvBytesInUse: () => engine.kvBytesInUse(),
-    prompts: new PromptBuilder(engine.tokenizer),
+    prompts: new PromptBuilder(engine.tokenizer), chat,
+    ...(cors !== undefined ? { corsOrigin: cors } : {}),
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

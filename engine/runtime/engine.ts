@@ -1,7 +1,7 @@
 // The runtime's front door: loads a GGUF model onto the native CPU executor and generates text.
 // One generation at a time per engine (calls queue); the KV cache keeps the tokens of the last
 // call so a prompt that extends it (editor keystrokes) only evaluates its new tokens.
-import { readGguf } from '../model/gguf';
+import { metaOptionalString, readGguf } from '../model/gguf';
 import type { GgufFile } from '../model/gguf';
 import { describeNonFinite, findNonFiniteTensors } from '../model/gguf/check';
 import { GgmlType } from '../model/ggml-types';
@@ -213,6 +213,11 @@ export class Engine {
 
   get threads(): number {
     return this.model().threads;
+  }
+
+  /** The GGUF's Jinja chat template (tokenizer.chat_template), if it has one. */
+  get chatTemplate(): string | undefined {
+    return metaOptionalString(this.file, 'tokenizer.chat_template');
   }
 
   get contextLength(): number {

@@ -7,7 +7,8 @@ import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { Engine } from '../runtime/engine';
 import { PromptBuilder } from '../runtime/completion/prompt';
-import { createHttpServer } from './http/server';
+import { createHttpServer, modelAliasesOf } from './http/server';
+import { ChatFormatter } from './http/chat';
 import type { HttpServerInfo, StartHttpParams } from './protocol';
 
 export class HttpBridge {
@@ -46,7 +47,8 @@ export class HttpBridge {
     const { server } = createHttpServer({
       scheduler: engine.scheduler(), modelId: engine.summary.name, token: token ?? undefined,
       split: () => engine.execution.split, kvBytesInUse: () => engine.kvBytesInUse(),
-      prompts: new PromptBuilder(engine.tokenizer),
+      prompts: new PromptBuilder(engine.tokenizer), chat: new ChatFormatter(engine.tokenizer, engine.chatTemplate),
+      modelAliases: modelAliasesOf(engine.summary.path),
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e) => reject(new Error(`cannot serve HTTP on 127.0.0.1:${port}: ${(e as Error).message}`)));

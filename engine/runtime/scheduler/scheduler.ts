@@ -26,7 +26,7 @@
 import type { NativeModel } from '../../native/model';
 import { findDraft, DEFAULT_DRAFT } from '../completion/speculate';
 import type { Tokenizer } from '../../model/tokenizer';
-import { Sampler } from '../sampler';
+import { Sampler, topKIds } from '../sampler';
 import { StopStringFilter } from '../stop-strings';
 import type { SamplingOptions, StopReason } from '../types';
 
@@ -54,6 +54,15 @@ export interface ServeRequest extends SamplingOptions {
   shouldStop?: (text: string) => boolean;
   /** Prompt-lookup drafts of up to this many tokens verified per step (greedy requests only). */
   speculate?: number;
+  /** Record each generated token's log-probability and the `logprobs` most likely alternatives (0–20). */
+  logprobs?: number;
+}
+
+/** A generated token's log-probability under the model (before sampling adjustments) and its top alternatives. */
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+  top: { id: number; logprob: number }[];
 }
 
 export interface ServeResult {
@@ -75,6 +84,8 @@ export interface ServeResult {
   decodeSteps: number;
   draftedTokens: number;
   acceptedDraftTokens: number;
+  /** With `logprobs` in the request: one entry per generated token. */
+  logprobs?: TokenLogprob[];
 }
 
 export class SchedulerError extends Error {
@@ -114,6 +125,8 @@ interface Running {
   pending: number | undefined;  // sampled token not yet evaluated
   /** Generated ids (stop tokens excluded). */
   out: number[];
+  /** Log-probabilities of `out`, when the request asks for them. */
+  logprobs?: TokenLogprob[];
   steps: number;
   drafted: number;
   accepted: number;
@@ -195,6 +208,7 @@ export class Scheduler {
     if (this.queue.length >= this.maxQueue) throw new SchedulerError(`${this.queue.length} requests are already waiting (the queue holds ${this.maxQueue}); try again later`, 'queue_full');
     const sampler = new Sampler(req);  // throws on bad sampling options, before anything is queued
     if (req.speculate !== undefined && (!Number.isInteger(req.speculate) || req.speculate < 0)) throw new SchedulerError(`speculate must be a non-negative integer, got ${req.speculate}`, 'bad_request');
+    if (req.logprobs !== undefined && (!Number.isInteger(req.logprobs) || req.logprobs < 0 || req.logprobs > 20)) throw new SchedulerError(`logprobs must be an integer in [0, 20], got ${req.logprobs}`, 'bad_request');
     // A small push/pull channel: pieces are buffered until the consumer asks.
     const pieces: string[] = [];
     let wake: (() => void) | undefined;
@@ -207,7 +221,7 @@ export class Scheduler {
     const r: Running = {
       req, prompt, pos: 0, reused: 0, history: [...prompt], generated: 0, sampler,
       decoder: this.tokenizer.createStreamDecoder(), stops: new StopStringFilter(req.stop ?? []), text: '', pending: undefined,
-      out: [], steps: 0, drafted: 0, accepted: 0,
+      out: [], steps: 0, drafted: 0, accepted: 0, ...(req.logprobs !== undefined ? { logprobs: [] } : {}),
       queuedAt: now, admittedAt: 0, firstTokenAt: 0, promptDoneAt: 0,
       push: (piece) => { if (piece) { pieces.push(piece); wake?.(); } },
       finish: (reason) => {
@@ -220,6 +234,7 @@ export class Scheduler {
           queuedMs: admitted - r.queuedAt, firstTokenMs: r.firstTokenAt ? r.firstTokenAt - r.queuedAt : end - r.queuedAt, totalMs: end - r.queuedAt,
           promptMs: promptDone - admitted, generateMs: end - promptDone,
           decodeSteps: r.steps, draftedTokens: r.drafted, acceptedDraftTokens: r.accepted,
+          ...(r.logprobs ? { logprobs: r.logprobs.slice(0, r.out.length) } : {}),
         });
       },
       fail: (err) => { done = true; wake?.(); rejectResult(err); },
@@ -438,7 +453,10 @@ export class Scheduler {
       }
       let id: number;
       try {
+        // Log-probabilities of the model's own distribution, read before sampling adjusts the row.
+        const lp = r.logprobs ? logSoftmaxTop(rowOf(j), r.req.logprobs ?? 0) : undefined;
         id = r.sampler.sample(rowOf(j), r.history);
+        if (lp && r.logprobs) r.logprobs.push({ id, logprob: lp.logprobOf(id), top: lp.top });
       } catch (e) {
         // Non-finite logits: this request fails with the reason; its KV is not trusted further.
         s.running = undefined;
@@ -502,4 +520,18 @@ interface StepInput {
   draft: number[];
   startPos: number;
   last: boolean;
+}
+
+/**
+ * log-softmax of a logits row, lazily: the normaliser once, the `k` most likely tokens, and any
+ * token's log-probability on demand (the chosen one may be outside the top k).
+ */
+export function logSoftmaxTop(row: Float32Array, k: number): { top: { id: number; logprob: number }[]; logprobOf: (id: number) => number } {
+  let max = -Infinity;
+  for (let i = 0; i < row.length; i++) if (row[i]! > max) max = row[i]!;
+  let sum = 0;
+  for (let i = 0; i < row.length; i++) sum += Math.exp(row[i]! - max);
+  const logZ = max + Math.log(sum);
+  const top = k > 0 ? topKIds(row, k).map((id) => ({ id, logprob: row[id]! - logZ })) : [];
+  return { top, logprobOf: (id: number) => row[id]! - logZ };
 }

@@ -7,24 +7,28 @@ const BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 export class Metrics {
   private ok = 0;
   private errors = 0;
+  private cancelled = 0;
   private readonly latency = new Array<number>(BUCKETS_S.length + 1).fill(0);
   private latencySum = 0;
   private readonly firstToken = new Array<number>(BUCKETS_S.length + 1).fill(0);
   private firstTokenSum = 0;
-  private started = 0;
 
-  requestStarted(): void { this.started++; }
-
-  requestEnded(r: ServeResult | undefined, ms: number, outcome: 'ok' | 'error'): void {
-    if (outcome === 'ok') this.ok++; else this.errors++;
+  /**
+   * One answered completion request, by outcome: 'error' for every 4xx/5xx answer (a refused
+   * request is an error the client sees), 'cancelled' when the client left before the end.
+   */
+  count(outcome: 'ok' | 'error' | 'cancelled', ms: number): void {
+    if (outcome === 'ok') this.ok++; else if (outcome === 'error') this.errors++; else this.cancelled++;
     const s = ms / 1000;
     this.latency[bucket(s)]!++;
     this.latencySum += s;
-    if (r) {
-      const f = r.firstTokenMs / 1000;
-      this.firstToken[bucket(f)]!++;
-      this.firstTokenSum += f;
-    }
+  }
+
+  /** A generation that ran: its time to the first token. */
+  observe(r: ServeResult): void {
+    const f = r.firstTokenMs / 1000;
+    this.firstToken[bucket(f)]!++;
+    this.firstTokenSum += f;
   }
 
   render(stats: SchedulerStats, split: string, kvBytes: number): string {
@@ -33,7 +37,7 @@ export class Metrics {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
       for (const [labels, v] of values) lines.push(`${name}${labels} ${v}`);
     };
-    metric('fulcrum_http_requests_total', 'counter', 'Completion requests answered, by outcome.', [['{outcome="ok"}', this.ok], ['{outcome="error"}', this.errors]]);
+    metric('fulcrum_http_requests_total', 'counter', 'Completion requests answered, by outcome.', [['{outcome="ok"}', this.ok], ['{outcome="error"}', this.errors], ['{outcome="cancelled"}', this.cancelled]]);
     metric('fulcrum_requests_cancelled_total', 'counter', 'Requests cancelled (client gone or aborted).', [['', stats.cancelled]]);
     metric('fulcrum_prompt_tokens_total', 'counter', 'Prompt tokens of admitted requests.', [['', stats.promptTokens]]);
     metric('fulcrum_prompt_tokens_reused_total', 'counter', 'Prompt tokens whose KV was reused from a slot.', [['', stats.reusedTokens]]);

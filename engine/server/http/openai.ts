@@ -22,27 +22,46 @@ function num(o: Record<string, unknown>, key: string, min: number, max: number, 
 /** Most tokens one request may ask for. */
 export const MAX_TOKENS_LIMIT = 4096;
 
-export function parseCompletionRequest(json: unknown, modelId: string): { request: ServeRequest; stream: boolean } {
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw bad('request body must be a JSON object');
-  const o = json as Record<string, unknown>;
+/** Most choices (`n`) one request may ask for: each is a sequence of its own in the batch. */
+export const MAX_CHOICES = 8;
+
+export interface CompletionRequest {
+  request: ServeRequest;
+  stream: boolean;
+  /** Choices to generate from the same prompt. */
+  n: number;
+  /** Put the prompt before each choice's text. */
+  echo: boolean;
+  /** Text after the insertion point: the prompt becomes the model's fill-in-the-middle prompt. */
+  suffix?: string;
+  /** Alternatives per token in `logprobs` (0–5), or undefined for none. */
+  logprobs?: number;
+  /** Chat only: OpenAI's stream_options.include_usage. */
+  includeUsage?: boolean;
+}
+
+/** `model` must name what is served (its id or an alias such as the file's base name) when given. */
+export function checkModel(o: Record<string, unknown>, modelIds: readonly string[]): void {
   if (o.model !== undefined && o.model !== null && typeof o.model !== 'string') throw bad(`'model' must be a string`);
-  if (typeof o.model === 'string' && o.model !== '' && o.model !== modelId) {
-    throw new RequestError(404, `model '${o.model.slice(0, 200)}' is not served here (GET /v1/models lists '${modelId}')`, 'invalid_request_error');
+  if (typeof o.model === 'string' && o.model !== '' && !modelIds.includes(o.model)) {
+    throw new RequestError(404, `model '${o.model.slice(0, 200)}' is not served here (GET /v1/models lists ${modelIds.map((m) => `'${m}'`).join(', ')})`, 'invalid_request_error');
   }
-  let prompt: string;
-  if (typeof o.prompt === 'string') prompt = o.prompt;
-  else if (Array.isArray(o.prompt) && o.prompt.length === 1 && typeof o.prompt[0] === 'string') prompt = o.prompt[0];
-  else if (Array.isArray(o.prompt)) throw bad(`'prompt' must be a string or an array of one string (batched prompts: send one request each)`);
-  else throw bad(`'prompt' is required and must be a string`);
-  const n = num(o, 'n', 1, 1, true);
-  void n;
-  const maxTokens = num(o, 'max_tokens', 0, MAX_TOKENS_LIMIT, true) ?? 16;
+}
+
+/** Sampling and stop fields shared by /v1/completions and /v1/chat/completions. */
+function samplingOf(o: Record<string, unknown>, maxTokensKeys: string[]): Omit<ServeRequest, 'prompt'> {
+  let maxTokens = 16;
+  for (const k of maxTokensKeys) { const v = num(o, k, 0, MAX_TOKENS_LIMIT, true); if (v !== undefined) { maxTokens = v; break; } }
   const temperature = num(o, 'temperature', 0, 2) ?? 1;
   const topP = num(o, 'top_p', 0, 1);
   const topK = num(o, 'top_k', 0, 1 << 20, true);
   const minP = num(o, 'min_p', 0, 1);
   const seed = num(o, 'seed', 0, 2 ** 32 - 1, true);
   const repeatPenalty = num(o, 'repeat_penalty', 0.01, 100);
+  for (const k of ['presence_penalty', 'frequency_penalty']) {
+    const v = num(o, k, -2, 2);
+    if (v !== undefined && v !== 0) throw bad(`'${k}' is not supported (only 0); use 'repeat_penalty'`);
+  }
   let stop: string[] | undefined;
   if (typeof o.stop === 'string') stop = [o.stop];
   else if (Array.isArray(o.stop)) {
@@ -51,12 +70,75 @@ export function parseCompletionRequest(json: unknown, modelId: string): { reques
   } else if (o.stop !== undefined && o.stop !== null) throw bad(`'stop' must be a string or an array of strings`);
   if (o.stream !== undefined && o.stream !== null && typeof o.stream !== 'boolean') throw bad(`'stream' must be a boolean`);
   const priority = o.priority === 'background' ? 'background' : 'foreground';
-  const request: ServeRequest = {
-    prompt, maxTokens, temperature, priority,
+  return {
+    maxTokens, temperature, priority,
     ...(topP !== undefined ? { topP } : {}), ...(topK !== undefined ? { topK } : {}), ...(minP !== undefined ? { minP } : {}),
     ...(seed !== undefined ? { seed } : {}), ...(repeatPenalty !== undefined ? { repeatPenalty } : {}), ...(stop ? { stop } : {}),
   };
-  return { request, stream: o.stream === true };
+}
+
+function boolField(o: Record<string, unknown>, key: string): boolean {
+  const v = o[key];
+  if (v === undefined || v === null) return false;
+  if (typeof v !== 'boolean') throw bad(`'${key}' must be a boolean`);
+  return v;
+}
+
+export function parseCompletionRequest(json: unknown, modelIds: readonly string[]): CompletionRequest {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw bad('request body must be a JSON object');
+  const o = json as Record<string, unknown>;
+  checkModel(o, modelIds);
+  let prompt: string;
+  if (typeof o.prompt === 'string') prompt = o.prompt;
+  else if (Array.isArray(o.prompt) && o.prompt.length === 1 && typeof o.prompt[0] === 'string') prompt = o.prompt[0];
+  else if (Array.isArray(o.prompt)) throw bad(`'prompt' must be a string or an array of one string (batched prompts: send one request each)`);
+  else throw bad(`'prompt' is required and must be a string`);
+  const n = num(o, 'n', 1, MAX_CHOICES, true) ?? 1;
+  const bestOf = num(o, 'best_of', 1, MAX_CHOICES, true);
+  if (bestOf !== undefined && bestOf !== n) throw bad(`'best_of' other than 'n' is not supported (it needs ranking by log-probability); got best_of ${bestOf}, n ${n}`);
+  const logprobs = num(o, 'logprobs', 0, 5, true);
+  if (o.suffix !== undefined && o.suffix !== null && typeof o.suffix !== 'string') throw bad(`'suffix' must be a string`);
+  const suffix = typeof o.suffix === 'string' ? o.suffix : undefined;
+  const echo = boolField(o, 'echo');
+  if (echo && suffix !== undefined) throw bad(`'echo' and 'suffix' cannot be combined (the prompt is not the text before the completion in a fill-in-the-middle request)`);
+  const request: ServeRequest = { prompt, ...samplingOf(o, ['max_tokens']), ...(logprobs !== undefined ? { logprobs } : {}) };
+  return { request, stream: o.stream === true, n, echo, ...(suffix !== undefined ? { suffix } : {}), ...(logprobs !== undefined ? { logprobs } : {}) };
+}
+
+export interface ChatRequest {
+  messages: unknown;
+  request: Omit<ServeRequest, 'prompt'>;
+  stream: boolean;
+  n: number;
+  /** Top alternatives per token (top_logprobs), when logprobs is true. */
+  logprobs?: number;
+  includeUsage: boolean;
+}
+
+/** /v1/chat/completions: the sampling fields of completions, `messages` checked by chat.ts. */
+export function parseChatRequest(json: unknown, modelIds: readonly string[]): ChatRequest {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw bad('request body must be a JSON object');
+  const o = json as Record<string, unknown>;
+  checkModel(o, modelIds);
+  const n = num(o, 'n', 1, MAX_CHOICES, true) ?? 1;
+  const wantLogprobs = boolField(o, 'logprobs');
+  const top = num(o, 'top_logprobs', 0, 20, true);
+  if (top !== undefined && !wantLogprobs) throw bad(`'top_logprobs' needs 'logprobs': true`);
+  for (const k of ['tools', 'functions', 'tool_choice', 'function_call']) {
+    if (o[k] !== undefined && o[k] !== null && !(Array.isArray(o[k]) && (o[k] as unknown[]).length === 0) && o[k] !== 'none') throw bad(`'${k}' is not supported (no tool calling)`);
+  }
+  const fmt = o.response_format as { type?: unknown } | undefined;
+  if (fmt !== undefined && fmt !== null && fmt.type !== 'text') throw bad(`'response_format' ${JSON.stringify(fmt.type)} is not supported (only "text")`);
+  let includeUsage = false;
+  if (o.stream_options !== undefined && o.stream_options !== null) {
+    if (typeof o.stream_options !== 'object') throw bad(`'stream_options' must be an object`);
+    includeUsage = (o.stream_options as { include_usage?: unknown }).include_usage === true;
+  }
+  const logprobs = wantLogprobs ? top ?? 0 : undefined;
+  const request = { ...samplingOf(o, ['max_completion_tokens', 'max_tokens']), ...(logprobs !== undefined ? { logprobs } : {}) };
+  // A chat answer is longer than a completion snippet: without a limit it runs to the end of turn (or the context).
+  if (o.max_tokens === undefined && o.max_completion_tokens === undefined) request.maxTokens = MAX_TOKENS_LIMIT;
+  return { messages: o.messages, request, stream: o.stream === true, n, ...(logprobs !== undefined ? { logprobs } : {}), includeUsage };
 }
 
 export interface InfillRequest {

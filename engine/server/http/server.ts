@@ -5,16 +5,24 @@
 // size-limited; every malformed request gets a 4xx JSON error naming the problem, never a crash.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
-import type { Scheduler, ServeRequest } from '../../runtime/scheduler/scheduler';
+import type { Scheduler, ServeRequest, ServeResult } from '../../runtime/scheduler/scheduler';
 import { SchedulerError } from '../../runtime/scheduler/scheduler';
-import { parseCompletionRequest, parseInfillRequest, RequestError } from './openai';
+import { NonFiniteLogitsError } from '../../runtime/sampler';
+import { parseChatRequest, parseCompletionRequest, parseInfillRequest, RequestError } from './openai';
 import type { PromptBuilder } from '../../runtime/completion/prompt';
+import { parseMessages, type ChatFormatter } from './chat';
 import { Metrics } from './metrics';
 
 export interface HttpServerOptions {
   scheduler: Scheduler;
   /** The model's id in /v1/models and responses. */
   modelId: string;
+  /** Other names a request's `model` may use (the GGUF file's base name: ids with spaces are awkward in URLs and configs). */
+  modelAliases?: string[];
+  /** Renders /v1/chat/completions messages with the model's chat template. */
+  chat: ChatFormatter;
+  /** Access-Control-Allow-Origin for browser clients: '*', or a comma-separated list of origins; undefined: CORS off. */
+  corsOrigin?: string;
   /** Required as `Authorization: Bearer <token>`; undefined: no authentication. */
   token: string | undefined;
   /** Largest request body accepted, bytes (default 1 MiB). */
@@ -94,55 +102,163 @@ function submit(scheduler: Scheduler, request: ServeRequest): ReturnType<Schedul
   }
 }
 
+/** `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1), the token is not. */
 function authorized(req: IncomingMessage, token: string | undefined): boolean {
   if (token === undefined) return true;
   const h = req.headers.authorization;
-  if (typeof h !== 'string' || !h.startsWith('Bearer ')) return false;
-  const given = Buffer.from(h.slice(7));
+  const m = typeof h === 'string' ? /^bearer[ \t]+(\S+)[ \t]*$/i.exec(h) : null;
+  if (!m) return false;
+  const given = Buffer.from(m[1]!);
   const want = Buffer.from(token);
   return given.length === want.length && timingSafeEqual(given, want);
 }
 
+/** OpenAI's finish_reason values for why a choice ended. */
+export function finishReason(r: ServeResult['stopReason']): 'stop' | 'length' {
+  // A completion rule (end of line, scope) and a stop string end the text where it should end;
+  // the token limit, the context and the time limit cut it short.
+  return r === 'eos' || r === 'stop' || r === 'rule' ? 'stop' : 'length';
+}
+
+/** The server stopped (shutdown or model swap) while a stream ran: an error event OpenAI's clients raise, not a made-up finish_reason. */
+const SHUTDOWN_EVENT = `data: ${JSON.stringify({ error: { message: 'the server stopped before this completion ended (shutdown or model change); retry', type: 'server_shutdown', code: 503 } })}\n\n`;
+
+/** Requests whose answers count in /metrics' requests_total, by outcome. */
+const COUNTED_PATHS = new Set(['/v1/completions', '/v1/chat/completions', '/infill', '/completion', '/completions']);
+
 export function createHttpServer(opts: HttpServerOptions): { server: Server; metrics: Metrics } {
   const limit = opts.maxBodyBytes ?? 1 << 20;
   const metrics = new Metrics();
+  const modelIds = [opts.modelId, ...(opts.modelAliases ?? []).filter((a) => a && a !== opts.modelId)];
+  const chat = opts.chat;
   let nextId = 1;
 
-  const completions = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const parsed = parseCompletionRequest(await readJson(req, limit), opts.modelId);
+  /** Submits `n` copies of `request` (seeds offset per choice so sampled choices differ) and aborts them all when the client goes away. */
+  const submitChoices = (req: IncomingMessage, res: ServerResponse, request: ServeRequest, n: number) => {
     const ac = new AbortController();
-    // The client went away: its request leaves the batch within one step.
+    // The client went away: its requests leave the batch within one step.
     res.on('close', () => { if (!res.writableFinished) ac.abort(); });
-    const request: ServeRequest = { ...parsed.request, signal: ac.signal };
-    const started = performance.now();
-    const stream = submit(opts.scheduler, request);
-    metrics.requestStarted();
-    const id = `cmpl-${Date.now().toString(36)}-${nextId++}`;
-    const created = Math.floor(Date.now() / 1000);
-    const finishReason = (r: string): string => (r === 'eos' || r === 'stop' ? 'stop' : r === 'cancelled' ? 'cancelled' : 'length');
+    const streams: ReturnType<Scheduler['submit']>[] = [];
     try {
-      if (parsed.stream) {
-        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
-        for await (const piece of stream) {
-          res.write(`data: ${JSON.stringify({ id, object: 'text_completion', created, model: opts.modelId, choices: [{ text: piece, index: 0, logprobs: null, finish_reason: null }] })}\n\n`);
-        }
-        const r = await stream.result;
-        res.write(`data: ${JSON.stringify({ id, object: 'text_completion', created, model: opts.modelId, choices: [{ text: '', index: 0, logprobs: null, finish_reason: finishReason(r.stopReason) }], usage: { prompt_tokens: r.promptTokens, completion_tokens: r.generatedTokens, total_tokens: r.promptTokens + r.generatedTokens } })}\n\n`);
-        res.end('data: [DONE]\n\n');
-        metrics.requestEnded(r, performance.now() - started, 'ok');
-      } else {
-        const r = await stream.result;
-        send(res, 200, {
-          id, object: 'text_completion', created, model: opts.modelId,
-          choices: [{ text: r.text, index: 0, logprobs: null, finish_reason: finishReason(r.stopReason) }],
-          usage: { prompt_tokens: r.promptTokens, completion_tokens: r.generatedTokens, total_tokens: r.promptTokens + r.generatedTokens },
-        });
-        metrics.requestEnded(r, performance.now() - started, 'ok');
+      for (let i = 0; i < n; i++) {
+        streams.push(submit(opts.scheduler, { ...request, ...(request.seed !== undefined ? { seed: (request.seed + i) >>> 0 } : {}), signal: ac.signal }));
       }
     } catch (e) {
-      metrics.requestEnded(undefined, performance.now() - started, 'error');
-      if (res.headersSent) { res.end(); return; }
-      throw new RequestError(500, `generation failed: ${(e as Error).message}`, 'server_error');
+      ac.abort();
+      throw e;
+    }
+    return { streams, clientGone: () => ac.signal.aborted };
+  };
+
+  /** Streams every choice's pieces as they come, tagged with the choice's index, through `write`. */
+  const pumpChoices = async (streams: ReturnType<Scheduler['submit']>[], write: (index: number, piece: string) => void): Promise<ServeResult[]> => {
+    await Promise.all(streams.map(async (s, index) => { for await (const piece of s) write(index, piece); }));
+    return Promise.all(streams.map((s) => s.result));
+  };
+
+  const usageOf = (results: ServeResult[]) => {
+    const prompt = results[0]?.promptTokens ?? 0, completion = results.reduce((a, r) => a + r.generatedTokens, 0);
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: results[0]?.reusedTokens ?? 0 } };
+  };
+
+  /** A result's log-probabilities in the legacy completions shape (tokens, token_logprobs, top_logprobs, text_offset). */
+  const completionLogprobs = (r: ServeResult, startOffset: number) => {
+    const lps = r.logprobs ?? [];
+    const text = (id: number) => opts.prompts.tokenizer.decode([id]);
+    let offset = startOffset;
+    const textOffset: number[] = [];
+    const tokens = lps.map((t) => { const s = text(t.id); textOffset.push(offset); offset += s.length; return s; });
+    return {
+      tokens, token_logprobs: lps.map((t) => t.logprob), text_offset: textOffset,
+      top_logprobs: lps.map((t) => Object.fromEntries(t.top.map((a) => [text(a.id), a.logprob]))),
+    };
+  };
+
+  const chatLogprobs = (r: ServeResult) => {
+    const text = (id: number) => opts.prompts.tokenizer.decode([id]);
+    const bytes = (s: string) => [...Buffer.from(s, 'utf8')];
+    return { content: (r.logprobs ?? []).map((t) => ({ token: text(t.id), logprob: t.logprob, bytes: bytes(text(t.id)), top_logprobs: t.top.map((a) => ({ token: text(a.id), logprob: a.logprob, bytes: bytes(text(a.id)) })) })) };
+  };
+
+  const startStream = (res: ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  };
+
+  /** A stream whose requests ended 'cancelled' without the client leaving: the server stopped. */
+  const stoppedByServer = (results: ServeResult[], clientGone: boolean) => !clientGone && results.some((r) => r.stopReason === 'cancelled');
+
+  const completions = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const parsed = parseCompletionRequest(await readJson(req, limit), modelIds);
+    let request = parsed.request;
+    if (parsed.suffix !== undefined) {
+      // OpenAI's `suffix`: the prompt is the text before the insertion point, the suffix after it.
+      if (!opts.prompts.fim) throw new RequestError(400, `'suffix' needs a model with fill-in-the-middle tokens; ${opts.modelId} has none`, 'invalid_request_error');
+      const fim = opts.prompts.build(request.prompt as string, parsed.suffix, []);
+      request = { ...request, prompt: fim.ids, stopIds: fim.stopIds };
+    }
+    const { streams, clientGone } = submitChoices(req, res, request, parsed.n);
+    const id = `cmpl-${Date.now().toString(36)}-${nextId++}`;
+    const created = Math.floor(Date.now() / 1000);
+    const echo = parsed.echo ? (request.prompt as string) : '';
+    const chunk = (index: number, text: string, finish: string | null, extra: Record<string, unknown> = {}) =>
+      `data: ${JSON.stringify({ id, object: 'text_completion', created, model: opts.modelId, choices: [{ text, index, logprobs: null, finish_reason: finish, ...extra }] })}\n\n`;
+    if (parsed.stream) {
+      startStream(res);
+      if (echo) for (let i = 0; i < streams.length; i++) res.write(chunk(i, echo, null));
+      const results = await pumpChoices(streams, (index, piece) => res.write(chunk(index, piece, null)));
+      if (stoppedByServer(results, clientGone())) { res.end(SHUTDOWN_EVENT); return; }
+      // Each choice ends with its finish_reason (and log-probabilities); the last such chunk carries the usage, as before n existed.
+      results.forEach((r, index) => {
+        const data = JSON.parse(chunk(index, '', finishReason(r.stopReason), parsed.logprobs !== undefined ? { logprobs: completionLogprobs(r, echo.length) } : {}).slice(6)) as Record<string, unknown>;
+        if (index === results.length - 1) data.usage = usageOf(results);
+        res.write(`data: ${JSON.stringify(data)}\n\n`);
+      });
+      res.end('data: [DONE]\n\n');
+      for (const r of results) metrics.observe(r);
+    } else {
+      const results = await Promise.all(streams.map((s) => s.result));
+      if (stoppedByServer(results, clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
+      for (const r of results) metrics.observe(r);
+      send(res, 200, {
+        id, object: 'text_completion', created, model: opts.modelId,
+        choices: results.map((r, index) => ({ text: echo + r.text, index, logprobs: parsed.logprobs !== undefined ? completionLogprobs(r, echo.length) : null, finish_reason: finishReason(r.stopReason) })),
+        usage: usageOf(results),
+      });
+    }
+  };
+
+  const chatCompletions = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const parsed = parseChatRequest(await readJson(req, limit), modelIds);
+    const messages = parseMessages(parsed.messages);
+    const prompt = chat.render(messages);
+    const stopStrings = chat.stopStrings();
+    const request: ServeRequest = {
+      ...parsed.request, prompt, stopIds: chat.stopIds(),
+      ...(stopStrings.length || parsed.request.stop ? { stop: [...(parsed.request.stop ?? []), ...stopStrings] } : {}),
+    };
+    const { streams, clientGone } = submitChoices(req, res, request, parsed.n);
+    const id = `chatcmpl-${Date.now().toString(36)}-${nextId++}`;
+    const created = Math.floor(Date.now() / 1000);
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: opts.modelId, system_fingerprint: 'fulcrum', choices, ...extra })}\n\n`;
+    if (parsed.stream) {
+      startStream(res);
+      for (let i = 0; i < streams.length; i++) res.write(chunk([{ index: i, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
+      const results = await pumpChoices(streams, (index, piece) => res.write(chunk([{ index, delta: { content: piece }, logprobs: null, finish_reason: null }])));
+      if (stoppedByServer(results, clientGone())) { res.end(SHUTDOWN_EVENT); return; }
+      res.write(chunk(results.map((r, index) => ({ index, delta: {}, logprobs: parsed.logprobs !== undefined ? chatLogprobs(r) : null, finish_reason: finishReason(r.stopReason) }))));
+      if (parsed.includeUsage) res.write(chunk([], { usage: usageOf(results) }));
+      res.end('data: [DONE]\n\n');
+      for (const r of results) metrics.observe(r);
+    } else {
+      const results = await Promise.all(streams.map((s) => s.result));
+      if (stoppedByServer(results, clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
+      for (const r of results) metrics.observe(r);
+      send(res, 200, {
+        id, object: 'chat.completion', created, model: opts.modelId, system_fingerprint: 'fulcrum',
+        choices: results.map((r, index) => ({ index, message: { role: 'assistant', content: r.text }, logprobs: parsed.logprobs !== undefined ? chatLogprobs(r) : null, finish_reason: finishReason(r.stopReason) })),
+        usage: usageOf(results),
+      });
     }
   };
 
@@ -154,39 +270,63 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
     }
     const extra = opts.prompts.encodeExtra(p.extra.map((e) => ({ name: e.filename, text: e.text })));
     const prompt = opts.prompts.build(p.prefix, p.suffix, extra);
-    const ac = new AbortController();
-    res.on('close', () => { if (!res.writableFinished) ac.abort(); });
-    const stream = submit(opts.scheduler, { prompt: prompt.ids, maxTokens: p.maxTokens, temperature: p.temperature, ...(p.stop ? { stop: p.stop } : {}), stopIds: prompt.stopIds, signal: ac.signal, priority: 'foreground' });
-    const started = performance.now();
-    metrics.requestStarted();
-    const final = (r: Awaited<typeof stream.result>) => ({
+    const { streams, clientGone } = submitChoices(req, res, { prompt: prompt.ids, maxTokens: p.maxTokens, temperature: p.temperature, ...(p.stop ? { stop: p.stop } : {}), stopIds: prompt.stopIds, priority: 'foreground' }, 1);
+    const stream = streams[0]!;
+    const final = (r: ServeResult) => ({
       content: '', stop: true, model: opts.modelId, tokens_predicted: r.generatedTokens, tokens_evaluated: r.promptTokens - r.reusedTokens,
-      tokens_cached: r.reusedTokens, stopped_eos: r.stopReason === 'eos', stopped_limit: r.stopReason === 'length' || r.stopReason === 'context', stopped_word: r.stopReason === 'stop',
+      tokens_cached: r.reusedTokens, stopped_eos: r.stopReason === 'eos', stopped_limit: r.stopReason === 'length' || r.stopReason === 'context' || r.stopReason === 'time', stopped_word: r.stopReason === 'stop',
       timings: { prompt_n: r.promptTokens, predicted_n: r.generatedTokens, predicted_ms: r.totalMs - r.firstTokenMs, prompt_ms: r.firstTokenMs },
     });
-    try {
-      if (p.stream) {
-        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
-        for await (const piece of stream) res.write(`data: ${JSON.stringify({ content: piece, stop: false })}\n\n`);
-        const r = await stream.result;
-        res.end(`data: ${JSON.stringify(final(r))}\n\n`);
-        metrics.requestEnded(r, performance.now() - started, 'ok');
-      } else {
-        const r = await stream.result;
-        send(res, 200, { ...final(r), content: r.text });
-        metrics.requestEnded(r, performance.now() - started, 'ok');
-      }
-    } catch (e) {
-      metrics.requestEnded(undefined, performance.now() - started, 'error');
-      if (res.headersSent) { res.end(); return; }
-      throw new RequestError(500, `generation failed: ${(e as Error).message}`, 'server_error');
+    if (p.stream) {
+      startStream(res);
+      for await (const piece of stream) res.write(`data: ${JSON.stringify({ content: piece, stop: false })}\n\n`);
+      const r = await stream.result;
+      if (stoppedByServer([r], clientGone())) { res.end(SHUTDOWN_EVENT); return; }
+      res.end(`data: ${JSON.stringify(final(r))}\n\n`);
+      metrics.observe(r);
+    } else {
+      const r = await stream.result;
+      if (stoppedByServer([r], clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
+      metrics.observe(r);
+      send(res, 200, { ...final(r), content: r.text });
     }
+  };
+
+  /** CORS headers when a CORS origin is configured (off by default: no browser page may call the API). */
+  const cors = (req: IncomingMessage, res: ServerResponse): void => {
+    if (!opts.corsOrigin) return;
+    const origin = req.headers.origin;
+    const allow = opts.corsOrigin === '*' ? '*' : typeof origin === 'string' && opts.corsOrigin.split(',').map((o) => o.trim()).includes(origin) ? origin : undefined;
+    if (!allow) return;
+    res.setHeader('access-control-allow-origin', allow);
+    if (allow !== '*') res.setHeader('vary', 'Origin');
   };
 
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const route = `${req.method} ${url.pathname}`;
+    const started = performance.now();
+    if (COUNTED_PATHS.has(url.pathname) && req.method === 'POST') {
+      // Every answer counts once, by what happened: a client that left before the end is 'cancelled', any 4xx/5xx an 'error'.
+      res.once('close', () => {
+        const outcome = !res.writableFinished ? 'cancelled' : res.statusCode >= 400 ? 'error' : 'ok';
+        metrics.count(outcome, performance.now() - started);
+      });
+    }
+    cors(req, res);
     const handle = async (): Promise<void> => {
+      if (req.method === 'OPTIONS') {
+        // A CORS preflight carries no credentials (Fetch standard), so it is answered before the token check.
+        res.setHeader('allow', 'GET, POST, OPTIONS');
+        if (opts.corsOrigin && res.hasHeader('access-control-allow-origin')) {
+          res.setHeader('access-control-allow-methods', 'GET, POST, OPTIONS');
+          res.setHeader('access-control-allow-headers', 'authorization, content-type');
+          res.setHeader('access-control-max-age', '600');
+        }
+        res.writeHead(204);
+        res.end();
+        return;
+      }
       // Decision: /health answers without a token (liveness probes carry none), like llama.cpp's.
       if (route === 'GET /health') {
         send(res, 200, { status: 'ok', model: opts.modelId, split: opts.split(), running: opts.scheduler.stats.running, queued: opts.scheduler.stats.queued });
@@ -198,7 +338,7 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
       }
       switch (route) {
         case 'GET /v1/models':
-          send(res, 200, { object: 'list', data: [{ id: opts.modelId, object: 'model', created: 0, owned_by: 'fulcrum' }] });
+          send(res, 200, { object: 'list', data: modelIds.map((id) => ({ id, object: 'model', created: 0, owned_by: 'fulcrum' })) });
           return;
         case 'GET /metrics':
           res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
@@ -207,19 +347,24 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
         case 'POST /v1/completions':
           await completions(req, res);
           return;
+        case 'POST /v1/chat/completions':
+          await chatCompletions(req, res);
+          return;
         case 'POST /infill':
           await infill(req, res);
           return;
         default:
-          if (['/health', '/v1/models', '/metrics', '/v1/completions', '/infill'].includes(url.pathname)) {
+          if (['/health', '/v1/models', '/metrics', '/v1/completions', '/v1/chat/completions', '/infill'].includes(url.pathname)) {
             throw new RequestError(405, `${req.method} is not allowed on ${url.pathname}`, 'invalid_request_error');
           }
-          throw new RequestError(404, `no such endpoint: ${url.pathname} (endpoints: /v1/completions, /infill, /v1/models, /health, /metrics)`, 'invalid_request_error');
+          throw new RequestError(404, `no such endpoint: ${url.pathname} (endpoints: /v1/completions, /v1/chat/completions, /infill, /v1/models, /health, /metrics)`, 'invalid_request_error');
       }
     };
     handle().catch((e: unknown) => {
+      if (res.headersSent) { res.end(); return; }
       if (e instanceof RequestError) sendError(res, e.status, e.message, e.type);
-      else sendError(res, 500, `internal error: ${(e as Error)?.message ?? String(e)}`, 'server_error');
+      else if (e instanceof NonFiniteLogitsError) sendError(res, 500, e.message, 'model_error');
+      else sendError(res, 500, `generation failed: ${(e as Error)?.message ?? String(e)}`, 'server_error');
       req.resume();
       res.once('finish', () => req.socket.destroySoon());
     });
@@ -229,4 +374,10 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
   server.requestTimeout = 60_000;
   server.keepAliveTimeout = 5_000;
   return { server, metrics };
+}
+
+/** Names a request may use for the served model: its id and the GGUF file's base name without `.gguf`. */
+export function modelAliasesOf(modelPath: string): string[] {
+  const base = modelPath.split(/[\\/]/).pop() ?? modelPath;
+  return [base.replace(/\.gguf$/i, '')];
 }
