@@ -13,10 +13,13 @@ import { parseArgs, UsageError, type CliCommand } from './command';
 const USAGE = `usage: fulcrum profile [--quick] [--json] [--out FILE] [--no-cache] [--cached]
 
 Measures this machine: CPU GEMV/GEMM per weight format and thread count, decode attention by
-KV length, memory bandwidth, CPU slowdown under a concurrent transfer, and the GPU and
-host<->device link when a CUDA device is present.
+KV length, memory bandwidth, CPU slowdown under a concurrent transfer, an end-to-end calibration
+run of the executor (repeated until two runs agree within 10 %; a profile whose runs never agree
+is shown but not cached), and the GPU that executes — the Vulkan device, through Fulcrum's own
+kernels — with its host<->device link, when there is one.
 
-  --quick      smaller grid (under 10 s)
+  --quick      smaller grid: a few seconds for the CPU, plus the GPU's kernels (a software
+               Vulkan device such as lavapipe compiles its shaders first: about 4 s more)
   --json       print the profile as JSON instead of a summary
   --out FILE   also write the profile JSON to FILE
   --no-cache   do not write the result to the per-machine cache
@@ -70,7 +73,8 @@ export const command: CliCommand = {
       } finally {
         process.removeListener('SIGINT', onSigint);
       }
-      if (useCache) cacheFile = writeCachedProfile(profile);
+      // Probes that disagreed: shown, not cached (the note in the summary says why).
+      if (useCache && !profile.source.unsettled) cacheFile = writeCachedProfile(profile);
     }
     const out = args.options.get('out');
     if (out) writeFileSync(out, `${JSON.stringify(profile, null, 2)}\n`);
@@ -113,6 +117,12 @@ export function summarizeProfile(p: HardwareProfile, cacheFile?: string): string
     ? `  contention: ${c.kernel.toUpperCase()} ${c.format} on ${c.threads}t ${c.aloneMs.toFixed(3)} ms alone, ${c.contendedMs.toFixed(3)} ms during ${c.transfer} (${f1(c.transferGBps)} GB/s) -> factor ${p.cpu.contentionFactor.toFixed(2)}`
     : `  contention factor: ${p.cpu.contentionFactor}`);
   lines.push(`  peak CPU GFLOP/s: ${f1(p.cpu.peakGflops)}`);
+  const k = p.cpu.calibration;
+  if (k) {
+    const runs = k.prefillRunsTokensPerS ? ` (fastest of ${k.runs} runs: prefill ${k.prefillRunsTokensPerS.map(f1).join(', ')}; decode ${k.decodeRunsTokensPerS?.map(f1).join(', ')}; ${k.agreed === false ? 'DISAGREED' : 'agreed'})` : ` (fastest of ${k.runs} runs)`;
+    lines.push(`  calibration: executor prefill ${f1(k.prefillTokensPerS)} tok/s, decode ${f1(k.decodeTokensPerS)} tok/s${runs}; GEMV ×${k.gemvScale}, GEMM ×${k.gemmScale}`);
+  }
+  if (p.source.unsettled) lines.push(`  NOT CACHED: ${p.source.unsettled}`);
   if (p.gpu && p.link) {
     lines.push(`  GPU: ${p.gpu.name}, ${(p.gpu.memoryBytes / 2 ** 30).toFixed(1)} GiB, ${f1(p.gpu.fp16Tflops)} TFLOP/s fp16 (spec), ${f1(p.gpu.memoryGBps)} GB/s, gemv efficiency ${p.gpu.efficiency.gemv}`);
     lines.push(`  link: H2D ${f1(p.link.h2dPinnedGBps)} GB/s pinned, ${f1(p.link.h2dPageableGBps)} pageable; D2H ${f1(p.link.d2hPinnedGBps)} / ${f1(p.link.d2hPageableGBps)}; latency ${p.link.latencyUs} us`);

@@ -14,13 +14,13 @@ export interface ThreadSamples {
   cpuNs?: number[];
 }
 
-export type DisturbKind = 'none' | 'host-memcpy' | 'cuda-h2d';
+/** The concurrent transfer: a host memcpy thread standing in for a device's DMA engine. */
+export type DisturbKind = 'none' | 'host-memcpy';
 
 export interface DisturbOptions {
   /** Concurrent transfer during the timed runs (paper 000 §2.1). */
   disturb?: DisturbKind;
   disturbBytes?: number;
-  cudaDevice?: number;
   /** Alternate blocks of runs without and with the transfer (byThreads / contendedByThreads). */
   interleave?: boolean;
 }
@@ -36,47 +36,6 @@ export interface KernelBenchResult {
   transfer?: { kind: DisturbKind; bytes: number; ns: number };
 }
 
-export interface CudaDevice {
-  index: number;
-  name: string;
-  totalBytes: number;
-  computeCapability: string;
-  multiprocessors: number;
-  clockKHz: number;
-  memoryClockKHz: number;
-  memoryBusBits: number;
-}
-
-export interface CudaProbe {
-  available: boolean;
-  reason?: string;
-  driverVersion: number;
-  devices: CudaDevice[];
-}
-
-export interface CudaLinkSamples {
-  bytes: number;
-  smallBytes: number;
-  freeBytes: number;
-  totalBytes: number;
-  h2dPageable: number[];
-  h2dPinned: number[];
-  d2hPageable: number[];
-  d2hPinned: number[];
-  d2d: number[];
-  smallH2d: number[];
-  /** ns per tiny asynchronous operation (1-byte memset), a launch-overhead proxy. */
-  tinyOp: number[];
-}
-
-/** cuBLAS FP16 timings (ns per run): GEMM m×n×k, GEMV rows×cols, one decode-attention step. */
-export interface CublasSamples {
-  library: string;
-  gemm: { m: number; n: number; k: number; ns: number[] };
-  gemv: { rows: number; cols: number; ns: number[] };
-  attention: { heads: number; kvLen: number; headDim: number; ns: number[] };
-}
-
 export interface BenchAddon {
   memoryRead(o: { bytes: number; threads: number[] } & RunOptions): Promise<ThreadSamples[]>;
   memoryCopy(o: { bytes: number; threads: number[] } & RunOptions): Promise<ThreadSamples[]>;
@@ -84,9 +43,6 @@ export interface BenchAddon {
     & RunOptions & DisturbOptions): Promise<KernelBenchResult>;
   attention(o: { kvLen: number; heads: number; kvHeads: number; headDim: number; threads: number[]; ringBytes?: number }
     & RunOptions & DisturbOptions): Promise<KernelBenchResult>;
-  cudaProbe(): CudaProbe;
-  cudaLink(o: { device: number; bytes: number } & RunOptions): Promise<CudaLinkSamples>;
-  cublas(o: { device: number } & RunOptions): Promise<CublasSamples>;
   /** Cancels every benchmark started before this call (they return early). */
   cancel(): void;
 }

@@ -18,7 +18,7 @@ export interface MachineFacts {
   logicalCpus: number;
   cpuMaxMHz: number;
   memoryGiB: number;
-  /** "name (N GiB)" per CUDA device, in device order. */
+  /** The GPU the executor would use ("Vulkan NAME (TYPE)"), if any. */
   gpus: string[];
   arch: string;
   platform: string;

@@ -13,8 +13,8 @@
 // - Memory-bound kernels walk a ring of copies at least twice the last-level cache, so each
 //   run streams from DRAM as decode does; memory bandwidth is measured on a buffer of that size.
 // - Contention: the GEMV of F16 (the paper's BF16 stand-in) timed alone and then under a
-//   concurrent transfer: a CUDA H2D DMA when a GPU exists, else a host memcpy thread. That
-//   thread takes a core the DMA would not, so without a GPU the kernel runs on cores − 1.
+//   concurrent transfer: a host memcpy thread standing in for the device's DMA engine. That
+//   thread takes a core a DMA would not, so the kernel runs on cores − 1.
 
 export const PROFILE_FORMATS = ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K'] as const;
 export type ProfileFormat = (typeof PROFILE_FORMATS)[number];
@@ -27,7 +27,6 @@ export interface MachineShape {
   /** Last-level cache in bytes, when known. */
   llcBytes?: number;
   availableBytes: number;
-  cuda: boolean;
 }
 
 export interface RunCounts {
@@ -41,12 +40,11 @@ export interface ProfileConfig {
   gemv: { rows: number; cols: number; threads: number[]; formats: ProfileFormat[] } & RunCounts;
   gemm: { cols: number; tokens: number[]; flopsPerRun: number; threads: number[]; formats: ProfileFormat[] } & RunCounts;
   attention: { kvLengths: number[]; heads: number; kvHeads: number; headDim: number; threads: number[] } & RunCounts;
-  contention: { format: ProfileFormat; threads: number; disturb: 'cuda-h2d' | 'host-memcpy'; disturbBytes: number } & RunCounts;
+  contention: { format: ProfileFormat; threads: number; disturb: 'host-memcpy'; disturbBytes: number } & RunCounts;
   /** Bytes of data copies that memory-bound kernels walk (≥ 2× LLC where memory allows). */
   ringBytes: number;
-  cuda?: { bytes: number } & RunCounts;
   /** End-to-end calibration run of the executor (engine/hardware/calibration-run.ts); absent = skipped. */
-  calibration?: { promptTokens: number; genTokens: number; runs: number; threads: number };
+  calibration?: { promptTokens: number; genTokens: number; runs: number; maxRuns?: number; threads: number };
 }
 
 const MiB = 2 ** 20;
@@ -78,7 +76,7 @@ export function profileConfig(m: MachineShape, quick: boolean): ProfileConfig {
   const sweep = threadSweep(cores);
   const ringBytes = ringBytesFor(m);
   const kernelThreads = quick ? [cores] : sweep;
-  const disturb = m.cuda ? 'cuda-h2d' as const : 'host-memcpy' as const;
+  const disturb = 'host-memcpy' as const;
   return {
     quick,
     ringBytes,
@@ -96,10 +94,10 @@ export function profileConfig(m: MachineShape, quick: boolean): ProfileConfig {
       format: 'F16', threads: disturb === 'host-memcpy' ? Math.max(1, cores - 1) : cores, disturb,
       disturbBytes: Math.min(256 * MiB, Math.floor(ringBytes / 4)), warmups: 2, runs: quick ? 12 : 30,
     },
-    cuda: m.cuda ? { bytes: quick ? 64 * MiB : 256 * MiB, warmups: 1, runs: quick ? 3 : 5 } : undefined,
     // Decision: prompt 256 (one prefill batch), 32 decoded tokens, the executor's default thread
     // count (all physical cores, as generation uses); fastest of 5 runs (3 quick): ~2 s each.
-    calibration: { promptTokens: 256, genTokens: 32, runs: quick ? 3 : 5, threads: cores },
+    // At least 2 runs (quick) or 3, more until the two fastest agree (calibration-run.ts), at most 5 or 8.
+    calibration: { promptTokens: 256, genTokens: 32, runs: quick ? 2 : 3, maxRuns: quick ? 5 : 8, threads: cores },
   };
 }
 

@@ -1,18 +1,17 @@
 // The hardware profiler: runs the native microbenchmarks (native/src/bench) on this machine and
 // builds its HardwareProfile: CPU GEMV/GEMM throughput per weight format and thread count,
 // decode attention by KV length, memory read/copy bandwidth, the contention factor (CPU kernel
-// time while a transfer runs, paper 000 §2.1), and, when a CUDA device exists, the GPU and the
+// time while a transfer runs, paper 000 §2.1), and, when a Vulkan device exists, the GPU and the
 // host↔device link. Each figure is the median of timed runs after warm-ups, with min/max kept
 // as its spread. Progress goes to `onProgress` (the CLI prints it; the LSP server sends
 // `$/progress`); an AbortSignal stops it between runs.
 import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 
-import { calibrateCpu } from './calibration-run';
+import { calibrateCpu, calibrationDisagreement } from './calibration-run';
 import { benchAddon, type BenchAddon, type KernelBenchResult, type ThreadSamples } from './bench-native';
 import { readCachedProfile, writeCachedProfile } from './cache';
 import { cpuIsa, cpuinfoFlags } from './fingerprint';
-import { profileGpu } from './gpu-profile';
 import { profileVulkan } from './vulkan-profile';
 import { currentFingerprint, type ThisMachine } from './machine';
 import { FORMAT_TYPE_ID, gemmRows, profileConfig, type ProfileConfig, type ProfileFormat } from './profile-config';
@@ -66,7 +65,6 @@ async function measure(opts: ProfileOptions): Promise<HardwareProfile> {
     physicalCores: machine.facts.physicalCores,
     llcBytes: lastLevelCacheBytes(),
     availableBytes: availableMemoryBytes(),
-    cuda: machine.cuda.available,
   };
   const planned = profileConfig(shape, opts.quick ?? false);
   const config = opts.tune ? opts.tune(planned) : planned;
@@ -74,7 +72,8 @@ async function measure(opts: ProfileOptions): Promise<HardwareProfile> {
   const profile = await run.execute();
   const durationMs = Date.now() - started;
   profile.source.durationMs = durationMs;
-  if (opts.writeCache ?? true) writeCachedProfile(profile);
+  // A profile whose probes disagreed is used for this run but not cached: the next request measures again.
+  if ((opts.writeCache ?? true) && !profile.source.unsettled) writeCachedProfile(profile);
   return profile;
 }
 
@@ -114,6 +113,8 @@ class ProfileRun {
   private contentionFactor = 1;
   private gpu: { gpu: GpuProfile; link: LinkProfile; notes: string[] } | undefined;
   private calibration: CpuCalibration | undefined;
+  /** Why the measurement is not trusted enough to cache, when its probes disagreed. */
+  private unsettled: string | undefined;
   private readonly unsupported = new Set<ProfileFormat>();
 
   constructor(
@@ -162,17 +163,12 @@ class ProfileRun {
     for (const kv of c.attention.kvLengths) {
       steps.push({ label: `decode attention, KV length ${kv}`, weight: 0.3 + kv / 8192, run: () => this.attend(kv) });
     }
-    steps.push({ label: `contention: GEMV ${c.contention.format} during ${c.contention.disturb === 'cuda-h2d' ? 'an H2D copy' : 'a host memcpy'}`, weight: 2, run: () => this.contend() });
+    steps.push({ label: `contention: GEMV ${c.contention.format} during a host memcpy`, weight: 2, run: () => this.contend() });
     if (c.calibration) {
       const k = c.calibration;
       steps.push({ label: `calibration: executor prefill ${k.promptTokens} + decode ${k.genTokens} tokens of a synthetic model (${k.runs} run${k.runs > 1 ? 's' : ''})`, weight: 4 * k.runs, run: () => this.calibrate() });
     }
-    if (c.cuda) {
-      steps.push({ label: 'GPU: link and device memory bandwidth', weight: 3, run: () => this.cuda() });
-    } else {
-      this.notes.push(`no CUDA device: ${this.machine.cuda.reason ?? 'unknown reason'}`);
-    }
-    // The Vulkan device, through the executor's own kernels (a CUDA profile, where there is one, stays).
+    // The GPU is the device that executes: the Vulkan device, measured through the executor's own kernels.
     if (this.machine.vulkan.available) {
       steps.push({ label: `GPU (Vulkan ${this.machine.vulkan.name}): kernels, copies and submission`, weight: 4, run: () => this.vulkan() });
     } else {
@@ -190,6 +186,8 @@ class ProfileRun {
     if (!c) return;
     try {
       this.calibration = await calibrateCpu(this.assemble(), c, this.opts.signal);
+      const why = calibrationDisagreement(this.calibration);
+      if (why) { this.unsettled = why; this.notes.push(`${why}; this profile is not cached — run \`fulcrum profile\` again on a quiet machine`); }
     } catch (e) {
       if (this.opts.signal?.aborted) throw new ProfileAbortedError();
       this.notes.push(`calibration: not measured (${(e as Error).message}); CPU rates are the microbenchmarks' as measured`);
@@ -306,17 +304,6 @@ class ProfileRun {
     }
   }
 
-  private async cuda(): Promise<void> {
-    const c = this.config.cuda;
-    if (!c) return;
-    try {
-      this.gpu = await profileGpu(this.bench, this.machine.cuda, c);
-      this.notes.push(...this.gpu.notes);
-    } catch (e) {
-      this.notes.push(`GPU present but not profiled: ${(e as Error).message}`);
-    }
-  }
-
   private assemble(): HardwareProfile {
     const facts = this.machine.facts;
     const readBest = best([...this.readByThreads.values()].map((v) => v.gbps));
@@ -356,6 +343,7 @@ class ProfileRun {
         fingerprint: this.machine.fingerprint,
         measuredAt: new Date().toISOString(),
         quick: this.config.quick,
+        ...(this.unsettled ? { unsettled: this.unsettled } : {}),
       },
       notes: this.notes,
     };
@@ -385,12 +373,12 @@ export function contentionOf(r: KernelBenchResult): ContentionMeasure | undefine
 }
 
 /**
- * The slowdown the profile records. A CUDA DMA takes no core, so wall time is right. The host
- * memcpy stand-in is a thread that the OS time-shares with the kernel whenever the machine is
+ * The slowdown the profile records. A device's DMA would take no core, so wall time would be
+ * right; the host memcpy stand-in is a thread that the OS time-shares with the kernel whenever the machine is
  * busier than its cores (other processes, or cores − 1 < 1), which a DMA would never cause; so
  * there the kernel thread's CPU time is used: it counts memory stalls but not preemption.
  */
-export function contentionRatio(m: ContentionMeasure, transfer: 'cuda-h2d' | 'host-memcpy'): number {
+export function contentionRatio(m: ContentionMeasure, transfer: 'host-memcpy'): number {
   return transfer === 'host-memcpy' && m.cpuRatio !== undefined ? m.cpuRatio : m.wallRatio;
 }
 

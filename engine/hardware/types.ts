@@ -68,7 +68,7 @@ export interface ContentionMeasurement {
   threads: number;
   aloneMs: number;
   contendedMs: number;
-  transfer: 'cuda-h2d' | 'host-memcpy';
+  transfer: 'host-memcpy';
   transferGBps: number;
 }
 
@@ -100,6 +100,11 @@ export interface CpuCalibration {
   prefillTokensPerS: number;
   decodeTokensPerS: number;
   runs: number;
+  /** Every run's figures, in order (tok/s), so a reader sees the spread the fastest was taken from. */
+  prefillRunsTokensPerS?: number[];
+  decodeRunsTokensPerS?: number[];
+  /** Whether the two fastest runs agreed within the tolerance (see calibration-run.ts). */
+  agreed?: boolean;
 }
 
 export interface CpuProfile {
@@ -190,6 +195,11 @@ export interface ProfileSource {
   quick?: boolean;
   /** How long profiling took. */
   durationMs?: number;
+  /**
+   * Why this measurement is not trusted enough to cache (repeated probes disagreed beyond their
+   * noise even after re-measuring: the machine was busy). Absent: the probes agreed.
+   */
+  unsettled?: string;
 }
 
 export interface HardwareProfile {
@@ -212,6 +222,6 @@ export interface HardwareProfile {
   link?: LinkProfile;
   nvme?: NvmeProfile;
   source: ProfileSource;
-  /** What the profiler could not measure and why (e.g. "no CUDA device: libcuda.so.1 not loadable"). */
+  /** What the profiler could not measure and why (e.g. "no Vulkan device: no driver found"). */
   notes?: string[];
 }

@@ -18,10 +18,10 @@ test('thread sweep covers 1..cores on small machines and powers of two plus core
 });
 
 test('ring buffer is 2× LLC within [256 MiB, 512 MiB] and never more than 1/8 of free memory', () => {
-  assert.equal(ringBytesFor({ physicalCores: 2, llcBytes: 32 * MiB, availableBytes: 16 * GiB, cuda: false }), 256 * MiB);
-  assert.equal(ringBytesFor({ physicalCores: 2, llcBytes: 200 * MiB, availableBytes: 16 * GiB, cuda: false }), 400 * MiB);
-  assert.equal(ringBytesFor({ physicalCores: 2, llcBytes: 480 * MiB, availableBytes: 16 * GiB, cuda: false }), 512 * MiB);
-  assert.equal(ringBytesFor({ physicalCores: 2, availableBytes: 1 * GiB, cuda: false }), 128 * MiB);
+  assert.equal(ringBytesFor({ physicalCores: 2, llcBytes: 32 * MiB, availableBytes: 16 * GiB }), 256 * MiB);
+  assert.equal(ringBytesFor({ physicalCores: 2, llcBytes: 200 * MiB, availableBytes: 16 * GiB }), 400 * MiB);
+  assert.equal(ringBytesFor({ physicalCores: 2, llcBytes: 480 * MiB, availableBytes: 16 * GiB }), 512 * MiB);
+  assert.equal(ringBytesFor({ physicalCores: 2, availableBytes: 1 * GiB }), 128 * MiB);
 });
 
 test('GEMM rows give about the requested FLOPs per run, in multiples of 64 within [256, 16384]', () => {
@@ -33,7 +33,7 @@ test('GEMM rows give about the requested FLOPs per run, in multiples of 64 withi
 });
 
 test('quick grid is a subset of the full grid; contention leaves a core to the memcpy stand-in', () => {
-  const m = { physicalCores: 4, llcBytes: 64 * MiB, availableBytes: 8 * GiB, cuda: false };
+  const m = { physicalCores: 4, llcBytes: 64 * MiB, availableBytes: 8 * GiB };
   const full = profileConfig(m, false);
   const quick = profileConfig(m, true);
   assert.deepEqual(full.gemv.threads, [1, 2, 3, 4]);
@@ -43,11 +43,8 @@ test('quick grid is a subset of the full grid; contention leaves a core to the m
   assert.deepEqual(full.gemv.formats, ['F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K']);
   assert.equal(full.contention.disturb, 'host-memcpy');
   assert.equal(full.contention.threads, 3);
-  assert.equal(full.cuda, undefined);
-  const gpu = profileConfig({ ...m, cuda: true }, false);
-  assert.equal(gpu.contention.disturb, 'cuda-h2d');
-  assert.equal(gpu.contention.threads, 4);
-  assert.ok(gpu.cuda && gpu.cuda.bytes > 0);
+  // The quick calibration stops at 2 runs when they agree, and re-measures up to 5 when they do not.
+  assert.deepEqual([quick.calibration?.runs, quick.calibration?.maxRuns], [2, 5]);
 });
 
 test('summary: median of odd and even counts, min/max, and rates invert the spread', () => {

@@ -5,8 +5,6 @@
 
 #include "addon_registry.h"
 #include "bench/cancel.h"
-#include "bench/cublas_bench.h"
-#include "bench/cuda_bench.h"
 #include "bench/js_args.h"
 #include "bench/kernels_bench.h"
 #include "bench/memory.h"
@@ -55,67 +53,14 @@ Napi::Value MemoryBench(const Napi::CallbackInfo& info) {
       [](Napi::Env env, const std::vector<ThreadSamples>& r) { return thread_samples_to_js(env, r); });
 }
 
-Napi::Value CudaProbeJs(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const CudaProbe p = cuda_probe();
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("available", p.available);
-  if (!p.available) o.Set("reason", p.reason);
-  o.Set("driverVersion", p.driver_version);
-  Napi::Array devs = Napi::Array::New(env, p.devices.size());
-  for (size_t i = 0; i < p.devices.size(); ++i) {
-    const CudaDeviceInfo& d = p.devices[i];
-    Napi::Object e = Napi::Object::New(env);
-    e.Set("index", d.index);
-    e.Set("name", d.name);
-    e.Set("totalBytes", static_cast<double>(d.total_bytes));
-    e.Set("computeCapability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
-    e.Set("multiprocessors", d.multiprocessors);
-    e.Set("clockKHz", d.clock_khz);
-    e.Set("memoryClockKHz", d.memory_clock_khz);
-    e.Set("memoryBusBits", d.memory_bus_bits);
-    devs.Set(static_cast<uint32_t>(i), e);
-  }
-  o.Set("devices", devs);
-  return o;
-}
-
-Napi::Value CudaLinkJs(const Napi::CallbackInfo& info) {
-  const char* fn = "bench.cudaLink";
-  Napi::Object o = js_options(info, fn);
-  const int device = static_cast<int>(js_number(o, fn, "device", 0, 0, 64, true));
-  const size_t bytes = static_cast<size_t>(js_number(o, fn, "bytes", 256.0 * (1 << 20), 1 << 20, kMaxBufferBytes, true));
-  const RunPlan plan = run_plan(o, fn);
-  const CancelToken cancel = CancelToken::current();
-  return run_async<CudaLinkSamples>(
-      info.Env(), [=] { return bench_cuda_link(device, bytes, plan, cancel); },
-      [](Napi::Env env, const CudaLinkSamples& s) {
-        Napi::Object r = Napi::Object::New(env);
-        r.Set("bytes", static_cast<double>(s.bytes));
-        r.Set("smallBytes", static_cast<double>(s.small_bytes));
-        r.Set("freeBytes", static_cast<double>(s.free_bytes));
-        r.Set("totalBytes", static_cast<double>(s.total_bytes));
-        r.Set("h2dPageable", js_ns_array(env, s.h2d_pageable));
-        r.Set("h2dPinned", js_ns_array(env, s.h2d_pinned));
-        r.Set("d2hPageable", js_ns_array(env, s.d2h_pageable));
-        r.Set("d2hPinned", js_ns_array(env, s.d2h_pinned));
-        r.Set("d2d", js_ns_array(env, s.d2d));
-        r.Set("smallH2d", js_ns_array(env, s.small_h2d));
-        r.Set("tinyOp", js_ns_array(env, s.tiny_op));
-        return r;
-      });
-}
-
 // The concurrent transfer a kernel benchmark runs under: options.disturb = 'none' (default),
-// 'host-memcpy' or 'cuda-h2d', options.disturbBytes = its buffer size.
+// 'host-memcpy' (a host memcpy thread standing in for a DMA), options.disturbBytes = its buffer size.
 struct DisturbSpec {
   std::string kind = "none";
   DisturbMode mode = DisturbMode::None;
   size_t bytes = 256u << 20;
-  int device = 0;
   std::unique_ptr<Disturber> make() const {
     if (kind == "host-memcpy") return std::make_unique<BackgroundCopier>(bytes);
-    if (kind == "cuda-h2d") return std::make_unique<CudaDmaCopier>(device, bytes);
     return nullptr;
   }
 };
@@ -126,14 +71,13 @@ DisturbSpec disturb_spec(const Napi::Object& o, const char* fn) {
   if (!v.IsUndefined()) {
     if (!v.IsString()) throw Napi::TypeError::New(o.Env(), std::string(fn) + ": disturb must be a string");
     d.kind = v.As<Napi::String>().Utf8Value();
-    if (d.kind != "none" && d.kind != "host-memcpy" && d.kind != "cuda-h2d")
-      throw Napi::RangeError::New(o.Env(), std::string(fn) + ": disturb must be 'none', 'host-memcpy' or 'cuda-h2d', got '" + d.kind + "'");
+    if (d.kind != "none" && d.kind != "host-memcpy")
+      throw Napi::RangeError::New(o.Env(), std::string(fn) + ": disturb must be 'none' or 'host-memcpy', got '" + d.kind + "'");
   }
   Napi::Value inter = o.Get("interleave");
   if (!inter.IsUndefined() && !inter.IsBoolean()) throw Napi::TypeError::New(o.Env(), std::string(fn) + ": interleave must be a boolean");
   if (d.kind != "none") d.mode = inter.IsBoolean() && inter.As<Napi::Boolean>().Value() ? DisturbMode::Interleaved : DisturbMode::Always;
   d.bytes = static_cast<size_t>(js_number(o, fn, "disturbBytes", 256.0 * (1 << 20), 1 << 20, kMaxBufferBytes, true));
-  d.device = static_cast<int>(js_number(o, fn, "cudaDevice", 0, 0, 64, true));
   return d;
 }
 
@@ -205,37 +149,6 @@ Napi::Value AttentionJs(const Napi::CallbackInfo& info) {
       kernel_result_to_js);
 }
 
-Napi::Value CublasJs(const Napi::CallbackInfo& info) {
-  const char* fn = "bench.cublas";
-  Napi::Object o = js_options(info, fn);
-  const int device = static_cast<int>(js_number(o, fn, "device", 0, 0, 64, true));
-  const RunPlan plan = run_plan(o, fn);
-  const CancelToken cancel = CancelToken::current();
-  return run_async<CublasSamples>(
-      info.Env(), [=] { return bench_cublas(device, plan, cancel); },
-      [](Napi::Env env, const CublasSamples& s) {
-        Napi::Object r = Napi::Object::New(env);
-        r.Set("library", s.library);
-        Napi::Object g = Napi::Object::New(env);
-        g.Set("m", static_cast<double>(s.gemm_m));
-        g.Set("n", static_cast<double>(s.gemm_n));
-        g.Set("k", static_cast<double>(s.gemm_k));
-        g.Set("ns", js_ns_array(env, s.gemm));
-        r.Set("gemm", g);
-        Napi::Object v = Napi::Object::New(env);
-        v.Set("rows", static_cast<double>(s.gemv_rows));
-        v.Set("cols", static_cast<double>(s.gemv_cols));
-        v.Set("ns", js_ns_array(env, s.gemv));
-        r.Set("gemv", v);
-        Napi::Object a = Napi::Object::New(env);
-        a.Set("heads", static_cast<double>(s.attn_heads));
-        a.Set("kvLen", static_cast<double>(s.attn_kv));
-        a.Set("headDim", static_cast<double>(s.attn_head_dim));
-        a.Set("ns", js_ns_array(env, s.attention));
-        r.Set("attention", a);
-        return r;
-      });
-}
 
 Napi::Value CancelJs(const Napi::CallbackInfo& info) {
   CancelToken::cancel_all();
@@ -246,11 +159,8 @@ void InitBench(Napi::Env env, Napi::Object exports) {
   Napi::Object b = Napi::Object::New(env);
   b.Set("memoryRead", Napi::Function::New(env, MemoryBench<false>, "memoryRead"));
   b.Set("memoryCopy", Napi::Function::New(env, MemoryBench<true>, "memoryCopy"));
-  b.Set("cudaProbe", Napi::Function::New(env, CudaProbeJs, "cudaProbe"));
-  b.Set("cudaLink", Napi::Function::New(env, CudaLinkJs, "cudaLink"));
   b.Set("matmul", Napi::Function::New(env, MatmulJs, "matmul"));
   b.Set("attention", Napi::Function::New(env, AttentionJs, "attention"));
-  b.Set("cublas", Napi::Function::New(env, CublasJs, "cublas"));
   b.Set("cancel", Napi::Function::New(env, CancelJs, "cancel"));
   exports.Set("bench", b);
 }

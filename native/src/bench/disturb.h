@@ -1,6 +1,6 @@
 // A transfer that runs in the background while CPU kernels are timed (paper 000 §2.1: CPU ops
-// are profiled under a concurrent H2D copy, which nearly doubles GEMM time). Two kinds: a
-// CUDA host→device DMA when a GPU exists, and a host memcpy thread as the stand-in without one.
+// are profiled under a concurrent H2D copy, which nearly doubles GEMM time). The transfer is a
+// host memcpy thread standing in for the device's DMA engine.
 #pragma once
 #include <cstdint>
 
@@ -18,7 +18,7 @@ class Disturber {
   // Starts the transfer loop; returns once it is under way.
   virtual void start() = 0;
   virtual TransferTotals stop() = 0;
-  // "cuda-h2d" or "host-memcpy".
+  // "host-memcpy".
   virtual const char* kind() const = 0;
 };
 
