@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { hardwarePreset } from '../../engine/hardware/presets';
@@ -111,4 +111,27 @@ test('fulcrum --version prints the package version (item 8)', () => {
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, new RegExp(`^fulcrum ${pkg.version.replace(/\./g, '\\.')}\\nnode v\\d+`));
   }
+});
+
+test('node bin/fulcrum.js, the direct form the README documents, prints only Fulcrum\'s lines (item 12)', { skip: existsSync(path.join(repoRoot, 'dist', 'cli.js')) ? false : 'dist/cli.js not built' }, () => {
+  const r = spawnSync(process.execPath, [path.join(repoRoot, 'bin', 'fulcrum.js'), '--version'], { cwd: repoRoot, encoding: 'utf8', timeout: 30_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '');
+  assert.match(r.stdout.split('\n')[0]!, /^fulcrum \d+\.\d+\.\d+$/);
+});
+
+test('the README says each thing once, lists the architectures that run, and speaks of Vulkan, not CUDA (items 11, 12)', () => {
+  const readme = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+  // Long prose lines and table rows that appear twice are copies that drift apart.
+  const seen = new Map<string, number>();
+  for (const line of readme.split('\n').map((l) => l.trim()).filter((l) => l.length > 60 && !l.startsWith('```'))) seen.set(line, (seen.get(line) ?? 0) + 1);
+  assert.deepEqual([...seen].filter(([, n]) => n > 1).map(([l]) => l), []);
+  const rows = readme.split('\n').filter((l) => /^\| `(unit|papers|parity|lsp|webview|e2e)` \|/.test(l)).map((l) => l.split('|')[1]!.trim());
+  assert.deepEqual(rows, ['`unit`', '`papers`', '`parity`', '`lsp`', '`webview`', '`e2e`']);
+  assert.equal(readme.split('\n').filter((l) => l.startsWith('`npm run package` builds')).length, 1);
+  assert.match(readme, /\*\*Architectures that run\*\*: `llama`/);
+  assert.match(readme, /node bin\/fulcrum\.js/);
+  const help = cli('profile', '--help');
+  assert.doesNotMatch(help.out, /CUDA/);
+  assert.match(help.out, /Vulkan/);
 });
