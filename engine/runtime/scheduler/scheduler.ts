@@ -294,19 +294,21 @@ export class Scheduler {
   }
 
   private admit(): void {
-    for (;;) {
+    for (let i = 0; i < this.queue.length;) {
       const free = this.slots.filter((s) => !s.running);
-      if (!free.length || !this.queue.length) break;
-      const r = this.queue.shift()!;
-      if (r.req.signal?.aborted) { this.stats.cancelled++; r.finish('cancelled'); continue; }
-      // The free slot whose cached tokens share the longest prefix with the prompt.
-      let best = free[0]!, bestLen = -1;
-      for (const s of free) {
-        let n = 0;
-        const lim = Math.min(s.tokens.length, r.prompt.length - 1);  // the last prompt token is always evaluated (its logits)
-        while (n < lim && s.tokens[n] === r.prompt[n]) n++;
-        if (n > bestLen || (n === bestLen && s.lastUsed < best.lastUsed)) { best = s; bestLen = n; }
+      if (!free.length) break;
+      const r = this.queue[i]!;
+      if (r.req.signal?.aborted) { this.queue.splice(i, 1); this.stats.cancelled++; r.finish('cancelled'); continue; }
+      const choice = chooseSlot(this.slots, r.prompt);
+      if (choice.waitFor) {
+        // The slot holding this prompt's work is still running a request that was cancelled
+        // (superseded by this one): it leaves within one step, then this request takes its KV.
+        // Taking another slot now would evaluate the whole prompt again.
+        i++;
+        continue;
       }
+      this.queue.splice(i, 1);
+      const best = choice.slot, bestLen = choice.shared;
       best.lastUsed = ++this.admissions;
       r.reused = r.pos = Math.max(0, bestLen);
       best.clearFrom = r.pos;  // the native model may be mid-step: cleared before the next one
@@ -534,4 +536,54 @@ export function logSoftmaxTop(row: Float32Array, k: number): { top: { id: number
   const logZ = max + Math.log(sum);
   const top = k > 0 ? topKIds(row, k).map((id) => ({ id, logprob: row[id]! - logZ })) : [];
   return { top, logprobOf: (id: number) => row[id]! - logZ };
+}
+
+/**
+ * Decision (issue 23): a shared prefix is worth taking a slot for only when it is a real part of
+ * the prompt — at least REUSE_MIN_TOKENS and REUSE_MIN_FRACTION of it. Prompts of different
+ * files (or of far-apart places in one file) share only their first few tokens (BOS, the FIM
+ * token, a file header); taking a slot for those would throw away that slot's file for 2–5
+ * tokens. Such a prompt takes an empty slot, else the least recently used one.
+ */
+const REUSE_MIN_TOKENS = 32;
+const REUSE_MIN_FRACTION = 0.25;
+
+/** Whether `a` is a better slot to overwrite than `b`: an empty one (nothing to lose), then the least recently used. */
+function preferToEvict(a: Slot, b: Slot | undefined): boolean {
+  if (!b) return true;
+  const aEmpty = a.tokens.length === 0, bEmpty = b.tokens.length === 0;
+  if (aEmpty !== bEmpty) return aEmpty;
+  return a.lastUsed < b.lastUsed;
+}
+
+/** Tokens of `prompt` whose KV `slot` holds (the last prompt token is always evaluated: its logits are needed). */
+function sharedPrefix(slot: Slot, prompt: readonly number[]): number {
+  let n = 0;
+  const lim = Math.min(slot.tokens.length, prompt.length - 1);
+  while (n < lim && slot.tokens[n] === prompt[n]) n++;
+  return n;
+}
+
+/**
+ * The slot a prompt runs in: the free slot sharing the longest useful prefix; failing that an
+ * empty slot, then the least recently used. `waitFor` when a busy slot whose request was cancelled
+ * holds a longer useful prefix than any free slot (the superseded request of the same cursor).
+ */
+function chooseSlot(slots: readonly Slot[], prompt: readonly number[]): { slot: Slot; shared: number; waitFor?: false } | { waitFor: true; slot?: undefined; shared?: undefined } {
+  const useful = (n: number) => n >= REUSE_MIN_TOKENS && n >= REUSE_MIN_FRACTION * prompt.length;
+  let best: Slot | undefined, bestLen = -1;
+  let fallback: Slot | undefined;
+  for (const s of slots) {
+    if (s.running) continue;
+    const n = sharedPrefix(s, prompt);
+    if (useful(n) && (n > bestLen || (n === bestLen && s.lastUsed < best!.lastUsed))) { best = s; bestLen = n; }
+    if (preferToEvict(s, fallback)) fallback = s;
+  }
+  for (const s of slots) {
+    if (!s.running?.req.signal?.aborted) continue;
+    const n = sharedPrefix(s, prompt);
+    if (useful(n) && n > bestLen) return { waitFor: true };
+  }
+  if (best) return { slot: best, shared: bestLen };
+  return { slot: fallback!, shared: sharedPrefix(fallback!, prompt) };
 }
