@@ -98,5 +98,6 @@ export function completionOptions(settings: FulcrumSettings): CompletionOptionsP
     maxCompletionTokens: settings.maxTokens,
     completionTimeLimitMs: settings.timeLimitMs,
     extraContext: settings.extraContext,
+    exactPrompt: settings.exactPrompt,
   };
 }

@@ -19,6 +19,8 @@ export interface FulcrumSettings {
   timeLimitMs: number;
   /** Chunks of recently used other files go before the prompt. */
   extraContext: boolean;
+  /** Evaluate every prompt token after a keystroke (no shifted reuse of the suffix's KV). */
+  exactPrompt: boolean;
   /** Where the model executes: 'auto' (a real GPU when found, else the CPU), 'cpu', 'vulkan' (a GPU) or 'loopback' (emulated). */
   device: 'auto' | 'cpu' | 'vulkan' | 'loopback';
   /** Device memory the plan may use, e.g. '6G'; undefined: the device's own budget. */
@@ -28,7 +30,7 @@ export interface FulcrumSettings {
 }
 
 /** The settings the engine applies to every completion (sent at start and on change). */
-export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.extraContext'] as const;
+export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.extraContext', 'completions.exactPrompt'] as const;
 
 function integerSetting(config: vscode.WorkspaceConfiguration, key: string, fallback: number, min: number, max: number): number {
   const value = config.get<number>(key, fallback);
@@ -48,6 +50,7 @@ export function readSettings(): FulcrumSettings {
     debounceMs: integerSetting(config, 'completions.debounceMs', 100, 0, 5000),
     timeLimitMs: integerSetting(config, 'completions.timeLimitMs', 1500, 0, 600000),
     extraContext: config.get<boolean>('completions.extraContext', false),
+    exactPrompt: config.get<boolean>('completions.exactPrompt', false),
     device: (['auto', 'cpu', 'vulkan', 'loopback'] as const).find((d) => d === config.get<string>('execution.device', 'auto')) ?? 'auto',
     vram: config.get<string>('execution.vram', '').trim() || undefined,
     policy: config.get<string>('execution.policy', 'auto') || 'auto',

@@ -91,6 +91,8 @@ export interface NativeSeqInput {
   seq: number;
   tokens: Int32Array;
   startPos: number;
+  /** Keep the sequence's positions after this input's (a shifted chunk of reused KV waits there) instead of rewinding to it. */
+  keepAfter?: boolean;
 }
 
 export interface NativePlacement {
@@ -166,6 +168,11 @@ export interface NativeModel {
   evalAsync(tokens: Int32Array, startPos: number, wantAllLogits?: boolean): Promise<Float32Array>;
   /** Forget KV positions ≥ fromPos (of sequence `seq`, default 0). */
   clearKv(fromPos: number, seq?: number): void;
+  /**
+   * Moves KV positions [from, to) of sequence `seq` by `delta`, re-rotating the keys, and makes
+   * its held positions end at to + delta. Host KV only: throws for KV on a device or KVPR.
+   */
+  shiftKv(from: number, to: number, delta: number, seq?: number): void;
   /** Several sequences at their own positions in the same steps; each input's logits (last, or all). */
   evalBatch(inputs: NativeSeqInput[], wantAllLogits?: boolean): Float32Array[];
   evalBatchAsync(inputs: NativeSeqInput[], wantAllLogits?: boolean): Promise<Float32Array[]>;

@@ -20,5 +20,9 @@ export function parseCompletionOptions(method: string, params: Record<string, un
     if (typeof params.extraContext !== 'boolean') throw invalidParams(method, `${where}.extraContext must be true or false`);
     parsed.extraContext = params.extraContext;
   }
+  if (params.exactPrompt !== undefined) {
+    if (typeof params.exactPrompt !== 'boolean') throw invalidParams(method, `${where}.exactPrompt must be true or false`);
+    parsed.exactPrompt = params.exactPrompt;
+  }
   return parsed;
 }

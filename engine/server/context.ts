@@ -16,6 +16,8 @@ export interface ServerOptions {
   completionCache: boolean;
   /** Put chunks of recently used other documents before the prompt. */
   extraContext: boolean;
+  /** Evaluate every prompt token (no shifted reuse of the suffix's KV). */
+  exactPrompt: boolean;
   /** The client accepts server-created work-done progress (window/workDoneProgress/create). */
   clientSupportsWorkDoneProgress: boolean;
 }

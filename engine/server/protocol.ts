@@ -30,10 +30,12 @@ export interface FulcrumInitializationOptions {
   completionCache?: boolean;
   /** Put chunks of recently used other documents before the FIM prompt (within the budget); default false. */
   extraContext?: boolean;
+  /** Evaluate every prompt token after a keystroke instead of reusing the suffix's KV at shifted positions; default false. */
+  exactPrompt?: boolean;
 }
 
 /** fulcrum/completionOptions (client → server): new completion settings, applied to the next request. */
-export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache' | 'extraContext'>;
+export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache' | 'extraContext' | 'exactPrompt'>;
 
 export interface LoadModelParams {
   path: string;

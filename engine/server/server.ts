@@ -34,6 +34,7 @@ export function startServer(connection: Connection): void {
     completionTimeLimitMs: DEFAULT_TIME_LIMIT_MS,
     completionCache: true,
     extraContext: false,
+    exactPrompt: false,
     clientSupportsWorkDoneProgress: false,
   };
   const ctx: ServerContext = { connection, documents, host, options };

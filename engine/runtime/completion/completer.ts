@@ -43,6 +43,11 @@ export interface CursorCompletionRequest {
   extraContext?: readonly ContextChunk[];
   /** Serve from and store in the completion cache (default true). */
   useCache?: boolean;
+  /**
+   * Evaluate every prompt token (default false): without it, the suffix's cached KV is reused at
+   * shifted positions after a keystroke (not bit-exact; see ServeRequest.reuseShiftedKv).
+   */
+  exact?: boolean;
   signal?: AbortSignal;
 }
 
@@ -105,6 +110,7 @@ export class Completer {
       stopIds: prompt.stopIds,
       timeLimitMs: request.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS,
       speculate: request.speculate ?? DEFAULT_SPECULATE,
+      reuseShiftedKv: !(request.exact ?? false),
       shouldStop: stopRule(ctx),
       ...(request.signal ? { signal: request.signal } : {}),
     });

@@ -21,6 +21,8 @@ export interface RunOptions {
   shouldStop?: (text: string) => boolean;
   /** Verify prompt-lookup drafts of up to this many tokens per step; 0 = plain greedy. */
   speculate?: number;
+  /** Reuse the cached KV of the prompt's unchanged tail (the suffix) at shifted positions; see ServeRequest.reuseShiftedKv. */
+  reuseShiftedKv?: boolean;
   signal?: AbortSignal;
 }
 
@@ -67,6 +69,7 @@ export async function runCompletion(engine: Engine, promptIds: readonly number[]
     ...(opts.timeLimitMs !== undefined && Number.isFinite(opts.timeLimitMs) ? { generateTimeLimitMs: opts.timeLimitMs } : {}),
     ...(opts.shouldStop ? { shouldStop: opts.shouldStop } : {}),
     ...(opts.speculate ? { speculate: opts.speculate } : {}),
+    ...(opts.reuseShiftedKv ? { reuseShiftedKv: true } : {}),
     ...(opts.signal ? { signal: opts.signal } : {}),
   });
   const r = await stream.result;

@@ -56,6 +56,14 @@ export interface ServeRequest extends SamplingOptions {
   speculate?: number;
   /** Record each generated token's log-probability and the `logprobs` most likely alternatives (0–20). */
   logprobs?: number;
+  /**
+   * Reuse the slot's KV of the prompt's unchanged tail (a FIM suffix) at shifted positions, keys
+   * re-rotated, instead of evaluating it again (llama-server's --cache-reuse). Not exact: the
+   * tail's KV was computed after the previous prompt's text, so logits differ slightly from a
+   * fresh evaluation (bounded by MAX_STALE_TOKENS; measured in test/unit/kv-shift.test.ts).
+   * Default false: every prompt token is evaluated (exact).
+   */
+  reuseShiftedKv?: boolean;
 }
 
 /** A generated token's log-probability under the model (before sampling adjustments) and its top alternatives. */
@@ -108,6 +116,15 @@ interface Slot {
   running?: Running;
   /** Admitted while a step ran: its KV past the reused prefix is cleared before the next step. */
   clearFrom?: number;
+  /** Length of the prompt of the request whose KV `tokens` holds (its generated tokens follow). */
+  promptLength?: number;
+  /** A move of cached KV positions to apply before the next step (shifted reuse), then no clear. */
+  shift?: { from: number; to: number; delta: number };
+  /**
+   * New prompt tokens evaluated before the reused tail since the tail's KV was last computed
+   * fresh: what the tail has not seen. Past MAX_STALE_TOKENS the tail is evaluated again.
+   */
+  staleTokens: number;
 }
 
 interface Running {
@@ -115,6 +132,8 @@ interface Running {
   prompt: number[];
   /** Next prompt position to evaluate. */
   pos: number;
+  /** Prompt positions [from, to) whose KV is already in place (shifted reuse): evaluation jumps over them. */
+  skip?: { from: number; to: number };
   reused: number;
   history: number[];
   generated: number;
@@ -185,9 +204,11 @@ export class Scheduler {
   private readonly stepRows: number;
   private readonly onStepError: ((e: unknown) => boolean) | undefined;
   private admissions = 0;
+  /** Whether the model can move KV positions (host KV); false after the first refusal. */
+  private canShift = true;
 
   constructor(private readonly native: NativeModel, private readonly tokenizer: Tokenizer, private readonly contextLength: number, opts: SchedulerOptions = {}) {
-    this.slots = Array.from({ length: native.maxSequences }, (_, seq) => ({ seq, tokens: [], lastUsed: 0 }));
+    this.slots = Array.from({ length: native.maxSequences }, (_, seq) => ({ seq, tokens: [], lastUsed: 0, staleTokens: 0 }));
     this.onStepError = opts.onStepError;
     this.maxQueue = opts.maxQueue ?? 256;
     this.stepRows = Math.max(1, opts.stepRows ?? 64);
@@ -259,6 +280,18 @@ export class Scheduler {
     return iterable;
   }
 
+  /** Forgets the prompts idle slots hold (their KV is cleared before the next step): the next requests evaluate every token. */
+  clearCache(): void {
+    for (const s of this.slots) {
+      if (s.running) continue;
+      s.tokens = [];
+      s.clearFrom = 0;
+      s.shift = undefined;
+      s.promptLength = undefined;
+      s.staleTokens = 0;
+    }
+  }
+
   /** Stops admitting; running and queued requests are cancelled. */
   async close(): Promise<void> {
     this.closed = true;
@@ -311,15 +344,38 @@ export class Scheduler {
       const best = choice.slot, bestLen = choice.shared;
       best.lastUsed = ++this.admissions;
       r.reused = r.pos = Math.max(0, bestLen);
-      best.clearFrom = r.pos;  // the native model may be mid-step: cleared before the next one
+      const tail = r.req.reuseShiftedKv && this.canShift ? reusableTail(best, r.prompt, r.pos) : undefined;
       best.tokens.length = r.pos;
+      best.shift = undefined;
+      if (tail) {
+        // The native model may be mid-step: the move is applied before the next one.
+        best.shift = { from: tail.cacheFrom, to: tail.cacheFrom + tail.length, delta: tail.promptFrom - tail.cacheFrom };
+        best.staleTokens += tail.promptFrom - r.pos;
+        r.skip = { from: tail.promptFrom, to: tail.promptFrom + tail.length };
+        best.clearFrom = undefined;
+        if (r.skip.from === r.pos) this.adoptSkip(best, r, false);
+      } else {
+        best.clearFrom = r.pos;  // the native model may be mid-step: cleared before the next one
+        best.staleTokens = 0;
+      }
+      best.promptLength = r.prompt.length;
       best.running = r;
       r.admittedAt = performance.now();
       this.stats.promptTokens += r.prompt.length;
-      this.stats.reusedTokens += r.reused;
+      this.stats.reusedTokens += r.pos;  // the shared prefix (and a tail adopted at once); a later tail adds itself
     }
     this.stats.queued = this.queue.length;
     this.stats.running = this.slots.filter((s) => s.running).length;
+  }
+
+  /** The prompt reached its reused tail: those tokens are the slot's now, and evaluation goes on after them. */
+  private adoptSkip(s: Slot, r: Running, count = true): void {
+    const skip = r.skip!;
+    s.tokens.push(...r.prompt.slice(skip.from, skip.to));
+    r.pos = skip.to;
+    r.reused += skip.to - skip.from;
+    if (count) this.stats.reusedTokens += skip.to - skip.from;
+    r.skip = undefined;
   }
 
   private end(slot: Slot, reason: ServeResult['stopReason']): void {
@@ -345,6 +401,25 @@ export class Scheduler {
       const active = this.slots.filter((s) => s.running);
       if (!active.length) return;
       for (const s of this.slots) {
+        if (s.shift) {
+          try {
+            this.native.shiftKv(s.shift.from, s.shift.to, s.shift.delta, s.seq);
+          } catch {
+            // KV this model cannot move (on a device, KVPR): evaluate the tail instead, from now on.
+            // No step has run for the request since admission, so it goes back to its shared prefix.
+            this.canShift = false;
+            const r = s.running;
+            const tailStart = s.shift.from + s.shift.delta;
+            if (r) {
+              if (r.pos > tailStart) { this.stats.reusedTokens -= r.pos - tailStart; r.reused -= r.pos - tailStart; r.pos = tailStart; }
+              r.skip = undefined;
+              s.tokens.length = Math.min(s.tokens.length, r.pos);
+            }
+            s.clearFrom = s.tokens.length;
+            s.staleTokens = 0;
+          }
+          s.shift = undefined;
+        }
         if (s.clearFrom === undefined) continue;
         this.native.clearKv(s.clearFrom, s.seq);
         s.clearFrom = undefined;
@@ -363,7 +438,7 @@ export class Scheduler {
       const wantAll = inputs.some((i) => i.draft.length > 0);
       let logits: Float32Array[];
       try {
-        logits = await this.native.evalBatchAsync(inputs.map((i) => ({ seq: i.slot.seq, tokens: Int32Array.from(i.tokens), startPos: i.startPos })), wantAll);
+        logits = await this.native.evalBatchAsync(inputs.map((i) => ({ seq: i.slot.seq, tokens: Int32Array.from(i.tokens), startPos: i.startPos, ...(i.keepAfter ? { keepAfter: true } : {}) })), wantAll);
       } catch (e) {
         if (this.onStepError?.(e)) {
           // The model now runs on the CPU with every sequence's KV gone: each running request
@@ -374,9 +449,12 @@ export class Scheduler {
               // What the slot held, then the part of the prompt not evaluated yet (if any).
               r.prompt = [...s.tokens, ...r.prompt.slice(r.pos)];
               r.pos = 0;
+              r.skip = undefined;
             }
             s.tokens = [];
             s.clearFrom = undefined;
+            s.shift = undefined;
+            s.staleTokens = 0;
           }
           continue;
         }
@@ -420,8 +498,10 @@ export class Scheduler {
     for (const s of stepping) {
       const r = s.running!;
       if (r.pos >= r.prompt.length || rows >= this.stepRows) continue;
-      const take = Math.min(drafting ? PROMPT_ROWS_BESIDE_DRAFTS : PROMPT_CHUNK, r.prompt.length - r.pos, this.stepRows - rows);
-      inputs.push({ slot: s, tokens: r.prompt.slice(r.pos, r.pos + take), draft: [], startPos: r.pos, last: r.pos + take === r.prompt.length });
+      // Up to the reused tail, whose KV waits at its shifted positions (kept by keepAfter).
+      const end = r.skip ? r.skip.from : r.prompt.length;
+      const take = Math.min(drafting ? PROMPT_ROWS_BESIDE_DRAFTS : PROMPT_CHUNK, end - r.pos, this.stepRows - rows);
+      inputs.push({ slot: s, tokens: r.prompt.slice(r.pos, r.pos + take), draft: [], startPos: r.pos, last: r.pos + take === r.prompt.length, ...(r.skip ? { keepAfter: true } : {}) });
       rows += take;
     }
     return inputs;
@@ -436,6 +516,7 @@ export class Scheduler {
     const decoding = r.pending !== undefined && r.pos >= r.prompt.length;
     if (!decoding) {
       r.pos += inp.tokens.length;
+      if (r.skip && r.pos === r.skip.from) this.adoptSkip(s, r);
       // A rebuilt prompt (after a device failure) already has its next token pending.
       if (!inp.last || r.pending !== undefined) return;
       r.promptDoneAt = performance.now();
@@ -517,6 +598,8 @@ export class Scheduler {
 
 interface StepInput {
   slot: Slot;
+  /** The sequence's positions after this input hold a shifted tail that must stay. */
+  keepAfter?: boolean;
   tokens: number[];
   /** Prompt-lookup drafts after the pending token (decoding requests that speculate). */
   draft: number[];
@@ -586,4 +669,32 @@ function chooseSlot(slots: readonly Slot[], prompt: readonly number[]): { slot: 
   }
   if (best) return { slot: best, shared: bestLen };
   return { slot: fallback!, shared: sharedPrefix(fallback!, prompt) };
+}
+
+/** Shortest reused tail worth a move: below it, evaluating costs about as much as shifting. */
+const MIN_TAIL_TOKENS = 16;
+/**
+ * Most new prompt tokens a reused tail may have missed before it is evaluated again. Decision:
+ * 64 — a keystroke adds 0–2 tokens before the cursor, so the suffix is refreshed about every
+ * line or two of typing; the logit drift measured at this bound is in test/unit/kv-shift.test.ts.
+ */
+const MAX_STALE_TOKENS = 64;
+
+/**
+ * The tail of `prompt` (after its first `shared` tokens, excluding its last token, whose logits
+ * are needed) that equals the tail of the slot's cached prompt: a FIM suffix after a keystroke,
+ * or the cursor's prompt after a new extra-context chunk. Undefined when it is too short, stale,
+ * or the slot no longer holds it.
+ */
+function reusableTail(slot: Slot, prompt: readonly number[], shared: number): { cacheFrom: number; promptFrom: number; length: number } | undefined {
+  const cl = slot.promptLength;
+  if (cl === undefined || cl > slot.tokens.length) return undefined;
+  const pl = prompt.length;
+  let k = 0;
+  while (k < cl - shared && k < pl - shared && slot.tokens[cl - 1 - k] === prompt[pl - 1 - k]) k++;
+  const length = k - 1;  // the prompt's last token is evaluated again
+  if (length < MIN_TAIL_TOKENS) return undefined;
+  const promptFrom = pl - k, cacheFrom = cl - k;
+  if (slot.staleTokens + (promptFrom - shared) > MAX_STALE_TOKENS) return undefined;
+  return { cacheFrom, promptFrom, length };
 }

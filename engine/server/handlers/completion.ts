@@ -61,6 +61,7 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
       maxTokens: options.maxCompletionTokens,
       timeLimitMs: options.completionTimeLimitMs > 0 ? options.completionTimeLimitMs : Infinity,
       useCache: options.completionCache,
+      exact: options.exactPrompt,
       ...(extraContext ? { extraContext } : {}),
       signal,
     }), abort.signal);

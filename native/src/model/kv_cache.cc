@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include "device/device.h"
+#include "quant/fp16.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -124,6 +125,33 @@ void KvCache::release_from(int64_t from_pos) {
       k_tables_[li][slot] = v_tables_[li][slot] = nullptr;
     }
     held_pages_.store(p - 1, std::memory_order_relaxed);
+  }
+}
+
+void KvCache::shift(int64_t from, int64_t to, int64_t delta, const RopeParams& rope) {
+  if (device_) throw std::runtime_error("KV cache: shifting positions is supported for host pages only");
+  if (from < 0 || to <= from || from + delta < 0 || to + delta > context_)
+    throw std::runtime_error("KV cache: cannot move positions " + std::to_string(from) + ".." + std::to_string(to) + " by " + std::to_string(delta) +
+                             " within a context of " + std::to_string(context_));
+  if (delta == 0) return;
+  hold(to + delta);
+  // Moving right, the last positions go first (and moving left, the first), so no source
+  // position is overwritten before it is read.
+  std::vector<float> k(static_cast<size_t>(head_dim_));
+  const int64_t n = to - from;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t src = delta > 0 ? to - 1 - i : from + i;
+    const int64_t dst = src + delta;
+    for (int64_t l = 0; l < n_layers_; ++l) {
+      for (int64_t h = 0; h < n_kv_heads_; ++h) {
+        const uint16_t* ks = k_at(l, src, h);
+        for (int64_t d = 0; d < head_dim_; ++d) k[static_cast<size_t>(d)] = quant::f16_to_f32(ks[d]);
+        rope_row(k.data(), 1, head_dim_, delta, rope);
+        uint16_t* kd = k_at(l, dst, h);
+        for (int64_t d = 0; d < head_dim_; ++d) kd[d] = quant::f32_to_f16(k[static_cast<size_t>(d)]);
+        std::memmove(v_at(l, dst, h), v_at(l, src, h), static_cast<size_t>(head_dim_) * sizeof(uint16_t));
+      }
+    }
   }
 }
 

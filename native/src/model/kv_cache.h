@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/ops.h"
 
 namespace fulcrum { class Device; }
 
@@ -50,6 +51,13 @@ class KvCache {
   void hold(int64_t n_positions);
   // Returns the pages that hold only positions ≥ from_pos to the free list.
   void release_from(int64_t from_pos);
+  // Moves positions [from, to) to [from + delta, to + delta) in every layer (pages held first),
+  // rotating each K by delta positions with `rope` (RoPE is a rotation: R(p + d) = R(d)·R(p)), so
+  // cached keys read as if computed at their new positions (llama-server's --cache-reuse). V moves
+  // as is. Host pages only (a device cache throws). The keys go through f32 and back to f16: one
+  // more rounding of each rotated key (measured in test/unit/kv-shift.test.ts).
+  void shift(int64_t from, int64_t to, int64_t delta, const RopeParams& rope);
+  bool on_device() const { return device_ != nullptr; }
 
   // Attention's view of one layer: page pointers (nullptr past the held pages).
   KvPages pages(int64_t layer) const {

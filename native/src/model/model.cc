@@ -349,6 +349,19 @@ void Model::clear_kv(int64_t from_pos, int32_t seq) {
     if (c) c->release_from(q.n_past.load());
 }
 
+void Model::shift_kv(int64_t from, int64_t to, int64_t delta, int32_t seq) {
+  check_seq(seq, "shiftKv");
+  Sequence& q = *seqs_[static_cast<size_t>(seq)];
+  if (q.dev || q.by_seq || q.staging || !q.host)
+    throw std::runtime_error("shiftKv: sequence " + std::to_string(seq) + " keeps KV on the device; shifting is supported for host KV only");
+  for (const auto& rows : q.saved)
+    if (!rows.empty()) throw std::runtime_error("shiftKv: sequence " + std::to_string(seq) + " recomputes KV from saved rows (KVPR); shifting is not supported");
+  if (to > q.n_past.load()) throw std::runtime_error("shiftKv: positions " + std::to_string(from) + ".." + std::to_string(to) + " of sequence " + std::to_string(seq) + " are not all held (" + std::to_string(q.n_past.load()) + " are)");
+  q.host->shift(from, to, delta, cfg_.rope);
+  q.n_past = to + delta;
+  q.host->release_from(to + delta);
+}
+
 std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all) {
   return std::move(eval_batch({SeqInput{0, tokens, n, start_pos}}, want_all)[0]);
 }
@@ -363,6 +376,9 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
     if (seen[static_cast<size_t>(s.seq)]) throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + " appears twice in one batch");
     seen[static_cast<size_t>(s.seq)] = true;
     const int64_t have = seqs_[static_cast<size_t>(s.seq)]->n_past.load();
+    if (s.keep_after && s.start_pos + s.n > have)
+      throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": keepAfter with positions " + std::to_string(s.start_pos) + ".." +
+                               std::to_string(s.start_pos + s.n) + " past the " + std::to_string(have) + " held");
     if (s.n <= 0) throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": no tokens");
     if (s.start_pos < 0 || s.start_pos > have)
       throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": start position " + std::to_string(s.start_pos) +
@@ -382,8 +398,11 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
     for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
       if (c) c->hold(s.start_pos + s.n);
   }
-  for (const SeqInput& s : in) {
+  std::vector<int64_t> kept_end(in.size(), 0);
+  for (size_t k = 0; k < in.size(); ++k) {
+    const SeqInput& s = in[k];
     Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
+    if (s.keep_after) { kept_end[k] = q.n_past.load(); continue; }  // the positions after stay held and valid
     for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
       if (c) c->release_from(s.start_pos + s.n);  // pages of a longer, rewound sequence hold stale positions only
     q.n_past = s.start_pos;
@@ -429,7 +448,7 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
       const size_t k = members[m];
       const Span& sp = st.spans[m];
       done[k] += sp.n;
-      seqs_[static_cast<size_t>(in[k].seq)]->n_past = in[k].start_pos + done[k];
+      seqs_[static_cast<size_t>(in[k].seq)]->n_past = std::max(kept_end[k], in[k].start_pos + done[k]);
       const float* src = logits.data() + (want_all ? sp.row0 : static_cast<int64_t>(m)) * cfg_.n_vocab;
       if (want_all) out[k].insert(out[k].end(), src, src + sp.n * cfg_.n_vocab);
       else if (done[k] == in[k].n) out[k].assign(src, src + cfg_.n_vocab);

@@ -119,10 +119,17 @@ class Model {
     const int32_t* tokens = nullptr;
     int64_t n = 0;
     int64_t start_pos = 0;
+    // Keep the positions after this input's last one (a shifted chunk of reused KV waits there,
+    // see shift_kv) instead of rewinding the sequence to it.
+    bool keep_after = false;
   };
   std::vector<std::vector<float>> eval_batch(const std::vector<SeqInput>& in, bool want_all);
   // Forgets KV positions ≥ from_pos of sequence `seq`.
   void clear_kv(int64_t from_pos, int32_t seq = 0);
+  // Moves sequence `seq`'s KV positions [from, to) by `delta` (keys re-rotated, see
+  // KvCache::shift) and makes its held positions end at to + delta. Host KV only: a sequence
+  // with KV on a device, or KVPR's saved rows, throws (the caller evaluates instead).
+  void shift_kv(int64_t from, int64_t to, int64_t delta, int32_t seq = 0);
   int64_t n_past(int32_t seq = 0) const;
   int64_t max_sequences() const { return cfg_.max_sequences; }
   // Where sequence `seq` keeps its KV in layers placed by sequence (NEO's CPU-attention requests

@@ -119,9 +119,11 @@ struct BatchInput {
   std::vector<int32_t> seqs;
   std::vector<std::vector<int32_t>> tokens;
   std::vector<int64_t> starts;
+  std::vector<bool> keep_after;
   std::vector<Model::SeqInput> view() const {
     std::vector<Model::SeqInput> v;
-    for (size_t i = 0; i < seqs.size(); ++i) v.push_back(Model::SeqInput{seqs[i], tokens[i].data(), static_cast<int64_t>(tokens[i].size()), starts[i]});
+    for (size_t i = 0; i < seqs.size(); ++i)
+      v.push_back(Model::SeqInput{seqs[i], tokens[i].data(), static_cast<int64_t>(tokens[i].size()), starts[i], i < keep_after.size() && keep_after[i]});
     return v;
   }
 };
@@ -177,7 +179,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "Model",
                        {InstanceMethod("eval", &ModelWrap::Eval), InstanceMethod("evalAsync", &ModelWrap::EvalAsync),
-                        InstanceMethod("clearKv", &ModelWrap::ClearKv), InstanceMethod("dispose", &ModelWrap::Dispose),
+                        InstanceMethod("clearKv", &ModelWrap::ClearKv), InstanceMethod("shiftKv", &ModelWrap::ShiftKv), InstanceMethod("dispose", &ModelWrap::Dispose),
                         InstanceMethod("opProfile", &ModelWrap::OpProfile),
                         InstanceMethod("setPlacement", &ModelWrap::SetPlacement),
                         InstanceMethod("evalBatch", &ModelWrap::EvalBatch),
@@ -282,6 +284,22 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     Shared& s = acquire(info.Env());
     try {
       s.model->clear_kv(info[0].As<Napi::Number>().Int64Value(), info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0);
+    } catch (const std::exception& e) {
+      s.busy.store(false);
+      throw Napi::Error::New(info.Env(), e.what());
+    }
+    s.busy.store(false);
+    return info.Env().Undefined();
+  }
+
+  // shiftKv(from, to, delta, seq?): see Model::shift_kv.
+  Napi::Value ShiftKv(const Napi::CallbackInfo& info) {
+    if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber())
+      throw Napi::TypeError::New(info.Env(), "shiftKv(from: number, to: number, delta: number, seq?: number)");
+    Shared& s = acquire(info.Env());
+    try {
+      s.model->shift_kv(info[0].As<Napi::Number>().Int64Value(), info[1].As<Napi::Number>().Int64Value(), info[2].As<Napi::Number>().Int64Value(),
+                        info.Length() > 3 && info[3].IsNumber() ? info[3].As<Napi::Number>().Int32Value() : 0);
     } catch (const std::exception& e) {
       s.busy.store(false);
       throw Napi::Error::New(info.Env(), e.what());
@@ -557,6 +575,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       in.tokens.emplace_back(ta.Data(), ta.Data() + ta.ElementLength());
       in.seqs.push_back(static_cast<int32_t>(get_int(o, "seq", true)));
       in.starts.push_back(get_int(o, "startPos", true));
+      in.keep_after.push_back(o.Has("keepAfter") && o.Get("keepAfter").ToBoolean().Value());
     }
     return in;
   }
