@@ -8,7 +8,8 @@
 // reused. Then tokens/s of plain greedy against prompt-lookup speculation on code that repeats,
 // on the 0.5B model and on the trained tiny-fim-coder (whose output repeats, so drafts stand).
 //   node --import tsx test/bench/bench-completion.ts [--threads N] [--keystrokes N] [--quick]
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { DEFAULT_SPECULATE } from '../../engine/runtime/completion/completer';
@@ -27,7 +28,7 @@ const option = (name: string, fallback: number): number => {
 };
 const quick = args.includes('--quick');
 const threads = option('threads', 2);
-const keystrokes = option('keystrokes', quick ? 6 : 16);
+const keystrokes = option('keystrokes', quick ? 6 : 20);
 const VOCAB = sharedPath('vocab', 'ggml-vocab-deepseek-coder.gguf');
 const TINY = sharedPath('models', 'tiny-fim-coder.q8_0.gguf');
 
@@ -129,11 +130,86 @@ async function firstCompletions(completer: Completer, name: string, doc: string,
   return out;
 }
 
+/** The CPU line every benchmark prints: model and the instruction-set flags that matter here. */
+function cpuLine(): string {
+  const info = readFileSync('/proc/cpuinfo', 'utf8');
+  const model = /^model name\s*:(.*)$/m.exec(info)?.[1]?.trim() ?? 'unknown CPU';
+  const flags = (/^flags\s*:(.*)$/m.exec(info)?.[1]?.trim().split(/\s+/) ?? []).filter((f) => /^(avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16|f16c|fma)$/.test(f));
+  return `CPU: ${model} (${flags.join(' ')}), ${os.cpus().length} logical CPUs`;
+}
+
+interface EditingFigures {
+  firstMs: number; firstPromptTokens: number; firstPrefillTokS: number;
+  keystrokeMs: number[]; keystrokePromptMs: number[]; keystrokeReused: number; keystrokePrompt: number;
+  switchBackMs: number; switchBackReused: number; switchBackPrompt: number;
+}
+
+/**
+ * The issue's editing session, model work only (the completion cache off, so every keystroke runs
+ * the model): open a.py (50 KB) and complete mid-file; type a line there, a completion per
+ * keystroke; complete in b.py; come back to a.py. `extra` adds chunks of other files as
+ * fulcrum.completions.extraContext does (one new chunk every 4 keystrokes, as the ring fills).
+ */
+async function editing(completer: Completer, exact: boolean, extra: boolean, typedLength: number, maxTokens: number): Promise<EditingFigures> {
+  completer.clearKvCache();
+  const a = pythonFile(50_000), b = pythonFile(50_000).replace(/handler/g, 'worker').replace(/request/g, 'job');
+  const at = a.indexOf('\n\n', Math.floor(a.length / 2)) + 1;
+  const before = a.slice(0, at), after = a.slice(at);
+  const chunks = Array.from({ length: 8 }, (_, i) => ({ name: `lib_${i}.py`, text: pythonFile(1200).replace(/handler/g, `lib${i}_fn`) }));
+  const base = { maxTokens, useCache: false, exact } as const;
+  const extraAt = (k: number) => (extra ? { extraContext: chunks.slice(0, 2 + Math.floor(k / 4)) } : {});
+  let t = performance.now();
+  const first = await completer.complete({ document: 'a.py', before, after, ...base, ...extraAt(0) });
+  const firstMs = performance.now() - t;
+  const typed = '    result = compute(value, retries) + offset'.slice(0, typedLength);
+  const keystrokeMs: number[] = [], keystrokePromptMs: number[] = [];
+  let keystrokeReused = 0, keystrokePrompt = 0;
+  for (let k = 1; k <= typed.length; k++) {
+    t = performance.now();
+    const r = await completer.complete({ document: 'a.py', before: before + typed.slice(0, k), after, ...base, ...extraAt(k) });
+    keystrokeMs.push(performance.now() - t);
+    keystrokePromptMs.push(r.stats.promptMs);
+    keystrokeReused += r.stats.reusedTokens;
+    keystrokePrompt += r.stats.promptTokens;
+  }
+  const bAt = b.indexOf('\n\n', Math.floor(b.length / 3)) + 1;
+  await completer.complete({ document: 'b.py', before: b.slice(0, bAt), after: b.slice(bAt), ...base, ...extraAt(typed.length) });
+  t = performance.now();
+  const back = await completer.complete({ document: 'a.py', before: before + typed, after, ...base, ...extraAt(typed.length) });
+  const switchBackMs = performance.now() - t;
+  return {
+    firstMs, firstPromptTokens: first.stats.promptTokens, firstPrefillTokS: first.stats.promptTokens / (first.stats.promptMs / 1000),
+    keystrokeMs, keystrokePromptMs, keystrokeReused, keystrokePrompt,
+    switchBackMs, switchBackReused: back.stats.reusedTokens, switchBackPrompt: back.stats.promptTokens,
+  };
+}
+
+async function editingTable(modelPath: string, label: string): Promise<void> {
+  const engine = await Engine.load(modelPath, { threads, maxSequences: 4 });
+  try {
+    const completer = new Completer(engine);
+    console.log(`${label}, ${threads} threads, 4 KV slots; 50 KB Python file, model work only (completion cache off); keystrokes: ${keystrokes}`);
+    console.log('mode                        | first ms  prompt  prefill tok/s | keystroke p50  p90 ms  its prompt p50 ms  reused % | switch back ms  reused');
+    // Up to 64 tokens is the editor's default; 16 is a one-line suggestion (random weights never stop early).
+    for (const [mode, exact, extra, maxTokens] of [['exact, 64 tokens', true, false, 64], ['shifted suffix, 64 tokens', false, false, 64], ['shifted + extra, 64 tokens', false, true, 64], ['shifted suffix, 16 tokens', false, false, 16]] as const) {
+      const f = await editing(completer, exact, extra, keystrokes, maxTokens);
+      console.log(`${mode.padEnd(27)} | ${f.firstMs.toFixed(0).padStart(8)} ${String(f.firstPromptTokens).padStart(7)} ${f.firstPrefillTokS.toFixed(0).padStart(14)} | ` +
+        `${percentile(f.keystrokeMs, 50).toFixed(0).padStart(13)} ${percentile(f.keystrokeMs, 90).toFixed(0).padStart(7)} ${percentile(f.keystrokePromptMs, 50).toFixed(0).padStart(18)} ${((100 * f.keystrokeReused) / f.keystrokePrompt).toFixed(0).padStart(9)} | ` +
+        `${f.switchBackMs.toFixed(0).padStart(14)}  ${f.switchBackReused}/${f.switchBackPrompt}`);
+    }
+  } finally {
+    engine.dispose();
+  }
+}
+
 async function main(): Promise<void> {
   if (!existsSync(VOCAB)) throw new Error(`${VOCAB} is absent`);
+  console.log(cpuLine());
   const file = model05b();
-  console.log(`completion latency, synthetic 0.5B Q8_0 (${file}), ${threads} threads, ${keystrokes} keystrokes per file`);
-  const engine = await Engine.load(file, { threads });
+  await editingTable(file, `synthetic 0.5B Q8_0 (${path.basename(file)})`);
+  if (existsSync(TINY)) await editingTable(TINY, 'tiny-fim-coder (13M, Q8_0)');
+  console.log(`completion latency with the completion cache (type-through), ${keystrokes} keystrokes per file`);
+  const engine = await Engine.load(file, { threads, maxSequences: 4 });
   try {
     const completer = new Completer(engine);
     const other = pythonFile(800).replace(/handler/g, 'other');

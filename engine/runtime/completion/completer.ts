@@ -85,6 +85,11 @@ export class Completer {
     }
   }
 
+  /** Forgets the prompts the engine's KV slots hold (benchmarks measure cold completions with it). */
+  clearKvCache(): void {
+    this.engine.scheduler().clearCache();
+  }
+
   async complete(request: CursorCompletionRequest): Promise<CursorCompletion> {
     const t0 = performance.now();
     const useCache = request.useCache ?? true;
