@@ -3,12 +3,14 @@
 // between the family's FIM token ids in the family's order; and `fulcrum prompt` prints them.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import { readGguf } from '../../engine/model/gguf';
 import { createTokenizer } from '../../engine/model/tokenizer';
 import { PromptBuilder } from '../../engine/runtime/completion/prompt';
-import { repoRoot, sharedPath, skipUnlessShared } from '../helpers/shared';
+import { fitContext } from '../../engine/runtime/completion/budget';
+import { repoRoot, sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 
 const SEP = '\n__ggml_vocab_test__\n';
 
@@ -81,4 +83,31 @@ test('a vocabulary without FIM tokens gets a prefix-only prompt', { skip: skipUn
   assert.equal(r.status, 0, r.stderr);
   assert.equal(JSON.parse(r.stdout).format, 'prefix-only');
   assert.match(r.stderr, /no FIM tokens/);
+});
+
+test('fulcrum prompt cuts a 90 KB document to the budget the editor uses (issue 23 item 5)', { skip: skipUnlessShared(sharedPath('vocab', 'ggml-vocab-deepseek-coder.gguf')) }, () => {
+  const vocab = sharedPath('vocab', 'ggml-vocab-deepseek-coder.gguf');
+  const { dir, cleanup } = tempDir();
+  try {
+    const lines: string[] = [];
+    for (let i = 0; lines.join('\n').length < 90_000; i++) lines.push(`def f_${i}(x):`, `    return x * ${i}`, '');
+    const doc = lines.join('\n');
+    const cut = doc.indexOf('\n', 60_000) + 1;
+    writeFileSync(path.join(dir, 'before.py'), doc.slice(0, cut));
+    writeFileSync(path.join(dir, 'after.py'), doc.slice(cut));
+    const run = (...extra: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'engine/cli.ts', 'prompt', '--model', vocab,
+      '--prefix-file', path.join(dir, 'before.py'), '--suffix-file', path.join(dir, 'after.py'), '--json', ...extra], { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 });
+    for (const budget of [undefined, 256]) {
+      const r = run(...(budget ? ['--budget', String(budget)] : []));
+      assert.equal(r.status, 0, r.stderr);
+      const out = JSON.parse(r.stdout) as { ids: number[]; budget: number; kept: { prefixChars: number; suffixChars: number } };
+      assert.equal(out.budget, budget ?? 1024);
+      assert.ok(out.ids.length <= out.budget && out.ids.length > out.budget * 0.8, `${out.ids.length} tokens for a budget of ${out.budget}`);
+      // The same cut the editor's Completer makes: the text right before and after the cursor.
+      const builder = new PromptBuilder(createTokenizer(readGguf(vocab)));
+      const fitted = fitContext(doc.slice(0, cut), doc.slice(cut), out.budget, builder.overheadTokens, (t) => builder.encodePart(t, true).length);
+      assert.deepEqual(out.ids, builder.build(fitted.prefix, fitted.suffix).ids);
+      assert.ok(out.kept.prefixChars < cut && out.kept.suffixChars < doc.length - cut);
+    }
+  } finally { cleanup(); }
 });

@@ -116,6 +116,8 @@ export class Completer {
       timeLimitMs: request.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS,
       speculate: request.speculate ?? DEFAULT_SPECULATE,
       reuseShiftedKv: !(request.exact ?? false),
+      // Extra-context chunks go right after BOS (PromptBuilder.build): the cursor's prompt follows them.
+      farContextEnd: extra.length ? (fim?.addBos && this.engine.tokenizer.bos !== undefined ? 1 : 0) + extra.length : 0,
       shouldStop: stopRule(ctx),
       ...(request.signal ? { signal: request.signal } : {}),
     });

@@ -23,6 +23,8 @@ export interface RunOptions {
   speculate?: number;
   /** Reuse the cached KV of the prompt's unchanged tail (the suffix) at shifted positions; see ServeRequest.reuseShiftedKv. */
   reuseShiftedKv?: boolean;
+  /** Prompt tokens before this index are other files' context (see ServeRequest.farContextEnd). */
+  farContextEnd?: number;
   signal?: AbortSignal;
 }
 
@@ -69,7 +71,7 @@ export async function runCompletion(engine: Engine, promptIds: readonly number[]
     ...(opts.timeLimitMs !== undefined && Number.isFinite(opts.timeLimitMs) ? { generateTimeLimitMs: opts.timeLimitMs } : {}),
     ...(opts.shouldStop ? { shouldStop: opts.shouldStop } : {}),
     ...(opts.speculate ? { speculate: opts.speculate } : {}),
-    ...(opts.reuseShiftedKv ? { reuseShiftedKv: true } : {}),
+    ...(opts.reuseShiftedKv ? { reuseShiftedKv: true, ...(opts.farContextEnd ? { farContextEnd: opts.farContextEnd } : {}) } : {}),
     ...(opts.signal ? { signal: opts.signal } : {}),
   });
   const r = await stream.result;

@@ -64,6 +64,12 @@ export interface ServeRequest extends SamplingOptions {
    * Default false: every prompt token is evaluated (exact).
    */
   reuseShiftedKv?: boolean;
+  /**
+   * Prompt tokens before this index are context of other files (extra-context chunks): new ones
+   * there do not count toward the reused tail's staleness, so a new chunk does not cost the
+   * cursor's prompt its cache (its KV is refreshed with the keystroke bound instead).
+   */
+  farContextEnd?: number;
 }
 
 /** A generated token's log-probability under the model (before sampling adjustments) and its top alternatives. */
@@ -344,13 +350,13 @@ export class Scheduler {
       const best = choice.slot, bestLen = choice.shared;
       best.lastUsed = ++this.admissions;
       r.reused = r.pos = Math.max(0, bestLen);
-      const tail = r.req.reuseShiftedKv && this.canShift ? reusableTail(best, r.prompt, r.pos) : undefined;
+      const tail = r.req.reuseShiftedKv && this.canShift ? reusableTail(best, r.prompt, r.pos, r.req.farContextEnd ?? 0) : undefined;
       best.tokens.length = r.pos;
       best.shift = undefined;
       if (tail) {
         // The native model may be mid-step: the move is applied before the next one.
         best.shift = { from: tail.cacheFrom, to: tail.cacheFrom + tail.length, delta: tail.promptFrom - tail.cacheFrom };
-        best.staleTokens += tail.promptFrom - r.pos;
+        best.staleTokens += tail.promptFrom - Math.max(r.pos, r.req.farContextEnd ?? 0);
         r.skip = { from: tail.promptFrom, to: tail.promptFrom + tail.length };
         best.clearFrom = undefined;
         if (r.skip.from === r.pos) this.adoptSkip(best, r, false);
@@ -686,7 +692,7 @@ const MAX_STALE_TOKENS = 64;
  * or the cursor's prompt after a new extra-context chunk. Undefined when it is too short, stale,
  * or the slot no longer holds it.
  */
-function reusableTail(slot: Slot, prompt: readonly number[], shared: number): { cacheFrom: number; promptFrom: number; length: number } | undefined {
+function reusableTail(slot: Slot, prompt: readonly number[], shared: number, farContextEnd: number): { cacheFrom: number; promptFrom: number; length: number } | undefined {
   const cl = slot.promptLength;
   if (cl === undefined || cl > slot.tokens.length) return undefined;
   const pl = prompt.length;
@@ -695,6 +701,6 @@ function reusableTail(slot: Slot, prompt: readonly number[], shared: number): { 
   const length = k - 1;  // the prompt's last token is evaluated again
   if (length < MIN_TAIL_TOKENS) return undefined;
   const promptFrom = pl - k, cacheFrom = cl - k;
-  if (slot.staleTokens + (promptFrom - shared) > MAX_STALE_TOKENS) return undefined;
+  if (slot.staleTokens + Math.max(0, promptFrom - Math.max(shared, farContextEnd)) > MAX_STALE_TOKENS) return undefined;
   return { cacheFrom, promptFrom, length };
 }
