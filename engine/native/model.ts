@@ -169,8 +169,8 @@ export interface NativeModel {
   /** Forget KV positions ≥ fromPos (of sequence `seq`, default 0). */
   clearKv(fromPos: number, seq?: number): void;
   /**
-   * Moves KV positions [from, to) of sequence `seq` by `delta`, re-rotating the keys, and makes
-   * its held positions end at to + delta. Host KV only: throws for KV on a device or KVPR.
+   * Moves KV positions [from, to) of sequence `seq` by `delta`, re-rotating the keys; its held
+   * positions then reach at least to + delta. Host KV only: throws for KV on a device or KVPR.
    */
   shiftKv(from: number, to: number, delta: number, seq?: number): void;
   /** Several sequences at their own positions in the same steps; each input's logits (last, or all). */

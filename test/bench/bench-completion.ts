@@ -155,7 +155,7 @@ async function editing(completer: Completer, exact: boolean, extra: boolean, typ
   const a = pythonFile(50_000), b = pythonFile(50_000).replace(/handler/g, 'worker').replace(/request/g, 'job');
   const at = a.indexOf('\n\n', Math.floor(a.length / 2)) + 1;
   const before = a.slice(0, at), after = a.slice(at);
-  const chunks = Array.from({ length: 8 }, (_, i) => ({ name: `lib_${i}.py`, text: pythonFile(1200).replace(/handler/g, `lib${i}_fn`) }));
+  const chunks = Array.from({ length: 8 }, (_, i) => ({ name: `lib_${i}.py`, text: pythonFile(360).replace(/handler/g, `lib${i}_fn`) }));
   const base = { maxTokens, useCache: false, exact } as const;
   const extraAt = (k: number) => (extra ? { extraContext: chunks.slice(0, 2 + Math.floor(k / 4)) } : {});
   let t = performance.now();

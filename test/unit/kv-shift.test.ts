@@ -72,3 +72,30 @@ test('the exact mode evaluates the suffix again and equals a fresh evaluation bi
   assert.deepEqual(a.tokens, b.tokens);
   assert.deepEqual(a.logprobs!.map((l) => l.logprob), b.logprobs!.map((l) => l.logprob));
 });
+
+test('a new extra-context chunk does not cost the cursor\'s prompt its cache (issue 23 item 6)', { skip }, async () => {
+  const { Completer } = await import('../../engine/runtime/completion/completer');
+  const completer = new Completer(shifted);
+  completer.clearKvCache();
+  const chunk = (i: number) => ({ name: `lib_${i}.py`, text: `def helper_${i}(x):\n    return x * ${i} + ${i * 7}\n\n\nclass Store${i}:\n    def get(self, key):\n        return self.data.get(key)\n` });
+  const before = PREFIX, after = SUFFIX;
+  const base = { document: 'cfg.py', after, budget: 512, maxTokens: 4, useCache: false, timeLimitMs: 0 } as const;
+  await completer.complete({ ...base, before, extraContext: [chunk(1), chunk(2)] });
+  // A keystroke and, at the same time, a third chunk in the ring (the newest goes last, next to the cursor's prompt).
+  const r = await completer.complete({ ...base, before: `${before}c`, extraContext: [chunk(1), chunk(2), chunk(3)] });
+  const chunkTokens = completer.prompts.encodeExtra([chunk(3)]).length;
+  console.log(`  new chunk of ${chunkTokens} tokens plus a keystroke: reused ${r.stats.reusedTokens} of ${r.stats.promptTokens}`);
+  assert.ok(r.stats.reusedTokens >= r.stats.promptTokens - chunkTokens - 8, `reused ${r.stats.reusedTokens} of ${r.stats.promptTokens}`);
+  // The ring turns: the oldest chunk leaves as a new one comes (a quarter of a 400-token budget holds two).
+  completer.clearKvCache();
+  const ring = { ...base, budget: 400 };
+  await completer.complete({ ...ring, before, extraContext: [chunk(1), chunk(2)] });
+  const turned = await completer.complete({ ...ring, before: `${before}c`, extraContext: [chunk(1), chunk(2), chunk(3)] });
+  console.log(`  ring turned (chunk 1 out, chunk 3 in) plus a keystroke: reused ${turned.stats.reusedTokens} of ${turned.stats.promptTokens}`);
+  assert.ok(turned.stats.reusedTokens >= turned.stats.promptTokens - chunkTokens - 8, `reused ${turned.stats.reusedTokens} of ${turned.stats.promptTokens}`);
+  // The exact mode evaluates everything after the new chunk.
+  completer.clearKvCache();
+  await completer.complete({ ...base, before, extraContext: [chunk(1), chunk(2)], exact: true });
+  const e = await completer.complete({ ...base, before: `${before}c`, extraContext: [chunk(1), chunk(2), chunk(3)], exact: true });
+  assert.ok(e.stats.reusedTokens < e.stats.promptTokens - chunkTokens - 16);
+});

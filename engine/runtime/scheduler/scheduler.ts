@@ -125,7 +125,7 @@ interface Slot {
   /** Length of the prompt of the request whose KV `tokens` holds (its generated tokens follow). */
   promptLength?: number;
   /** A move of cached KV positions to apply before the next step (shifted reuse), then no clear. */
-  shift?: { from: number; to: number; delta: number };
+  shifts?: { from: number; to: number; delta: number }[];
   /**
    * New prompt tokens evaluated before the reused tail since the tail's KV was last computed
    * fresh: what the tail has not seen. Past MAX_STALE_TOKENS the tail is evaluated again.
@@ -139,7 +139,9 @@ interface Running {
   /** Next prompt position to evaluate. */
   pos: number;
   /** Prompt positions [from, to) whose KV is already in place (shifted reuse): evaluation jumps over them. */
-  skip?: { from: number; to: number };
+  skips: { from: number; to: number }[];
+  /** The prompt tokens shared with the slot at admission (where a refused shift goes back to). */
+  sharedAtAdmission: number;
   reused: number;
   history: number[];
   generated: number;
@@ -248,7 +250,7 @@ export class Scheduler {
     const r: Running = {
       req, prompt, pos: 0, reused: 0, history: [...prompt], generated: 0, sampler,
       decoder: this.tokenizer.createStreamDecoder(), stops: new StopStringFilter(req.stop ?? []), text: '', pending: undefined,
-      out: [], steps: 0, drafted: 0, accepted: 0, ...(req.logprobs !== undefined ? { logprobs: [] } : {}),
+      out: [], steps: 0, drafted: 0, accepted: 0, skips: [], sharedAtAdmission: 0, ...(req.logprobs !== undefined ? { logprobs: [] } : {}),
       queuedAt: now, admittedAt: 0, firstTokenAt: 0, promptDoneAt: 0,
       push: (piece) => { if (piece) { pieces.push(piece); wake?.(); } },
       finish: (reason) => {
@@ -292,7 +294,7 @@ export class Scheduler {
       if (s.running) continue;
       s.tokens = [];
       s.clearFrom = 0;
-      s.shift = undefined;
+      s.shifts = undefined;
       s.promptLength = undefined;
       s.staleTokens = 0;
     }
@@ -350,16 +352,17 @@ export class Scheduler {
       const best = choice.slot, bestLen = choice.shared;
       best.lastUsed = ++this.admissions;
       r.reused = r.pos = Math.max(0, bestLen);
-      const tail = r.req.reuseShiftedKv && this.canShift ? reusableTail(best, r.prompt, r.pos, r.req.farContextEnd ?? 0) : undefined;
+      const chunks = r.req.reuseShiftedKv && this.canShift ? reusableChunks(best, r.prompt, r.pos, r.req.farContextEnd ?? 0) : undefined;
       best.tokens.length = r.pos;
-      best.shift = undefined;
-      if (tail) {
-        // The native model may be mid-step: the move is applied before the next one.
-        best.shift = { from: tail.cacheFrom, to: tail.cacheFrom + tail.length, delta: tail.promptFrom - tail.cacheFrom };
-        best.staleTokens += tail.promptFrom - Math.max(r.pos, r.req.farContextEnd ?? 0);
-        r.skip = { from: tail.promptFrom, to: tail.promptFrom + tail.length };
+      best.shifts = undefined;
+      r.sharedAtAdmission = r.pos;
+      if (chunks) {
+        // The native model may be mid-step: the moves are applied before the next one.
+        best.shifts = chunks.moves.map((c) => ({ from: c.cacheFrom, to: c.cacheFrom + c.length, delta: c.promptFrom - c.cacheFrom }));
+        best.staleTokens += chunks.staleTokens;
+        r.skips = chunks.moves.map((c) => ({ from: c.promptFrom, to: c.promptFrom + c.length })).sort((a, b) => a.from - b.from);
         best.clearFrom = undefined;
-        if (r.skip.from === r.pos) this.adoptSkip(best, r, false);
+        this.adoptSkips(best, r, false);
       } else {
         best.clearFrom = r.pos;  // the native model may be mid-step: cleared before the next one
         best.staleTokens = 0;
@@ -374,14 +377,15 @@ export class Scheduler {
     this.stats.running = this.slots.filter((s) => s.running).length;
   }
 
-  /** The prompt reached its reused tail: those tokens are the slot's now, and evaluation goes on after them. */
-  private adoptSkip(s: Slot, r: Running, count = true): void {
-    const skip = r.skip!;
-    s.tokens.push(...r.prompt.slice(skip.from, skip.to));
-    r.pos = skip.to;
-    r.reused += skip.to - skip.from;
-    if (count) this.stats.reusedTokens += skip.to - skip.from;
-    r.skip = undefined;
+  /** The prompt reached reused chunks: their tokens are the slot's now, and evaluation goes on after them. */
+  private adoptSkips(s: Slot, r: Running, count = true): void {
+    while (r.skips.length && r.skips[0]!.from === r.pos) {
+      const skip = r.skips.shift()!;
+      s.tokens.push(...r.prompt.slice(skip.from, skip.to));
+      r.pos = skip.to;
+      r.reused += skip.to - skip.from;
+      if (count) this.stats.reusedTokens += skip.to - skip.from;
+    }
   }
 
   private end(slot: Slot, reason: ServeResult['stopReason']): void {
@@ -407,24 +411,26 @@ export class Scheduler {
       const active = this.slots.filter((s) => s.running);
       if (!active.length) return;
       for (const s of this.slots) {
-        if (s.shift) {
+        if (s.shifts) {
           try {
-            this.native.shiftKv(s.shift.from, s.shift.to, s.shift.delta, s.seq);
+            // Moving right, the rightmost chunk first; moving left, the leftmost: no chunk lands on one not yet moved.
+            const order = [...s.shifts.filter((m) => m.delta > 0).sort((a, b) => b.from - a.from), ...s.shifts.filter((m) => m.delta <= 0).sort((a, b) => a.from - b.from)];
+            for (const m of order) this.native.shiftKv(m.from, m.to, m.delta, s.seq);
           } catch {
-            // KV this model cannot move (on a device, KVPR): evaluate the tail instead, from now on.
-            // No step has run for the request since admission, so it goes back to its shared prefix.
+            // KV this model cannot move (on a device, KVPR): evaluate instead, from now on. No step
+            // has run for the request since admission, so it goes back to its shared prefix.
             this.canShift = false;
             const r = s.running;
-            const tailStart = s.shift.from + s.shift.delta;
             if (r) {
-              if (r.pos > tailStart) { this.stats.reusedTokens -= r.pos - tailStart; r.reused -= r.pos - tailStart; r.pos = tailStart; }
-              r.skip = undefined;
-              s.tokens.length = Math.min(s.tokens.length, r.pos);
+              this.stats.reusedTokens -= r.pos - r.sharedAtAdmission;
+              r.reused = r.pos = r.sharedAtAdmission;
+              r.skips = [];
+              s.tokens.length = r.pos;
             }
             s.clearFrom = s.tokens.length;
             s.staleTokens = 0;
           }
-          s.shift = undefined;
+          s.shifts = undefined;
         }
         if (s.clearFrom === undefined) continue;
         this.native.clearKv(s.clearFrom, s.seq);
@@ -455,11 +461,11 @@ export class Scheduler {
               // What the slot held, then the part of the prompt not evaluated yet (if any).
               r.prompt = [...s.tokens, ...r.prompt.slice(r.pos)];
               r.pos = 0;
-              r.skip = undefined;
+              r.skips = [];
             }
             s.tokens = [];
             s.clearFrom = undefined;
-            s.shift = undefined;
+            s.shifts = undefined;
             s.staleTokens = 0;
           }
           continue;
@@ -504,10 +510,10 @@ export class Scheduler {
     for (const s of stepping) {
       const r = s.running!;
       if (r.pos >= r.prompt.length || rows >= this.stepRows) continue;
-      // Up to the reused tail, whose KV waits at its shifted positions (kept by keepAfter).
-      const end = r.skip ? r.skip.from : r.prompt.length;
+      // Up to the next reused chunk, whose KV waits at its shifted positions (kept by keepAfter).
+      const end = r.skips.length ? r.skips[0]!.from : r.prompt.length;
       const take = Math.min(drafting ? PROMPT_ROWS_BESIDE_DRAFTS : PROMPT_CHUNK, end - r.pos, this.stepRows - rows);
-      inputs.push({ slot: s, tokens: r.prompt.slice(r.pos, r.pos + take), draft: [], startPos: r.pos, last: r.pos + take === r.prompt.length, ...(r.skip ? { keepAfter: true } : {}) });
+      inputs.push({ slot: s, tokens: r.prompt.slice(r.pos, r.pos + take), draft: [], startPos: r.pos, last: r.pos + take === r.prompt.length, ...(r.skips.length ? { keepAfter: true } : {}) });
       rows += take;
     }
     return inputs;
@@ -522,7 +528,7 @@ export class Scheduler {
     const decoding = r.pending !== undefined && r.pos >= r.prompt.length;
     if (!decoding) {
       r.pos += inp.tokens.length;
-      if (r.skip && r.pos === r.skip.from) this.adoptSkip(s, r);
+      this.adoptSkips(s, r);
       // A rebuilt prompt (after a device failure) already has its next token pending.
       if (!inp.last || r.pending !== undefined) return;
       r.promptDoneAt = performance.now();
@@ -677,7 +683,7 @@ function chooseSlot(slots: readonly Slot[], prompt: readonly number[]): { slot: 
   return { slot: fallback!, shared: sharedPrefix(fallback!, prompt) };
 }
 
-/** Shortest reused tail worth a move: below it, evaluating costs about as much as shifting. */
+/** Shortest reused run worth a move: below it, evaluating costs about as much as shifting. */
 const MIN_TAIL_TOKENS = 16;
 /**
  * Most new prompt tokens a reused tail may have missed before it is evaluated again. Decision:
@@ -686,21 +692,56 @@ const MIN_TAIL_TOKENS = 16;
  */
 const MAX_STALE_TOKENS = 64;
 
+/** Length of the common run of `a` from `i` and `b` from `j`, up to (exclusive) `aEnd` and `bEnd`. */
+function runLength(a: readonly number[], i: number, aEnd: number, b: readonly number[], j: number, bEnd: number): number {
+  let n = 0;
+  while (i + n < aEnd && j + n < bEnd && a[i + n] === b[j + n]) n++;
+  return n;
+}
+
+interface ReusedChunk { cacheFrom: number; promptFrom: number; length: number }
+
 /**
- * The tail of `prompt` (after its first `shared` tokens, excluding its last token, whose logits
- * are needed) that equals the tail of the slot's cached prompt: a FIM suffix after a keystroke,
- * or the cursor's prompt after a new extra-context chunk. Undefined when it is too short, stale,
- * or the slot no longer holds it.
+ * Runs of the slot's cached prompt that reappear, moved, in `prompt` after the first `shared`
+ * tokens, in order: the FIM suffix after a keystroke in the prefix; the FIM prefix and suffix
+ * after extra-context chunks were added, dropped or rotated ahead of them; the chunks that stayed.
+ * Greedy, left to right: at each prompt position the longest run of at least MIN_TAIL_TOKENS
+ * that starts in the cache after the previous run (so sources and destinations are both in
+ * order, which makes the moves safe to apply one by one). The prompt's last token is never
+ * reused (its logits are needed). `staleTokens`: near-context tokens (after `farContextEnd`)
+ * evaluated before the last run, which its cached KV has not seen. Undefined when nothing is
+ * worth moving or the slot's reused KV has gone too stale.
  */
-function reusableTail(slot: Slot, prompt: readonly number[], shared: number, farContextEnd: number): { cacheFrom: number; promptFrom: number; length: number } | undefined {
+function reusableChunks(slot: Slot, prompt: readonly number[], shared: number, farContextEnd: number): { moves: ReusedChunk[]; staleTokens: number } | undefined {
   const cl = slot.promptLength;
   if (cl === undefined || cl > slot.tokens.length) return undefined;
-  const pl = prompt.length;
-  let k = 0;
-  while (k < cl - shared && k < pl - shared && slot.tokens[cl - 1 - k] === prompt[pl - 1 - k]) k++;
-  const length = k - 1;  // the prompt's last token is evaluated again
-  if (length < MIN_TAIL_TOKENS) return undefined;
-  const promptFrom = pl - k, cacheFrom = cl - k;
-  if (slot.staleTokens + Math.max(0, promptFrom - Math.max(shared, farContextEnd)) > MAX_STALE_TOKENS) return undefined;
-  return { cacheFrom, promptFrom, length };
+  const cached = slot.tokens, end = prompt.length - 1;
+  const key = (xs: readonly number[], at: number) => xs.slice(at, at + MIN_TAIL_TOKENS).join(',');
+  const where = new Map<string, number[]>();
+  for (let c = shared; c + MIN_TAIL_TOKENS <= cl; c++) {
+    const k = key(cached, c);
+    const list = where.get(k);
+    if (list) { if (list.length < 8) list.push(c); } else where.set(k, [c]);
+  }
+  const moves: ReusedChunk[] = [];
+  let cacheLo = shared;
+  for (let i = shared; i + MIN_TAIL_TOKENS <= end;) {
+    let best: ReusedChunk | undefined;
+    for (const c of where.get(key(prompt, i)) ?? []) {
+      if (c < cacheLo) continue;
+      const length = runLength(cached, c, cl, prompt, i, end);
+      if (!best || length > best.length) best = { cacheFrom: c, promptFrom: i, length };
+    }
+    if (!best) { i++; continue; }
+    moves.push(best);
+    i += best.length;
+    cacheLo = best.cacheFrom + best.length;
+  }
+  if (!moves.length) return undefined;
+  // Near-context tokens evaluated (not reused) before the last run: what the reused KV missed.
+  const last = moves[moves.length - 1]!;
+  let evaluated = 0;
+  for (let i = Math.max(shared, farContextEnd); i < last.promptFrom; i++) if (!moves.some((m) => i >= m.promptFrom && i < m.promptFrom + m.length)) evaluated++;
+  if (slot.staleTokens + evaluated > MAX_STALE_TOKENS) return undefined;
+  return { moves, staleTokens: evaluated };
 }

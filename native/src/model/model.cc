@@ -358,8 +358,9 @@ void Model::shift_kv(int64_t from, int64_t to, int64_t delta, int32_t seq) {
     if (!rows.empty()) throw std::runtime_error("shiftKv: sequence " + std::to_string(seq) + " recomputes KV from saved rows (KVPR); shifting is not supported");
   if (to > q.n_past.load()) throw std::runtime_error("shiftKv: positions " + std::to_string(from) + ".." + std::to_string(to) + " of sequence " + std::to_string(seq) + " are not all held (" + std::to_string(q.n_past.load()) + " are)");
   q.host->shift(from, to, delta, cfg_.rope);
-  q.n_past = to + delta;
-  q.host->release_from(to + delta);
+  // Several chunks may be moved before one eval (keepAfter): the held range only grows here; the
+  // next eval without keepAfter rewinds past what it writes.
+  q.n_past = std::max(q.n_past.load(), to + delta);
 }
 
 std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all) {

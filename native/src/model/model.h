@@ -127,7 +127,7 @@ class Model {
   // Forgets KV positions ≥ from_pos of sequence `seq`.
   void clear_kv(int64_t from_pos, int32_t seq = 0);
   // Moves sequence `seq`'s KV positions [from, to) by `delta` (keys re-rotated, see
-  // KvCache::shift) and makes its held positions end at to + delta. Host KV only: a sequence
+  // KvCache::shift); its held positions then reach at least to + delta. Host KV only: a sequence
   // with KV on a device, or KVPR's saved rows, throws (the caller evaluates instead).
   void shift_kv(int64_t from, int64_t to, int64_t delta, int32_t seq = 0);
   int64_t n_past(int32_t seq = 0) const;
