@@ -13,7 +13,7 @@ import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } f
 
 const USAGE = `usage: fulcrum serve --lsp --stdio
        fulcrum serve --http --model FILE [--port N] [--token T | --no-auth] [--parallel N]
-                     [--ctx N] [--threads N] [--device D] [--vram BYTES] [--policy NAME] [--max-body BYTES] [--cors ORIGIN]
+                     [--ctx N] [--threads N] [--device D] [--vram BYTES] [--policy NAME] [--max-body BYTES] [--cors ORIGIN] [--cache-reuse]
 
 --lsp --stdio   the engine as a language server (LSP 3.18 inline completions plus fulcrum/*
                 requests) on stdin/stdout; model and threads come from initializationOptions
@@ -25,6 +25,9 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
                 without --token a random token is printed at start; --no-auth disables it.
   --parallel N  requests decoded together, each with its own KV (default 4)
   --max-body B  largest request body (default 1M)
+  --cache-reuse /infill requests with cache_prompt reuse the cached KV of text that moved (the
+                suffix after a keystroke, the cursor's prompt after new input_extra) at shifted
+                positions, keys re-rotated, as llama-server's --cache-reuse: fast, not bit-exact
   --cors O      let browser pages from origin O (or * for any) call the API: CORS headers and
                 OPTIONS preflights (default off: no Access-Control-Allow-Origin)
                 POST /v1/chat/completions renders the model's own chat template
@@ -34,7 +37,7 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
 
 export const command: CliCommand = {
   async run(argv: string[]): Promise<number> {
-    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body', 'cors'], ['lsp', 'stdio', 'http', 'no-auth', 'help']);
+    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body', 'cors'], ['lsp', 'stdio', 'http', 'no-auth', 'help', 'cache-reuse']);
     if (args.options.has('help')) { process.stdout.write(USAGE); return 0; }
     if (args.positionals.length > 0) throw new UsageError(`serve: unexpected argument '${args.positionals[0]}'\n${USAGE}`);
     if (args.options.has('http')) return serveHttp(args);
@@ -78,7 +81,7 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   const { server } = createHttpServer({
     scheduler, modelId: engine.summary.name, modelAliases: modelAliasesOf(model), token, maxBodyBytes: maxBody,
     split: () => engine.execution.split, kvBytesInUse: () => engine.kvBytesInUse(),
-    prompts: new PromptBuilder(engine.tokenizer), chat,
+    prompts: new PromptBuilder(engine.tokenizer), chat, contextLength: engine.contextLength, cacheReuse: args.options.has('cache-reuse'),
     ...(cors !== undefined ? { corsOrigin: cors } : {}),
   });
   await new Promise<void>((resolve, reject) => {

@@ -47,7 +47,7 @@ export class HttpBridge {
     const { server } = createHttpServer({
       scheduler: engine.scheduler(), modelId: engine.summary.name, token: token ?? undefined,
       split: () => engine.execution.split, kvBytesInUse: () => engine.kvBytesInUse(),
-      prompts: new PromptBuilder(engine.tokenizer), chat: new ChatFormatter(engine.tokenizer, engine.chatTemplate),
+      prompts: new PromptBuilder(engine.tokenizer), chat: new ChatFormatter(engine.tokenizer, engine.chatTemplate), contextLength: engine.contextLength,
       modelAliases: modelAliasesOf(engine.summary.path),
     });
     await new Promise<void>((resolve, reject) => {

@@ -51,14 +51,22 @@ export class PromptBuilder {
   build(prefix: string, suffix: string, extra: readonly number[] = []): CompletionPrompt {
     const fim = this.fim;
     if (fim === undefined) return this.prefixOnly(prefix);
+    return this.buildTokens(this.encodePart(prefix, fim.prefixSpace), this.encodePart(suffix, fim.suffixSpace), extra);
+  }
+
+  /** Prefix and suffix tokens (as encodePart gives them, maybe cut) around the FIM tokens; `middle`: the start of the middle, after it (llama-server's `prompt`). FIM models only. */
+  buildTokens(prefix: readonly number[], suffix: readonly number[], extra: readonly number[] = [], middle: readonly number[] = []): CompletionPrompt {
+    const fim = this.fim;
+    if (fim === undefined) throw new Error('buildTokens needs a model with FIM tokens');
     const ids: number[] = [];
     if (fim.addBos && this.tokenizer.bos !== undefined) ids.push(this.tokenizer.bos);
     ids.push(...extra);
-    const pre = [fim.prefixId, ...this.encodePart(prefix, fim.prefixSpace)];
-    const suf = [fim.suffixId, ...this.encodePart(suffix, fim.suffixSpace)];
+    const pre = [fim.prefixId, ...prefix];
+    const suf = [fim.suffixId, ...suffix];
     if (fim.order === 'psm') ids.push(...pre, ...suf);
     else ids.push(...suf, ...pre);
     if (fim.middleId !== undefined) ids.push(fim.middleId);
+    ids.push(...middle);
     return { ids, text: this.render(ids), format: fim.family, stopIds: fim.stopIds };
   }
 

@@ -50,6 +50,12 @@ export interface ServeRequest extends SamplingOptions {
    * least one token is always generated.
    */
   generateTimeLimitMs?: number;
+  /**
+   * Prompt processing cap, ms from admission (llama-server's t_max_prompt_ms): past it a request
+   * that would generate ends ('time') without generating; the KV of the prompt part evaluated
+   * stays in the slot for the next request. Requests of 0 tokens (cache warm-ups) run to the end.
+   */
+  promptTimeLimitMs?: number;
   /** Called with the text so far after each token; true ends the request ('rule'). */
   shouldStop?: (text: string) => boolean;
   /** Prompt-lookup drafts of up to this many tokens verified per step (greedy requests only). */
@@ -340,7 +346,7 @@ export class Scheduler {
       if (!free.length) break;
       const r = this.queue[i]!;
       if (r.req.signal?.aborted) { this.queue.splice(i, 1); this.stats.cancelled++; r.finish('cancelled'); continue; }
-      const choice = chooseSlot(this.slots, r.prompt);
+      const choice = chooseSlot(this.slots, r.prompt, this.canShift ? r.req : undefined);
       if (choice.waitFor) {
         // The slot holding this prompt's work is still running a request that was cancelled
         // (superseded by this one): it leaves within one step, then this request takes its KV.
@@ -442,6 +448,7 @@ export class Scheduler {
         const r = s.running!;
         if (r.req.signal?.aborted) this.end(s, 'cancelled');
         else if (r.req.timeLimitMs !== undefined && now - r.admittedAt > r.req.timeLimitMs) this.end(s, 'time');
+        else if (r.req.promptTimeLimitMs !== undefined && !r.promptDoneAt && r.req.maxTokens > 0 && now - r.admittedAt > r.req.promptTimeLimitMs) this.end(s, 'time');
         else if (r.req.generateTimeLimitMs !== undefined && r.promptDoneAt && r.generated > 0 && now - r.promptDoneAt >= r.req.generateTimeLimitMs) this.end(s, 'time');
       }
       const stepping = this.slots.filter((s) => s.running);
@@ -664,22 +671,30 @@ function sharedPrefix(slot: Slot, prompt: readonly number[]): number {
  * empty slot, then the least recently used. `waitFor` when a busy slot whose request was cancelled
  * holds a longer useful prefix than any free slot (the superseded request of the same cursor).
  */
-function chooseSlot(slots: readonly Slot[], prompt: readonly number[]): { slot: Slot; shared: number; waitFor?: false } | { waitFor: true; slot?: undefined; shared?: undefined } {
-  const useful = (n: number) => n >= REUSE_MIN_TOKENS && n >= REUSE_MIN_FRACTION * prompt.length;
-  let best: Slot | undefined, bestLen = -1;
+function chooseSlot(slots: readonly Slot[], prompt: readonly number[], req?: ServeRequest): { slot: Slot; shared: number; waitFor?: false } | { waitFor: true; slot?: undefined; shared?: undefined } {
+  // What a slot saves this prompt: its shared prefix, plus (for requests that allow it) the runs
+  // it holds that can be moved into place. A slot that holds nothing but a prefix of this prompt
+  // (a cache warm-up) is always worth taking: nothing of it is lost.
+  const saved = (s: Slot) => {
+    const n = sharedPrefix(s, prompt);
+    const moved = req?.reuseShiftedKv ? reusableChunks(s, prompt, n, req.farContextEnd ?? 0)?.moves.reduce((a, m) => a + m.length, 0) ?? 0 : 0;
+    return { n, total: n + moved, whole: n > 0 && n === s.tokens.length };
+  };
+  const useful = (v: { total: number; whole: boolean }) => v.whole || (v.total >= REUSE_MIN_TOKENS && v.total >= REUSE_MIN_FRACTION * prompt.length);
+  let best: Slot | undefined, bestSaved = -1, bestShared = 0;
   let fallback: Slot | undefined;
   for (const s of slots) {
     if (s.running) continue;
-    const n = sharedPrefix(s, prompt);
-    if (useful(n) && (n > bestLen || (n === bestLen && s.lastUsed < best!.lastUsed))) { best = s; bestLen = n; }
+    const v = saved(s);
+    if (useful(v) && (v.total > bestSaved || (v.total === bestSaved && s.lastUsed < best!.lastUsed))) { best = s; bestSaved = v.total; bestShared = v.n; }
     if (preferToEvict(s, fallback)) fallback = s;
   }
   for (const s of slots) {
     if (!s.running?.req.signal?.aborted) continue;
-    const n = sharedPrefix(s, prompt);
-    if (useful(n) && n > bestLen) return { waitFor: true };
+    const v = saved(s);
+    if (useful(v) && v.total > bestSaved) return { waitFor: true };
   }
-  if (best) return { slot: best, shared: bestLen };
+  if (best) return { slot: best, shared: bestShared };
   return { slot: fallback!, shared: sharedPrefix(fallback!, prompt) };
 }
 

@@ -145,44 +145,98 @@ export interface InfillRequest {
   prefix: string;
   suffix: string;
   extra: { filename: string; text: string }[];
+  /** Text already typed on the cursor's line: the start of the middle, after the FIM middle token (llama-server's `prompt`). */
+  middle: string;
   maxTokens: number;
   temperature: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  seed?: number;
   stop?: string[];
   stream: boolean;
+  /** Stop at a generated line indented less than this many whitespace characters (0: off). */
+  nIndent: number;
+  /** Prompt processing cap, ms: past it the request ends without generating (KV kept). */
+  promptTimeLimitMs?: number;
+  /** Generation cap, ms, from the end of prompt processing. */
+  generateTimeLimitMs?: number;
+  /** Reuse cached KV (llama-server's cache_prompt); default true. */
+  cachePrompt: boolean;
+  /** Paths ("content", "timings/prompt_n") of the response to return, flattened; undefined: all. */
+  responseFields?: string[];
 }
 
+const SAMPLER_NAMES = new Set(['dry', 'top_k', 'typ_p', 'typical_p', 'top_p', 'min_p', 'xtc', 'temperature', 'infill', 'penalties', 'top_n_sigma']);
+
 /**
- * llama.cpp's /infill body: input_prefix, input_suffix, input_extra [{filename, text}], n_predict,
- * temperature, stop, stream. Decision: temperature defaults to 0 (greedy), since a completion
- * should be the same for the same code; n_predict -1 or absent means 128.
+ * llama-server's /infill body as llama.vscode and llama.vim send it: input_prefix, input_suffix,
+ * input_extra [{filename, text, time}], prompt, n_predict, n_indent, top_k, top_p, min_p,
+ * temperature, seed, stop, stream, samplers, cache_prompt, t_max_prompt_ms, t_max_predict_ms,
+ * response_fields, id_slot, model. An empty prefix and suffix is a cache warm-up (their ring
+ * updates send n_predict 0). Decision: temperature defaults to 0 (greedy), since a completion
+ * should be the same for the same code; `samplers` is checked but Fulcrum applies top-k, top-p
+ * and min-p in llama.cpp's default order when temperature > 0; id_slot is accepted and ignored
+ * (Fulcrum picks the slot holding the longest shared prompt).
  */
-export function parseInfillRequest(json: unknown): InfillRequest {
+export function parseInfillRequest(json: unknown, modelIds: readonly string[] = []): InfillRequest {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw bad('request body must be a JSON object');
   const o = json as Record<string, unknown>;
+  if (modelIds.length) checkModel(o, modelIds);
   const str = (k: string): string => {
     const v = o[k];
     if (v === undefined || v === null) return '';
     if (typeof v !== 'string') throw bad(`'${k}' must be a string`);
     return v;
   };
-  const prefix = str('input_prefix'), suffix = str('input_suffix');
-  if (prefix === '' && suffix === '') throw bad(`'input_prefix' or 'input_suffix' is required`);
+  const prefix = str('input_prefix'), suffix = str('input_suffix'), middle = str('prompt');
   const extra: { filename: string; text: string }[] = [];
   if (o.input_extra !== undefined && o.input_extra !== null) {
-    if (!Array.isArray(o.input_extra) || o.input_extra.length > 64) throw bad(`'input_extra' must be an array of at most 64 {filename, text} chunks`);
+    if (!Array.isArray(o.input_extra) || o.input_extra.length > 256) throw bad(`'input_extra' must be an array of at most 256 {filename, text} chunks`);
     for (const [i, c] of o.input_extra.entries()) {
       if (typeof c !== 'object' || c === null || typeof (c as { text?: unknown }).text !== 'string') throw bad(`'input_extra[${i}]' must be {filename, text} with text a string`);
       const fn = (c as { filename?: unknown }).filename;
+      if (fn !== undefined && fn !== null && typeof fn !== 'string') throw bad(`'input_extra[${i}].filename' must be a string`);
       extra.push({ filename: typeof fn === 'string' ? fn : '', text: (c as { text: string }).text });
     }
   }
   const n = num(o, 'n_predict', -1, MAX_TOKENS_LIMIT, true);
   const temperature = num(o, 'temperature', 0, 2) ?? 0;
+  const topK = num(o, 'top_k', 0, 1 << 20, true);
+  const topP = num(o, 'top_p', 0, 1);
+  const minP = num(o, 'min_p', 0, 1);
+  const seed = num(o, 'seed', 0, 2 ** 32 - 1, true);
+  const nIndent = num(o, 'n_indent', 0, 1024, true) ?? 0;
+  const tPrompt = num(o, 't_max_prompt_ms', -1, 3_600_000, true);
+  const tPredict = num(o, 't_max_predict_ms', -1, 3_600_000, true);
+  num(o, 'id_slot', -1, 1 << 20, true);
   let stop: string[] | undefined;
   if (Array.isArray(o.stop)) {
     if (o.stop.length > 16 || !o.stop.every((x) => typeof x === 'string' && x.length <= 256)) throw bad(`'stop' must be up to 16 strings of at most 256 characters`);
-    stop = o.stop as string[];
+    stop = (o.stop as string[]).filter((x) => x.length > 0);
   } else if (o.stop !== undefined && o.stop !== null) throw bad(`'stop' must be an array of strings`);
   if (o.stream !== undefined && o.stream !== null && typeof o.stream !== 'boolean') throw bad(`'stream' must be a boolean`);
-  return { prefix, suffix, extra, maxTokens: n === undefined || n < 0 ? 128 : n, temperature, ...(stop ? { stop } : {}), stream: o.stream === true };
+  if (o.cache_prompt !== undefined && o.cache_prompt !== null && typeof o.cache_prompt !== 'boolean') throw bad(`'cache_prompt' must be a boolean`);
+  if (o.samplers !== undefined && o.samplers !== null) {
+    const list = typeof o.samplers === 'string' ? [] : o.samplers;
+    if (!Array.isArray(list) || !list.every((x) => typeof x === 'string' && SAMPLER_NAMES.has(x))) {
+      throw bad(`'samplers' must be a string of sampler letters or an array of sampler names (${[...SAMPLER_NAMES].join(', ')})`);
+    }
+  }
+  let responseFields: string[] | undefined;
+  if (o.response_fields !== undefined && o.response_fields !== null) {
+    if (!Array.isArray(o.response_fields) || o.response_fields.length > 64 || !o.response_fields.every((x) => typeof x === 'string' && x.length <= 128)) {
+      throw bad(`'response_fields' must be an array of at most 64 field paths such as "content" or "timings/prompt_n"`);
+    }
+    responseFields = o.response_fields as string[];
+  }
+  return {
+    prefix, suffix, extra, middle, maxTokens: n === undefined || n < 0 ? 128 : n, temperature,
+    ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(minP !== undefined ? { minP } : {}), ...(seed !== undefined ? { seed } : {}),
+    ...(stop?.length ? { stop } : {}), stream: o.stream === true, nIndent,
+    ...(tPrompt !== undefined && tPrompt > 0 ? { promptTimeLimitMs: tPrompt } : {}),
+    ...(tPredict !== undefined && tPredict > 0 ? { generateTimeLimitMs: tPredict } : {}),
+    cachePrompt: o.cache_prompt !== false,
+    ...(responseFields ? { responseFields } : {}),
+  };
 }

@@ -11,6 +11,7 @@ import { NonFiniteLogitsError } from '../../runtime/sampler';
 import { parseChatRequest, parseCompletionRequest, parseInfillRequest, RequestError } from './openai';
 import type { PromptBuilder } from '../../runtime/completion/prompt';
 import { parseMessages, type ChatFormatter } from './chat';
+import { fitInfill, indentCut, projectFields } from './infill';
 import { Metrics } from './metrics';
 
 export interface HttpServerOptions {
@@ -32,6 +33,10 @@ export interface HttpServerOptions {
   kvBytesInUse: () => number;
   /** FIM prompts of the served model, for /infill. */
   prompts: PromptBuilder;
+  /** The loaded context: /infill cuts its inputs to fit it. */
+  contextLength: number;
+  /** /infill with cache_prompt reuses cached KV at shifted positions (llama-server's --cache-reuse); default off (exact). */
+  cacheReuse?: boolean;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };
@@ -262,33 +267,51 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
     }
   };
 
-  // llama.cpp's /infill: input_prefix / input_suffix (/ input_extra) as the model's FIM prompt.
+  // llama.cpp's /infill as llama.vscode and llama.vim send it (engine/server/http/infill.ts).
   const infill = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const p = parseInfillRequest(await readJson(req, limit));
+    const p = parseInfillRequest(await readJson(req, limit), modelIds);
     if (!opts.prompts.fim) {
       throw new RequestError(501, `${opts.modelId} has no fill-in-the-middle tokens in its vocabulary, so /infill cannot build a prompt; use /v1/completions with the text before the cursor`, 'not_implemented');
     }
-    const extra = opts.prompts.encodeExtra(p.extra.map((e) => ({ name: e.filename, text: e.text })));
-    const prompt = opts.prompts.build(p.prefix, p.suffix, extra);
-    const { streams, clientGone } = submitChoices(req, res, { prompt: prompt.ids, maxTokens: p.maxTokens, temperature: p.temperature, ...(p.stop ? { stop: p.stop } : {}), stopIds: prompt.stopIds, priority: 'foreground' }, 1);
+    const fitted = fitInfill(opts.prompts, p, opts.contextLength);
+    const request: ServeRequest = {
+      prompt: fitted.prompt.ids, maxTokens: fitted.maxTokens, temperature: p.temperature, stopIds: fitted.prompt.stopIds, onlyStopIds: true, priority: 'foreground',
+      ...(p.topK !== undefined ? { topK: p.topK } : {}), ...(p.topP !== undefined ? { topP: p.topP } : {}), ...(p.minP !== undefined ? { minP: p.minP } : {}), ...(p.seed !== undefined ? { seed: p.seed } : {}),
+      ...(p.stop ? { stop: p.stop } : {}),
+      ...(p.promptTimeLimitMs !== undefined ? { promptTimeLimitMs: p.promptTimeLimitMs } : {}),
+      ...(p.generateTimeLimitMs !== undefined ? { generateTimeLimitMs: p.generateTimeLimitMs } : {}),
+      ...(p.nIndent > 0 ? { shouldStop: (text: string) => indentCut(text, p.nIndent) !== undefined } : {}),
+      ...(opts.cacheReuse && p.cachePrompt ? { reuseShiftedKv: true, farContextEnd: fitted.farContextEnd } : {}),
+    };
+    const { streams, clientGone } = submitChoices(req, res, request, 1);
     const stream = streams[0]!;
-    const final = (r: ServeResult) => ({
-      content: '', stop: true, model: opts.modelId, tokens_predicted: r.generatedTokens, tokens_evaluated: r.promptTokens - r.reusedTokens,
-      tokens_cached: r.reusedTokens, stopped_eos: r.stopReason === 'eos', stopped_limit: r.stopReason === 'length' || r.stopReason === 'context' || r.stopReason === 'time', stopped_word: r.stopReason === 'stop',
-      timings: { prompt_n: r.promptTokens, predicted_n: r.generatedTokens, predicted_ms: r.totalMs - r.firstTokenMs, prompt_ms: r.firstTokenMs },
-    });
+    const cut = (text: string) => { const at = indentCut(text, p.nIndent); return at === undefined ? text : text.slice(0, at); };
+    const final = (r: ServeResult, content: string) => {
+      const evaluated = r.promptTokens - r.reusedTokens;
+      const body: Record<string, unknown> = {
+        content, stop: true, model: opts.modelId, tokens_predicted: r.generatedTokens, tokens_evaluated: r.promptTokens, tokens_cached: r.reusedTokens,
+        truncated: fitted.truncated, stopped_eos: r.stopReason === 'eos', stopped_limit: r.stopReason === 'length' || r.stopReason === 'context' || r.stopReason === 'time',
+        stopped_word: r.stopReason === 'stop', stop_type: r.stopReason === 'eos' ? 'eos' : r.stopReason === 'stop' || r.stopReason === 'rule' ? 'word' : 'limit',
+        timings: {
+          prompt_n: evaluated, prompt_ms: r.promptMs, prompt_per_token_ms: evaluated ? r.promptMs / evaluated : 0, prompt_per_second: r.promptMs > 0 ? (evaluated * 1000) / r.promptMs : 0,
+          predicted_n: r.generatedTokens, predicted_ms: r.generateMs, predicted_per_token_ms: r.generatedTokens ? r.generateMs / r.generatedTokens : 0,
+          predicted_per_second: r.generateMs > 0 ? (r.generatedTokens * 1000) / r.generateMs : 0,
+        },
+      };
+      return p.responseFields ? projectFields(body, p.responseFields) : body;
+    };
     if (p.stream) {
       startStream(res);
       for await (const piece of stream) res.write(`data: ${JSON.stringify({ content: piece, stop: false })}\n\n`);
       const r = await stream.result;
       if (stoppedByServer([r], clientGone())) { res.end(SHUTDOWN_EVENT); return; }
-      res.end(`data: ${JSON.stringify(final(r))}\n\n`);
+      res.end(`data: ${JSON.stringify(final(r, ''))}\n\n`);
       metrics.observe(r);
     } else {
       const r = await stream.result;
       if (stoppedByServer([r], clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
       metrics.observe(r);
-      send(res, 200, { ...final(r), content: r.text });
+      send(res, 200, final(r, cut(r.text)));
     }
   };
 
