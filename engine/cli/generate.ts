@@ -3,6 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { parseBytes, simulateRequest } from '../plan/api';
 import { Engine } from '../runtime/engine';
+import { thisMachineProfile } from '../hardware/profiler';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { measuredChromeTrace } from '../runtime/trace';
 import { executionLine, numberOption, parseArgs, UsageError, type CliCommand } from './command';
@@ -70,6 +71,7 @@ export const command: CliCommand = {
     const deviceThreads = args.options.has('device-threads') ? Math.floor(numberOption(args, 'device-threads', 1, 1, 256)) : undefined;
     const vramBytes = vram !== undefined ? parseBytes(vram, '--vram') : undefined;
     const engine = await Engine.load(model, {
+      hardware: thisMachineProfile,
       ...(threads !== undefined ? { threads: Math.floor(threads) } : {}),
       ...(ctx !== undefined ? { contextLength: Math.floor(ctx) } : {}),
       device,

@@ -2,6 +2,7 @@
 // completion; prints the middle to stdout and the prompt/generation counts to stderr.
 import { DEFAULT_SPECULATE } from '../runtime/completion/completer';
 import { Engine } from '../runtime/engine';
+import { thisMachineProfile } from '../hardware/profiler';
 import { PromptBuilder } from '../runtime/completion/prompt';
 import { runCompletion } from '../runtime/completion/runner';
 import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
@@ -34,6 +35,7 @@ export const command: CliCommand = {
     const threads = args.options.has('threads') ? Math.floor(numberOption(args, 'threads', 1, 1, 512)) : undefined;
     const ctx = args.options.has('ctx') ? Math.floor(numberOption(args, 'ctx', 1, 1, 1 << 22)) : undefined;
     const engine = await Engine.load(modelPath, {
+      hardware: thisMachineProfile,
       ...(threads !== undefined ? { threads } : {}),
       ...(ctx !== undefined ? { contextLength: ctx } : {}),
     });

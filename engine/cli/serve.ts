@@ -7,6 +7,7 @@ import { createHttpServer, modelAliasesOf } from '../server/http/server';
 import { ChatFormatter } from '../server/http/chat';
 import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
+import { thisMachineProfile } from '../hardware/profiler';
 import { PromptBuilder } from '../runtime/completion/prompt';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } from './command';
@@ -67,6 +68,7 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   const maxBody = args.options.has('max-body') ? parseBytes(args.options.get('max-body')!, '--max-body') : 1 << 20;
   const token = args.options.has('no-auth') ? undefined : args.options.get('token') ?? randomBytes(18).toString('base64url');
   const engine = await Engine.load(model, {
+      hardware: thisMachineProfile,
     maxSequences: parallel, device,
     ...(args.options.has('threads') ? { threads: Math.floor(numberOption(args, 'threads', 1, 1, 512)) } : {}),
     ...(args.options.has('ctx') ? { contextLength: Math.floor(numberOption(args, 'ctx', 1, 1, 1 << 22)) } : {}),

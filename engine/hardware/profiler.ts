@@ -77,6 +77,11 @@ async function measure(opts: ProfileOptions): Promise<HardwareProfile> {
   return profile;
 }
 
+/** This machine's profile for planning an execution: the cached one, else a quick measurement. */
+export async function thisMachineProfile(): Promise<HardwareProfile> {
+  return (await getProfile({ quick: true })).profile;
+}
+
 /**
  * This machine's profile: the cached one when it is fresh (a quick request accepts a cached full
  * profile; a full request does not accept a cached quick one), else a new measurement.

@@ -4,7 +4,7 @@
 import { readGguf } from '../model/gguf';
 import { readHparams, type ModelHparams } from '../model/hparams';
 import { createNativeModel } from '../native/model';
-import { defaultThreads, nativeConfig, PREFILL_BATCH } from './engine';
+import { defaultThreads, nativeConfig, PREFILL_BATCH } from './native-config';
 import { argmax } from './sampler';
 
 export interface BenchOptions {

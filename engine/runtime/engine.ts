@@ -8,7 +8,8 @@ import { GgmlType } from '../model/ggml-types';
 import { readHparams, type ModelHparams } from '../model/hparams';
 import { layerSummaries, summarizeModel } from '../model/summary';
 import { createTokenizer, type Tokenizer } from '../model/tokenizer';
-import { createNativeModel, nativeKernels, type NativeDeviceStats, type NativeModel, type NativeModelConfig, type NativeOpTiming } from '../native/model';
+import { createNativeModel, type NativeDeviceStats, type NativeModel, type NativeOpTiming } from '../native/model';
+import { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
 import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
@@ -16,55 +17,23 @@ import { planExecution } from './execution';
 import { measuredTrace, type MeasuredTrace } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
 
-/** Most tokens per native forward step (sizes the native scratch buffers). */
-export const PREFILL_BATCH = 512;
 /**
  * Tokens per evalAsync call while a generation's prompt is prefilled: small enough that an
  * abort is noticed within a fraction of a second on CPU, large enough that the per-call cost
  * (one worker-thread hop) stays negligible.
  */
 export const PREFILL_CHUNK = 64;
+// Where the native configuration, the thread default and the prefill batch live (the benchmark and
+// the profiler's calibration need them without the whole engine).
+export { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 const DEFAULT_CONTEXT_CAP = 4096;
 
 /** Float tensors up to this size are checked for non-finite values at load. */
 const LOAD_CHECK_MAX_TENSOR_BYTES = 32 << 20;
 
-export class EngineError extends Error {}
-
 /** The addon marks errors of a device that refused memory or was lost (the CPU can take over). */
 function isDeviceError(e: unknown): boolean {
   return (e as { deviceError?: boolean } | null)?.deviceError === true;
-}
-
-/** Native configuration from the file's hyperparameters; rejects what the executor lacks. */
-export function nativeConfig(file: GgufFile, hp: ModelHparams, contextLength: number, threads: number): NativeModelConfig {
-  if (hp.hasRopeFreqs) throw new EngineError(`${file.path}: tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors) is not supported yet`);
-  if (hp.hasOutputBias) throw new EngineError(`${file.path}: attention output bias ('attn_output.bias') is not supported yet`);
-  if (hp.ropeScalingType === 'yarn' || hp.ropeScalingType === 'longrope') {
-    throw new EngineError(`${file.path}: RoPE scaling '${hp.ropeScalingType}' is not supported yet (none and linear are)`);
-  }
-  return {
-    arch: hp.architecture,
-    nLayers: hp.nLayers,
-    nEmbd: hp.nEmbd,
-    nHeads: hp.nHeads,
-    nKvHeads: hp.nKvHeads,
-    headDim: hp.headDim,
-    nFf: hp.nFf,
-    nVocab: hp.nVocab,
-    contextLength,
-    batchSize: Math.min(PREFILL_BATCH, contextLength),
-    threads,
-    normEps: hp.normEps,
-    ropeFreqBase: hp.ropeFreqBase,
-    ropeFreqScale: hp.ropeScalingType === 'linear' ? 1 / hp.ropeScalingFactor : 1,
-    ropeStyle: hp.ropeStyle,
-    nRot: hp.ropeDims,
-  };
-}
-
-export function defaultThreads(): number {
-  return Math.max(1, nativeKernels().physicalCores());
 }
 
 export class Engine {

@@ -5,7 +5,6 @@ import { totalmem } from 'node:os';
 import type { GgufFile } from '../model/gguf';
 import type { ModelHparams } from '../model/hparams';
 import { shapeFromGguf } from '../model/shape';
-import { getProfile } from '../hardware/profiler';
 import { planRequest } from '../plan/api';
 import type { NativeDevice, NativePlacement } from '../native/model';
 import { cpuForThreads, defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice, vulkanHardware, vulkanWorkspaceBytes } from './devices';
@@ -22,14 +21,20 @@ export interface ExecutionSetup {
 }
 
 export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions, maxSequences = 1, threads?: number): Promise<ExecutionSetup> {
-  const choice = resolveDevice(opts.device ?? 'auto');
+  let choice = resolveDevice(opts.device ?? 'auto');
+  // 'auto' plans a found GPU's share with this machine's profile; a caller that gives none (a
+  // library user, a test) gets the CPU, and is told why, rather than a profiling run it did not ask for.
+  if (choice.device !== 'cpu' && (opts.device ?? 'auto') === 'auto' && opts.hardware === undefined) {
+    choice = { device: 'cpu', reason: `${choice.reason}; no hardware profile was given to plan its share (LoadOptions.hardware), so the model runs on the CPU` };
+  }
   if (choice.device === 'cpu') {
     if (opts.policy && opts.policy !== 'auto' && opts.policy !== 'cpu-only') {
       throw new Error(`policy ${opts.policy} needs an accelerator, and the device is the CPU (${choice.reason}); use --device vulkan (a GPU) or --device loopback (the emulated accelerator) to execute it`);
     }
     return { info: { device: 'cpu', deviceReason: choice.reason, policy: 'cpu-only', split: 'CPU only', notes: [] }, placement: null, device: null, sequenceKv: [] };
   }
-  const measured = opts.hardware ?? (await getProfile({ quick: true })).profile;
+  const measured = typeof opts.hardware === 'function' ? await opts.hardware() : opts.hardware;
+  if (!measured) throw new Error(`executing on the ${choice.device} device needs a plan, and a plan needs this machine's hardware profile: the caller passes it (LoadOptions.hardware)`);
   // The plan is for this engine: its CPU runs `threads` threads.
   const base = threads !== undefined ? { ...measured, cpu: cpuForThreads(measured.cpu, threads) } : measured;
   const vulkan = choice.device === 'vulkan';

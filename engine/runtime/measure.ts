@@ -4,7 +4,7 @@
 // CPU) and the simulator's step of that plan beside the measured ones in one Chrome trace.
 import { readGguf } from '../model/gguf/index';
 import { shapeFromGguf } from '../model/shape';
-import { getProfile } from '../hardware/profiler';
+import type { HardwareProfile } from '../hardware/types';
 import { planRequest, simulateRequest, type PlanParams } from '../plan/api';
 import type { Plan } from '../plan/types';
 import type { TraceEvent } from '../sim/types';
@@ -41,7 +41,7 @@ function busyMs(op: { predictedMs: { cpu?: number; gpu?: number; h2d?: number; d
   return (p.cpu ?? 0) + (p.gpu ?? 0) + (p.h2d ?? 0) + (p.d2h ?? 0) + (p.dc ?? 0) + (p.s2d ?? 0);
 }
 
-export async function measureRun(engine: Engine, opts: { promptTokens?: number; decodeSteps?: number; signal?: AbortSignal } = {}): Promise<MeasureResult> {
+export async function measureRun(engine: Engine, opts: { promptTokens?: number; decodeSteps?: number; signal?: AbortSignal; hardware: () => Promise<HardwareProfile> }): Promise<MeasureResult> {
   const promptTokens = opts.promptTokens ?? 64;
   const decodeSteps = opts.decodeSteps ?? 8;
   const ex = engine.execution;
@@ -51,7 +51,7 @@ export async function measureRun(engine: Engine, opts: { promptTokens?: number; 
   if (ex.planParams && ex.plan) {
     params = { ...ex.planParams, policy: ex.plan.chosenPolicy };
   } else {
-    const profile = (await getProfile({ quick: true })).profile;
+    const profile = await opts.hardware();
     params = {
       model: shapeFromGguf(readGguf(engine.summary.path)),
       hardware: { ...profile, cpu: cpuForThreads(profile.cpu, engine.threads) },

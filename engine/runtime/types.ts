@@ -66,8 +66,13 @@ export interface ExecutionOptions {
   deviceThreads?: number;
   /** Policy whose plan executes (default 'auto'). */
   policy?: string;
-  /** This machine's profile to plan with (default: the cached measured profile, measured quickly if none). */
-  hardware?: import('../hardware/types').HardwareProfile;
+  /**
+   * This machine's profile to plan with, or a function that gets it (called only when a device
+   * needs a plan). The runtime does not profile by itself: its callers (CLI, LSP server) pass
+   * engine/hardware/profiler.ts's thisMachineProfile, so the runtime never imports the profiler
+   * (which runs the runtime's benchmark: a circle).
+   */
+  hardware?: import('../hardware/types').HardwareProfile | (() => Promise<import('../hardware/types').HardwareProfile>);
   /** The workload the plan is made for (default batch 1, prompt min(1024, context/2), gen 64). */
   workload?: import('../cost/types').Workload;
   /** Told when the device fails and the engine falls back to the CPU. */

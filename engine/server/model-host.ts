@@ -19,6 +19,7 @@ import { Completer } from '../runtime/completion/completer';
 import { abortMessage, LatestCompletionWins } from '../runtime/completion/supersede';
 import { defaultThreads, Engine, nativeConfig } from '../runtime/engine';
 import { measureRun, type MeasureResult } from '../runtime/measure';
+import { thisMachineProfile } from '../hardware/profiler';
 import type { ExecutionOptions, LayerSummary, ModelSummary } from '../runtime/types';
 import { Mutex } from './mutex';
 import { FulcrumErrorCodes, type EngineState, type MeasureParams, type ModelInfo } from './protocol';
@@ -123,7 +124,7 @@ export class ModelHost {
       previous?.dispose();
       this.emitState(`loading ${file}`);
       try {
-        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), maxSequences: kvSlotsFor(file), contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
         this.loadedThreads = request.threads;
         this.loadedExecution = request.execution;
@@ -131,7 +132,7 @@ export class ModelHost {
         const message = `cannot load ${file}: ${messageOf(err)}`;
         if (previous) {
           // Bring back the model that was working.
-          this.engine = await Engine.load(previous.summary.path, { ...(previousExecution ?? {}), maxSequences: kvSlotsFor(previous.summary.path), ...(previousThreads !== undefined ? { threads: previousThreads } : {}) }).catch(() => undefined);
+          this.engine = await Engine.load(previous.summary.path, { ...(previousExecution ?? {}), hardware: thisMachineProfile, maxSequences: kvSlotsFor(previous.summary.path), ...(previousThreads !== undefined ? { threads: previousThreads } : {}) }).catch(() => undefined);
         }
         if (!this.engine) this.lastError = message;
         throw new ResponseError(FulcrumErrorCodes.LoadFailed, message);
@@ -190,7 +191,7 @@ export class ModelHost {
     const release = await this.engineLock.lock();
     try {
       const engine = this.requireEngine();
-      return await measureRun(engine, { ...params, signal });
+      return await measureRun(engine, { ...params, signal, hardware: thisMachineProfile });
     } catch (err) {
       if (err instanceof ResponseError) throw err;
       throw new ResponseError(FulcrumErrorCodes.GenerateFailed, `the measurement failed: ${messageOf(err)}`);

@@ -25,6 +25,7 @@ import { benchTokens } from '../../engine/runtime/bench';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
+import { thisMachineProfile } from '../../engine/hardware/profiler';
 import { sharedPath } from '../helpers/shared';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -34,7 +35,7 @@ const dynamicImport = new Function('m', 'return import(m)') as (m: string) => Pr
 interface Side { prefill_tok_s: number; decode_tok_s: number; tokens: number[] }
 
 async function fulcrum(file: string, prompt: number[], gen: number): Promise<Side> {
-  const engine = await Engine.load(file, { threads: 1, contextLength: 512, device: 'vulkan', policy: 'gpu-only' });
+  const engine = await Engine.load(file, { threads: 1, contextLength: 512, device: 'vulkan', policy: 'gpu-only', hardware: thisMachineProfile });
   try {
     if (engine.execution.device !== 'vulkan') throw new Error(`not on the GPU: ${engine.execution.deviceReason} ${engine.execution.fallback ?? ''}`);
     const m = (engine as unknown as { native: NativeModel }).native;

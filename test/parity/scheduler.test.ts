@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 
 import { Engine } from '../../engine/runtime/engine';
 import { SchedulerError } from '../../engine/runtime/scheduler/scheduler';
+import { thisMachineProfile } from '../../engine/hardware/profiler';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');
@@ -27,7 +28,7 @@ async function alone(): Promise<string[]> {
 test('batched requests equal each alone, with more requests than sequences', { skip: skipUnlessShared(MODEL) }, async () => {
   const want = await alone();
   for (const device of ['cpu', 'loopback'] as const) {
-    const e = await Engine.load(MODEL, { threads: 1, contextLength: 256, device, maxSequences: 4, ...(device === 'loopback' ? { vramBytes: 4 << 20, policy: 'gpu-only' } : {}) });
+    const e = await Engine.load(MODEL, { threads: 1, contextLength: 256, device, maxSequences: 4, ...(device === 'loopback' ? { vramBytes: 4 << 20, policy: 'gpu-only', hardware: thisMachineProfile } : {}) });
     try {
       const s = e.scheduler();
       // Half now, half after the first ones have started decoding.

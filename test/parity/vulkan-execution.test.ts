@@ -27,6 +27,7 @@ import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
+import { thisMachineProfile } from '../../engine/hardware/profiler';
 import { checkModel, CTX, planHardware, THREADS } from '../helpers/policy-runs';
 
 const LAYER_JSON = ['/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json', '/usr/share/vulkan/explicit_layer.d/VkLayer_KHRONOS_validation.json'];
@@ -146,7 +147,7 @@ test('matmuls on a weight format without a Vulkan kernel run on the CPU, and the
 });
 
 test('auto on a software Vulkan device (lavapipe) measures it and keeps the work on the CPU', { skip: skip || (probe.type !== 'cpu' ? 'the Vulkan device is a real GPU' : false) || skipUnlessShared(STORIES) }, async () => {
-  const engine = await Engine.load(STORIES, { threads: THREADS, contextLength: CTX, device: 'auto' });
+  const engine = await Engine.load(STORIES, { threads: THREADS, contextLength: CTX, device: 'auto', hardware: thisMachineProfile });
   try {
     assert.equal(engine.execution.device, 'cpu', engine.execution.deviceReason);
     assert.match(engine.execution.deviceReason, /llvmpipe.*keeps every op on the CPU/);

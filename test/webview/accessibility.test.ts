@@ -16,6 +16,7 @@ import { layerSummaries, summarizeModel } from '../../engine/model/summary';
 import { explainRequest, simulateRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
 import { measureRun, type MeasureResult } from '../../engine/runtime/measure';
+import { thisMachineProfile } from '../../engine/hardware/profiler';
 import type { ViewName } from '../../webviews/shared/page';
 import { GPU_PRESETS } from '../../engine/hardware/presets';
 import type { PresetsResult } from '../../engine/server/protocol';
@@ -39,7 +40,7 @@ before(async () => {
   const build = spawnSync(process.execPath, ['scripts/bundle.mjs'], { cwd: repoRoot, encoding: 'utf8' });
   assert.equal(build.status, 0, `bundle failed:\n${build.stdout}\n${build.stderr}`);
   const engine = await Engine.load(MODEL, { threads: 1, device: 'cpu' });
-  try { measured = await measureRun(engine, { promptTokens: 32, decodeSteps: 6 }); } finally { engine.dispose(); }
+  try { measured = await measureRun(engine, { promptTokens: 32, decodeSteps: 6, hardware: thisMachineProfile }); } finally { engine.dispose(); }
   harness = await startHarness(path.join(repoRoot, 'dist', 'webviews'));
   browser = await launchChromium();
 });
