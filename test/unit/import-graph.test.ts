@@ -1,0 +1,70 @@
+// No circle of imports among the engine's files (issue 22 item 3): a circle makes a change in
+// one room ripple back into itself (the profiler once ran the runtime's benchmark, which loaded
+// the engine, which fetched a profile from the profiler). Type-only imports count too: they are
+// arrows of the structure even where they vanish at run time.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from '../helpers/shared';
+
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s+(?:type\s+)?[^'";]*?from\s+'([^']+)'|import\(\s*'([^']+)'\s*\)/g;
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = path.join(dir, name);
+    return statSync(p).isDirectory() ? sources(p) : name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** Each file's relative imports, resolved to files. */
+function importGraph(root: string): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  for (const file of sources(root)) {
+    const deps: string[] = [];
+    for (const m of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+      const spec = m[1] ?? m[2]!;
+      if (!spec.startsWith('.')) continue;
+      const base = path.resolve(path.dirname(file), spec);
+      const target = [`${base}.ts`, path.join(base, 'index.ts')].find((c) => existsSync(c));
+      if (target) deps.push(target);
+    }
+    graph.set(file, deps);
+  }
+  return graph;
+}
+
+/** Strongly connected components of more than one file (Tarjan). */
+function circles(graph: Map<string, string[]>): string[][] {
+  let counter = 0;
+  const index = new Map<string, number>(), low = new Map<string, number>(), stack: string[] = [], onStack = new Set<string>();
+  const out: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, counter); low.set(v, counter); counter++;
+    stack.push(v); onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) { visit(w); low.set(v, Math.min(low.get(v)!, low.get(w)!)); } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do { w = stack.pop()!; onStack.delete(w); component.push(w); } while (w !== v);
+      if (component.length > 1) out.push(component);
+    }
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return out;
+}
+
+test('the engine\'s files import each other without a circle', () => {
+  const root = path.join(repoRoot, 'engine');
+  const graph = importGraph(root);
+  assert.ok(graph.size > 100, 'the engine\'s sources were found');
+  const found = circles(graph).map((c) => c.map((f) => path.relative(root, f)).sort().join(' → '));
+  assert.deepEqual(found, []);
+});
+
+test('the circle finder finds a circle', () => {
+  const g = new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]]);
+  assert.deepEqual(circles(g).map((c) => c.sort()), [['a', 'b', 'c']]);
+});
