@@ -123,3 +123,11 @@ test('Fig. 7 (CLI path, apex-a10 preset): N_G/N_C as Fig. 1b, (6) fails, asynchr
   // abstract reports up to +37 % on the A10. Fulcrum follows the mechanism: the gain stays near b/a.
   assert.ok(gains[1]! < 1 + 2 / (3031 / 170), `gain ${gains[1]} above twice the b/a bound`);
 });
+
+test('a long serving run on the T4 preset completes (issue 21 item 5: a fixed 50,000-iteration cap called it stuck)', () => {
+  // 200 requests of ~800 tokens at 2/s need about 58,000 iterations: more than the old cap.
+  const r = simulateRequest({ model: 'llama-2-7b', hardware: 'apex-t4', workload: { batch: 1, prompt: 512, gen: 800, vramBytes: 14 * 2 ** 30, rate: 2, requests: 200 }, policy: 'apex' });
+  const online = r.plan.predicted.online;
+  assert.ok(online && online.throughputTokensPerS > 0, 'the online run finished with a throughput');
+  assert.ok(online!.perTokenLatencyMs > 0);
+});

@@ -77,7 +77,7 @@ export function onlineRun(ctx: PlanContext, makeScheduler: OnlinePolicySpec['mak
   const setup = onlineSetup(ctx);
   const count = w.requests ?? 64;
   const reqs = generateWorkload({ rate: w.rate, count, prompt: { kind: 'uniform-10pct', mean: w.prompt }, output: { kind: 'uniform-10pct', mean: w.gen }, seed: 1 });
-  const r = runOnline(reqs, makeScheduler(setup.limits, setup.predictors), setup.truth, { maxIterations: 50_000 });
+  const r = runOnline(reqs, makeScheduler(setup.limits, setup.predictors), setup.truth);
   return {
     rate: w.rate, requests: count, throughputTokensPerS: r.throughputTokensPerS, perTokenLatencyMs: r.perTokenLatencyMs,
     meanIterationMs: r.iterations > 0 ? r.makespanMs / r.iterations : 0,

@@ -14,7 +14,13 @@ export interface OnlineScheduler {
 }
 
 export interface OnlineRunOptions {
-  /** Stop with an error after this many iterations (default 2e6). */
+  /**
+   * Stop with an error after this many iterations. Default: the most a run can take while every
+   * iteration makes progress — each output token takes at most one iteration per layer
+   * (asynchronous overlap advances a request one layer at a time) plus one, and each request
+   * one more to be admitted. A fixed cap (50,000 before) called long serving runs "stuck":
+   * APEX on its T4 preset, 500 requests of 800 tokens.
+   */
   maxIterations?: number;
   /** Called after every iteration (tracing, the timeline view). */
   onIteration?: (plan: IterationPlan, startMs: number, ms: number) => void;
@@ -42,7 +48,7 @@ export function runOnline(input: readonly OnlineRequest[], scheduler: OnlineSche
   const reqs = input.map((r) => ({ ...r, generated: 0, where: 'waiting' as const, aoLayer: 0, firstTokenMs: undefined, finishMs: undefined }))
     .sort((a, b) => a.arrivalMs - b.arrivalMs);
   const q: OnlineQueues = { waiting: [], gpu: [], cpu: [] };
-  const maxIt = opt.maxIterations ?? 2e6;
+  const maxIt = opt.maxIterations ?? reqs.reduce((n, r) => n + r.outputTokens, 0) * (scheduler.limits.nLayers + 1) + 2 * reqs.length;
   const modes: Record<IterationMode, number> = { 'gpu-only': 0, 'two-batch': 0, 'async-overlap': 0 };
   const busy = { gpu: 0, cpu: 0, pcie: 0 };
   let next = 0;
