@@ -15,6 +15,8 @@
 // - Prefill: the experts left in host memory either run on the CPU or are copied to the GPU for
 //   the step (pageable h2d, as llama.cpp's CUDA backend does for batches ≥ 32 tokens); the
 //   faster per layer is taken.
+// - Host experts sit in pinned memory when the host's page-lock limit allows (prompt copies then
+//   run at the pinned rate), else in pageable memory.
 // - Not applicable without a GPU, for dense models, or when attention + router + shared expert
 //   + KV of all layers + LM head do not fit in VRAM (then layer-split or other policies apply).
 
@@ -101,7 +103,8 @@ export function expertSplit(ctx: PlanContext, base: OpWork, layer: number, onGpu
 }
 
 /** The experts op of one layer as planned: its device(s), residency and predicted times. */
-function expertsOp(ctx: PlanContext, t: OpTimes, base: OpWork, layer: number, onGpu: boolean[], stage: 'prefill' | 'decode'): OpPlan {
+function expertsOp(ctx: PlanContext, t: OpTimes, base: OpWork, layer: number, onGpu: boolean[], stage: 'prefill' | 'decode', pinned: boolean): OpPlan {
+  const host = pinned ? 'pinned-host' : 'host';
   const tokens = stepTokens(ctx, stage);
   const s = expertSplit(ctx, base, layer, onGpu, tokens);
   const cpuMs = s.cpu.weightBytes > 0 ? ctx.cost.opMs(s.cpu, 'cpu') : 0;
@@ -109,30 +112,30 @@ function expertsOp(ctx: PlanContext, t: OpTimes, base: OpWork, layer: number, on
   const op: OpPlan = { name: t.name, kind: t.kind, device: 'cpu', predictedMs: {}, experts: { onGpu: onGpu.flatMap((g, e) => (g ? [e] : [])), count: onGpu.length, gpuBytesShare: s.gpuBytesShare } };
   if (stage === 'prefill' && s.cpu.weightBytes > 0 && ctx.hardware.link) {
     // Copy the host experts to the GPU for the step when that beats computing them on the CPU.
-    const streamH2d = ctx.cost.transferMs(s.cpu.weightBytes, 'h2d', false);
+    const streamH2d = ctx.cost.transferMs(s.cpu.weightBytes, 'h2d', pinned);
     const allGpuMs = ctx.cost.opMs({ ...base, weightBytes: s.cpu.weightBytes + s.gpu.weightBytes }, 'gpu');
     if (Math.max(streamH2d, allGpuMs) < Math.max(cpuMs, gpuMs)) {
-      op.device = 'gpu'; op.weights = 'host'; op.predictedMs = { gpu: allGpuMs, h2d: streamH2d };
+      op.device = 'gpu'; op.weights = host; op.predictedMs = { gpu: allGpuMs, h2d: streamH2d };
       return op;
     }
   }
-  if (s.gpuCount === 0) { op.device = 'cpu'; op.weights = 'host'; op.predictedMs = { cpu: cpuMs }; }
+  if (s.gpuCount === 0) { op.device = 'cpu'; op.weights = host; op.predictedMs = { cpu: cpuMs }; }
   else if (s.gpuCount === onGpu.length) { op.device = 'gpu'; op.weights = 'gpu'; op.predictedMs = { gpu: gpuMs }; }
   else {
-    op.device = 'split'; op.gpuFraction = s.gpuTrafficShare; op.weights = s.gpuBytesShare >= 0.5 ? 'gpu' : 'host';
+    op.device = 'split'; op.gpuFraction = s.gpuTrafficShare; op.weights = s.gpuBytesShare >= 0.5 ? 'gpu' : host;
     op.predictedMs = { cpu: cpuMs, gpu: gpuMs };
   }
   return op;
 }
 
 /** One stage with the given expert placement; everything else on the GPU. */
-export function moeStage(ctx: PlanContext, stage: 'prefill' | 'decode', placement: ExpertPlacement): PlanStage {
+export function moeStage(ctx: PlanContext, stage: 'prefill' | 'decode', placement: ExpertPlacement, pinned = false): PlanStage {
   const step = stage === 'prefill' ? ctx.prefillStep : ctx.decodeStep;
   const table = ctx.cost.layerTimes(step, stage);
   const work = ctx.cost.layerWork(step);
   const layers: LayerPlan[] = [];
   for (let l = 0; l < ctx.model.nLayers; l++) {
-    const ops = table.ops.map((t, j) => t.kind === 'experts' ? expertsOp(ctx, t, work[j]!, l, placement[l]!, stage) : opOn(t, 'gpu', 'gpu'));
+    const ops = table.ops.map((t, j) => t.kind === 'experts' ? expertsOp(ctx, t, work[j]!, l, placement[l]!, stage, pinned) : opOn(t, 'gpu', 'gpu'));
     layers.push(makeLayer(l, ops, { device: 'gpu' }, sequentialLayerMs(ctx, ops, work, table)));
   }
   const overlap = 'per layer: attention, router and shared expert on the GPU; routed experts split by residency, the GPU and CPU parts of a layer run concurrently';
@@ -172,8 +175,11 @@ export const policy: Policy = {
     const E = moe.nExpert;
     const b = moeBudget(ctx);
     const placement = hottestExperts(ctx, b.gpuExperts);
-    const prefill = moeStage(ctx, 'prefill', placement);
-    const decode = moeStage(ctx, 'decode', placement);
+    const hostExpertBytes = (L * E - b.gpuExperts) * b.expertBytes;
+    const limit = ctx.hardware.memory.pinnedLimitBytes;
+    const pinned = ctx.hardware.link !== undefined && (limit === undefined || hostExpertBytes <= limit);
+    const prefill = moeStage(ctx, 'prefill', placement, pinned);
+    const decode = moeStage(ctx, 'decode', placement, pinned);
     const perLayerGpu = placement.map((row) => row.filter(Boolean).length);
     const hostLayers = perLayerGpu.flatMap((n, l) => (n === 0 ? [l] : []));
     const gpuLayers = perLayerGpu.flatMap((n, l) => (n === E ? [l] : []));
@@ -190,7 +196,7 @@ export const policy: Policy = {
     const gpuLayerMs = ctx.cost.opMs(allCpu.cpu, 'gpu');
     const distinct = allCpu.cpu.weightBytes / b.expertBytes;
 
-    const stepOf = (p: ExpertPlacement): number => moeStage(ctx, 'decode', p).predicted.stepMs;
+    const stepOf = (p: ExpertPlacement): number => moeStage(ctx, 'decode', p, pinned).predicted.stepMs;
     const alternatives: Alternative[] = [
       { label: 'all experts in host memory (-ot exps=CPU)', predictedMs: stepOf(uniformPlacement(ctx, false)), metric: 'stepMs', note: b.gpuExperts > 0 ? 'fits, slower: VRAM left unused' : 'chosen' },
       { label: `${b.gpuExperts} hottest experts in VRAM`, predictedMs: decode.predicted.stepMs, metric: 'stepMs', note: 'chosen' },
@@ -203,17 +209,17 @@ export const policy: Policy = {
     if (hostLayers.length) where.push(`experts of layers ${ranges(hostLayers)} stay in host memory`);
     if (partial.length) where.push(`layer${partial.length > 1 ? 's' : ''} ${ranges(partial)}: ${partial.map((l) => perLayerGpu[l]).join(', ')} of ${E} experts in VRAM`);
     if (gpuLayers.length) where.push(`experts of layers ${ranges(gpuLayers)} in VRAM`);
-    const reason = `each layer's ${E} experts take ${(E * b.expertBytes / MiB).toFixed(0)} MiB (${(b.expertBytes / MiB).toFixed(2)} MiB each); attention, router, shared expert and KV of all ${L} layers, the LM head and the workspace take ${(b.baseBytes / GiB).toFixed(2)} GiB of the ${(ctx.vramBytes / GiB).toFixed(2)} GiB VRAM budget, leaving room for ${b.gpuExperts} experts. `
+    const reason = `each layer's ${E} experts take ${(E * b.expertBytes / MiB).toFixed(0)} MiB (${(b.expertBytes / MiB).toFixed(2)} MiB each); attention, router${moe.sharedFf ? ', shared expert' : ''} and KV of all ${L} layers, the LM head and the workspace take ${(b.baseBytes / GiB).toFixed(2)} GiB of the ${(ctx.vramBytes / GiB).toFixed(2)} GiB VRAM budget, leaving room for ${b.gpuExperts} experts. `
       + `A decode step of ${T} token${T > 1 ? 's' : ''} reads ${distinct.toFixed(1)} distinct experts per layer (${(allCpu.cpu.weightBytes / MiB).toFixed(1)} MiB): ${cpuLayerMs.toFixed(3)} ms on the CPU vs ${gpuLayerMs.toFixed(3)} ms on the GPU, so the experts most likely to be read go to VRAM first (${routing})`;
 
     const binding = bindingOf(ctx, decode, b.gpuExperts < L * E);
-    const hostBytes = (L * E - b.gpuExperts) * b.expertBytes + weightBytes(ctx.model, 'token_embd');
+    const hostBytes = (pinned ? 0 : hostExpertBytes) + weightBytes(ctx.model, 'token_embd');
     const gpuBytes = b.baseBytes + b.gpuExperts * b.expertBytes;
     return makePlan(ctx, {
       policy: 'moe-offload', prefill, decode,
-      memory: memoryUse(ctx, { gpuBytes, pinnedBytes: 0, hostBytes }),
+      memory: memoryUse(ctx, { gpuBytes, pinnedBytes: pinned ? hostExpertBytes : 0, hostBytes }),
       explanation: {
-        summary: `Attention, router${moe.sharedFf ? ', shared expert' : ''}, KV cache and LM head of all ${L} layers on the GPU; ${where.join('; ')} (${b.gpuExperts} of ${L * E} experts in VRAM, ${((b.gpuExperts / (L * E)) * 100).toFixed(0)} %). Host experts run on the CPU in decode${prefill.layers.some((l) => l.ops.some((o) => o.kind === 'experts' && o.weights === 'host' && o.device === 'gpu')) ? ' and are copied to the GPU for the prompt' : ''}. Routing: ${routing}.`,
+        summary: `Attention, router${moe.sharedFf ? ', shared expert' : ''}, KV cache and LM head of all ${L} layers on the GPU; ${where.join('; ')} (${b.gpuExperts} of ${L * E} experts in VRAM, ${((b.gpuExperts / (L * E)) * 100).toFixed(0)} %). Host experts run on the CPU in decode${prefill.layers.some((l) => l.ops.some((o) => o.kind === 'experts' && o.weights !== 'gpu' && o.device === 'gpu')) ? ' and are copied to the GPU for the prompt' : ''}; they live in ${pinned ? 'pinned' : 'pageable'} host memory. Routing: ${routing}.`,
         binding,
         decisions: [{ id: 'moe-experts', chosen: where.join('; '), alternatives, binding: b.gpuExperts < L * E ? 'vram-capacity' : binding, reason }],
         whatIf: [],
