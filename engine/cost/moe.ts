@@ -19,7 +19,10 @@
 // figure is an upper bound on the bytes a batch reads.
 
 import { readFileSync } from 'node:fs';
-import type { ModelShape, MoeShape } from '../model/shape';
+import { validateShape, type ModelShape, type MoeShape } from '../model/shape';
+import type { GgufFile } from '../model/gguf/types';
+import { metaInteger, metaOptionalInteger, metaOptionalString } from '../model/gguf';
+import { ggmlTypeName } from '../model/ggml-types';
 
 export const EXPERT_STATS_FORMAT = 'fulcrum-expert-stats';
 
@@ -104,4 +107,28 @@ export function withExpertStats(shape: ModelShape, path: string): ModelShape {
   try { text = readFileSync(path, 'utf8'); } catch (e) { throw new Error(`--expert-stats ${path}: ${(e as Error).message}`); }
   const activation = parseExpertStats(text, path, shape);
   return { ...shape, moe: { ...shape.moe!, activation, activationSource: path } };
+}
+
+/**
+ * The routed experts of a GGUF model from llama.cpp's metadata keys ({arch}.expert_count,
+ * .expert_used_count, .expert_feed_forward_length, .expert_shared_feed_forward_length) and the
+ * formats of layer 0's ffn_{gate,up,down}_exps tensors. Unchanged for dense files (no
+ * expert_count, or 0). Decision: the hyperparameter reader stays with the runtime's needs; the
+ * planner adds what only it uses here.
+ */
+export function withGgufExperts(shape: ModelShape, file: GgufFile): ModelShape {
+  const arch = metaOptionalString(file, 'general.architecture') ?? shape.family;
+  const nExpert = metaOptionalInteger(file, `${arch}.expert_count`, 0, 4096) ?? 0;
+  if (nExpert === 0) return shape;
+  const nExpertUsed = metaInteger(file, `${arch}.expert_used_count`, 1, nExpert);
+  const expertFf = metaOptionalInteger(file, `${arch}.expert_feed_forward_length`, 1, 1 << 22) ?? shape.nFf;
+  const sharedFf = metaOptionalInteger(file, `${arch}.expert_shared_feed_forward_length`, 0, 1 << 22) ?? 0;
+  const weightFormats = { ...shape.weightFormats };
+  for (const [role, tensor] of [['ffn_gate', 'ffn_gate_exps'], ['ffn_up', 'ffn_up_exps'], ['ffn_down', 'ffn_down_exps']] as const) {
+    const t = file.tensors.find((x) => x.name === `blk.0.${tensor}.weight`);
+    if (t) weightFormats[role] = ggmlTypeName(t.type);
+  }
+  const out: ModelShape = { ...shape, nFf: expertFf, weightFormats, moe: { nExpert, nExpertUsed, sharedFf } };
+  validateShape(out);
+  return out;
 }

@@ -4,7 +4,7 @@
 
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parseCostsJson, readCostsFile } from '../cost/costs-file';
-import { withExpertStats } from '../cost/moe';
+import { withExpertStats, withGgufExperts } from '../cost/moe';
 import type { LayerCostTable, Workload } from '../cost/types';
 import { whatIfs } from '../explain/what-if';
 import { hardwarePreset, withGpuPreset } from '../hardware/presets';
@@ -109,7 +109,8 @@ export function resolveModel(spec: string | ModelShape): ModelShape {
   if (typeof spec !== 'string') { validateShape(spec); return spec; }
   if (spec.toLowerCase().endsWith('.gguf') || (existsSync(spec) && statSync(spec).isFile())) {
     if (!existsSync(spec)) throw new Error(`--model ${spec}: file not found`);
-    return shapeFromGguf(readGguf(spec));
+    const file = readGguf(spec);
+    return withGgufExperts(shapeFromGguf(file), file);
   }
   return modelPreset(spec);
 }

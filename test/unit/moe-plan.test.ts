@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { expectedDistinct, meanExpectedDistinct, parseExpertStats } from '../../engine/cost/moe';
+import { expectedDistinct, meanExpectedDistinct, parseExpertStats, withGgufExperts } from '../../engine/cost/moe';
+import type { GgufFile } from '../../engine/model/gguf/types';
 import { layerWork } from '../../engine/cost/ops';
 import { modelPreset } from '../../engine/model/model-presets';
 import { expertBytes, layerWeightBytes, modelWeightBytes } from '../../engine/model/shape';
@@ -151,4 +152,22 @@ test('llama.cpp export: --n-cpu-moe N for the uniform plan, --cpu-moe with no ro
   const all = planRequest({ model: 'qwen3-coder-30b-a3b:Q4_K', hardware: 'rtx4090+ryzen9-7950x', workload: WL, policy: 'moe-offload' });
   const exAll = exportLlamaCpp(all);
   assert.ok(!exAll.args.includes('--cpu-moe') && !exAll.args.includes('--n-cpu-moe') && !exAll.args.includes('-ot'), exAll.commandLine);
+});
+
+test('GGUF MoE metadata: expert counts, expert FFN size and expert tensor formats; errors name the key', () => {
+  const dense = { ...modelPreset('qwen3-4b:Q4_K'), family: 'qwen3moe' as const, nFf: 6144 };
+  const kv = (entries: [string, number | string][]): GgufFile['kv'] => new Map(entries.map(([key, value]) => [key, { key, type: typeof value === 'string' ? 8 : 4, value, offset: 0 } as GgufFile['kv'] extends Map<string, infer V> ? V : never]));
+  const tensor = (name: string, type: number) => ({ name, dims: [1], type, relOffset: 0, absOffset: 0, nElements: 1, byteSize: 1 }) as unknown as GgufFile['tensors'][number];
+  const file: GgufFile = {
+    path: 'x.gguf', version: 3, fileSize: 0, alignment: 32, dataOffset: 0,
+    kv: kv([['general.architecture', 'qwen3moe'], ['qwen3moe.expert_count', 128], ['qwen3moe.expert_used_count', 8], ['qwen3moe.expert_feed_forward_length', 768]]),
+    tensors: [tensor('blk.0.ffn_up_exps.weight', 14), tensor('blk.0.ffn_gate_exps.weight', 12), tensor('blk.0.ffn_down_exps.weight', 14)],
+  };
+  const m = withGgufExperts(dense, file);
+  assert.deepEqual(m.moe, { nExpert: 128, nExpertUsed: 8, sharedFf: 0 });
+  assert.equal(m.nFf, 768);
+  assert.equal(m.weightFormats.ffn_up, 'Q6_K');
+  assert.equal(m.weightFormats.ffn_gate, 'Q4_K');
+  assert.equal(withGgufExperts(dense, { ...file, kv: kv([['general.architecture', 'qwen3']]) }), dense);
+  assert.throws(() => withGgufExperts(dense, { ...file, kv: kv([['general.architecture', 'qwen3moe'], ['qwen3moe.expert_count', 128]]) }), /qwen3moe\.expert_used_count/);
 });
