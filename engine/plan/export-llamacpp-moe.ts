@@ -59,7 +59,7 @@ export function exportLlamaCppMoe(plan: Plan): LlamaCppExport {
   const cpuLayers = perLayer.filter((p) => !gpuSet.has(p.layer)).map((p) => p.layer);
   const rounded = perLayer.filter((p) => (p.onGpu > 0 && p.onGpu < p.count) || (gpuSet.has(p.layer) && p.onGpu < p.count));
   if (rounded.length) {
-    unsupported.push(`per-expert placement in layer${rounded.length > 1 ? 's' : ''} ${ranges(rounded.map((p) => p.layer))} (${rounded.map((p) => `${p.onGpu}/${p.count}`).join(', ')} experts planned in VRAM): llama.cpp places a layer's experts as one tensor per matrix, so the flags keep whole layers — experts of ${ranges([...gpuSet].sort((a, b) => a - b)) || 'no layer'} on the GPU, the rest in host memory`);
+    unsupported.push(`per-expert placement in layer${rounded.length > 1 ? 's' : ''} ${ranges(rounded.map((p) => p.layer))} (${rounded.length <= 4 ? `${rounded.map((p) => `${p.onGpu}/${p.count}`).join(', ')} experts` : `${Math.min(...rounded.map((p) => p.onGpu))}–${Math.max(...rounded.map((p) => p.onGpu))} of ${E} experts each`} planned in VRAM): llama.cpp places a layer's experts as one tensor per matrix, so the flags keep whole layers — experts of ${ranges([...gpuSet].sort((a, b) => a - b)) || 'no layer'} on the GPU, the rest in host memory`);
   }
 
   // Everything but the routed experts on the GPU: attention, router, shared expert, KV, output.

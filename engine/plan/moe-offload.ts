@@ -207,7 +207,12 @@ export const policy: Policy = {
 
     const where: string[] = [];
     if (hostLayers.length) where.push(`experts of layers ${ranges(hostLayers)} stay in host memory`);
-    if (partial.length) where.push(`layer${partial.length > 1 ? 's' : ''} ${ranges(partial)}: ${partial.map((l) => perLayerGpu[l]).join(', ')} of ${E} experts in VRAM`);
+    if (partial.length) {
+      const counts = partial.map((l) => perLayerGpu[l]!);
+      const lo = Math.min(...counts), hi = Math.max(...counts);
+      const n = partial.length <= 4 ? counts.join(', ') : lo === hi ? String(lo) : `${lo}–${hi}`;
+      where.push(`layer${partial.length > 1 ? 's' : ''} ${ranges(partial)}: ${n} of ${E} experts${partial.length > 4 ? ' each' : ''} in VRAM${moe.activation ? ' (the hottest)' : ''}`);
+    }
     if (gpuLayers.length) where.push(`experts of layers ${ranges(gpuLayers)} in VRAM`);
     const reason = `each layer's ${E} experts take ${(E * b.expertBytes / MiB).toFixed(0)} MiB (${(b.expertBytes / MiB).toFixed(2)} MiB each); attention, router${moe.sharedFf ? ', shared expert' : ''} and KV of all ${L} layers, the LM head and the workspace take ${(b.baseBytes / GiB).toFixed(2)} GiB of the ${(ctx.vramBytes / GiB).toFixed(2)} GiB VRAM budget, leaving room for ${b.gpuExperts} experts. `
       + `A decode step of ${T} token${T > 1 ? 's' : ''} reads ${distinct.toFixed(1)} distinct experts per layer (${(allCpu.cpu.weightBytes / MiB).toFixed(1)} MiB): ${cpuLayerMs.toFixed(3)} ms on the CPU vs ${gpuLayerMs.toFixed(3)} ms on the GPU, so the experts most likely to be read go to VRAM first (${routing})`;
