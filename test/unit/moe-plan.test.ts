@@ -17,6 +17,7 @@ import { exportLlamaCpp } from '../../engine/plan/export-llamacpp';
 import { moeBudget } from '../../engine/plan/moe-offload';
 import { simulatePlan } from '../../engine/sim/simulate';
 import { getPolicy } from '../../engine/plan/registry';
+import { liaShapeOf } from '../../engine/plan/lia/terms';
 
 const LAPTOP = 'rtx4060-laptop-8gb+ryzen9-7950x';
 const WL = 'batch=1,prompt=1024,gen=64';
@@ -45,6 +46,9 @@ test('dense presets of the new families: StarCoder2 has no gate, Gemma head dim 
     assert.ok(Math.abs(p - want) / want < 0.05, `${key}: ${p / 1e9} B`);
   }
   assert.equal(modelPreset('qwen3-4b').tiedEmbeddings, true);
+  // LIA's layer model counts StarCoder2's FFN as up + down (no gate), like OPT.
+  assert.equal(liaShapeOf(modelPreset('starcoder2-7b')).fc1Matrices, 1);
+  assert.equal(liaShapeOf(modelPreset('qwen3-8b')).fc1Matrices, 2);
 });
 
 test('expected distinct experts: k for one token, E·(1−(1−k/E)^b) uniform, E for large batches', () => {
@@ -137,6 +141,8 @@ test('moe-offload with measured frequencies keeps the hot experts of every layer
 test('auto picks moe-offload for the MoE model on the laptop; lia refuses MoE models', () => {
   const plan = explainRequest({ model: 'qwen3-coder-30b-a3b:Q4_K', hardware: LAPTOP, workload: WL });
   assert.equal(plan.chosenPolicy, 'moe-offload');
+  // The what-if of doubling VRAM counts the experts it brings into VRAM.
+  assert.match(plan.explanation.whatIf.find((w) => w.change.startsWith('VRAM'))?.effect ?? '', /\+\d+ experts in VRAM/);
   const lia = getPolicy('lia').applicable(resolve({ model: 'qwen3-coder-30b-a3b:Q4_K', hardware: LAPTOP, workload: WL }).ctx);
   assert.equal(lia.ok, false);
   assert.equal(getPolicy('moe-offload').applicable(resolve({ model: 'llama-3.1-8b:Q4_K', hardware: LAPTOP, workload: WL }).ctx).ok, false);
