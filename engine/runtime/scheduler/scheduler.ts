@@ -642,10 +642,11 @@ export function logSoftmaxTop(row: Float32Array, k: number): { top: { id: number
 
 /**
  * Decision (issue 23): a shared prefix is worth taking a slot for only when it is a real part of
- * the prompt — at least REUSE_MIN_TOKENS and REUSE_MIN_FRACTION of it. Prompts of different
- * files (or of far-apart places in one file) share only their first few tokens (BOS, the FIM
- * token, a file header); taking a slot for those would throw away that slot's file for 2–5
- * tokens. Such a prompt takes an empty slot, else the least recently used one.
+ * the prompt — at least REUSE_MIN_TOKENS and REUSE_MIN_FRACTION of it — and no smaller than what
+ * the slot would lose (see chooseSlot). Prompts of different files (or of far-apart places in
+ * one file) share only their first few tokens (BOS, the FIM token, a file header) or the
+ * extra-context chunks; taking a slot for those would throw away that slot's file. Such a
+ * prompt takes an empty slot, else the least recently used one.
  */
 const REUSE_MIN_TOKENS = 32;
 const REUSE_MIN_FRACTION = 0.25;
@@ -680,19 +681,26 @@ function chooseSlot(slots: readonly Slot[], prompt: readonly number[], req?: Ser
     const moved = req?.reuseShiftedKv ? reusableChunks(s, prompt, n, req.farContextEnd ?? 0)?.moves.reduce((a, m) => a + m.length, 0) ?? 0 : 0;
     return { n, total: n + moved, whole: n > 0 && n === s.tokens.length };
   };
-  const useful = (v: { total: number; whole: boolean }) => v.whole || (v.total >= REUSE_MIN_TOKENS && v.total >= REUSE_MIN_FRACTION * prompt.length);
+  // A slot is taken only when it saves at least as many tokens as it would lose (its cached
+  // prompt not reused): the same cursor's earlier prompt, not another file that shares a block
+  // with this prompt — extra-context chunks before every file's prompt can be a quarter of it or
+  // more, and taking that file's slot would keep the chunks but lose the file. Otherwise an empty
+  // slot, then the least recently used (whose own shared prefix is still reused).
+  const lost = (s: Slot, v: { total: number }) => (s.promptLength ?? s.tokens.length) - v.total;
+  const useful = (s: Slot, v: { total: number; whole: boolean }) => v.whole ||
+    (v.total >= REUSE_MIN_TOKENS && v.total >= REUSE_MIN_FRACTION * prompt.length && v.total >= lost(s, v));
   let best: Slot | undefined, bestSaved = -1, bestShared = 0;
   let fallback: Slot | undefined;
   for (const s of slots) {
     if (s.running) continue;
     const v = saved(s);
-    if (useful(v) && (v.total > bestSaved || (v.total === bestSaved && s.lastUsed < best!.lastUsed))) { best = s; bestSaved = v.total; bestShared = v.n; }
+    if (useful(s, v) && (v.total > bestSaved || (v.total === bestSaved && s.lastUsed < best!.lastUsed))) { best = s; bestSaved = v.total; bestShared = v.n; }
     if (preferToEvict(s, fallback)) fallback = s;
   }
   for (const s of slots) {
     if (!s.running?.req.signal?.aborted) continue;
     const v = saved(s);
-    if (useful(v) && v.total > bestSaved) return { waitFor: true };
+    if (useful(s, v) && v.total > bestSaved) return { waitFor: true };
   }
   if (best) return { slot: best, shared: bestShared };
   return { slot: fallback!, shared: sharedPrefix(fallback!, prompt) };
