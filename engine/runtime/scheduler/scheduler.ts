@@ -641,15 +641,14 @@ export function logSoftmaxTop(row: Float32Array, k: number): { top: { id: number
 }
 
 /**
- * Decision (issue 23): a shared prefix is worth taking a slot for only when it is a real part of
- * the prompt — at least REUSE_MIN_TOKENS and REUSE_MIN_FRACTION of it — and no smaller than what
- * the slot would lose (see chooseSlot). Prompts of different files (or of far-apart places in
- * one file) share only their first few tokens (BOS, the FIM token, a file header) or the
- * extra-context chunks; taking a slot for those would throw away that slot's file. Such a
- * prompt takes an empty slot, else the least recently used one.
+ * Decision (issue 23): a slot is worth taking for what it saves only when that is at least
+ * REUSE_MIN_TOKENS (or half of a short prompt) and at least what taking it throws away (its cached tokens this prompt does
+ * not reuse). Prompts of different files (or of far-apart places in one file) share their first
+ * tokens only — BOS, the FIM token, a file header, or the same extra-context chunks — and taking
+ * a slot for those would throw away that slot's file. Such a prompt takes an empty slot, else the
+ * least recently used one.
  */
 const REUSE_MIN_TOKENS = 32;
-const REUSE_MIN_FRACTION = 0.25;
 
 /** Whether `a` is a better slot to overwrite than `b`: an empty one (nothing to lose), then the least recently used. */
 function preferToEvict(a: Slot, b: Slot | undefined): boolean {
@@ -681,26 +680,19 @@ function chooseSlot(slots: readonly Slot[], prompt: readonly number[], req?: Ser
     const moved = req?.reuseShiftedKv ? reusableChunks(s, prompt, n, req.farContextEnd ?? 0)?.moves.reduce((a, m) => a + m.length, 0) ?? 0 : 0;
     return { n, total: n + moved, whole: n > 0 && n === s.tokens.length };
   };
-  // A slot is taken only when it saves at least as many tokens as it would lose (its cached
-  // prompt not reused): the same cursor's earlier prompt, not another file that shares a block
-  // with this prompt — extra-context chunks before every file's prompt can be a quarter of it or
-  // more, and taking that file's slot would keep the chunks but lose the file. Otherwise an empty
-  // slot, then the least recently used (whose own shared prefix is still reused).
-  const lost = (s: Slot, v: { total: number }) => (s.promptLength ?? s.tokens.length) - v.total;
-  const useful = (s: Slot, v: { total: number; whole: boolean }) => v.whole ||
-    (v.total >= REUSE_MIN_TOKENS && v.total >= REUSE_MIN_FRACTION * prompt.length && v.total >= lost(s, v));
+  const useful = (v: { total: number; whole: boolean }, s: Slot) => v.whole || (v.total >= Math.min(REUSE_MIN_TOKENS, prompt.length / 2) && v.total >= s.tokens.length - v.total);
   let best: Slot | undefined, bestSaved = -1, bestShared = 0;
   let fallback: Slot | undefined;
   for (const s of slots) {
     if (s.running) continue;
     const v = saved(s);
-    if (useful(s, v) && (v.total > bestSaved || (v.total === bestSaved && s.lastUsed < best!.lastUsed))) { best = s; bestSaved = v.total; bestShared = v.n; }
+    if (useful(v, s) && (v.total > bestSaved || (v.total === bestSaved && s.lastUsed < best!.lastUsed))) { best = s; bestSaved = v.total; bestShared = v.n; }
     if (preferToEvict(s, fallback)) fallback = s;
   }
   for (const s of slots) {
     if (!s.running?.req.signal?.aborted) continue;
     const v = saved(s);
-    if (useful(s, v) && v.total > bestSaved) return { waitFor: true };
+    if (useful(v, s) && v.total > bestSaved) return { waitFor: true };
   }
   if (best) return { slot: best, shared: bestShared };
   return { slot: fallback!, shared: sharedPrefix(fallback!, prompt) };
