@@ -93,7 +93,8 @@ function syntheticKeystrokes(nVocab: number): { prompts: number[][]; tail: numbe
 
 // One layer: its keys depend only on each token and its position, not on what precedes it, so a
 // moved, re-rotated tail is what a fresh evaluation computes, up to the extra f16 rounding of the
-// rotated keys. A rotation of the wrong style, sign or angle would move the logits by whole units.
+// rotated keys (measured 1.4e-2 and 1.2e-2, against a keystroke's own ≥ 0.88). Without the
+// rotation they move by 7.0 and 5.6 (and tiny-fim-coder's by 1.19): checked by disabling it.
 for (const architecture of ['llama', 'qwen2'] as const) {
   const style = architecture === 'llama' ? 'normal' : 'neox';
   test(`moved KV, RoPE '${style}' (synthetic one-layer ${architecture}, F32): a fresh evaluation's logits up to f16 rounding`, () => {
@@ -106,7 +107,7 @@ for (const architecture of ['llama', 'qwen2'] as const) {
     const d = measure(file, prompts, tail);
     console.log(`  ${architecture} (${style}), one layer: ${d.keystrokes} keystrokes, max |Δ logit| over 300 ids vs fresh ${d.shifted.toExponential(2)}; a keystroke itself moves them ≥ ${d.edit.toExponential(2)}`);
     assert.ok(d.edit > 0.05, 'the keystrokes change the logits');
-    assert.ok(d.shifted < 0.02 * d.edit, `drift ${d.shifted} against the keystroke's ${d.edit}`);
+    assert.ok(d.shifted < 0.05 * d.edit, `drift ${d.shifted} against the keystroke's ${d.edit}`);
   });
 }
 
