@@ -4,12 +4,12 @@ import { parseArgs, UsageError, type ParsedArgs } from './command';
 import type { PlanParams } from '../plan/api';
 import type { LayerPlan, Plan } from '../plan/types';
 
-export const PLAN_VALUE_OPTIONS = ['model', 'hardware', 'workload', 'policy', 'costs', 'trace'];
+export const PLAN_VALUE_OPTIONS = ['model', 'hardware', 'workload', 'policy', 'costs', 'expert-stats', 'trace'];
 export const PLAN_FLAGS = ['json', 'help'];
 
 export function planUsage(cmd: string, extra = ''): string {
   return `usage: fulcrum ${cmd} --model FILE|PRESET --hardware this|PRESET|FILE --workload batch=N,prompt=N,gen=N[,batches=N][,vram=SIZE][,rate=R[,requests=N]]
-                [--policy NAME|auto] [--costs FILE]${extra} [--json]
+                [--policy NAME|auto] [--costs FILE] [--expert-stats FILE]${extra} [--json]
 
   --model     GGUF file, or a preset (fulcrum presets), optionally PRESET:FORMAT (e.g. llama-3.1-8b:Q4_K)
   --hardware  'this' (measured profile from \`fulcrum profile\`), 'this+GPU' (this machine's CPU and memory with a
@@ -17,8 +17,11 @@ export function planUsage(cmd: string, extra = ''): string {
   --workload  batch, prompt and gen tokens; batches=N runs the batch as N batches of batch/N (paper 000
               Eq. 14: batch=50,batches=2 is its 2×25); vram overrides the VRAM budget (e.g. 8G);
               rate = requests/s (online serving simulation of 'requests' requests, default 64)
-  --policy    gpu-only, cpu-only, layer-split, split-points, kvpr, lia, neo, apex, or auto (default)
+  --policy    gpu-only, cpu-only, layer-split, split-points, kvpr, lia, neo, apex, moe-offload, or auto (default)
   --costs     measured per-op cost table for one layer: {"unit":"ms","ops":[{"name":"Q","cpu":…,"gpu":…,"h2d":…,"dc":…,"s2d":…}]}
+  --expert-stats  MoE models: per-layer expert activation counts from a profiling run
+              {"format":"fulcrum-expert-stats","version":1,"nExpert":E,"nExpertUsed":k,"tokens":N,
+               "layers":[{"layer":0,"counts":[…E counts…]},…]} (default: uniform routing, k/E per expert)
   --json      print the JSON result (schema: engine/plan/plan.schema.json)
 `;
 }
@@ -36,6 +39,8 @@ export function parsePlanArgs(argv: string[]): { args: ParsedArgs; params: PlanP
   const params: PlanParams = { model, hardware, workload, policy: args.options.get('policy') ?? 'auto' };
   const costs = args.options.get('costs');
   if (costs) params.costs = costs;
+  const expertStats = args.options.get('expert-stats');
+  if (expertStats) params.expertStats = expertStats;
   return { args, params };
 }
 
@@ -52,7 +57,8 @@ function layerSignature(l: LayerPlan): string {
   const flush = (): void => { if (names.length) groups.push(`${cur.toUpperCase()}: ${names.join(' ')}`); };
   for (const o of l.ops) {
     const d = o.device === 'split' ? `split` : o.device;
-    const label = o.device === 'split' ? `${o.name}(${Math.round((o.gpuFraction ?? 0) * 100)}% GPU)` : o.name;
+    const label = o.experts ? `${o.name}(${o.experts.onGpu.length}/${o.experts.count} in VRAM)`
+      : o.device === 'split' ? `${o.name}(${Math.round((o.gpuFraction ?? 0) * 100)}% GPU)` : o.name;
     if (d !== cur) { flush(); cur = d; names = []; }
     names.push(label);
   }

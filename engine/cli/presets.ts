@@ -27,7 +27,7 @@ export const command: CliCommand = {
     out.push('', 'hosts (alone = CPU-only machine):');
     for (const h of HOST_PRESETS) out.push(`  ${h.key.padEnd(16)} ${h.cpu.name}, ${h.cpu.cores} cores, ${h.cpu.memory.readGBps} GB/s${h.cpu.isa.amx ? ', AMX' : ''} — ${h.citation}`);
     out.push('', 'models (--model NAME[:FORMAT], architecture only):');
-    for (const d of MODEL_PRESET_DEFS) out.push(`  ${d.key.padEnd(20)} ${d.family.padEnd(6)} ${d.nLayers} layers, d ${d.nEmbd}, ${d.nHeads}/${d.nKvHeads} heads, ffn ${d.nFf}, vocab ${d.nVocab} — ${d.citation}`);
+    for (const d of MODEL_PRESET_DEFS) out.push(`  ${d.key.padEnd(20)} ${d.family.padEnd(6)} ${d.nLayers} layers, d ${d.nEmbd}, ${d.nHeads}/${d.nKvHeads} heads, ${d.moe ? `${d.moe.nExpert} experts (top-${d.moe.nExpertUsed}) of ffn ${d.nFf}` : `ffn ${d.nFf}`}, vocab ${d.nVocab} — ${d.citation}`);
     process.stdout.write(out.join('\n') + '\n');
     return 0;
   },

@@ -123,7 +123,15 @@ export function summarizeProfile(p: HardwareProfile, cacheFile?: string): string
     lines.push(`  calibration: executor prefill ${f1(k.prefillTokensPerS)} tok/s, decode ${f1(k.decodeTokensPerS)} tok/s${runs}; GEMV ×${k.gemvScale}, GEMM ×${k.gemmScale}`);
   }
   if (p.source.unsettled) lines.push(`  NOT CACHED: ${p.source.unsettled}`);
-  if (p.gpu && p.link) {
+  const on = p.gpu?.measuredOn;
+  if (p.gpu && p.link && on) {
+    // Measured through the executor's own Vulkan kernels on the device that executes.
+    const gemm = Math.max(...(p.gpu.kernels ?? []).map((x) => x.gemmTflops), p.gpu.fp16Tflops) * 1e3;
+    const gemv = Math.max(0, ...(p.gpu.kernels ?? []).map((x) => x.gemvGBps));
+    lines.push(`  GPU: Vulkan device ${on.device} (${on.type}${on.software ? ': a software device, running on this CPU' : ''}), ${(p.gpu.memoryBytes / 2 ** 30).toFixed(1)} GiB budget`);
+    lines.push(`    measured through Fulcrum's kernels: matmul up to ${f1(gemm)} GFLOP/s, GEMV up to ${f1(gemv)} GB/s of weights, device memory copy ${f1(p.gpu.memoryGBps)} GB/s, submit + wait ${p.gpu.launchOverheadUs} us`);
+    lines.push(`    host↔device copies: host→device ${f1(p.link.h2dPinnedGBps)} GB/s, device→host ${f1(p.link.d2hPinnedGBps)} GB/s`);
+  } else if (p.gpu && p.link) {
     lines.push(`  GPU: ${p.gpu.name}, ${(p.gpu.memoryBytes / 2 ** 30).toFixed(1)} GiB, ${f1(p.gpu.fp16Tflops)} TFLOP/s fp16 (spec), ${f1(p.gpu.memoryGBps)} GB/s, gemv efficiency ${p.gpu.efficiency.gemv}`);
     lines.push(`  link: H2D ${f1(p.link.h2dPinnedGBps)} GB/s pinned, ${f1(p.link.h2dPageableGBps)} pageable; D2H ${f1(p.link.d2hPinnedGBps)} / ${f1(p.link.d2hPageableGBps)}; latency ${p.link.latencyUs} us`);
   } else {

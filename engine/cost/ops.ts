@@ -3,7 +3,8 @@
 // users see (OPT ops carry paper 000's names: LN.0, Q, K, V, Scores, Softmax, WV, Output, LN.1,
 // FC.0, FC.1).
 
-import { formatBytesPerElement, weightElements, type ModelShape, type WeightRole } from '../model/shape';
+import { expertBytes, ffnGated, formatBytesPerElement, routerBytes, sharedExpertBytes, weightElements, type ModelShape, type WeightRole } from '../model/shape';
+import { meanExpectedDistinct } from './moe';
 import type { OpKind, OpWork, StepShape } from './types';
 
 const ACT_BYTES = 2; // activations in F16/BF16 between ops
@@ -58,13 +59,44 @@ export function layerWork(shape: ModelShape, step: StepShape): OpWork[] {
   simple('WV', 'wv', 2 * T * qDim * span, scoreElems, T * qDim, { kvReadBytes: b * keys * kvDim * kvB });
   linear('Output', 'out', 'attn_output', qDim, d);
   simple(opt ? 'LN.1' : 'ffn_norm', 'norm', 5 * T * d, T * d, T * d);
-  if (opt) {
+  if (shape.moe) {
+    ops.push(...moeFfnWork(shape, T));
+  } else if (opt) {
     linear('FC.0', 'fc1', 'ffn_up', d, shape.nFf);
     linear('FC.1', 'fc2', 'ffn_down', shape.nFf, d);
+  } else if (!ffnGated(shape.family)) {
+    linear('Up', 'up', 'ffn_up', d, shape.nFf);
+    linear('Down', 'down', 'ffn_down', shape.nFf, d);
   } else {
     linear('Gate', 'gate', 'ffn_gate', d, shape.nFf);
     linear('Up', 'up', 'ffn_up', d, shape.nFf);
     linear('Down', 'down', 'ffn_down', shape.nFf, d);
+  }
+  return ops;
+}
+
+/**
+ * The MoE FFN of one layer for T tokens: router (d × E), the routed experts (each token runs k
+ * experts' gate/up/down; the step reads the expected distinct experts' weights — see
+ * engine/cost/moe.ts), and the shared expert when the model has one. Averaged over layers
+ * when the routing probabilities differ per layer (policies that place experts per layer use
+ * engine/plan/moe-offload.ts's per-layer figures).
+ */
+export function moeFfnWork(shape: ModelShape, T: number): OpWork[] {
+  const moe = shape.moe!;
+  const d = shape.nEmbd;
+  const ops: OpWork[] = [];
+  const act = (elems: number): number => elems * ACT_BYTES;
+  const format = shape.weightFormats.ffn_up ?? 'F16';
+  ops.push({ name: 'Router', kind: 'router', flops: 2 * T * d * moe.nExpert + 5 * T * moe.nExpert, weightBytes: routerBytes(shape), kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * d), actOutBytes: act(T * moe.nExpert), format: 'F32' });
+  const expertElems = 3 * d * shape.nFf;
+  ops.push({
+    name: 'Experts', kind: 'experts', flops: 2 * T * moe.nExpertUsed * expertElems, format,
+    weightBytes: meanExpectedDistinct(shape, T) * expertBytes(shape), kvReadBytes: 0, kvWriteBytes: 0,
+    actInBytes: act(T * d), actOutBytes: act(T * d),
+  });
+  if (moe.sharedFf > 0) {
+    ops.push({ name: 'Shared expert', kind: 'shared_expert', flops: 2 * T * 3 * d * moe.sharedFf, weightBytes: sharedExpertBytes(shape), kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * d), actOutBytes: act(T * d), format });
   }
   return ops;
 }

@@ -14,6 +14,9 @@ export type OpKind =
   | 'out'         // attention output projection
   | 'gate' | 'up' | 'down'  // SwiGLU FFN (llama/qwen2); gate·up activation fused into 'up'
   | 'fc1' | 'fc2' // OPT FFN; ReLU fused into fc1
+  | 'router'      // MoE: ffn_gate_inp, token → expert scores and top-k
+  | 'experts'     // MoE: the routed experts' gate/up/down (ffn_*_exps), the activated ones only
+  | 'shared_expert' // MoE: ffn_*_shexp, every token
   | 'lm_head'     // model-level, once per step after the last layer
   | 'custom';     // ops read from a --costs table whose name matches no kind
 

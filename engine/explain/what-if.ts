@@ -52,6 +52,13 @@ function gpuLayers(p: Plan): number {
   return p.stages.decode.layers.filter((l) => l.ops.every((o) => o.device === 'gpu') && l.weights === 'gpu').length;
 }
 
+/** MoE plans: routed experts resident in VRAM over all layers (0 for dense plans). */
+function gpuExperts(p: Plan): number {
+  let n = 0;
+  for (const l of p.stages.decode.layers) for (const o of l.ops) n += o.experts?.onGpu.length ?? 0;
+  return n;
+}
+
 export function whatIfs(policy: Policy, base: Plan, model: ModelShape, hw: HardwareProfile, w: Workload): WhatIf[] {
   const out: WhatIf[] = [];
   const baseTps = base.predicted.tokensPerSecond;
@@ -69,6 +76,8 @@ export function whatIfs(policy: Policy, base: Plan, model: ModelShape, hw: Hardw
     const parts: string[] = [];
     const dl = gpuLayers(plan) - baseGpu;
     if (dl !== 0) parts.push(`${dl > 0 ? '+' : ''}${dl} layers resident on GPU`);
+    const de = gpuExperts(plan) - gpuExperts(base);
+    if (de !== 0) parts.push(`${de > 0 ? '+' : ''}${de} experts in VRAM`);
     if (plan.chosenPolicy !== base.chosenPolicy) parts.push(`policy ${base.chosenPolicy} → ${plan.chosenPolicy}`);
     parts.push(`${speedup >= 0 ? '+' : ''}${(speedup * 100).toFixed(0)} % tokens/s (${baseTps.toFixed(1)} → ${plan.predicted.tokensPerSecond.toFixed(1)})`);
     if (!plan.memory.fits) parts.push('does not fit in memory');

@@ -160,6 +160,12 @@ export interface GpuProfile {
    * shaders); the cost model uses them for ops of that format instead of memoryGBps × efficiency.
    */
   kernels?: { format: string; gemvGBps: number; gemmTflops: number }[];
+  /**
+   * The device these figures were measured on, when measured (presets have none): the Vulkan
+   * device the executor runs on, its VkPhysicalDeviceType, and whether it is a software device
+   * (type `cpu`, e.g. Mesa's lavapipe: it runs on this machine's own cores).
+   */
+  measuredOn?: { api: 'vulkan'; device: string; type: string; software: boolean };
 }
 
 /** Host↔device link (PCIe or C2C). */

@@ -61,6 +61,12 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
     num(g.launchOverheadUs, `${where}: gpu.launchOverheadUs`, 0, 1e6);
     num(g.reservedBytes, `${where}: gpu.reservedBytes`);
     if (g.gds !== undefined && typeof g.gds !== 'boolean') throw new Error(`${where}: gpu.gds must be true or false`);
+    if (g.measuredOn !== undefined) {
+      const m = obj(g.measuredOn, `${where}: gpu.measuredOn`);
+      if (m.api !== 'vulkan') throw new Error(`${where}: gpu.measuredOn.api must be 'vulkan', got ${JSON.stringify(m.api)}`);
+      for (const k of ['device', 'type']) if (typeof m[k] !== 'string') throw new Error(`${where}: gpu.measuredOn.${k} must be a string`);
+      if (typeof m.software !== 'boolean') throw new Error(`${where}: gpu.measuredOn.software must be true or false`);
+    }
     if (g.kernels !== undefined) {
       if (!Array.isArray(g.kernels)) throw new Error(`${where}: gpu.kernels must be an array`);
       g.kernels.forEach((k: unknown, i: number) => {

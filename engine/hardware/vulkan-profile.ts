@@ -86,6 +86,7 @@ export function profileVulkan(opts: { bytes: number; runs: number }): { gpu: Gpu
     reservedBytes: 0,
     gds: false,
     kernels,
+    measuredOn: { api: 'vulkan', device: probe.name ?? 'unnamed', type: probe.type ?? 'other', software },
   };
   const link: LinkProfile = {
     name: `host↔${probe.name} (Vulkan staging)`,

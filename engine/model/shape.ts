@@ -12,7 +12,41 @@ import { readHparams, type ModelHparams } from './hparams';
  *   SwiGLU FFN (gate, up, down), grouped-query attention.
  * - 'opt': LayerNorm, learned positions (no RoPE), FFN FC1 → ReLU → FC2 (no gate), biases.
  */
-export type ArchFamily = 'llama' | 'qwen2' | 'opt';
+export type ArchFamily = 'llama' | 'qwen2' | 'opt' | PlannedFamily;
+
+/**
+ * Families the planner knows by shape (presets, GGUF headers), whatever the runtime executes:
+ * qwen3 (llama-like, q/k norms), qwen3moe (attention + routed experts, see MoeShape), gemma*
+ * (GeGLU: gate/up/down like SwiGLU; head dim ≠ d/heads), phi3 (fused QKV and gate-up, same
+ * sizes), starcoder2 (LayerNorm, plain GELU MLP: up and down, no gate).
+ */
+export type PlannedFamily = 'qwen3' | 'qwen3moe' | 'starcoder2' | 'gemma' | 'gemma2' | 'gemma3' | 'phi3';
+
+/** Whether the family's FFN has a gate matrix (SwiGLU/GeGLU) or is plain up → act → down. */
+export function ffnGated(family: ArchFamily): boolean {
+  return family !== 'opt' && family !== 'starcoder2';
+}
+
+/**
+ * Mixture-of-experts FFN of every layer (llama.cpp's expert_count, expert_used_count,
+ * expert_feed_forward_length, expert_shared_feed_forward_length). In an MoE shape `nFf` is the
+ * expert FFN size and the ffn_* weight roles are ONE expert's matrices.
+ */
+export interface MoeShape {
+  /** Experts per layer (E). */
+  nExpert: number;
+  /** Experts each token is routed to (k, top-k). */
+  nExpertUsed: number;
+  /** Shared-expert FFN size (0 = none). */
+  sharedFf: number;
+  /**
+   * Per layer, per expert: the probability that one token is routed to the expert (each row sums
+   * to k), from a profiling run (--expert-stats); absent = uniform routing, k/E each.
+   */
+  activation?: number[][];
+  /** Where `activation` came from (a file path), or 'uniform'. */
+  activationSource?: string;
+}
 
 /** The weight matrices of a decoder layer plus the model-level ones. */
 export type WeightRole =
@@ -43,6 +77,8 @@ export interface ModelShape {
   tiedEmbeddings: boolean;
   /** Where the shape came from. */
   source: { kind: 'gguf' | 'preset'; citation: string; path?: string };
+  /** Mixture-of-experts FFN (absent = dense). */
+  moe?: MoeShape;
 }
 
 /** Bytes per element of a ggml format name, for plain formats and block formats alike. */
@@ -74,7 +110,7 @@ export function weightElements(shape: ModelShape, role: WeightRole): number {
     case 'attn_k': return d * kv;
     case 'attn_v': return d * kv;
     case 'attn_output': return q * d;
-    case 'ffn_gate': return shape.family === 'opt' ? 0 : d * shape.nFf;
+    case 'ffn_gate': return ffnGated(shape.family) ? d * shape.nFf : 0;
     case 'ffn_up': return d * shape.nFf;
     case 'ffn_down': return shape.nFf * d;
     case 'token_embd': return shape.nVocab * d;
@@ -91,10 +127,35 @@ export function weightBytes(shape: ModelShape, role: WeightRole): number {
 
 const LAYER_ROLES: WeightRole[] = ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down'];
 
-/** Weight bytes of one decoder layer (norms and biases are < 0.1 % and counted as 4·d·4 bytes). */
+const FFN_ROLES: WeightRole[] = ['ffn_gate', 'ffn_up', 'ffn_down'];
+
+/** Bytes of one expert's FFN (gate, up, down) — of the dense FFN when the shape has no experts. */
+export function expertBytes(shape: ModelShape): number {
+  let sum = 0;
+  for (const r of FFN_ROLES) sum += weightBytes(shape, r);
+  return sum;
+}
+
+/** Router (ffn_gate_inp, d × E): llama.cpp's quantisations keep it in F32. */
+export function routerBytes(shape: ModelShape): number {
+  return shape.moe ? shape.nEmbd * shape.moe.nExpert * 4 : 0;
+}
+
+/** Shared expert (gate, up, down of size sharedFf) in the FFN weights' format. */
+export function sharedExpertBytes(shape: ModelShape): number {
+  if (!shape.moe || shape.moe.sharedFf === 0) return 0;
+  const f = shape.moe.sharedFf;
+  return shape.nEmbd * f * (formatBytesPerElement(shape.weightFormats.ffn_gate ?? 'F16') + formatBytesPerElement(shape.weightFormats.ffn_up ?? 'F16') + formatBytesPerElement(shape.weightFormats.ffn_down ?? 'F16'));
+}
+
+/**
+ * Weight bytes of one decoder layer (norms and biases are < 0.1 % and counted as 4·d·4 bytes).
+ * MoE: attention + router + shared expert + all E experts.
+ */
 export function layerWeightBytes(shape: ModelShape): number {
   let sum = 0;
   for (const r of LAYER_ROLES) sum += weightBytes(shape, r);
+  if (shape.moe) sum += (shape.moe.nExpert - 1) * expertBytes(shape) + routerBytes(shape) + sharedExpertBytes(shape);
   return sum + 16 * shape.nEmbd;
 }
 
@@ -130,6 +191,28 @@ export function validateShape(shape: ModelShape): void {
     try { formatBytesPerElement(f!); } catch { throw new Error(`model shape '${shape.name}': weight ${role} has unsupported format '${f}'`); }
   }
   formatBytesPerElement(shape.kvFormat);
+  if (shape.moe) validateMoe(shape.name, shape.nLayers, shape.moe);
+}
+
+/** Checks an MoE description (and its activation table, when given); throws naming the field. */
+export function validateMoe(name: string, nLayers: number, moe: MoeShape): void {
+  const int = (k: 'nExpert' | 'nExpertUsed' | 'sharedFf', min: number, max: number): void => {
+    const v = moe[k];
+    if (!Number.isInteger(v) || v < min || v > max) throw new Error(`model shape '${name}': moe.${k} must be an integer in [${min}, ${max}], got ${String(v)}`);
+  };
+  int('nExpert', 1, 4096);
+  int('nExpertUsed', 1, moe.nExpert);
+  int('sharedFf', 0, 1 << 22);
+  if (moe.activation) {
+    if (moe.activation.length !== nLayers) throw new Error(`model shape '${name}': moe.activation has ${moe.activation.length} layers, the model ${nLayers}`);
+    moe.activation.forEach((row, l) => {
+      if (row.length !== moe.nExpert) throw new Error(`model shape '${name}': moe.activation[${l}] has ${row.length} experts, the model ${moe.nExpert}`);
+      for (let e = 0; e < row.length; e++) {
+        const p = row[e]!;
+        if (!Number.isFinite(p) || p < 0 || p > 1) throw new Error(`model shape '${name}': moe.activation[${l}][${e}] must be a probability in [0, 1], got ${p}`);
+      }
+    });
+  }
 }
 
 // ---- GGUF ----------------------------------------------------------------------------------

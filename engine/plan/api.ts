@@ -4,6 +4,7 @@
 
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parseCostsJson, readCostsFile } from '../cost/costs-file';
+import { withExpertStats, withGgufExperts } from '../cost/moe';
 import type { LayerCostTable, Workload } from '../cost/types';
 import { whatIfs } from '../explain/what-if';
 import { hardwarePreset, withGpuPreset } from '../hardware/presets';
@@ -33,6 +34,8 @@ export interface PlanParams {
   policy?: string;
   /** A measured per-op cost table (path or object in the --costs format). */
   costs?: string | { unit: 'ms'; ops: unknown[] };
+  /** MoE models: expert activation counts from a profiling run (engine/cost/moe.ts format). */
+  expertStats?: string;
 }
 
 export interface SimulateParams extends PlanParams {
@@ -106,7 +109,8 @@ export function resolveModel(spec: string | ModelShape): ModelShape {
   if (typeof spec !== 'string') { validateShape(spec); return spec; }
   if (spec.toLowerCase().endsWith('.gguf') || (existsSync(spec) && statSync(spec).isFile())) {
     if (!existsSync(spec)) throw new Error(`--model ${spec}: file not found`);
-    return shapeFromGguf(readGguf(spec));
+    const file = readGguf(spec);
+    return withGgufExperts(shapeFromGguf(file), file);
   }
   return modelPreset(spec);
 }
@@ -137,7 +141,7 @@ export function resolve(params: PlanParams): Resolved {
   if (!params || typeof params !== 'object') throw new Error('plan request: params must be an object with model, hardware, workload');
   if (params.model === undefined) throw new Error('plan request: model is required (GGUF path or preset)');
   if (params.hardware === undefined) throw new Error('plan request: hardware is required (this, a preset, or a profile file)');
-  const model = resolveModel(params.model);
+  const model = params.expertStats ? withExpertStats(resolveModel(params.model), params.expertStats) : resolveModel(params.model);
   const hardware = resolveHardware(params.hardware);
   const workload = typeof params.workload === 'string' ? parseWorkload(params.workload) : params.workload ?? parseWorkload('');
   const ctx = makeContext(model, hardware, workload, resolveCosts(params.costs));

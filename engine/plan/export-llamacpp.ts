@@ -13,11 +13,13 @@
 // KV split per request or streamed, KV recomputation, sub-batch pipelines, NVMe→GPU transfers.
 
 import type { LayerPlan, OpPlan, Plan } from './types';
+import { exportLlamaCppMoe, hasExpertPlacement } from './export-llamacpp-moe';
 
 /** The GGUF tensor (per layer, after `blk.N.`) holding each weighted op's matrix. */
 const TENSOR_OF_KIND: Partial<Record<OpPlan['kind'], string>> = {
   q: 'attn_q', k: 'attn_k', v: 'attn_v', out: 'attn_output',
   gate: 'ffn_gate', up: 'ffn_up', down: 'ffn_down', fc1: 'ffn_up', fc2: 'ffn_down',
+  router: 'ffn_gate_inp', experts: 'ffn_(up|down|gate)_exps', shared_expert: 'ffn_(up|down|gate)_shexp',
 };
 
 export interface LlamaCppExport {
@@ -50,6 +52,8 @@ function layerAlternation(layers: number[]): string {
 }
 
 export function exportLlamaCpp(plan: Plan): LlamaCppExport {
+  // MoE plans placing experts per layer: --cpu-moe / --n-cpu-moe / -ot …_exps (export-llamacpp-moe.ts).
+  if (hasExpertPlacement(plan)) return exportLlamaCppMoe(plan);
   const stage = plan.stages.decode;
   const n = stage.layers.length;
   const unsupported: string[] = [];

@@ -77,6 +77,8 @@ export const policy: Policy = {
   source: '002 (LIA, ISCA 2025)',
   applicable(ctx) {
     if (!ctx.hardware.gpu || !ctx.hardware.link) return { ok: false, reason: 'no GPU in the hardware profile' };
+    // LIA's layer model (Table 1) sizes a dense FFN from d_ffn; routed experts would count as one.
+    if (ctx.model.moe) return { ok: false, reason: 'LIA models a dense FFN; mixture-of-experts models are planned by moe-offload' };
     const amx = ctx.hardware.cpu.isa.amx;
     return { ok: true, reason: `searches 64 sublayer placements per stage; CPU matrix rate ${amx ? 'with AMX' : 'without AMX (LIA targets AMX CPUs)'}` };
   },

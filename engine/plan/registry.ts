@@ -11,6 +11,7 @@ import { policy as kvpr } from './kvpr';
 import { policy as lia } from './lia';
 import { policy as neo } from './neo';
 import { policy as apex } from './apex';
+import { policy as moeOffload } from './moe-offload';
 
 /** All concrete policies (auto excluded), simplest first. */
 export const POLICIES: Policy[] = [
@@ -22,6 +23,7 @@ export const POLICIES: Policy[] = [
   lia,
   neo,
   apex,
+  moeOffload,
 ];
 
 export const AUTO: Policy = makeAutoPolicy(() => POLICIES);

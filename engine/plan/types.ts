@@ -10,7 +10,7 @@ import type { Explanation } from '../explain/types';
 export const PLAN_VERSION = 1;
 
 export type PolicyName =
-  | 'gpu-only' | 'cpu-only' | 'layer-split' | 'split-points' | 'kvpr' | 'lia' | 'neo' | 'apex' | 'auto';
+  | 'gpu-only' | 'cpu-only' | 'layer-split' | 'split-points' | 'kvpr' | 'lia' | 'neo' | 'apex' | 'moe-offload' | 'auto';
 
 /** Lanes of the simulator and of predicted per-lane busy times. */
 export type Lane = 'cpu' | 'gpu' | 'h2d' | 'd2h' | 'nvme';
@@ -51,6 +51,11 @@ export interface OpPlan {
   weights?: WeightResidency;
   /** Which sub-batch(es) this op placement applies to (absent = all). */
   subBatch?: number;
+  /**
+   * MoE 'experts' op: which of the layer's experts are resident in VRAM (indices), of how many,
+   * and the GPU share of the layer's expert bytes (the plan heatmap's expert-share row).
+   */
+  experts?: { onGpu: number[]; count: number; gpuBytesShare: number };
   /**
    * With sub-batches (PlanStage.subBatches), compute times and h2dKv are per sub-batch (the
    * simulator repeats them for each), while the weight part of h2d is paid once per layer.

@@ -215,6 +215,12 @@ import type { MeasuredOps } from '../runtime/measure';
 /** What the plan panel draws: a plan, and measured per-op times when the runtime has them. */
 export interface PlanViewData { plan: Plan; measured?: MeasuredOps; }
 
+/**
+ * Heatmap row data of an MoE plan, one per layer (webviews/plan/heatmap.ts expertShareRows, from
+ * the plan's experts ops): GPU share of the layer's routed-expert bytes, experts in VRAM of count.
+ */
+export interface ExpertShareRow { layer: number; gpuBytesShare: number; onGpu: number; count: number }
+
 /** What the timeline panel draws: the simulated step, and a measured trace when there is one. */
 export interface TimelineViewData { predicted: ChromeTrace; measured?: ChromeTrace; title: string }
 

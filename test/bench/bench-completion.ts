@@ -135,7 +135,8 @@ function cpuLine(): string {
   const info = readFileSync('/proc/cpuinfo', 'utf8');
   const model = /^model name\s*:(.*)$/m.exec(info)?.[1]?.trim() ?? 'unknown CPU';
   const flags = (/^flags\s*:(.*)$/m.exec(info)?.[1]?.trim().split(/\s+/) ?? []).filter((f) => /^(avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16|f16c|fma)$/.test(f));
-  return `CPU: ${model} (${flags.join(' ')}), ${os.cpus().length} logical CPUs`;
+  // The load average says whether the figures are a quiet host's (other work shares the cores).
+  return `CPU: ${model} (${flags.join(' ')}), ${os.cpus().length} logical CPUs; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`;
 }
 
 interface EditingFigures {
@@ -227,6 +228,7 @@ async function main(): Promise<void> {
   } finally {
     engine.dispose();
   }
+  console.log(`load average now ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   console.log('prompt-lookup speculation (decode only, 1.5 KB repetitive Python prompt):');
   await speculation(file, 'synthetic 0.5B');
   if (existsSync(TINY)) await speculation(TINY, 'tiny-fim-coder');

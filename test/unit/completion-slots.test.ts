@@ -77,3 +77,19 @@ test('a superseded completion does not wipe the cursor\'s cache', { skip }, asyn
   console.log(`  after a superseded request: reused ${typed2.stats.reusedTokens} of ${typed2.stats.promptTokens}`);
   assert.ok(typed2.stats.reusedTokens >= 0.6 * typed2.stats.promptTokens, `reused ${typed2.stats.reusedTokens} of ${typed2.stats.promptTokens}`);
 });
+
+test('extra-context chunks shared by two files do not make one file take the other\'s slot', { skip }, async () => {
+  // fulcrum.completions.extraContext puts the same chunks of other files before every file's
+  // prompt: a small file's prompt then shares a large part (the chunks) with the big file's slot,
+  // and taking that slot would keep the chunks but throw away the big file's own work.
+  const chunks = Array.from({ length: 4 }, (_, i) => ({ name: `lib_${i}.py`, text: `def lib_${i}(x):\n    return x * ${i + 2}\n` }));
+  const big = pythonFile('delta', 300), small = 'import os\n\n\ndef main():\n    ';
+  const cursor = at(big, 'def delta_handler_140(request, retries=0):\n    ');
+  const withChunks = (doc: string, c: { before: string; after: string }) => completer.complete({ document: doc, ...c, budget: 384, maxTokens: 4, useCache: false, timeLimitMs: 0, extraContext: chunks });
+  const first = await withChunks('d.py', cursor);
+  const other = await withChunks('small.py', { before: small, after: '\n' });
+  const back = await withChunks('d.py', cursor);
+  console.log(`  extra context: d.py ${first.stats.promptTokens} tokens; small.py reused ${other.stats.reusedTokens} of ${other.stats.promptTokens}; back to d.py reused ${back.stats.reusedTokens} of ${back.stats.promptTokens}`);
+  assert.ok(other.stats.reusedTokens < 10, `small.py started in an empty slot (reused ${other.stats.reusedTokens})`);
+  assert.ok(back.stats.reusedTokens >= 0.95 * back.stats.promptTokens, `back to d.py reused ${back.stats.reusedTokens} of ${back.stats.promptTokens}`);
+});

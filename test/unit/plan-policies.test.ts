@@ -136,6 +136,7 @@ test('plans validate against engine/plan/plan.schema.json', async (t) => {
     ['opt-30b', 'paper000', 'batch=50,prompt=512,gen=32'],
     ['llama-3.1-8b:Q4_K', 'rtx4060-laptop-8gb+ryzen9-7950x', 'batch=1,prompt=4096,gen=64'],
     ['opt-6.7b', 'kvpr-a100', 'batch=64,prompt=512,gen=32,vram=15G'],
+    ['qwen3-coder-30b-a3b:Q4_K', 'rtx4060-laptop-8gb+ryzen9-7950x', 'batch=1,prompt=1024,gen=64'],
   ];
   for (const [model, hardware, workload] of cases) {
     for (const policy of ['auto', ...POLICIES.map((p) => p.name)]) {

@@ -13,6 +13,7 @@ import { runProfile } from '../../engine/hardware/profiler';
 import type { ProfileConfig } from '../../engine/hardware/profile-config';
 import { summarize } from '../../engine/hardware/stats';
 import { validateProfile } from '../../engine/hardware/validate';
+import { summarizeProfile } from '../../engine/cli/profile';
 
 let bench: BenchAddon | undefined;
 let why = '';
@@ -96,8 +97,15 @@ test('a smoke-size profile validates, has the required measured fields, and repo
   {
     // The GPU is the device that executes: the Vulkan device measured through Fulcrum's own kernels, or none; never CUDA.
     assert.ok(!v.notes?.some((n) => /CUDA/.test(n)), 'no CUDA in a profile');
-    if (vulkanProbe().available) {
-      assert.match(v.gpu?.name ?? '', /\(Vulkan\)$/);
+    const probe = vulkanProbe();
+    if (probe.available) {
+      // The GPU section names the Vulkan device the executor runs on, and says when it is a software one.
+      assert.equal(v.gpu?.name, `${probe.name} (Vulkan)`);
+      assert.deepEqual(v.gpu?.measuredOn, { api: 'vulkan', device: probe.name, type: probe.type, software: probe.type === 'cpu' });
+      const summary = summarizeProfile(v);
+      assert.ok(summary.includes(`GPU: Vulkan device ${probe.name} (${probe.type}${probe.type === 'cpu' ? ': a software device, running on this CPU' : ''})`), summary);
+      assert.match(summary, /measured through Fulcrum's kernels: matmul up to [0-9.]+ GFLOP\/s, GEMV up to [0-9.]+ GB\/s of weights, device memory copy [0-9.]+ GB\/s/);
+      assert.match(summary, /host↔device copies: host→device [0-9.]+ GB\/s, device→host [0-9.]+ GB\/s/);
       assert.ok(v.gpu!.kernels!.length >= 4 && v.gpu!.kernels!.every((k) => k.gemvGBps > 0 && k.gemmTflops > 0), 'per-format kernel rates');
       assert.ok(v.link!.h2dPinnedGBps > 0 && v.link!.d2hPinnedGBps > 0 && v.gpu!.launchOverheadUs > 0);
     } else {

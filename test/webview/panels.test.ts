@@ -13,7 +13,7 @@ import type { OpPlan, Plan } from '../../engine/plan/types';
 import type { PresetsResult } from '../../engine/server/protocol';
 import { GPU_PRESETS } from '../../engine/hardware/presets';
 import { whatIfInputs } from '../../extension/whatif-params';
-import { deviceMark, opBusyMs, ratioColour, timeColour, timeScale } from '../../webviews/plan/heatmap';
+import { deviceMark, expertShareRows, opBusyMs, ratioColour, timeColour, timeScale } from '../../webviews/plan/heatmap';
 import type { WhatIfSettings, WhatIfViewData } from '../../webviews/whatif/types';
 import { repoRoot } from '../helpers/shared';
 import { launchChromium, skipUnlessChromium } from './browser';
@@ -82,6 +82,23 @@ describe('plan panel', { skip }, () => {
     assert.deepEqual(cspViolations, []);
     assert.deepEqual(pageErrors, []);
     await screenshot(page, 'webview-plan-dark');
+    await page.context().close();
+  });
+
+  test('MoE plan: each layer\'s Experts cell shows its expert share (GPU fraction of expert bytes)', async () => {
+    const moe = planRequest({ model: 'qwen3-coder-30b-a3b:Q4_K', hardware: 'rtx4060-laptop-8gb+ryzen9-7950x', workload: 'batch=1,prompt=1024,gen=64', policy: 'moe-offload' });
+    const rows = expertShareRows(moe.stages.decode);
+    assert.equal(rows.length, moe.model.nLayers);
+    assert.ok(rows.some((r) => r.gpuBytesShare === 0) && rows.some((r) => r.gpuBytesShare === 1), 'expected host and GPU expert layers');
+    const { page, pageErrors } = await openView(browser!, harness!, 'plan', 'dark', 900, 1400);
+    await postData(page, { plan: moe });
+    await page.locator('#heatmap').waitFor();
+    const marks = await page.locator('#heatmap g.cell[data-op="Experts"]').evaluateAll((nodes) => nodes.map((n) => ({
+      layer: Number(n.getAttribute('data-layer')), mark: n.querySelector('text.mark')?.textContent ?? '',
+    })));
+    assert.equal(marks.length, rows.length);
+    for (const r of rows) assert.equal(marks.find((m) => m.layer === r.layer)?.mark, `${Math.round(r.gpuBytesShare * 100)}%G`, `L${r.layer}`);
+    assert.deepEqual(pageErrors, []);
     await page.context().close();
   });
 

@@ -1,7 +1,7 @@
 // The plan heatmap's numbers and geometry, with no DOM: which cell holds which op, its time, its
 // colour and where it is drawn. Kept pure so the browser test can recompute every colour from the
 // plan and compare it with what the page drew.
-import type { LayerPlan, MeasuredOps, OpPlan, PlanStage } from '../../engine/server/protocol';
+import type { ExpertShareRow, LayerPlan, MeasuredOps, OpPlan, PlanStage } from '../../engine/server/protocol';
 
 /** Sequential palette (dark violet → yellow, perceptually ordered), readable on light and dark backgrounds. */
 export const SEQUENTIAL: readonly [number, number, number][] = [
@@ -69,14 +69,33 @@ export function textOn(fill: string): 'dark' | 'light' {
   return L > 0.179 ? 'dark' : 'light';
 }
 
+/**
+ * Per layer of an MoE plan: the GPU share of its routed-expert bytes (experts resident in VRAM ÷
+ * all its experts); empty for dense plans. The Experts cell of each row shows it.
+ */
+export function expertShareRows(stage: PlanStage): ExpertShareRow[] {
+  const rows: ExpertShareRow[] = [];
+  for (const l of stage.layers) {
+    const e = l.ops.find((o) => o.experts)?.experts;
+    if (e) rows.push({ layer: l.index, gpuBytesShare: e.gpuBytesShare, onGpu: e.onGpu.length, count: e.count });
+  }
+  return rows;
+}
+
 /** The short mark drawn in a cell: where the op runs, and ↓ when its weights stream in each step. */
 export function deviceMark(op: OpPlan): string {
+  // MoE experts: the layer's expert share in VRAM (bytes), e.g. '16%G'.
+  if (op.experts) return `${Math.round(op.experts.gpuBytesShare * 100)}%G`;
   const base = op.device === 'gpu' ? 'GPU' : op.device === 'cpu' ? 'CPU' : `${Math.round((op.gpuFraction ?? 0) * 100)}%G`;
   const streamed = op.weights === 'pinned-host' || op.weights === 'nvme';
   return streamed ? `${base}↓` : base;
 }
 
 export function deviceWords(op: OpPlan): string {
+  if (op.experts) {
+    const e = op.experts;
+    return `${e.onGpu.length} of ${e.count} experts in VRAM (${Math.round(e.gpuBytesShare * 100)} % of the layer's expert bytes), the rest in host memory on the CPU; ${op.device === 'split' ? `${Math.round((op.gpuFraction ?? 0) * 100)} % of the routed tokens' expert work on the GPU` : `runs on the ${op.device.toUpperCase()}`}`;
+  }
   const where = op.device === 'split'
     ? `split: ${Math.round((op.gpuFraction ?? 0) * 100)} % on the GPU${op.chunks ? ` (${op.chunks.onGpu}/${op.chunks.count} chunks)` : ''}`
     : `runs on the ${op.device.toUpperCase()}`;

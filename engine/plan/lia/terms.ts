@@ -6,7 +6,7 @@ import type { LayerCostTable, OpKind, OpWork } from '../../cost/types';
 import type { PlanContext } from '../policy';
 import type { SublayerTerms } from './cost';
 import { LIA_SUBLAYERS, type LiaLayerShape } from './sublayers';
-import { formatBytesPerElement, type ModelShape } from '../../model/shape';
+import { ffnGated, formatBytesPerElement, type ModelShape } from '../../model/shape';
 
 /**
  * Sublayer (0-based) of every op, in order. Decision (paper: "Softmax, LayerNorm and residual
@@ -55,7 +55,7 @@ export function liaShapeOf(model: ModelShape): LiaLayerShape {
     dModel: model.nEmbd,
     dKv: model.nKvHeads * model.headDim,
     dFfn: model.nFf,
-    fc1Matrices: model.family === 'opt' ? 1 : 2,
+    fc1Matrices: ffnGated(model.family) ? 2 : 1,
     weightBytesPerElement: formatBytesPerElement(model.weightFormats.attn_q ?? 'F16'),
     actBytesPerElement: formatBytesPerElement(model.kvFormat),
   };

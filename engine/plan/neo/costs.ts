@@ -5,7 +5,7 @@
 // plays; the schedulers see only `OnlinePredictors` profiled from it on a grid (§3.2).
 
 import type { HardwareProfile } from '../../hardware/types';
-import { type ModelShape, formatBytesPerElement, kvBytesPerToken, layerWeightBytes, modelWeightBytes, weightBytes } from '../../model/shape';
+import { type ModelShape, ffnGated, formatBytesPerElement, kvBytesPerToken, layerWeightBytes, modelWeightBytes, weightBytes } from '../../model/shape';
 import { LinearPredictor, geometricGrid } from './interp';
 
 /** Costs of one decoder layer (ms) and the model-level numbers around them. */
@@ -99,7 +99,7 @@ export function rooflineOnlineCosts(model: ModelShape, hw: HardwareProfile, opt:
   const d = model.nEmbd;
   const qDim = model.nHeads * model.headDim;
   const kvDim = model.nKvHeads * model.headDim;
-  const linearFlopsPerToken = 2 * (d * (qDim + 2 * kvDim) + qDim * d + (model.family === 'opt' ? 2 : 3) * d * model.nFf);
+  const linearFlopsPerToken = 2 * (d * (qDim + 2 * kvDim) + qDim * d + (ffnGated(model.family) ? 3 : 2) * d * model.nFf * (model.moe?.nExpertUsed ?? 1));
   const kvElem = formatBytesPerElement(model.kvFormat);
   const kvPerTokLayer = 2 * kvDim * kvElem;
   const cpuAttnRate = opt.cpuAttnGBps ?? cpuAttentionGBps(hw);
