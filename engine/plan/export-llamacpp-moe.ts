@@ -14,7 +14,7 @@
 // layers' experts on the GPU, the layers with the most planned GPU experts (ties: later layers),
 // and say which planned per-expert placements they round away.
 
-import type { LlamaCppExport } from './export-llamacpp';
+import type { LlamaCppExport } from './export-llamacpp-types';
 import type { OpPlan, Plan } from './types';
 
 const EXPS_REGEX = 'ffn_(up|down|gate)_exps';

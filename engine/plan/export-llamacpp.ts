@@ -13,6 +13,8 @@
 // KV split per request or streamed, KV recomputation, sub-batch pipelines, NVMe→GPU transfers.
 
 import type { LayerPlan, OpPlan, Plan } from './types';
+import type { LlamaCppExport } from './export-llamacpp-types';
+export type { LlamaCppExport } from './export-llamacpp-types';
 import { exportLlamaCppMoe, hasExpertPlacement } from './export-llamacpp-moe';
 
 /** The GGUF tensor (per layer, after `blk.N.`) holding each weighted op's matrix. */
@@ -21,17 +23,6 @@ const TENSOR_OF_KIND: Partial<Record<OpPlan['kind'], string>> = {
   gate: 'ffn_gate', up: 'ffn_up', down: 'ffn_down', fc1: 'ffn_up', fc2: 'ffn_down',
   router: 'ffn_gate_inp', experts: 'ffn_(up|down|gate)_exps', shared_expert: 'ffn_(up|down|gate)_shexp',
 };
-
-export interface LlamaCppExport {
-  /** The flags, each as separate argv words (e.g. ['-ngl', '23', '-c', '8256']). */
-  args: string[];
-  /** The same flags as one shell-quoted line. */
-  commandLine: string;
-  /** Ollama Modelfile parameters for the parts Ollama exposes. */
-  ollama: string[];
-  /** Parts of the plan the flags do not reproduce, in words. */
-  unsupported: string[];
-}
 
 function weighted(l: LayerPlan): OpPlan[] {
   return l.ops.filter((o) => TENSOR_OF_KIND[o.kind] !== undefined && o.weights !== undefined);
