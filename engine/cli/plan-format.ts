@@ -86,7 +86,7 @@ export function formatPlan(plan: Plan): string {
       const a = stage.layers[start]!;
       const b = stage.layers[i];
       if (b && layerSignature(b) === layerSignature(a) && Math.abs(b.predictedMs - a.predictedMs) < 1e-9) continue;
-      out.push(`  layers ${start}${i - 1 > start ? `–${i - 1}` : ''}: ${layerSignature(a)}   ${ms(a.predictedMs)}/layer`);
+      out.push(`  ${i - 1 > start ? `layers ${start}–${i - 1}` : `layer ${start}`}: ${layerSignature(a)}   ${ms(a.predictedMs)}/layer`);
       start = i;
     }
     out.push(`  ${stage.head.name}: ${stage.head.device}`);
