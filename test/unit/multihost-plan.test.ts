@@ -52,3 +52,20 @@ test('a cluster that cannot hold the model says how many layers each host holds'
   assert.throws(() => planCluster(modelPreset('llama-3.1-70b'), parseClusterSpec('2x(rtx4060-laptop-8gb+ryzen9-7950x)@1GbE'), parseWorkload('batch=64,prompt=8192')),
     /the hosts hold host 0 \d+, host 1 \d+ of 80 layers/);
 });
+
+test('cluster timeline: a lane per host and per link; decode step equals the plan\'s; prefill carries the prompt\'s activations', async () => {
+  const { simulateCluster } = await import('../../engine/sim/cluster-trace');
+  const model = modelPreset('llama-3.1-70b');
+  const p = planCluster(model, parseClusterSpec('3x(rtx4090+ryzen9-7950x)@1GbE'), parseWorkload('batch=1,prompt=2048,gen=16'));
+  const sim = simulateCluster(p, model.nEmbd, 4);
+  const names = sim.events.filter((e) => e.ph === 'M').map((e) => String(e.args!.name));
+  assert.equal(names.filter((n) => n.startsWith('host')).length, 3);
+  assert.equal(names.filter((n) => n.startsWith('link')).length, 2);
+  assert.ok(Math.abs(sim.decodeStepMs - p.stepMs) < 1e-6);
+  const prefillLink = sim.events.find((e) => e.ph === 'X' && e.name.startsWith('prefill activations'))!;
+  assert.ok(Math.abs(prefillLink.dur! / 1000 - networkMs(NETWORK_PRESETS['1gbe']!, 2048 * model.nEmbd * 2)) < 1e-6);
+  // One token passes the stages in order: spans never overlap.
+  const spans = sim.events.filter((e) => e.ph === 'X').sort((a, b) => a.ts - b.ts);
+  for (let i = 1; i < spans.length; i++) assert.ok(spans[i]!.ts >= spans[i - 1]!.ts + spans[i - 1]!.dur! - 1e-6);
+  assert.ok(Math.abs(sim.totalMs - (sim.prefillMs + 4 * sim.decodeStepMs)) < 1e-6);
+});
