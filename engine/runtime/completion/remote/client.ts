@@ -30,6 +30,16 @@ export interface RemoteCompletion {
   /** Which API answered. */
   kind: 'infill' | 'openai';
   ms: number;
+  /** llama-server's timings, when the server sends them (llama-server and Fulcrum's /infill do). */
+  timings?: { promptTokens: number; promptMs: number; generatedTokens: number; generateMs: number };
+}
+
+function timingsOf(r: unknown): RemoteCompletion['timings'] {
+  const t = (r as { timings?: Record<string, unknown> }).timings;
+  if (!t || typeof t !== 'object') return undefined;
+  const n = (k: string): number | undefined => (typeof t[k] === 'number' && Number.isFinite(t[k]) ? t[k] as number : undefined);
+  const [pn, pm, gn, gm] = [n('prompt_n'), n('prompt_ms'), n('predicted_n'), n('predicted_ms')];
+  return pn !== undefined && pm !== undefined && gn !== undefined && gm !== undefined ? { promptTokens: pn, promptMs: pm, generatedTokens: gn, generateMs: gm } : undefined;
 }
 
 export class RemoteEndpointError extends Error {
@@ -63,7 +73,8 @@ export class RemoteCompletionClient {
         this.resolved = 'infill';
         const content = (r as { content?: unknown }).content;
         if (typeof content !== 'string') throw new RemoteEndpointError(`${this.base.host}/infill: the answer has no 'content' string`);
-        return { text: content, kind: 'infill', ms: performance.now() - t0 };
+        const timings = timingsOf(r);
+        return { text: content, kind: 'infill', ms: performance.now() - t0, ...(timings ? { timings } : {}) };
       }
     }
     const r = await this.post('/v1/completions', { prompt: req.prefix, suffix: req.suffix, max_tokens: req.maxTokens, temperature: 0 }, req.signal, false);
