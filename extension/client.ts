@@ -99,5 +99,9 @@ export function completionOptions(settings: FulcrumSettings): CompletionOptionsP
     completionTimeLimitMs: settings.timeLimitMs,
     extraContext: settings.extraContext,
     exactPrompt: settings.exactPrompt,
+    // '' turns a previously set endpoint off in the engine.
+    completionEndpoint: settings.endpoint ?? '',
+    completionEndpointKind: settings.endpointKind,
+    ...(settings.endpointToken ? { completionEndpointToken: settings.endpointToken } : {}),
   };
 }

@@ -28,7 +28,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(output, status);
 
   const languageClient = createClient(context.extensionPath, output, policy, {
-    completionsWanted: () => readSettings().completionsEnabled && (status.current === 'ready' || status.current === 'generating'),
+    // With a remote endpoint the engine completes there even without a local model.
+    completionsWanted: () => readSettings().completionsEnabled && (readSettings().endpoint !== undefined || status.current === 'ready' || status.current === 'generating'),
     onRestart: (attempt, delayMs) => {
       output.appendLine(`engine exited; restart ${attempt} in ${delayMs} ms`);
       status.setState('starting', `restart ${attempt} after the engine exited`);

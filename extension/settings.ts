@@ -27,10 +27,14 @@ export interface FulcrumSettings {
   vram: string | undefined;
   /** The policy whose plan executes. */
   policy: string;
+  /** Remote completion server URL (llama-server, OpenAI-compatible, another Fulcrum); undefined: local. */
+  endpoint: string | undefined;
+  endpointKind: 'auto' | 'infill' | 'openai';
+  endpointToken: string | undefined;
 }
 
 /** The settings the engine applies to every completion (sent at start and on change). */
-export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.extraContext', 'completions.exactPrompt'] as const;
+export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.extraContext', 'completions.exactPrompt', 'completions.endpoint', 'completions.endpointKind', 'completions.token'] as const;
 
 function integerSetting(config: vscode.WorkspaceConfiguration, key: string, fallback: number, min: number, max: number): number {
   const value = config.get<number>(key, fallback);
@@ -54,6 +58,9 @@ export function readSettings(): FulcrumSettings {
     device: (['auto', 'cpu', 'vulkan', 'loopback'] as const).find((d) => d === config.get<string>('execution.device', 'auto')) ?? 'auto',
     vram: config.get<string>('execution.vram', '').trim() || undefined,
     policy: config.get<string>('execution.policy', 'auto') || 'auto',
+    endpoint: config.get<string>('completions.endpoint', '').trim() || undefined,
+    endpointKind: (['auto', 'infill', 'openai'] as const).find((k) => k === config.get<string>('completions.endpointKind', 'auto')) ?? 'auto',
+    endpointToken: config.get<string>('completions.token', '') || undefined,
   };
 }
 

@@ -87,7 +87,9 @@ export class StatusBar implements vscode.Disposable {
     const speed = this.lastStats ? ` · ${statsSummary(this.lastStats)}` : '';
     const off = this.completionsEnabled ? '' : ' · completions off';
     const split = this.split ? ` · ${this.split}` : '';
-    this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${split}${off}`;
+    // Where the last completion ran: the engine's stats name a remote endpoint as 'remote HOST (PATH)'.
+    const remote = this.lastStats?.format?.startsWith('remote ') ? ` · on ${this.lastStats.format.slice('remote '.length)}` : '';
+    this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${remote}${split}${off}`;
     const lines = [`Fulcrum engine: ${LABELS[this.state]}`];
     if (this.planLine) lines.push(this.planLine);
     if (!this.completionsEnabled) lines.push('Inline completions are off (fulcrum.completions.enabled)');

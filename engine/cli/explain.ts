@@ -3,11 +3,22 @@
 import type { CliCommand } from './command';
 import { formatExplanation, parsePlanArgs, planUsage } from './plan-format';
 import { explainRequest } from '../plan/api';
+import { isClusterSpec } from '../hardware/cluster';
+import { formatClusterPlan } from '../plan/multihost/pipeline';
+import { clusterRequest } from '../plan/multihost/request';
 
 export const command: CliCommand = {
   async run(argv) {
     const { args, params } = parsePlanArgs(argv);
     if (args.options.has('help')) { process.stdout.write(planUsage('explain')); return 0; }
+    if (typeof params.hardware === 'string' && isClusterSpec(params.hardware)) {
+      // A cluster: the pipeline split with its reasons, then each host's own plan explained.
+      const { plan: cp } = clusterRequest(params);
+      if (args.options.has('json')) { process.stdout.write(`${JSON.stringify(cp, null, 2)}\n`); return 0; }
+      process.stdout.write(`${formatClusterPlan(cp)}\n`);
+      for (const s of cp.stages) process.stdout.write(`\n== host ${s.host}, layers ${s.firstLayer}–${s.endLayer - 1} ==\n${formatExplanation(s.plan)}`);
+      return 0;
+    }
     const plan = explainRequest(params);
     process.stdout.write(args.options.has('json') ? `${JSON.stringify(plan, null, 2)}\n` : formatExplanation(plan));
     return 0;

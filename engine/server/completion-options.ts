@@ -2,6 +2,7 @@
 // validated into server options.
 import type { ServerOptions } from './context';
 import { invalidParams, optionalInteger } from './validate';
+import { parseRemoteOptions } from './remote-options';
 
 /** The completion settings in `params` (initializationOptions or fulcrum/completionOptions), validated. */
 export function parseCompletionOptions(method: string, params: Record<string, unknown>, where: string): Partial<ServerOptions> {
@@ -24,5 +25,6 @@ export function parseCompletionOptions(method: string, params: Record<string, un
     if (typeof params.exactPrompt !== 'boolean') throw invalidParams(method, `${where}.exactPrompt must be true or false`);
     parsed.exactPrompt = params.exactPrompt;
   }
+  Object.assign(parsed, parseRemoteOptions(method, params, where));
   return parsed;
 }

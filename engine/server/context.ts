@@ -1,3 +1,4 @@
+import type { RemoteEndpointConfig } from '../runtime/completion/remote/client';
 // What every request handler gets: the connection, the open documents, the model host and the
 // options the client sent in `initialize`.
 import type { Connection, TextDocuments } from 'vscode-languageserver';
@@ -18,6 +19,8 @@ export interface ServerOptions {
   extraContext: boolean;
   /** Evaluate every prompt token (no shifted reuse of the suffix's KV). */
   exactPrompt: boolean;
+  /** Completions go to this remote endpoint first (fallback: the local model when loaded); '' url = off. */
+  remote?: RemoteEndpointConfig;
   /** The client accepts server-created work-done progress (window/workDoneProgress/create). */
   clientSupportsWorkDoneProgress: boolean;
 }

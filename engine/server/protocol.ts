@@ -32,10 +32,16 @@ export interface FulcrumInitializationOptions {
   extraContext?: boolean;
   /** Evaluate every prompt token after a keystroke instead of reusing the suffix's KV at shifted positions; default false. */
   exactPrompt?: boolean;
+  /** Complete on a remote server (llama-server, OpenAI-compatible, or another Fulcrum): its base URL. */
+  completionEndpoint?: string;
+  /** 'auto' (default): /infill, else /v1/completions. */
+  completionEndpointKind?: 'auto' | 'infill' | 'openai';
+  /** Bearer token for the endpoint. */
+  completionEndpointToken?: string;
 }
 
 /** fulcrum/completionOptions (client → server): new completion settings, applied to the next request. */
-export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache' | 'extraContext' | 'exactPrompt'>;
+export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache' | 'extraContext' | 'exactPrompt' | 'completionEndpoint' | 'completionEndpointKind' | 'completionEndpointToken'>;
 
 export interface LoadModelParams {
   path: string;

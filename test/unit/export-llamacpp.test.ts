@@ -106,7 +106,7 @@ test('CLI: plan --export llama.cpp prints the flags; an unknown format is a usag
   const json = run('--export', 'llama.cpp', '--json');
   assert.equal(json.status, 0, json.stderr);
   assert.deepEqual(Object.keys(JSON.parse(json.stdout)).sort(), ['args', 'commandLine', 'ollama', 'unsupported']);
-  const bad = run('--export', 'vllm');
+  const bad = run('--export', 'tgi');
   assert.notEqual(bad.status, 0);
-  assert.match(bad.stderr, /--export: unknown format 'vllm' \(known: llama\.cpp\)/);
+  assert.match(bad.stderr, /--export: unknown format 'tgi' \(known: llama\.cpp, vllm, ollama\)/);
 });

@@ -6,6 +6,7 @@ import { ChunkRing } from '../../runtime/completion/extra-context';
 import type { ServerContext } from '../context';
 import { FulcrumNotifications, type CompletionStats } from '../protocol';
 import { parseCompletionOptions } from '../completion-options';
+import { completeRemotely } from './remote-completion';
 import { invalidParams, requireInteger, requireObject, requireString } from '../validate';
 
 const METHOD = 'textDocument/inlineCompletion';
@@ -53,6 +54,18 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
   const subscription = token.onCancellationRequested(() => abort.abort());
   try {
     const { options } = ctx;
+    if (options.remote) {
+      const r = await completeRemotely(ctx, before, after, abort.signal);
+      if (r.ok) {
+        void ctx.connection.sendNotification(FulcrumNotifications.stats, r.stats);
+        ctx.connection.console.log(`completion: remote ${r.where}, ${r.text.length} characters in ${(r.stats.totalMs ?? 0).toFixed(0)} ms`);
+        if (r.text.length === 0) return { items: [] };
+        const start = document.positionAt(selected ? selected.startOffset : cursor);
+        return { items: [{ insertText: (selected ? selected.text : '') + r.text, range: { start, end: document.positionAt(cursor) } }] };
+      }
+      if (r.cancelled) return { items: [] };
+      ctx.connection.console.warn(`completion: remote endpoint failed (${r.reason}); ${ctx.host.servingEngine() ? 'completing with the local model' : 'no local model to fall back to'}`);
+    }
     const result = await ctx.host.complete((completer, signal) => completer.complete({
       document: document.uri,
       before,

@@ -1,0 +1,66 @@
+// Issue 27 item 3: the editor completing on a remote server. A real LSP client process drives the
+// engine (no local model) with completionEndpoint set to a real, separate `fulcrum serve --http`
+// process; the completion comes from there, stats say where; a dead endpoint with a local model
+// loaded falls back to it and the log says so.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { LspSession } from './lsp-session';
+
+const repoRoot = path.resolve(__dirname, '../..');
+const MODEL = path.resolve(repoRoot, '../shared/models/tiny-fim-coder.q8_0.gguf');
+const TOKEN = 'lsp-remote-token';
+const skip = existsSync(MODEL) ? false : `test model absent: ${MODEL}`;
+let server: ChildProcess | undefined;
+let url = '';
+const URI = 'file:///work/add.py';
+const TEXT = 'def add(a, b):\n    return \n\nprint(add(1, 2))\n';
+
+before(async () => {
+  if (skip) return;
+  server = spawn(process.execPath, [path.join(repoRoot, 'bin/fulcrum.js'), 'serve', '--http', '--model', MODEL, '--port', '0', '--token', TOKEN, '--threads', '1'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 120_000);
+    server!.stdout!.on('data', (d: Buffer) => { out += d; const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(out); if (m) { clearTimeout(t); resolve(m[1]!); } });
+    server!.on('exit', (c) => { clearTimeout(t); reject(new Error(`server exited ${c}`)); });
+  });
+});
+after(() => { server?.kill(); });
+
+test('no local model: the completion comes from the remote Fulcrum; stats name the endpoint', { skip, timeout: 120_000 }, async () => {
+  const lsp = LspSession.start();
+  try {
+    await lsp.initialize({ completionEndpoint: url, completionEndpointToken: TOKEN, maxCompletionTokens: 8 });
+    lsp.openDocument(URI, TEXT, 'python');
+    const list = await lsp.inlineCompletion(URI, 1, 11);
+    assert.equal(list.items.length, 1, `logs: ${lsp.logs.join('\n')}`);
+    assert.ok(String(list.items[0]!.insertText).length > 0);
+    await lsp.waitFor(() => lsp.stats.length > 0, 'stats');
+    assert.match(lsp.stats[0]!.format!, /^remote 127\.0\.0\.1:\d+ \(\/infill\)$/);
+    assert.ok(lsp.stats[0]!.generatedTokens > 0, 'timings from the remote server');
+  } finally { await lsp.stop(); }
+});
+
+test('a dead endpoint falls back to the local model and the log says so', { skip, timeout: 180_000 }, async () => {
+  const lsp = LspSession.start();
+  try {
+    await lsp.initialize({ modelPath: MODEL, completionEndpoint: 'http://127.0.0.1:1', completionEndpointKind: 'infill', maxCompletionTokens: 8 });
+    await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'local model ready', 120_000);
+    lsp.openDocument(URI, TEXT, 'python');
+    const list = await lsp.inlineCompletion(URI, 1, 11);
+    assert.ok(lsp.logs.some((l) => /remote endpoint failed \(127\.0\.0\.1:1\/infill: .*\); completing with the local model/.test(l)), lsp.logs.join('\n'));
+    await lsp.waitFor(() => lsp.stats.length > 0, 'stats');
+    assert.ok(!/^remote/.test(lsp.stats[0]!.format ?? ''), 'the local model answered');
+    assert.ok(Array.isArray(list.items));
+  } finally { await lsp.stop(); }
+});
+
+test('a bad endpoint setting is a clear error', { skip, timeout: 60_000 }, async () => {
+  const lsp = LspSession.start();
+  try {
+    await assert.rejects(lsp.initialize({ completionEndpoint: 'ftp://x' }), /completionEndpoint 'ftp:\/\/x' must be an http\(s\) URL/);
+  } finally { lsp.child.kill(); }
+});
