@@ -55,5 +55,9 @@ export function numberOption(args: ParsedArgs, name: string, fallback: number, m
  * Separated by ' — ' and ';' rather than brackets, since device descriptions carry their own.
  */
 export function executionLine(ex: { device: string; deviceReason: string; policy: string; split: string; fallback?: string }): string {
-  return `device: ${ex.device} — ${ex.deviceReason}; policy: ${ex.policy}; split: ${ex.split}${ex.fallback ? `; fell back to the CPU: ${ex.fallback}` : ''}`;
+  // A split policy whose plan placed nothing on the device did not split: say so rather than
+  // print 'policy: lia; split: CPU only' as if it had (issue 26 item 7).
+  const idle = ex.policy !== 'cpu-only' && ex.split.startsWith('CPU only') && !ex.fallback;
+  const what = idle ? `policy: ${ex.policy} placed nothing on the device; runs on the CPU only` : `policy: ${ex.policy}; split: ${ex.split}`;
+  return `device: ${ex.device} — ${ex.deviceReason}; ${what}${ex.fallback ? `; fell back to the CPU: ${ex.fallback}` : ''}`;
 }

@@ -104,6 +104,14 @@ test('the execution line nests no brackets and says when a policy leaves the dev
   assert.match(line, /^device: cpu — asked for; policy: cpu-only; split: CPU only$/);
 });
 
+test('a split policy that placed nothing on the device is not printed as a split (item 7)', { skip: skipUnlessShared(STORIES) }, () => {
+  const r = cli('generate', '--model', STORIES, '--prompt', 'Once', '-n', '2', '--device', 'loopback', '--vram', '1M');
+  assert.equal(r.code, 0, r.err);
+  const line = r.err.split('\n').find((l) => l.startsWith('device: '))!;
+  assert.doesNotMatch(line, /policy: [a-z-]+; split: CPU only/);
+  assert.match(line, /policy: [a-z-]+ placed nothing on the device; runs on the CPU only/);
+});
+
 test('fulcrum --version prints the package version (item 8)', () => {
   const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
   for (const flag of ['--version', '-v']) {
