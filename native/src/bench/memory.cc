@@ -1,37 +1,16 @@
 #include "bench/memory.h"
 
-#include <emmintrin.h>
-
 #include <cstring>
 #include <functional>
 #include <stdexcept>
 
 #include "bench/clock.h"
+#include "bench/read_probe.h"
 #include "bench/team.h"
 
 namespace fulcrum {
 namespace bench {
 namespace {
-
-// Sums 16-byte lanes with four independent accumulators so the loop is bound by loads, not
-// by the add chain. SSE2 is enough: one core's DRAM stream is far below its L1 load rate.
-uint64_t read_slice(const uint8_t* p, size_t bytes) {
-  const __m128i* v = reinterpret_cast<const __m128i*>(p);
-  const size_t n = bytes / sizeof(__m128i);
-  __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    a0 = _mm_add_epi64(a0, _mm_load_si128(v + i));
-    a1 = _mm_add_epi64(a1, _mm_load_si128(v + i + 1));
-    a2 = _mm_add_epi64(a2, _mm_load_si128(v + i + 2));
-    a3 = _mm_add_epi64(a3, _mm_load_si128(v + i + 3));
-  }
-  for (; i < n; ++i) a0 = _mm_add_epi64(a0, _mm_load_si128(v + i));
-  __m128i s = _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3));
-  uint64_t lanes[2];
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(lanes), s);
-  return lanes[0] + lanes[1];
-}
 
 // Slice [begin, end) of `bytes` for thread `tid` of `threads`, 4 KiB aligned.
 void slice(size_t bytes, int tid, int threads, size_t* begin, size_t* end) {
@@ -100,7 +79,8 @@ std::vector<ThreadSamples> bench_memory_read(size_t bytes, const std::vector<int
   auto out = time_by_threads(thread_counts, plan, cancel, [&](int tid, int threads) {
     size_t b, e;
     slice(bytes, tid, threads, &b, &e);
-    sink.fetch_add(read_slice(buf.data() + b, e - b), std::memory_order_relaxed);
+    // Slices are 4 KiB aligned, so whole 64-bit words.
+    sink.fetch_add(read_stream(reinterpret_cast<const uint64_t*>(buf.data() + b), static_cast<int64_t>((e - b) / 8)), std::memory_order_relaxed);
   });
   keep(sink);
   return out;

@@ -13,7 +13,7 @@
 #include "ggml_types.h"
 #include "core/fp16.h"
 #include "kernels/attention.h"
-#include "kernels/bandwidth.h"
+#include "bench/bandwidth.h"
 #include "kernels/float_fns.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"

@@ -1,5 +1,6 @@
 // Sustained memory read bandwidth with the model's own thread pool: the physical limit that
-// decode (which streams every weight once per token) is compared against.
+// decode (which streams every weight once per token) is compared against (bench:cpu). Each
+// thread reads its slice with the one read probe (bench/read_probe.h).
 #pragma once
 #include <cstdint>
 

@@ -1,6 +1,6 @@
-#include "kernels/bandwidth.h"
+#include "bench/bandwidth.h"
 
-#include "ggml_types.h"
+#include "bench/read_probe.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,8 +11,6 @@
 #include <vector>
 
 namespace fulcrum {
-
-uint64_t read_xor_avx512(const uint64_t* p, int64_t words);  // bandwidth_avx512.cc
 
 double read_bandwidth(ThreadPool& pool, uint64_t bytes, int reps) {
   const uint64_t words = bytes / sizeof(uint64_t);
@@ -26,26 +24,12 @@ double read_bandwidth(ThreadPool& pool, uint64_t bytes, int reps) {
   });
   std::vector<uint64_t> sink(static_cast<size_t>(pool.size()) * 8, 0);
   std::vector<double> rates;
-  const bool wide = cpu_features().avx512f;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.run([&](int ith, int nth) {
       int64_t b, e;
       ThreadPool::split(static_cast<int64_t>(words), ith, nth, &b, &e);
-      if (wide) {
-        sink[static_cast<size_t>(ith) * 8] ^= read_xor_avx512(buf.get() + b, e - b);
-        return;
-      }
-      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-      int64_t i = b;
-      for (; i + 4 <= e; i += 4) {
-        a0 ^= buf[i];
-        a1 ^= buf[i + 1];
-        a2 ^= buf[i + 2];
-        a3 ^= buf[i + 3];
-      }
-      for (; i < e; ++i) a0 ^= buf[i];
-      sink[static_cast<size_t>(ith) * 8] ^= a0 ^ a1 ^ a2 ^ a3;  // one cache line per thread
+      sink[static_cast<size_t>(ith) * 8] ^= bench::read_stream(buf.get() + b, e - b);  // one cache line per thread
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rates.push_back(static_cast<double>(words * sizeof(uint64_t)) / s);

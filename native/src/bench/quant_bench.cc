@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "addon_registry.h"
+#include "bench/read_probe.h"
 #include "ggml_types.h"
 #include "quant/blocks.h"
 #include "quant/quant_impl.h"
@@ -289,9 +290,8 @@ Napi::Value PeerMatVec(const Napi::CallbackInfo& info) {
 }
 
 // quantBenchRead(bytes, reps, prefetch?) -> { seconds, bytes, gbPerSecond }: single-thread
-// streaming read; with prefetch, each cache line is also prefetched 2 KiB ahead (as the kernels
-// do), which on some machines (this VM among them) reads DRAM faster than the hardware
-// prefetcher alone.
+// streaming read through the one read probe (bench/read_probe.h); with prefetch, each cache line
+// is also prefetched 2 KiB ahead, as the kernels do.
 Napi::Value BenchRead(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const int64_t bytes = dim_arg(env, info[0], "bytes", static_cast<int64_t>(kMaxBenchBytes)) / 64 * 64;
@@ -302,18 +302,12 @@ Napi::Value BenchRead(const Napi::CallbackInfo& info) {
   check_alloc(env, buf, "the read buffer");
   std::memset(buf.p, 1, buf.n);
   const uint64_t* p = reinterpret_cast<const uint64_t*>(buf.p);
-  const size_t words = buf.n / 8;
+  const int64_t words = static_cast<int64_t>(buf.n / 8);
   std::vector<double> times;
   volatile uint64_t sink = 0;
   for (int r = -1; r < reps; ++r) {
     const auto t0 = Clock::now();
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-    for (size_t i = 0; i < words; i += 8) {  // one cache line per iteration
-      if (prefetch) __builtin_prefetch(p + i + 256, 0, 3);
-      s0 += p[i]; s1 += p[i + 1]; s2 += p[i + 2]; s3 += p[i + 3];
-      s4 += p[i + 4]; s5 += p[i + 5]; s6 += p[i + 6]; s7 += p[i + 7];
-    }
-    sink = sink + s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+    sink = sink ^ bench::read_stream(p, words, prefetch);  // the one read probe (bench/read_probe.h)
     const auto t1 = Clock::now();
     if (r >= 0) times.push_back(std::chrono::duration<double>(t1 - t0).count());
   }

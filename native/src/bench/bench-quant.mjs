@@ -2,7 +2,7 @@
 // weights streamed by one matrix-vector product (activation quantize + rows x vec_dot) per
 // format and ISA path, next to llama.cpp's own kernels on the same bytes (node-llama-cpp's ggml
 // CPU backend, loaded by the addon with dlopen) and a single-thread read loop.
-//   node native/src/quant/bench-quant.mjs [rows=4096] [reps=15]
+//   node native/src/bench/bench-quant.mjs [rows=4096] [reps=15]
 // rows=4096 gives 4096x4096 matrices (cache-resident on machines with a large L3); use
 // rows=262144 for matrices far larger than any cache (about 0.6-1.1 GB each).
 // Env: FULCRUM_NATIVE_BUILD (addon variant dir, default Release), PEER (ggml CPU library file),

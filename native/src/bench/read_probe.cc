@@ -1,0 +1,37 @@
+#include "bench/read_probe.h"
+
+#include "ggml_types.h"
+
+namespace fulcrum {
+namespace bench {
+
+uint64_t read_stream_avx512(const uint64_t* p, int64_t words, bool prefetch);  // read_probe_avx512.cc
+
+namespace {
+
+// 2 KiB ahead, in words.
+constexpr int64_t kPrefetchWords = 2048 / 8;
+
+uint64_t read_stream_portable(const uint64_t* p, int64_t words, bool prefetch) {
+  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t i = 0;
+  for (; i + 8 <= words; i += 8) {  // one cache line per iteration
+    if (prefetch) __builtin_prefetch(p + i + kPrefetchWords, 0, 3);
+    a0 ^= p[i] ^ p[i + 4];
+    a1 ^= p[i + 1] ^ p[i + 5];
+    a2 ^= p[i + 2] ^ p[i + 6];
+    a3 ^= p[i + 3] ^ p[i + 7];
+  }
+  for (; i < words; ++i) a0 ^= p[i];
+  return a0 ^ a1 ^ a2 ^ a3;
+}
+
+}  // namespace
+
+uint64_t read_stream(const uint64_t* p, int64_t words, bool prefetch) {
+  static const bool wide = cpu_features().avx512f;
+  return wide ? read_stream_avx512(p, words, prefetch) : read_stream_portable(p, words, prefetch);
+}
+
+}  // namespace bench
+}  // namespace fulcrum
