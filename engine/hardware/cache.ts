@@ -52,16 +52,24 @@ export function readCachedProfile(fingerprint: string, dir = profileCacheDir()):
   } catch (e) {
     return { status: 'stale', reason: (e as Error).message, file };
   }
+  if (profile.source.unsettled) {
+    return { status: 'stale', reason: `${file}: its probes disagreed (${profile.source.unsettled})`, file };
+  }
   if (profile.source.kind !== 'measured' || profile.source.fingerprint !== fingerprint) {
     return { status: 'stale', reason: `${file}: belongs to fingerprint ${JSON.stringify(profile.source.fingerprint)}, not ${fingerprint}`, file };
   }
   return { status: 'hit', profile, file };
 }
 
-/** Writes the profile under its own fingerprint (atomically: a reader never sees half a file). */
+/**
+ * Writes the profile under its own fingerprint (atomically: a reader never sees half a file).
+ * A profile whose repeated probes disagreed beyond their noise (source.unsettled) is refused:
+ * cached, it would plan every later run with the figures of a busy minute (issue 26 item 9).
+ */
 export function writeCachedProfile(profile: HardwareProfile, dir = profileCacheDir()): string {
   const fp = profile.source.fingerprint;
   if (profile.source.kind !== 'measured' || !fp) throw new Error('only a measured profile with a fingerprint can be cached');
+  if (profile.source.unsettled) throw new Error(`a profile whose probes disagreed is not cached: ${profile.source.unsettled}`);
   validateProfile(profile, 'profile to cache');
   const file = profileCachePath(fp, dir);
   mkdirSync(dir, { recursive: true });

@@ -86,3 +86,23 @@ test('only measured profiles with a fingerprint are cached, and they must valida
     assert.deepEqual(readdirSync(dir), []);
   });
 });
+
+test('a profile whose calibration runs disagreed is neither written nor read back (issue 26 item 9)', () => {
+  withDir((dir) => {
+    // The figures of the issue: two quick profiles minutes apart fitted prefill at 1261 and 397 tok/s.
+    const unsettled = sampleProfile();
+    unsettled.cpu.calibration = {
+      gemvScale: 0.86, gemmScale: 0.79, model: 'synthetic', format: 'Q8_0', threads: 2, promptTokens: 256, genTokens: 32,
+      prefillTokensPerS: 1261, decodeTokensPerS: 105, runs: 5, agreed: false,
+      prefillRunsTokensPerS: [1261, 397, 610, 480, 702], decodeRunsTokensPerS: [105, 41, 80, 66, 71],
+    };
+    unsettled.source.unsettled = 'calibration runs disagreed beyond their noise after 5 runs (prefill 397–1261 tok/s, decode 41–105 tok/s)';
+    assert.throws(() => writeCachedProfile(unsettled, dir), /probes disagreed is not cached: calibration runs disagreed/);
+    assert.deepEqual(readdirSync(dir), []);
+    // One written by hand (or by an older engine) is stale: the next request measures again.
+    writeFileSync(path.join(dir, `${FP}.json`), JSON.stringify(unsettled));
+    const r = readCachedProfile(FP, dir);
+    assert.equal(r.status, 'stale');
+    if (r.status === 'stale') assert.match(r.reason, /its probes disagreed \(calibration runs disagreed/);
+  });
+});
