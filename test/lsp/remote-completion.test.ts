@@ -44,6 +44,24 @@ test('no local model: the completion comes from the remote Fulcrum; stats name t
   } finally { await lsp.stop(); }
 });
 
+test('the prompt budget applies to remote completions: a large file is not sent whole', { skip, timeout: 120_000 }, async () => {
+  const lsp = LspSession.start();
+  try {
+    await lsp.initialize({ completionEndpoint: url, completionEndpointToken: TOKEN, maxCompletionTokens: 4, promptBudget: 128, completionCache: false });
+    const lines: string[] = [];
+    for (let i = 0; i < 2000; i++) lines.push(`def f_${i}(x):`, `    return x * ${i}`, '');
+    const big = lines.join('\n');
+    lsp.openDocument('file:///work/big.py', big, 'python');
+    await lsp.inlineCompletion('file:///work/big.py', 3000, 4);
+    await lsp.waitFor(() => lsp.stats.length > 0, 'stats');
+    // The server evaluated the whole prompt (nothing of it was cached). Without a local tokenizer
+    // the budget is counted in estimated tokens (2.5 characters each), so allow half again; without
+    // the budget the server would take about 500 tokens (its whole context).
+    console.log(`  remote prompt for a 40 KB file with a 128-token budget: ${lsp.stats[0]!.promptTokens} tokens at the server`);
+    assert.ok(lsp.stats[0]!.promptTokens > 0 && lsp.stats[0]!.promptTokens <= 1.5 * 128 + 8, `prompt tokens at the server: ${lsp.stats[0]!.promptTokens}`);
+  } finally { await lsp.stop(); }
+});
+
 test('a dead endpoint falls back to the local model and the log says so', { skip, timeout: 180_000 }, async () => {
   const lsp = LspSession.start();
   try {
