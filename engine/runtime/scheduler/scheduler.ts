@@ -358,7 +358,8 @@ export class Scheduler {
       const best = choice.slot, bestLen = choice.shared;
       best.lastUsed = ++this.admissions;
       r.reused = r.pos = Math.max(0, bestLen);
-      const chunks = r.req.reuseShiftedKv && this.canShift ? reusableChunks(best, r.prompt, r.pos, r.req.farContextEnd ?? 0) : undefined;
+      // Found while choosing the slot (only for requests that allow moved KV, while the model can move it).
+      const chunks = choice.chunks;
       best.tokens.length = r.pos;
       best.shifts = undefined;
       r.sharedAtAdmission = r.pos;
@@ -671,31 +672,32 @@ function sharedPrefix(slot: Slot, prompt: readonly number[]): number {
  * empty slot, then the least recently used. `waitFor` when a busy slot whose request was cancelled
  * holds a longer useful prefix than any free slot (the superseded request of the same cursor).
  */
-function chooseSlot(slots: readonly Slot[], prompt: readonly number[], req?: ServeRequest): { slot: Slot; shared: number; waitFor?: false } | { waitFor: true; slot?: undefined; shared?: undefined } {
+function chooseSlot(slots: readonly Slot[], prompt: readonly number[], req?: ServeRequest): { slot: Slot; shared: number; chunks?: ReusableChunks; waitFor?: false } | { waitFor: true; slot?: undefined; shared?: undefined; chunks?: undefined } {
   // What a slot saves this prompt: its shared prefix, plus (for requests that allow it) the runs
   // it holds that can be moved into place. A slot that holds nothing but a prefix of this prompt
   // (a cache warm-up) is always worth taking: nothing of it is lost.
   const saved = (s: Slot) => {
     const n = sharedPrefix(s, prompt);
-    const moved = req?.reuseShiftedKv ? reusableChunks(s, prompt, n, req.farContextEnd ?? 0)?.moves.reduce((a, m) => a + m.length, 0) ?? 0 : 0;
-    return { n, total: n + moved, whole: n > 0 && n === s.tokens.length };
+    const chunks = req?.reuseShiftedKv ? reusableChunks(s, prompt, n, req.farContextEnd ?? 0) : undefined;
+    const moved = chunks?.moves.reduce((a, m) => a + m.length, 0) ?? 0;
+    return { n, chunks, total: n + moved, whole: n > 0 && n === s.tokens.length };
   };
   const useful = (v: { total: number; whole: boolean }, s: Slot) => v.whole || (v.total >= Math.min(REUSE_MIN_TOKENS, prompt.length / 2) && v.total >= s.tokens.length - v.total);
-  let best: Slot | undefined, bestSaved = -1, bestShared = 0;
-  let fallback: Slot | undefined;
+  let best: Slot | undefined, bestSaved = -1, bestShared = 0, bestChunks: ReusableChunks | undefined;
+  let fallback: Slot | undefined, fallbackSaved: ReturnType<typeof saved> | undefined;
   for (const s of slots) {
     if (s.running) continue;
     const v = saved(s);
-    if (useful(v, s) && (v.total > bestSaved || (v.total === bestSaved && s.lastUsed < best!.lastUsed))) { best = s; bestSaved = v.total; bestShared = v.n; }
-    if (preferToEvict(s, fallback)) fallback = s;
+    if (useful(v, s) && (v.total > bestSaved || (v.total === bestSaved && s.lastUsed < best!.lastUsed))) { best = s; bestSaved = v.total; bestShared = v.n; bestChunks = v.chunks; }
+    if (preferToEvict(s, fallback)) { fallback = s; fallbackSaved = v; }
   }
   for (const s of slots) {
     if (!s.running?.req.signal?.aborted) continue;
     const v = saved(s);
     if (useful(v, s) && v.total > bestSaved) return { waitFor: true };
   }
-  if (best) return { slot: best, shared: bestShared };
-  return { slot: fallback!, shared: sharedPrefix(fallback!, prompt) };
+  if (best) return { slot: best, shared: bestShared, ...(bestChunks ? { chunks: bestChunks } : {}) };
+  return { slot: fallback!, shared: fallbackSaved!.n, ...(fallbackSaved!.chunks ? { chunks: fallbackSaved!.chunks } : {}) };
 }
 
 /** Shortest reused run worth a move: below it, evaluating costs about as much as shifting. */
@@ -727,7 +729,9 @@ interface ReusedChunk { cacheFrom: number; promptFrom: number; length: number }
  * evaluated before the last run, which its cached KV has not seen. Undefined when nothing is
  * worth moving or the slot's reused KV has gone too stale.
  */
-function reusableChunks(slot: Slot, prompt: readonly number[], shared: number, farContextEnd: number): { moves: ReusedChunk[]; staleTokens: number } | undefined {
+type ReusableChunks = { moves: ReusedChunk[]; staleTokens: number };
+
+function reusableChunks(slot: Slot, prompt: readonly number[], shared: number, farContextEnd: number): ReusableChunks | undefined {
   const cl = slot.promptLength;
   if (cl === undefined || cl > slot.tokens.length) return undefined;
   const cached = slot.tokens, end = prompt.length - 1;

@@ -192,6 +192,14 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
   /** A stream whose requests ended 'cancelled' without the client leaving: the server stopped. */
   const stoppedByServer = (results: ServeResult[], clientGone: boolean) => !clientGone && results.some((r) => r.stopReason === 'cancelled');
 
+  /** A non-streamed answer's results, observed; 503 when the server stopped them (the client did not). */
+  const settled = async (streams: ReturnType<Scheduler['submit']>[], clientGone: () => boolean): Promise<ServeResult[]> => {
+    const results = await Promise.all(streams.map((s) => s.result));
+    if (stoppedByServer(results, clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
+    for (const r of results) metrics.observe(r);
+    return results;
+  };
+
   const completions = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const parsed = parseCompletionRequest(await readJson(req, limit), modelIds);
     let request = parsed.request;
@@ -205,8 +213,9 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
     const id = `cmpl-${Date.now().toString(36)}-${nextId++}`;
     const created = Math.floor(Date.now() / 1000);
     const echo = parsed.echo ? (request.prompt as string) : '';
-    const chunk = (index: number, text: string, finish: string | null, extra: Record<string, unknown> = {}) =>
-      `data: ${JSON.stringify({ id, object: 'text_completion', created, model: opts.modelId, choices: [{ text, index, logprobs: null, finish_reason: finish, ...extra }] })}\n\n`;
+    const chunkData = (index: number, text: string, finish: string | null, extra: Record<string, unknown> = {}): Record<string, unknown> =>
+      ({ id, object: 'text_completion', created, model: opts.modelId, choices: [{ text, index, logprobs: null, finish_reason: finish, ...extra }] });
+    const chunk = (index: number, text: string, finish: string | null) => `data: ${JSON.stringify(chunkData(index, text, finish))}\n\n`;
     if (parsed.stream) {
       startStream(res);
       if (echo) for (let i = 0; i < streams.length; i++) res.write(chunk(i, echo, null));
@@ -214,16 +223,14 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
       if (stoppedByServer(results, clientGone())) { res.end(SHUTDOWN_EVENT); return; }
       // Each choice ends with its finish_reason (and log-probabilities); the last such chunk carries the usage, as before n existed.
       results.forEach((r, index) => {
-        const data = JSON.parse(chunk(index, '', finishReason(r.stopReason), parsed.logprobs !== undefined ? { logprobs: completionLogprobs(r, echo.length) } : {}).slice(6)) as Record<string, unknown>;
+        const data = chunkData(index, '', finishReason(r.stopReason), parsed.logprobs !== undefined ? { logprobs: completionLogprobs(r, echo.length) } : {});
         if (index === results.length - 1) data.usage = usageOf(results);
         res.write(`data: ${JSON.stringify(data)}\n\n`);
       });
       res.end('data: [DONE]\n\n');
       for (const r of results) metrics.observe(r);
     } else {
-      const results = await Promise.all(streams.map((s) => s.result));
-      if (stoppedByServer(results, clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
-      for (const r of results) metrics.observe(r);
+      const results = await settled(streams, clientGone);
       send(res, 200, {
         id, object: 'text_completion', created, model: opts.modelId,
         choices: results.map((r, index) => ({ text: echo + r.text, index, logprobs: parsed.logprobs !== undefined ? completionLogprobs(r, echo.length) : null, finish_reason: finishReason(r.stopReason) })),
@@ -256,9 +263,7 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
       res.end('data: [DONE]\n\n');
       for (const r of results) metrics.observe(r);
     } else {
-      const results = await Promise.all(streams.map((s) => s.result));
-      if (stoppedByServer(results, clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
-      for (const r of results) metrics.observe(r);
+      const results = await settled(streams, clientGone);
       send(res, 200, {
         id, object: 'chat.completion', created, model: opts.modelId, system_fingerprint: 'fulcrum',
         choices: results.map((r, index) => ({ index, message: { role: 'assistant', content: r.text }, logprobs: parsed.logprobs !== undefined ? chatLogprobs(r) : null, finish_reason: finishReason(r.stopReason) })),
@@ -308,9 +313,7 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
       res.end(`data: ${JSON.stringify(final(r, ''))}\n\n`);
       metrics.observe(r);
     } else {
-      const r = await stream.result;
-      if (stoppedByServer([r], clientGone())) throw new RequestError(503, 'the server stopped before this completion ended (shutdown or model change); retry', 'server_shutdown');
-      metrics.observe(r);
+      const r = (await settled([stream], clientGone))[0]!;
       send(res, 200, final(r, cut(r.text)));
     }
   };
