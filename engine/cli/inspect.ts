@@ -61,7 +61,7 @@ function modelText(s: ModelSummary, hp: ModelHparams, layers: LayerSummary[]): s
     `RoPE          ${hp.ropeStyle}, ${hp.ropeDims} dims, base ${hp.ropeFreqBase}, scaling ${hp.ropeScalingType}` +
       (hp.ropeScalingType === 'none' ? '' : ` ×${hp.ropeScalingFactor}`),
     `norm epsilon  ${Number(hp.normEps.toPrecision(6))}`,
-    `output        ${hp.tiedOutput ? 'tied to token_embd' : 'separate output.weight'}; Q/K/V bias ${hp.hasQkvBias ? 'yes' : 'no'}`,
+    `output        ${hp.tiedOutput ? 'tied to token_embd' : 'separate output.weight'}; Q/K/V bias ${hp.hasQkvBias ? 'yes' : 'no'}${hp.hasQkNorm ? '; Q/K RMSNorm per head' : ''}`,
     `parameters    ${s.parameters.toLocaleString('en-US')} (${countText(s.parameters)})`,
     `tensor types  ${typesText(s.tensorTypes)}`,
     `KV cache      ${bytesText(s.kvBytesPerToken)} per token (f16 K and V); ` +

@@ -1,4 +1,4 @@
-// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2),
+// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3),
 // and the check that the file holds every tensor those hyperparameters imply, with the right
 // shapes. Key names and conventions follow llama.cpp's, since that is who writes GGUF files.
 
@@ -15,8 +15,8 @@ import {
   tensorMap,
 } from './gguf/index';
 
-export type ModelArchitecture = 'llama' | 'qwen2';
-export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2'];
+export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3';
+export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3'];
 
 export type RopeScalingType = 'none' | 'linear' | 'yarn' | 'longrope';
 /** 'normal': rotate adjacent pairs (x[2i], x[2i+1]); 'neox': rotate halves (x[i], x[i + dims/2]). */
@@ -51,6 +51,8 @@ export interface ModelHparams {
   tiedOutput: boolean;
   /** attn_q/k/v.bias present (always for qwen2, optional for llama). */
   hasQkvBias: boolean;
+  /** attn_q_norm / attn_k_norm: an RMSNorm of each Q and K head ([headDim] gains) before RoPE (qwen3). */
+  hasQkNorm: boolean;
   /** attn_output.bias present (llama only, rare). */
   hasOutputBias: boolean;
   /** rope_freqs.weight present (Llama 3.1 style per-dimension frequency factors). */
@@ -79,7 +81,7 @@ export interface ReadHparamsOptions {
   checkTensors?: boolean;
 }
 
-const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox' };
+const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox' };
 const DEFAULT_ROPE_FREQ_BASE = 10000;
 
 function isSupported(arch: string): arch is ModelArchitecture {
@@ -134,7 +136,7 @@ function readRopeScaling(file: GgufFile, arch: string): Pick<ModelHparams, 'rope
   return { ropeScalingType: type, ropeScalingFactor: factor, ...(orig !== undefined ? { ropeScalingOrigContext: orig } : {}) };
 }
 
-/** Reads and checks the hyperparameters of a llama or qwen2 GGUF file. */
+/** Reads and checks the hyperparameters of a GGUF file of a supported architecture. */
 export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): ModelHparams {
   const arch = metaString(file, 'general.architecture');
   if (!isSupported(arch)) {
@@ -218,6 +220,7 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
     ropeDims,
     tiedOutput: !tensors.has('output.weight'),
     hasQkvBias: arch === 'qwen2' || hasQkvBias,
+    hasQkNorm: arch === 'qwen3',
     hasOutputBias: arch === 'llama' && tensors.has('blk.0.attn_output.bias'),
     hasRopeFreqs: tensors.has('rope_freqs.weight'),
     ...(fileType !== undefined ? { fileType } : {}),
@@ -243,6 +246,10 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
       shapes.set(`${b}attn_q.bias`, [qDim]);
       shapes.set(`${b}attn_k.bias`, [kvDim]);
       shapes.set(`${b}attn_v.bias`, [kvDim]);
+    }
+    if (hp.hasQkNorm) {
+      shapes.set(`${b}attn_q_norm.weight`, [hp.headDim]);
+      shapes.set(`${b}attn_k_norm.weight`, [hp.headDim]);
     }
     if (hp.hasOutputBias) shapes.set(`${b}attn_output.bias`, [hp.nEmbd]);
     shapes.set(`${b}ffn_norm.weight`, [hp.nEmbd]);

@@ -1,4 +1,4 @@
-// Synthetic GGUF models: the tensor layout and metadata of a real llama/qwen2 model with random
+// Synthetic GGUF models: the tensor layout and metadata of a real llama/qwen2/qwen3 model with random
 // weights of realistic scale, and either a real vocabulary copied from a GGUF file or a generated
 // SentencePiece-style one. They let speed and memory work run on realistic shapes without
 // shipping weights. Tensors are generated and converted a chunk of rows at a time and streamed
@@ -11,7 +11,7 @@ import { convertF32, TS_CONVERTIBLE_TYPES } from './quantize-ts';
 import { loadAddon } from '../native/addon';
 
 export interface SyntheticModelSpec {
-  architecture: 'llama' | 'qwen2';
+  architecture: 'llama' | 'qwen2' | 'qwen3';
   /** general.name; default "synthetic-<architecture>". */
   name?: string;
   nLayers: number;
@@ -19,6 +19,8 @@ export interface SyntheticModelSpec {
   nHeads: number;
   nKvHeads: number;
   nFf: number;
+  /** Per-head dimension (attention.key_length); default nEmbd / nHeads. Qwen3 sets it apart from nEmbd. */
+  headDim?: number;
   /** Vocabulary size; with vocabFrom it may be omitted (and must match the file when given). */
   nVocab?: number;
   contextLength: number;
@@ -172,13 +174,13 @@ export function storedType(type: GgmlType, rowLen: number): GgmlType {
 }
 
 function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
-  const headDim = spec.nEmbd / spec.nHeads;
+  const headDim = headDimOf(spec);
   const qDim = spec.nHeads * headDim;
   const kvDim = spec.nKvHeads * headDim;
   const std = spec.weightStd ?? 0.02;
   const w = (name: string, dims: number[]): TensorPlan => ({ name, dims, type: storedType(spec.tensorType?.(name) ?? spec.weightType, dims[0]!), mean: 0, std });
   // Norm gains near 1 (trained models keep them there); biases small.
-  const norm = (name: string): TensorPlan => ({ name, dims: [spec.nEmbd], type: GgmlType.F32, mean: 1, std: 0.02 });
+  const norm = (name: string, n = spec.nEmbd): TensorPlan => ({ name, dims: [n], type: GgmlType.F32, mean: 1, std: 0.02 });
   const bias = (name: string, n: number): TensorPlan => ({ name, dims: [n], type: GgmlType.F32, mean: 0, std });
   const plan: TensorPlan[] = [w('token_embd.weight', [spec.nEmbd, nVocab])];
   for (let i = 0; i < spec.nLayers; i++) {
@@ -191,6 +193,10 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
       plan.push(bias(`${b}attn_q.bias`, qDim));
       plan.push(bias(`${b}attn_k.bias`, kvDim));
       plan.push(bias(`${b}attn_v.bias`, kvDim));
+    }
+    if (spec.architecture === 'qwen3') {
+      plan.push(norm(`${b}attn_q_norm.weight`, headDim));
+      plan.push(norm(`${b}attn_k_norm.weight`, headDim));
     }
     plan.push(w(`${b}attn_output.weight`, [qDim, spec.nEmbd]));
     plan.push(norm(`${b}ffn_norm.weight`));
@@ -287,14 +293,19 @@ function copiedVocabKvs(path: string): { kvs: GgufWriteKv[]; nVocab: number } {
   return { kvs, nVocab };
 }
 
+function headDimOf(spec: SyntheticModelSpec): number {
+  return spec.headDim ?? spec.nEmbd / spec.nHeads;
+}
+
 function checkSpec(spec: SyntheticModelSpec): void {
   const positive = ['nLayers', 'nEmbd', 'nHeads', 'nKvHeads', 'nFf', 'contextLength'] as const;
   for (const k of positive) {
     if (!Number.isSafeInteger(spec[k]) || spec[k] < 1) throw new Error(`synthetic model: ${k} must be a positive integer, got ${spec[k]}`);
   }
-  if (spec.nEmbd % spec.nHeads !== 0) throw new Error(`synthetic model: nHeads ${spec.nHeads} must divide nEmbd ${spec.nEmbd}`);
+  if (spec.headDim === undefined && spec.nEmbd % spec.nHeads !== 0) throw new Error(`synthetic model: nHeads ${spec.nHeads} must divide nEmbd ${spec.nEmbd}`);
+  if (spec.headDim !== undefined && (!Number.isSafeInteger(spec.headDim) || spec.headDim < 2)) throw new Error(`synthetic model: headDim must be an integer ≥ 2, got ${spec.headDim}`);
   if (spec.nHeads % spec.nKvHeads !== 0) throw new Error(`synthetic model: nKvHeads ${spec.nKvHeads} must divide nHeads ${spec.nHeads}`);
-  if ((spec.nEmbd / spec.nHeads) % 2 !== 0) throw new Error(`synthetic model: head dimension ${spec.nEmbd / spec.nHeads} must be even (RoPE rotates pairs)`);
+  if (headDimOf(spec) % 2 !== 0) throw new Error(`synthetic model: head dimension ${headDimOf(spec)} must be even (RoPE rotates pairs)`);
 }
 
 /**
@@ -336,7 +347,7 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
   const convertFor = (type: GgmlType): Converter => converters.get(type) ?? ((src) => new Uint8Array(src.buffer, src.byteOffset, src.byteLength));
 
   const arch = spec.architecture;
-  const isQwen = arch === 'qwen2';
+  const isQwen = arch === 'qwen2' || arch === 'qwen3';
   const kv: GgufWriteKv[] = [
     { key: 'general.architecture', type: T.STRING, value: arch },
     { key: 'general.name', type: T.STRING, value: spec.name ?? `synthetic-${arch}` },
@@ -350,7 +361,11 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
     { key: `${arch}.attention.head_count_kv`, type: T.UINT32, value: spec.nKvHeads },
     { key: `${arch}.attention.layer_norm_rms_epsilon`, type: T.FLOAT32, value: spec.normEps ?? (isQwen ? 1e-6 : 1e-5) },
     { key: `${arch}.rope.freq_base`, type: T.FLOAT32, value: spec.ropeFreqBase ?? (isQwen ? 1e6 : 10000) },
-    { key: `${arch}.rope.dimension_count`, type: T.UINT32, value: spec.nEmbd / spec.nHeads },
+    { key: `${arch}.rope.dimension_count`, type: T.UINT32, value: headDimOf(spec) },
+    ...(spec.headDim !== undefined ? [
+      { key: `${arch}.attention.key_length`, type: T.UINT32, value: spec.headDim },
+      { key: `${arch}.attention.value_length`, type: T.UINT32, value: spec.headDim },
+    ] : []),
     ...vocabKvs,
   ];
   const tensors: GgufWriteTensor[] = plan.map((p) => ({

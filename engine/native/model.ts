@@ -2,6 +2,7 @@
 // native/src/kernels/kernels_addon.cc). The runtime uses these types; nothing else touches the
 // raw addon objects.
 import { loadAddon } from './addon';
+import type { ModelArchitecture } from '../model/hparams';
 
 /** One tensor of the GGUF file as the native side needs it. */
 export interface NativeTensorEntry {
@@ -15,7 +16,7 @@ export interface NativeTensorEntry {
 }
 
 export interface NativeModelConfig {
-  arch: 'llama' | 'qwen2';
+  arch: ModelArchitecture;
   nLayers: number;
   nEmbd: number;
   nHeads: number;

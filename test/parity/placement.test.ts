@@ -8,26 +8,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { Engine } from '../../engine/runtime/engine';
-import { NATIVE_PLAN_OPS, type NativeLayerPlacement, type NativeModel, type NativeOpPlacement, type NativePlacement } from '../../engine/native/model';
+import type { NativeLayerPlacement, NativeModel } from '../../engine/native/model';
+import { ops, placementCases } from '../helpers/placements';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');
 const LAYERS = 5;
 
-function ops(loc: 'host' | 'device', extra: Partial<NativeOpPlacement> = {}): NativeLayerPlacement['ops'] {
-  return Object.fromEntries(NATIVE_PLAN_OPS.map((o) => [o, { loc, ...extra }]));
-}
 const every = (f: (i: number) => NativeLayerPlacement): NativeLayerPlacement[] => Array.from({ length: LAYERS }, (_, i) => f(i));
-
-const CASES: { name: string; placement: NativePlacement; expectKinds: string[] }[] = [
-  { name: 'everything on the device', placement: { layers: every(() => ({ ops: ops('device'), kv: 'device' })), head: { loc: 'device' } }, expectKinds: [] },
-  { name: 'weights streamed', placement: { layers: every(() => ({ ops: ops('device', { weights: 'streamed' }), kv: 'device' })), head: { loc: 'device', weights: 'resident' } }, expectKinds: ['copy_weight'] },
-  { name: 'intra-op row splits', placement: { layers: every(() => ({ ops: ops('device', { deviceFraction: 0.4 }), kv: 'device' })), head: { loc: 'device', deviceFraction: 0.5 } }, expectKinds: ['copy_cols'] },
-  { name: 'layers split', placement: { layers: every((i) => ({ ops: ops(i < 2 ? 'host' : 'device'), kv: i < 2 ? 'host' : 'device' })), head: { loc: 'device' } }, expectKinds: ['copy_rows'] },
-  { name: 'attention on the CPU', placement: { layers: every(() => ({ ops: { ...ops('device'), Attention: { loc: 'host' } }, kv: 'host' })), head: { loc: 'host' } }, expectKinds: ['copy_rows'] },
-  { name: 'KV streamed to the device', placement: { layers: every(() => ({ ops: ops('device'), kv: 'host' })), head: { loc: 'device' } }, expectKinds: ['copy_kv'] },
-  { name: 'KVPR recompute', placement: { layers: every(() => ({ ops: ops('device'), kv: 'host', recomputePrefix: 70 })), head: { loc: 'device' } }, expectKinds: ['save_acts', 'copy_acts', 'recompute_kv', 'copy_kv'] },
-];
+const CASES = placementCases(LAYERS);
 
 test('every placement path gives the CPU logits bit for bit (prefill and decode)', { skip: skipUnlessShared(MODEL) }, async () => {
   const engine = await Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'cpu' });

@@ -28,7 +28,7 @@ import { argmax } from '../../engine/runtime/sampler';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 import { thisMachineProfile } from '../../engine/hardware/profiler';
-import { checkModel, CTX, planHardware, THREADS } from '../helpers/policy-runs';
+import { checkModel, CTX, deviceComparison, planHardware, THREADS, withinDeviceTolerance } from '../helpers/policy-runs';
 
 const LAYER_JSON = ['/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json', '/usr/share/vulkan/explicit_layer.d/VkLayer_KHRONOS_validation.json'];
 const probe = vulkanProbe();
@@ -36,30 +36,8 @@ const skip = !LAYER_JSON.some(existsSync) ? 'the Khronos validation layer is not
   : !probe.available ? `no Vulkan device: ${probe.reason}` : false;
 const STORIES = sharedPath('models', 'stories260K.gguf');
 
-let worst = 0;
-let nearTies = 0;
-function within(label: string, got: Float32Array[], want: Float32Array[], strictGreedy: boolean): void {
-  assert.equal(got.length, want.length);
-  for (let i = 0; i < want.length; i++) {
-    const g = got[i]!, w = want[i]!;
-    let peak = 0, diff = 0;
-    for (let j = 0; j < w.length; j++) {
-      peak = Math.max(peak, Math.abs(w[j]!));
-      diff = Math.max(diff, Math.abs(g[j]! - w[j]!));
-    }
-    const bound = 0.02 + 0.02 * peak;
-    worst = Math.max(worst, diff / bound);
-    assert.ok(diff <= bound, `${label}: step ${i} logits differ by ${diff.toExponential(2)} > ${bound.toExponential(2)}`);
-    const a = argmax(g), b = argmax(w);
-    if (a === b) continue;
-    assert.ok(!strictGreedy, `${label}: greedy token of step ${i} differs from the CPU's (${a} vs ${b})`);
-    const margin = w[b]! - w[a]!;
-    assert.ok(margin <= 2 * diff, `${label}: step ${i} chose ${a} over the CPU's ${b} although the CPU's margin ${margin.toExponential(2)} exceeds the difference ${diff.toExponential(2)}`);
-    nearTies++;
-  }
-}
-const VULKAN = { device: 'vulkan' as const, steps: 32, compare: (l: string, g: Float32Array[], w: Float32Array[]) => within(l, g, w, true) };
-const VULKAN_FORCED = { device: 'vulkan' as const, steps: 32, teacherForced: true, compare: (l: string, g: Float32Array[], w: Float32Array[]) => within(l, g, w, false) };
+const VULKAN = { device: 'vulkan' as const, steps: 32, compare: (l: string, g: Float32Array[], w: Float32Array[]) => withinDeviceTolerance(l, g, w, true) };
+const VULKAN_FORCED = { device: 'vulkan' as const, steps: 32, teacherForced: true, compare: (l: string, g: Float32Array[], w: Float32Array[]) => withinDeviceTolerance(l, g, w, false) };
 
 function noValidationMessages(): void {
   const p = vulkanProbe() as { validationMessages?: number; lastValidationMessage?: string };
@@ -68,7 +46,7 @@ function noValidationMessages(): void {
 
 test('every policy on Vulkan matches the CPU on stories260K (32 greedy tokens)', { skip: skip || skipUnlessShared(STORIES) }, async () => {
   await checkModel('stories260K', STORIES, [1, 415, 251, 263, 91, 30, 12], VULKAN);
-  console.log(`  worst logit difference: ${worst.toFixed(3)} × the bound; device: ${probe.name}`);
+  console.log(`  worst logit difference: ${deviceComparison.worst.toFixed(3)} × the bound; device: ${probe.name}`);
   noValidationMessages();
 });
 
@@ -79,7 +57,7 @@ for (const [arch, type, name] of [['llama', GgmlType.Q4_0, 'Q4_0'], ['qwen2', Gg
       const file = path.join(dir, `${arch}.gguf`);
       writeSyntheticModel(file, { architecture: arch, nLayers: 4, nEmbd: 128, nHeads: 4, nKvHeads: 2, nFf: 256, nVocab: 512, contextLength: CTX, seed: 7, weightType: type });
       await checkModel(`${arch} ${name}`, file, [1, 5, 9, 200, 17, 33, 101, 7, 64], VULKAN_FORCED);
-      console.log(`  worst logit difference so far: ${worst.toFixed(3)} × the bound; near-ties decided otherwise: ${nearTies}`);
+      console.log(`  worst logit difference so far: ${deviceComparison.worst.toFixed(3)} × the bound; near-ties decided otherwise: ${deviceComparison.nearTies}`);
       noValidationMessages();
     } finally {
       cleanup();
@@ -190,7 +168,7 @@ for (const policy of ['neo', 'apex']) {
         found = true;
         const first = await native.evalBatchAsync(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.from(p), startPos: 0 })));
         const second = await native.evalBatchAsync(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.of(argmax(first[s]!)), startPos: p.length })));
-        for (let s = 0; s < 4; s++) within(`${policy} sequence ${s}`, [first[s]!, second[s]!], alone[s]!, true);
+        for (let s = 0; s < 4; s++) withinDeviceTolerance(`${policy} sequence ${s}`, [first[s]!, second[s]!], alone[s]!, true);
         const stats = engine.deviceStats()!;
         assert.ok(stats.peakBytes <= stats.capacityBytes);
         console.log(`  ${policy} batch 4: vram ${(vram / 1024).toFixed(0)} KiB, split ${engine.execution.split}`);

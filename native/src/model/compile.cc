@@ -329,6 +329,21 @@ void Model::compile() {
       compute(OpKind::AddBias, home(Buf::V), Buf::V, Buf::V, L.bv.data());
       wrote(Buf::V, home(Buf::V));
     }
+    // qk_norm: each Q and K head normalised before RoPE, where the projection left it.
+    if (!L.q_norm_f.empty()) {
+      for (auto [b, gains, po] : {std::make_tuple(Buf::Q, &L.q_norm_f, kQ), std::make_tuple(Buf::K, &L.k_norm_f, kK)}) {
+        cur_plan_op = po;
+        const Loc hl = home(b);
+        Op n{OpKind::RmsNorm};
+        n.src = n.dst = b;
+        n.vec = gains->data();
+        n.width = cfg_.head_dim;
+        n.loc = hl;
+        n.lane = compute_lane(hl);
+        push(n);
+        wrote(b, hl);
+      }
+    }
     cur_plan_op = kRope;
     const Loc rl = place(l, kRope).loc;
     need(Buf::Q, rl);
@@ -533,7 +548,7 @@ void Model::fuse_converts() {
     if (op.kind == OpKind::Convert && !fused.empty()) {
       Op& prev = fused.back();
       const bool producer = (prev.kind == OpKind::RmsNorm || prev.kind == OpKind::SwiGlu) && prev.dst == op.src && prev.loc == op.loc;
-      if (producer && prev.n_fused_convert < 2 && op.width == width(op.src)) {
+      if (producer && prev.width == 0 && prev.n_fused_convert < 2 && op.width == width(op.src)) {
         prev.fused_convert[prev.n_fused_convert++] = op.act_type;
         continue;
       }
@@ -804,7 +819,7 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
         dev_vecs_[v.data()] = q;
       };
       for (Layer& L : layers_)
-        for (const std::vector<float>* v : {&L.attn_norm_f, &L.ffn_norm_f, &L.bq, &L.bk, &L.bv}) up_vec(*v);
+        for (const std::vector<float>* v : {&L.attn_norm_f, &L.ffn_norm_f, &L.bq, &L.bk, &L.bv, &L.q_norm_f, &L.k_norm_f}) up_vec(*v);
       up_vec(output_norm_f_);
       bool dev_attention = false;
       for (const LayerPlacement& lp : placement_.layers) dev_attention = dev_attention || lp.op[kAttention].loc == Loc::Dev;

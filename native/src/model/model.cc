@@ -44,11 +44,29 @@ void check_range(const char* what, int64_t v, int64_t lo, int64_t hi) {
                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
+constexpr ArchVariant kVariants[] = {
+    {"llama", false, false},
+    {"qwen2", true, false},
+    {"qwen3", false, true},
+};
+
 }  // namespace
 
+const ArchVariant* arch_variant(const std::string& name) {
+  for (const ArchVariant& v : kVariants)
+    if (name == v.name) return &v;
+  return nullptr;
+}
+
+std::string supported_architectures() {
+  std::string s;
+  for (const ArchVariant& v : kVariants) s += (s.empty() ? "" : ", ") + std::string(v.name);
+  return s;
+}
+
 Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, const ModelConfig& cfg) : cfg_(cfg) {
-  if (cfg_.arch != "llama" && cfg_.arch != "qwen2")
-    throw std::runtime_error(path + ": architecture '" + cfg_.arch + "' is not supported (llama, qwen2)");
+  variant_ = arch_variant(cfg_.arch);
+  if (!variant_) throw std::runtime_error(path + ": architecture '" + cfg_.arch + "' is not supported (" + supported_architectures() + ")");
   check_range("n_layers", cfg_.n_layers, 1, 1024);
   check_range("n_embd", cfg_.n_embd, 1, 1 << 16);
   check_range("n_heads", cfg_.n_heads, 1, 1024);
@@ -123,11 +141,14 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     L.down = find(p + "ffn_down.weight", F, E, true, true);
     L.attn_norm_f = vector_f32(L.attn_norm, E);
     L.ffn_norm_f = vector_f32(L.ffn_norm, E);
-    const bool want_bias = cfg_.arch == "qwen2";
-    if (want_bias || table_.count(p + "attn_q.bias")) {
+    if (variant_->qkv_bias || table_.count(p + "attn_q.bias")) {
       L.bq = vector_f32(find(p + "attn_q.bias", QW, 1, true, false), QW);
       L.bk = vector_f32(find(p + "attn_k.bias", KVW, 1, true, false), KVW);
       L.bv = vector_f32(find(p + "attn_v.bias", KVW, 1, true, false), KVW);
+    }
+    if (variant_->qk_norm) {
+      L.q_norm_f = vector_f32(find(p + "attn_q_norm.weight", cfg_.head_dim, 1, true, false), cfg_.head_dim);
+      L.k_norm_f = vector_f32(find(p + "attn_k_norm.weight", cfg_.head_dim, 1, true, false), cfg_.head_dim);
     }
   }
   // Page tables only: pages are allocated as positions are first written.
@@ -548,9 +569,17 @@ void Model::exec_op(int32_t oi) {
       break;
     }
     case OpKind::RmsNorm: {
-      const int64_t w = width(op.src);
       float* s = buf_at(op.src, op.loc);
       float* d = buf_at(op.dst, op.loc);
+      if (op.width > 0) {
+        // Per head (qk_norm): each row is width(src) / op.width heads normalised on their own.
+        const int64_t hw = op.width, heads = width(op.src) / hw;
+        for_rows([&](int64_t r) {
+          for (int64_t h = 0; h < heads; ++h) rmsnorm_row(s + (r * heads + h) * hw, op.vec, d + (r * heads + h) * hw, hw, cfg_.norm_eps);
+        });
+        break;
+      }
+      const int64_t w = width(op.src);
       for_rows([&](int64_t r) {
         rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps);
         convert_fused(d + r * w, r, w);
@@ -728,6 +757,9 @@ void Model::exec_op(int32_t oi) {
             if (!bias->empty())
               for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
           }
+          if (!L.k_norm_f.empty())
+            for (int64_t r = 0; r < nc * cfg_.n_kv_heads; ++r)
+              rmsnorm_row(dev_rk_ + r * hd, L.k_norm_f.data(), dev_rk_ + r * hd, hd, cfg_.norm_eps);
           for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, cfg_.rope);
           store_rows(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
         }
@@ -765,8 +797,9 @@ void Model::exec_device_op(const Op& op, int64_t rows) {
   const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim, QW = cfg_.n_heads * cfg_.head_dim, E = cfg_.n_embd;
   switch (op.kind) {
     case OpKind::RmsNorm: {
-      const int64_t w = width(op.src);
-      dk_->rmsnorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), buf_at(op.dst, Loc::Dev), rows, w, cfg_.norm_eps);
+      // op.width set: per head (qk_norm), each head a row of its own.
+      const int64_t w = op.width > 0 ? op.width : width(op.src);
+      dk_->rmsnorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), buf_at(op.dst, Loc::Dev), rows * (width(op.src) / w), w, cfg_.norm_eps);
       break;
     }
     case OpKind::MatMul: {
@@ -850,6 +883,7 @@ void Model::exec_device_op(const Op& op, int64_t rows) {
             dk_->matmul(w->type, recompute_w_.at(w), w->rows, w->cols, h, nc, out, KVW);
             if (!bias->empty()) dk_->add(out, dev_vec(bias->data()), nc * KVW, KVW);
           }
+          if (!L.k_norm_f.empty()) dk_->rmsnorm(dev_rk_, dev_vec(L.k_norm_f.data()), dev_rk_, nc * cfg_.n_kv_heads, cfg_.head_dim, cfg_.norm_eps);
           dk_->rope(dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, c0, cfg_.rope);
           store_kv_device(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
         }

@@ -22,8 +22,20 @@
 
 namespace fulcrum {
 
+// How an architecture varies the decoder's one story: compile() and load read these, never the
+// architecture's name.
+struct ArchVariant {
+  const char* name;
+  bool qkv_bias;  // attn_q/k/v.bias required (qwen2); optional otherwise
+  bool qk_norm;   // attn_q_norm / attn_k_norm: RMSNorm of each Q and K head before RoPE (qwen3)
+};
+// The variant of a supported architecture, or nullptr.
+const ArchVariant* arch_variant(const std::string& name);
+// "llama, qwen2, ...": for messages.
+std::string supported_architectures();
+
 struct ModelConfig {
-  std::string arch;  // "llama" | "qwen2"
+  std::string arch;  // a name arch_variant knows
   int64_t n_layers = 0, n_embd = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, n_ff = 0, n_vocab = 0;
   float norm_eps = 1e-5f;
   RopeParams rope;
@@ -208,7 +220,7 @@ class Model {
     const Weight* w = nullptr;
     const float* vec = nullptr;  // norm weight or bias (f32, owned by the model)
     GgmlType act_type = GgmlType::F32;  // Convert: target format; MatMul: the activation format
-    int64_t width = 0;                  // row width of src/dst where it matters
+    int64_t width = 0;                  // row width of src/dst where it matters (RmsNorm: per head when set)
     Loc loc = Loc::Host;                // where the op's buffers are (copies: the destination)
     Lane lane = Lane::Cpu;
     int8_t plan_op = -1;                // PlanOp, or -1: embedding / LM head
@@ -227,6 +239,7 @@ class Model {
   struct Layer {
     Weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     std::vector<float> attn_norm_f, ffn_norm_f, bq, bk, bv;
+    std::vector<float> q_norm_f, k_norm_f;  // per-head gains [head_dim] (qk_norm)
   };
 
   const Weight& find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul);
@@ -267,6 +280,7 @@ class Model {
   };
 
   ModelConfig cfg_;
+  const ArchVariant* variant_ = nullptr;
   std::unique_ptr<MappedFile> file_;
   Arena arena_;
   std::map<std::string, TensorEntry> table_;
