@@ -1,4 +1,4 @@
-// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3),
+// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3, phi3),
 // and the check that the file holds every tensor those hyperparameters imply, with the right
 // shapes. Key names and conventions follow llama.cpp's, since that is who writes GGUF files.
 
@@ -15,8 +15,8 @@ import {
   tensorMap,
 } from './gguf/index';
 
-export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3';
-export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3'];
+export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3';
+export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3'];
 
 export type RopeScalingType = 'none' | 'linear' | 'yarn' | 'longrope';
 /** 'normal': rotate adjacent pairs (x[2i], x[2i+1]); 'neox': rotate halves (x[i], x[i + dims/2]). */
@@ -53,6 +53,10 @@ export interface ModelHparams {
   hasQkvBias: boolean;
   /** attn_q_norm / attn_k_norm: an RMSNorm of each Q and K head ([headDim] gains) before RoPE (qwen3). */
   hasQkNorm: boolean;
+  /** attn_qkv.weight: Q, K and V in one matrix, rows in that order (phi3). */
+  fusedQkv: boolean;
+  /** ffn_up.weight holds the gate's rows then the up rows ([nEmbd, 2·nFf]), no ffn_gate (phi3). */
+  fusedGateUp: boolean;
   /** attn_output.bias present (llama only, rare). */
   hasOutputBias: boolean;
   /** rope_freqs.weight present (Llama 3.1 style per-dimension frequency factors). */
@@ -81,7 +85,7 @@ export interface ReadHparamsOptions {
   checkTensors?: boolean;
 }
 
-const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox' };
+const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox', phi3: 'neox' };
 const DEFAULT_ROPE_FREQ_BASE = 10000;
 
 function isSupported(arch: string): arch is ModelArchitecture {
@@ -221,6 +225,8 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
     tiedOutput: !tensors.has('output.weight'),
     hasQkvBias: arch === 'qwen2' || hasQkvBias,
     hasQkNorm: arch === 'qwen3',
+    fusedQkv: tensors.has('blk.0.attn_qkv.weight'),
+    fusedGateUp: arch === 'phi3',
     hasOutputBias: arch === 'llama' && tensors.has('blk.0.attn_output.bias'),
     hasRopeFreqs: tensors.has('rope_freqs.weight'),
     ...(fileType !== undefined ? { fileType } : {}),
@@ -238,9 +244,12 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
   for (let i = 0; i < hp.nLayers; i++) {
     const b = `blk.${i}.`;
     shapes.set(`${b}attn_norm.weight`, [hp.nEmbd]);
-    shapes.set(`${b}attn_q.weight`, [hp.nEmbd, qDim]);
-    shapes.set(`${b}attn_k.weight`, [hp.nEmbd, kvDim]);
-    shapes.set(`${b}attn_v.weight`, [hp.nEmbd, kvDim]);
+    if (hp.fusedQkv) shapes.set(`${b}attn_qkv.weight`, [hp.nEmbd, qDim + 2 * kvDim]);
+    else {
+      shapes.set(`${b}attn_q.weight`, [hp.nEmbd, qDim]);
+      shapes.set(`${b}attn_k.weight`, [hp.nEmbd, kvDim]);
+      shapes.set(`${b}attn_v.weight`, [hp.nEmbd, kvDim]);
+    }
     shapes.set(`${b}attn_output.weight`, [qDim, hp.nEmbd]);
     if (hp.hasQkvBias) {
       shapes.set(`${b}attn_q.bias`, [qDim]);
@@ -253,8 +262,11 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
     }
     if (hp.hasOutputBias) shapes.set(`${b}attn_output.bias`, [hp.nEmbd]);
     shapes.set(`${b}ffn_norm.weight`, [hp.nEmbd]);
-    shapes.set(`${b}ffn_gate.weight`, [hp.nEmbd, hp.nFf]);
-    shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, hp.nFf]);
+    if (hp.fusedGateUp) shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, 2 * hp.nFf]);
+    else {
+      shapes.set(`${b}ffn_gate.weight`, [hp.nEmbd, hp.nFf]);
+      shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, hp.nFf]);
+    }
     shapes.set(`${b}ffn_down.weight`, [hp.nFf, hp.nEmbd]);
   }
   shapes.set('output_norm.weight', [hp.nEmbd]);

@@ -232,6 +232,10 @@ export function shapeFromHparams(hp: ModelHparams, file: GgufFile): ModelShape {
     ['ffn_down', 'blk.0.ffn_down.weight'], ['token_embd', 'token_embd.weight'], ['output', 'output.weight'],
   ];
   for (const [role, name] of map) { const t = tensorType(name); if (t) formats[role] = t; }
+  // Fused matrices (phi3): Q, K and V share attn_qkv's format, the gate shares ffn_up's.
+  const qkv = tensorType('blk.0.attn_qkv.weight');
+  if (qkv) for (const role of ['attn_q', 'attn_k', 'attn_v'] as const) formats[role] ??= qkv;
+  if (hp.fusedGateUp && formats.ffn_up) formats.ffn_gate ??= formats.ffn_up;
   if (hp.tiedOutput && formats.token_embd) formats.output = formats.token_embd;
   const shape: ModelShape = {
     name: hp.name,

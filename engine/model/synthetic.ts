@@ -11,7 +11,7 @@ import { convertF32, TS_CONVERTIBLE_TYPES } from './quantize-ts';
 import { loadAddon } from '../native/addon';
 
 export interface SyntheticModelSpec {
-  architecture: 'llama' | 'qwen2' | 'qwen3';
+  architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3';
   /** general.name; default "synthetic-<architecture>". */
   name?: string;
   nLayers: number;
@@ -21,6 +21,8 @@ export interface SyntheticModelSpec {
   nFf: number;
   /** Per-head dimension (attention.key_length); default nEmbd / nHeads. Qwen3 sets it apart from nEmbd. */
   headDim?: number;
+  /** Dimensions of each head RoPE rotates (rope.dimension_count); default the head dimension (partial RoPE below it). */
+  ropeDims?: number;
   /** Vocabulary size; with vocabFrom it may be omitted (and must match the file when given). */
   nVocab?: number;
   contextLength: number;
@@ -186,9 +188,14 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
   for (let i = 0; i < spec.nLayers; i++) {
     const b = `blk.${i}.`;
     plan.push(norm(`${b}attn_norm.weight`));
-    plan.push(w(`${b}attn_q.weight`, [spec.nEmbd, qDim]));
-    plan.push(w(`${b}attn_k.weight`, [spec.nEmbd, kvDim]));
-    plan.push(w(`${b}attn_v.weight`, [spec.nEmbd, kvDim]));
+    // phi3 keeps Q, K and V in one matrix (rows in that order) and the gate and up rows in ffn_up.
+    const fused = spec.architecture === 'phi3';
+    if (fused) plan.push(w(`${b}attn_qkv.weight`, [spec.nEmbd, qDim + 2 * kvDim]));
+    else {
+      plan.push(w(`${b}attn_q.weight`, [spec.nEmbd, qDim]));
+      plan.push(w(`${b}attn_k.weight`, [spec.nEmbd, kvDim]));
+      plan.push(w(`${b}attn_v.weight`, [spec.nEmbd, kvDim]));
+    }
     if (spec.architecture === 'qwen2') {
       plan.push(bias(`${b}attn_q.bias`, qDim));
       plan.push(bias(`${b}attn_k.bias`, kvDim));
@@ -200,8 +207,11 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
     }
     plan.push(w(`${b}attn_output.weight`, [qDim, spec.nEmbd]));
     plan.push(norm(`${b}ffn_norm.weight`));
-    plan.push(w(`${b}ffn_gate.weight`, [spec.nEmbd, spec.nFf]));
-    plan.push(w(`${b}ffn_up.weight`, [spec.nEmbd, spec.nFf]));
+    if (fused) plan.push(w(`${b}ffn_up.weight`, [spec.nEmbd, 2 * spec.nFf]));
+    else {
+      plan.push(w(`${b}ffn_gate.weight`, [spec.nEmbd, spec.nFf]));
+      plan.push(w(`${b}ffn_up.weight`, [spec.nEmbd, spec.nFf]));
+    }
     plan.push(w(`${b}ffn_down.weight`, [spec.nFf, spec.nEmbd]));
   }
   plan.push(norm('output_norm.weight'));
@@ -361,7 +371,7 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
     { key: `${arch}.attention.head_count_kv`, type: T.UINT32, value: spec.nKvHeads },
     { key: `${arch}.attention.layer_norm_rms_epsilon`, type: T.FLOAT32, value: spec.normEps ?? (isQwen ? 1e-6 : 1e-5) },
     { key: `${arch}.rope.freq_base`, type: T.FLOAT32, value: spec.ropeFreqBase ?? (isQwen ? 1e6 : 10000) },
-    { key: `${arch}.rope.dimension_count`, type: T.UINT32, value: headDimOf(spec) },
+    { key: `${arch}.rope.dimension_count`, type: T.UINT32, value: spec.ropeDims ?? headDimOf(spec) },
     ...(spec.headDim !== undefined ? [
       { key: `${arch}.attention.key_length`, type: T.UINT32, value: spec.headDim },
       { key: `${arch}.attention.value_length`, type: T.UINT32, value: spec.headDim },

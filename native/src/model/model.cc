@@ -45,9 +45,10 @@ void check_range(const char* what, int64_t v, int64_t lo, int64_t hi) {
 }
 
 constexpr ArchVariant kVariants[] = {
-    {"llama", false, false},
-    {"qwen2", true, false},
-    {"qwen3", false, true},
+    {"llama", false, false, false},
+    {"qwen2", true, false, false},
+    {"qwen3", false, true, false},
+    {"phi3", false, false, true},
 };
 
 }  // namespace
@@ -131,13 +132,26 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     Layer& L = layers_[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
     L.attn_norm = find(p + "attn_norm.weight", E, 1, true, false);
-    L.wq = find(p + "attn_q.weight", E, QW, true, true);
-    L.wk = find(p + "attn_k.weight", E, KVW, true, true);
-    L.wv = find(p + "attn_v.weight", E, KVW, true, true);
+    if (table_.count(p + "attn_qkv.weight")) {
+      const Weight& qkv = find(p + "attn_qkv.weight", E, QW + 2 * KVW, true, true);
+      L.wq = rows_of(qkv, 0, QW, p + "attn_qkv.weight[q]");
+      L.wk = rows_of(qkv, QW, KVW, p + "attn_qkv.weight[k]");
+      L.wv = rows_of(qkv, QW + KVW, KVW, p + "attn_qkv.weight[v]");
+    } else {
+      L.wq = find(p + "attn_q.weight", E, QW, true, true);
+      L.wk = find(p + "attn_k.weight", E, KVW, true, true);
+      L.wv = find(p + "attn_v.weight", E, KVW, true, true);
+    }
     L.wo = find(p + "attn_output.weight", QW, E, true, true);
     L.ffn_norm = find(p + "ffn_norm.weight", E, 1, true, false);
-    L.gate = find(p + "ffn_gate.weight", E, F, true, true);
-    L.up = find(p + "ffn_up.weight", E, F, true, true);
+    if (variant_->fused_gate_up) {
+      const Weight& gate_up = find(p + "ffn_up.weight", E, 2 * F, true, true);
+      L.gate = rows_of(gate_up, 0, F, p + "ffn_up.weight[gate]");
+      L.up = rows_of(gate_up, F, F, p + "ffn_up.weight[up]");
+    } else {
+      L.gate = find(p + "ffn_gate.weight", E, F, true, true);
+      L.up = find(p + "ffn_up.weight", E, F, true, true);
+    }
     L.down = find(p + "ffn_down.weight", F, E, true, true);
     L.attn_norm_f = vector_f32(L.attn_norm, E);
     L.ffn_norm_f = vector_f32(L.ffn_norm, E);
@@ -222,6 +236,18 @@ const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, b
   w->cpu_data = w->data;
   weights_.push_back(std::move(w));
   return *weights_.back();
+}
+
+Weight Model::rows_of(const Weight& whole, int64_t row0, int64_t rows, const std::string& name) {
+  if (row0 < 0 || rows < 1 || row0 + rows > whole.rows)
+    throw std::runtime_error(file_->path() + ": tensor '" + whole.name + "': rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
+                             ") are outside its " + std::to_string(whole.rows));
+  Weight w = whole;
+  w.name = name;
+  w.rows = rows;
+  w.data = whole.data + static_cast<size_t>(row0) * whole.row_bytes;
+  w.cpu_data = w.data;
+  return w;
 }
 
 Model::Arena::~Arena() {

@@ -28,6 +28,8 @@ struct ArchVariant {
   const char* name;
   bool qkv_bias;  // attn_q/k/v.bias required (qwen2); optional otherwise
   bool qk_norm;   // attn_q_norm / attn_k_norm: RMSNorm of each Q and K head before RoPE (qwen3)
+  bool fused_gate_up;  // ffn_up holds the gate's rows then the up rows, no ffn_gate (phi3)
+  // (A fused attn_qkv is taken where the file has one, whatever the architecture.)
 };
 // The variant of a supported architecture, or nullptr.
 const ArchVariant* arch_variant(const std::string& name);
@@ -243,6 +245,9 @@ class Model {
   };
 
   const Weight& find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul);
+  // Rows [row0, row0 + rows) of a matrix as a weight of its own (fused QKV and gate-up matrices
+  // are run as the separate matmuls they fuse: same bytes, same kernels, same placement ops).
+  Weight rows_of(const Weight& whole, int64_t row0, int64_t rows, const std::string& name);
   std::vector<float> vector_f32(const Weight& w, int64_t n);
   void compile();
   void fuse_converts();
