@@ -1,4 +1,4 @@
-// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3, phi3),
+// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3, phi3, starcoder2, gemma),
 // and the check that the file holds every tensor those hyperparameters imply, with the right
 // shapes. Key names and conventions follow llama.cpp's, since that is who writes GGUF files.
 
@@ -15,8 +15,8 @@ import {
   tensorMap,
 } from './gguf/index';
 
-export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3';
-export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3'];
+export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma';
+export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3', 'starcoder2', 'gemma'];
 
 export type RopeScalingType = 'none' | 'linear' | 'yarn' | 'longrope';
 /** 'normal': rotate adjacent pairs (x[2i], x[2i+1]); 'neox': rotate halves (x[i], x[i + dims/2]). */
@@ -57,6 +57,14 @@ export interface ModelHparams {
   fusedQkv: boolean;
   /** ffn_up.weight holds the gate's rows then the up rows ([nEmbd, 2·nFf]), no ffn_gate (phi3). */
   fusedGateUp: boolean;
+  /** 'layer': LayerNorm with a bias (attn_norm, ffn_norm, output_norm .bias), starcoder2; else RMSNorm. */
+  norm: 'rms' | 'layer';
+  /** The FFN: SwiGLU (gate, up, down), GeGLU (gemma), or ungated up → GELU → down (starcoder2). */
+  ffn: 'swiglu' | 'geglu' | 'gelu';
+  /** attn_output, ffn_up and ffn_down biases (starcoder2). */
+  hasOutFfnBias: boolean;
+  /** Embeddings scaled by sqrt(nEmbd) (gemma). */
+  embeddingScale: boolean;
   /** attn_output.bias present (llama only, rare). */
   hasOutputBias: boolean;
   /** rope_freqs.weight present (Llama 3.1 style per-dimension frequency factors). */
@@ -85,7 +93,7 @@ export interface ReadHparamsOptions {
   checkTensors?: boolean;
 }
 
-const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox', phi3: 'neox' };
+const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox', phi3: 'neox', starcoder2: 'neox', gemma: 'neox' };
 const DEFAULT_ROPE_FREQ_BASE = 10000;
 
 function isSupported(arch: string): arch is ModelArchitecture {
@@ -176,7 +184,7 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
     throw new GgufMetadataError(file.path, k('attention.value_length'), `value length ${valueLength} differs from key length ${headDim}; not supported`);
   }
 
-  const epsKey = k('attention.layer_norm_rms_epsilon');
+  const epsKey = k(arch === 'starcoder2' ? 'attention.layer_norm_epsilon' : 'attention.layer_norm_rms_epsilon');
   const normEps = metaOptionalNumber(file, epsKey);
   if (normEps === undefined) throw new GgufMetadataError(file.path, epsKey, 'required key is missing');
   if (!(normEps > 0 && normEps < 1)) throw new GgufMetadataError(file.path, epsKey, `must be in (0, 1), got ${normEps}`);
@@ -223,10 +231,14 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
     ropeStyle: ROPE_STYLE[arch],
     ropeDims,
     tiedOutput: !tensors.has('output.weight'),
-    hasQkvBias: arch === 'qwen2' || hasQkvBias,
+    hasQkvBias: arch === 'qwen2' || arch === 'starcoder2' || hasQkvBias,
     hasQkNorm: arch === 'qwen3',
     fusedQkv: tensors.has('blk.0.attn_qkv.weight'),
     fusedGateUp: arch === 'phi3',
+    norm: arch === 'starcoder2' ? 'layer' : 'rms',
+    ffn: arch === 'starcoder2' ? 'gelu' : arch === 'gemma' ? 'geglu' : 'swiglu',
+    hasOutFfnBias: arch === 'starcoder2',
+    embeddingScale: arch === 'gemma',
     hasOutputBias: arch === 'llama' && tensors.has('blk.0.attn_output.bias'),
     hasRopeFreqs: tensors.has('rope_freqs.weight'),
     ...(fileType !== undefined ? { fileType } : {}),
@@ -244,6 +256,15 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
   for (let i = 0; i < hp.nLayers; i++) {
     const b = `blk.${i}.`;
     shapes.set(`${b}attn_norm.weight`, [hp.nEmbd]);
+    if (hp.norm === 'layer') {
+      shapes.set(`${b}attn_norm.bias`, [hp.nEmbd]);
+      shapes.set(`${b}ffn_norm.bias`, [hp.nEmbd]);
+    }
+    if (hp.hasOutFfnBias) {
+      shapes.set(`${b}attn_output.bias`, [hp.nEmbd]);
+      shapes.set(`${b}ffn_up.bias`, [hp.nFf]);
+      shapes.set(`${b}ffn_down.bias`, [hp.nEmbd]);
+    }
     if (hp.fusedQkv) shapes.set(`${b}attn_qkv.weight`, [hp.nEmbd, qDim + 2 * kvDim]);
     else {
       shapes.set(`${b}attn_q.weight`, [hp.nEmbd, qDim]);
@@ -263,6 +284,7 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
     if (hp.hasOutputBias) shapes.set(`${b}attn_output.bias`, [hp.nEmbd]);
     shapes.set(`${b}ffn_norm.weight`, [hp.nEmbd]);
     if (hp.fusedGateUp) shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, 2 * hp.nFf]);
+    else if (hp.ffn === 'gelu') shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, hp.nFf]);
     else {
       shapes.set(`${b}ffn_gate.weight`, [hp.nEmbd, hp.nFf]);
       shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, hp.nFf]);
@@ -270,6 +292,7 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
     shapes.set(`${b}ffn_down.weight`, [hp.nFf, hp.nEmbd]);
   }
   shapes.set('output_norm.weight', [hp.nEmbd]);
+  if (hp.norm === 'layer') shapes.set('output_norm.bias', [hp.nEmbd]);
   if (!hp.tiedOutput) shapes.set('output.weight', [hp.nEmbd, hp.nVocab]);
   if (hp.hasRopeFreqs) shapes.set('rope_freqs.weight', [hp.ropeDims / 2]);
   return shapes;

@@ -11,7 +11,7 @@ import { convertF32, TS_CONVERTIBLE_TYPES } from './quantize-ts';
 import { loadAddon } from '../native/addon';
 
 export interface SyntheticModelSpec {
-  architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3';
+  architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma';
   /** general.name; default "synthetic-<architecture>". */
   name?: string;
   nLayers: number;
@@ -187,7 +187,9 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
   const plan: TensorPlan[] = [w('token_embd.weight', [spec.nEmbd, nVocab])];
   for (let i = 0; i < spec.nLayers; i++) {
     const b = `blk.${i}.`;
+    const layerNorm = spec.architecture === 'starcoder2';
     plan.push(norm(`${b}attn_norm.weight`));
+    if (layerNorm) plan.push(bias(`${b}attn_norm.bias`, spec.nEmbd));
     // phi3 keeps Q, K and V in one matrix (rows in that order) and the gate and up rows in ffn_up.
     const fused = spec.architecture === 'phi3';
     if (fused) plan.push(w(`${b}attn_qkv.weight`, [spec.nEmbd, qDim + 2 * kvDim]));
@@ -196,7 +198,7 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
       plan.push(w(`${b}attn_k.weight`, [spec.nEmbd, kvDim]));
       plan.push(w(`${b}attn_v.weight`, [spec.nEmbd, kvDim]));
     }
-    if (spec.architecture === 'qwen2') {
+    if (spec.architecture === 'qwen2' || spec.architecture === 'starcoder2') {
       plan.push(bias(`${b}attn_q.bias`, qDim));
       plan.push(bias(`${b}attn_k.bias`, kvDim));
       plan.push(bias(`${b}attn_v.bias`, kvDim));
@@ -206,16 +208,25 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
       plan.push(norm(`${b}attn_k_norm.weight`, headDim));
     }
     plan.push(w(`${b}attn_output.weight`, [qDim, spec.nEmbd]));
+    if (layerNorm) plan.push(bias(`${b}attn_output.bias`, spec.nEmbd));
     plan.push(norm(`${b}ffn_norm.weight`));
+    if (layerNorm) plan.push(bias(`${b}ffn_norm.bias`, spec.nEmbd));
     if (fused) plan.push(w(`${b}ffn_up.weight`, [spec.nEmbd, 2 * spec.nFf]));
-    else {
+    else if (layerNorm) {
+      // starcoder2: up (+ bias) -> GELU -> down (+ bias), no gate.
+      plan.push(w(`${b}ffn_up.weight`, [spec.nEmbd, spec.nFf]));
+      plan.push(bias(`${b}ffn_up.bias`, spec.nFf));
+    } else {
       plan.push(w(`${b}ffn_gate.weight`, [spec.nEmbd, spec.nFf]));
       plan.push(w(`${b}ffn_up.weight`, [spec.nEmbd, spec.nFf]));
     }
     plan.push(w(`${b}ffn_down.weight`, [spec.nFf, spec.nEmbd]));
+    if (layerNorm) plan.push(bias(`${b}ffn_down.bias`, spec.nEmbd));
   }
   plan.push(norm('output_norm.weight'));
-  if (!spec.tiedOutput) plan.push(w('output.weight', [spec.nEmbd, nVocab]));
+  if (spec.architecture === 'starcoder2') plan.push(bias('output_norm.bias', spec.nEmbd));
+  // gemma's LM head is always the embedding matrix.
+  if (!spec.tiedOutput && spec.architecture !== 'gemma') plan.push(w('output.weight', [spec.nEmbd, nVocab]));
   return plan;
 }
 
@@ -369,7 +380,7 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
     { key: `${arch}.feed_forward_length`, type: T.UINT32, value: spec.nFf },
     { key: `${arch}.attention.head_count`, type: T.UINT32, value: spec.nHeads },
     { key: `${arch}.attention.head_count_kv`, type: T.UINT32, value: spec.nKvHeads },
-    { key: `${arch}.attention.layer_norm_rms_epsilon`, type: T.FLOAT32, value: spec.normEps ?? (isQwen ? 1e-6 : 1e-5) },
+    { key: `${arch}.attention.${arch === 'starcoder2' ? 'layer_norm_epsilon' : 'layer_norm_rms_epsilon'}`, type: T.FLOAT32, value: spec.normEps ?? (isQwen ? 1e-6 : 1e-5) },
     { key: `${arch}.rope.freq_base`, type: T.FLOAT32, value: spec.ropeFreqBase ?? (isQwen ? 1e6 : 10000) },
     { key: `${arch}.rope.dimension_count`, type: T.UINT32, value: spec.ropeDims ?? headDimOf(spec) },
     ...(spec.headDim !== undefined ? [

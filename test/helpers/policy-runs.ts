@@ -9,7 +9,7 @@ import { shapeFromGguf } from '../../engine/model/shape';
 import { hardwarePreset } from '../../engine/hardware/presets';
 import { planRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
-import { cpuForThreads, deviceWorkspaceBytes, loopbackHardware } from '../../engine/runtime/devices';
+import { cpuForThreads, deviceWorkspaceBytes, loopbackHardware, vulkanWorkspaceBytes } from '../../engine/runtime/devices';
 import { lowerPlan } from '../../engine/runtime/lowering';
 import { stepBreakdown } from '../../engine/runtime/trace';
 import { argmax } from '../../engine/runtime/sampler';
@@ -24,11 +24,13 @@ export const BASE = hardwarePreset('ryzen9-7950x');
 export const LINK_GBPS = 10;
 
 /** Whether a lowered plan splits: some work on the device and some on the host (ops, weights or KV). */
-function splits(file: string, policy: string, vram: number): boolean {
+function splits(file: string, policy: string, vram: number, device: 'loopback' | 'vulkan'): boolean {
   const gguf = readGguf(file);
   const hp = readHparams(gguf);
+  // The workspace the engine reserves on this device (Vulkan's gather pools and page tables too).
+  const workspaceBytes = deviceWorkspaceBytes(hp, 512) + (device === 'vulkan' ? vulkanWorkspaceBytes(hp, CTX) : 0);
   // As Engine.load plans it: this engine's thread count (cpuForThreads), the device as its GPU.
-  const hardware = loopbackHardware({ ...BASE, cpu: cpuForThreads(BASE.cpu, THREADS) }, { vramBytes: vram, linkGBps: LINK_GBPS, linkLatencyUs: 0, deviceThreads: 1, workspaceBytes: deviceWorkspaceBytes(hp, 512) });
+  const hardware = loopbackHardware({ ...BASE, cpu: cpuForThreads(BASE.cpu, THREADS) }, { vramBytes: vram, linkGBps: LINK_GBPS, linkLatencyUs: 0, deviceThreads: 1, workspaceBytes });
   let plan;
   try {
     plan = planRequest({ model: shapeFromGguf(gguf), hardware, workload: { ...WORKLOAD, vramBytes: vram }, policy });
@@ -84,8 +86,8 @@ export async function checkModel(label: string, file: string, prompt: number[], 
     let got: Float32Array[] = [];
     let vram = 0;
     for (const f of fractions) {
-      vram = Math.round(size * f + deviceWorkspaceBytes(hp, 512));
-      if (!splits(file, policy, vram)) continue;
+      vram = Math.round(size * f + deviceWorkspaceBytes(hp, 512) + (run.device === 'vulkan' ? vulkanWorkspaceBytes(hp, CTX) : 0));
+      if (!splits(file, policy, vram, run.device)) continue;
       let e: Engine;
       try {
         e = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: run.device, vramBytes: vram, policy, hardware: planHardware(run.device), linkGBps: LINK_GBPS, workload: { ...WORKLOAD, vramBytes: vram } });

@@ -50,6 +50,13 @@ export const ARCHITECTURE_CASES: Case[] = [
   // phi3 the strip attributes of Phi-3's special tokens, looking up '<|endoftext|>', which the
   // generated vocabulary does not have.
   { label: 'phi3 Q8_0', spec: { ...small, architecture: 'phi3', name: 'synthetic-fused', nEmbd: 256, weightType: GgmlType.Q8_0 } },
+  // StarCoder2: LayerNorm with biases, biased projections, ungated GELU MLP; GQA.
+  { label: 'starcoder2 Q8_0', spec: { ...small, architecture: 'starcoder2', weightType: GgmlType.Q8_0 } },
+  { label: 'starcoder2 Q4_K', spec: { ...small, architecture: 'starcoder2', nEmbd: 256, nFf: 512, weightType: GgmlType.Q4_K } },
+  // Gemma (CodeGemma): embeddings × sqrt(n_embd), GeGLU, tied LM head, one KV head (2B's MQA),
+  // heads of 64 over a 128-wide model (7B's are 256 over 3072).
+  { label: 'gemma Q8_0', spec: { ...small, architecture: 'gemma', nKvHeads: 1, headDim: 64, weightType: GgmlType.Q8_0 } },
+  { label: 'gemma F16', spec: { ...small, architecture: 'gemma', headDim: 64, weightType: GgmlType.F16 } },
   { label: 'phi3 Q4_0 partial RoPE', spec: { ...small, architecture: 'phi3', name: 'synthetic-fused', nEmbd: 256, ropeDims: 48, weightType: GgmlType.Q4_0 } },
 ];
 

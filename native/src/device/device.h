@@ -63,6 +63,10 @@ class DeviceKernels {
   // y[i] += b[i % bwidth] for i < n (a bias per row, or a residual with bwidth = n).
   virtual void add(float* y, const float* b, int64_t n, int64_t bwidth) = 0;
   virtual void swiglu(float* g, const float* u, int64_t n) = 0;
+  // y = (x - mean) / sqrt(var + eps) · w + b per row (LayerNorm, the CPU's layernorm_row).
+  virtual void layernorm(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t width, float eps) = 0;
+  // g = gelu(g) · u (GeGLU), or gelu(g) in place when u is null; GELU as the CPU's gelu_row.
+  virtual void gelu(float* g, const float* u, int64_t n) = 0;
   // n_pos rows of K or V (f32, `stride` floats apart) into an f16 head-major KV page (the
   // layout of KvCache) at positions [pos_in_page, pos_in_page + n_pos) of the page.
   virtual void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,

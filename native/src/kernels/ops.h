@@ -1,4 +1,4 @@
-// Row-wise operations of the decoder: RMSNorm, RoPE, SwiGLU, residual add, embedding lookup.
+// Row-wise operations of the decoder: RMSNorm, LayerNorm, RoPE, SwiGLU, GELU, GeGLU, residual add.
 // Each works on one row; the model's executor spreads rows (tokens) over the thread pool.
 #pragma once
 #include <cstdint>
@@ -23,6 +23,13 @@ void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const Ro
 
 // out = silu(gate) * up.
 void swiglu_row(const float* gate, const float* up, float* out, int64_t n);
+// y = (x - mean(x)) / sqrt(var(x) + eps) * w + b (LayerNorm; b may be null). Sums in double.
+void layernorm_row(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
+// GELU (tanh form) as llama.cpp's CPU backend computes it: the input rounded to f16, the result
+// looked up in a table of f16 values (exact for |x| ≥ 10: 0 or x). y may be x.
+void gelu_row(const float* x, float* y, int64_t n);
+// out = gelu(gate) * up (GeGLU), gelu as gelu_row.
+void geglu_row(const float* gate, const float* up, float* out, int64_t n);
 // x += y.
 void add_row(float* x, const float* y, int64_t n);
 // x += b (bias).

@@ -221,6 +221,23 @@ void Model::compile() {
     op.lane = compute_lane(l);
     push(op);
   };
+  // The architecture's normalisation (RMSNorm, or LayerNorm with its bias) of src into dst.
+  auto norm = [&](Loc l, Buf src, Buf dst, const std::vector<float>& gains, const std::vector<float>& bias) {
+    Op op{variant_->norm == NormKind::Layer ? OpKind::LayerNorm : OpKind::RmsNorm};
+    op.src = src;
+    op.dst = dst;
+    op.vec = gains.data();
+    op.vec2 = bias.empty() ? nullptr : bias.data();
+    op.loc = l;
+    op.lane = compute_lane(l);
+    push(op);
+  };
+  // y += bias where y is (after a biased matmul: attn_output, ffn_up, ffn_down).
+  auto add_bias = [&](Buf b, const std::vector<float>& bias) {
+    if (bias.empty()) return;
+    compute(OpKind::AddBias, home(b), b, b, bias.data());
+    wrote(b, home(b));
+  };
   auto ensure_act = [&](Buf src, int64_t w, GgmlType t, Loc l) {
     if (t == GgmlType::F32) {
       need(src, l);
@@ -305,7 +322,7 @@ void Model::compile() {
     cur_plan_op = kAttnNorm;
     const Loc n0 = place(l, kAttnNorm).loc;
     need(Buf::X, n0);
-    compute(OpKind::RmsNorm, n0, Buf::X, Buf::H, L.attn_norm_f.data());
+    norm(n0, Buf::X, Buf::H, L.attn_norm_f, L.attn_norm_b);
     wrote(Buf::H, n0);
     if (recompute) {
       need(Buf::H, Loc::Host);
@@ -431,6 +448,7 @@ void Model::compile() {
     }
     matmul(Buf::Att, QW, &L.wo, Buf::H, l, kOutput);
     cur_plan_op = kOutput;
+    add_bias(Buf::H, L.bo);
     {
       const Loc al = home(Buf::H);
       need(Buf::X, al);
@@ -440,20 +458,31 @@ void Model::compile() {
     cur_plan_op = kFfnNorm;
     const Loc n1 = place(l, kFfnNorm).loc;
     need(Buf::X, n1);
-    compute(OpKind::RmsNorm, n1, Buf::X, Buf::H, L.ffn_norm_f.data());
+    norm(n1, Buf::X, Buf::H, L.ffn_norm_f, L.ffn_norm_b);
     wrote(Buf::H, n1);
-    matmul(Buf::H, E, &L.gate, Buf::Gate, l, kGate);
-    matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
-    cur_plan_op = kDown;
-    {
+    if (variant_->ffn == FfnKind::Gelu) {
+      // Ungated: up (+ bias) -> GELU in place -> down.
+      matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
+      cur_plan_op = kUp;
+      add_bias(Buf::Up, L.bup);
+      cur_plan_op = kDown;
+      const Loc gl = home(Buf::Up);
+      compute(OpKind::Gelu, gl, Buf::Up, Buf::Up);
+      wrote(Buf::Up, gl);
+      matmul(Buf::Up, F, &L.down, Buf::H, l, kDown);
+    } else {
+      matmul(Buf::H, E, &L.gate, Buf::Gate, l, kGate);
+      matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
+      cur_plan_op = kDown;
       const Loc sl = (home(Buf::Gate) == Loc::Dev && home(Buf::Up) == Loc::Dev) ? Loc::Dev : Loc::Host;
       need(Buf::Gate, sl);
       need(Buf::Up, sl);
-      compute(OpKind::SwiGlu, sl, Buf::Gate, Buf::Gate);
+      compute(variant_->ffn == FfnKind::GeGlu ? OpKind::GeGlu : OpKind::SwiGlu, sl, Buf::Gate, Buf::Gate);
       wrote(Buf::Gate, sl);
+      matmul(Buf::Gate, F, &L.down, Buf::H, l, kDown);
     }
-    matmul(Buf::Gate, F, &L.down, Buf::H, l, kDown);
     cur_plan_op = kDown;
+    add_bias(Buf::H, L.bdown);
     {
       const Loc al = home(Buf::H);
       need(Buf::X, al);
@@ -470,7 +499,7 @@ void Model::compile() {
     after_last = true;
     const Loc hl = place(-1, 0).loc;
     need(Buf::X, hl);
-    compute(OpKind::RmsNorm, hl, Buf::X, Buf::H, output_norm_f_.data());
+    norm(hl, Buf::X, Buf::H, output_norm_f_, output_norm_b_);
     wrote(Buf::H, hl);
     matmul(Buf::H, E, &output_, Buf::Logits, -1, -1);
     need(Buf::Logits, Loc::Host);
@@ -486,7 +515,7 @@ void Model::compile() {
     std::vector<std::vector<Op>> prefetch(static_cast<size_t>(cfg_.n_layers) + 1);
     auto add_weight = [&](int layer, int plan_op, const Weight* w) {
       const OpPlacement pp = place(layer, plan_op);
-      if (pp.loc != Loc::Dev || pp.weights != WeightHome::Streamed) return;
+      if (pp.loc != Loc::Dev || pp.weights != WeightHome::Streamed || !w->data) return;
       Op c{OpKind::CopyWeight};
       c.w = w;
       c.loc = Loc::Dev;
@@ -547,7 +576,8 @@ void Model::fuse_converts() {
   for (const Op& op : ops_) {
     if (op.kind == OpKind::Convert && !fused.empty()) {
       Op& prev = fused.back();
-      const bool producer = (prev.kind == OpKind::RmsNorm || prev.kind == OpKind::SwiGlu) && prev.dst == op.src && prev.loc == op.loc;
+      const bool producer = (prev.kind == OpKind::RmsNorm || prev.kind == OpKind::LayerNorm || prev.kind == OpKind::SwiGlu ||
+                             prev.kind == OpKind::GeGlu || prev.kind == OpKind::Gelu) && prev.dst == op.src && prev.loc == op.loc;
       if (producer && prev.width == 0 && prev.n_fused_convert < 2 && op.width == width(op.src)) {
         prev.fused_convert[prev.n_fused_convert++] = op.act_type;
         continue;
@@ -569,9 +599,12 @@ void Model::op_resources(const Op& op, std::vector<int>* r, std::vector<int>* w)
   switch (op.kind) {
     case OpKind::Embed: w->push_back(b(Buf::X, 0)); break;
     case OpKind::RmsNorm:
+    case OpKind::LayerNorm:
+    case OpKind::Gelu:
     case OpKind::SwiGlu:
+    case OpKind::GeGlu:
       r->push_back(b(op.src, loc));
-      if (op.kind == OpKind::SwiGlu) r->push_back(b(Buf::Up, loc));
+      if (op.kind == OpKind::SwiGlu || op.kind == OpKind::GeGlu) r->push_back(b(Buf::Up, loc));
       w->push_back(b(op.dst, loc));
       for (int k = 0; k < op.n_fused_convert; ++k) w->push_back(act(op.fused_convert[k], loc));
       break;
@@ -725,7 +758,7 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     if (dk_) {
       // Matmuls on weight formats the device has no kernel for run on the CPU instead.
       auto demote = [&](OpPlacement& o, const Weight& w, const std::string& where) {
-        if (o.loc != Loc::Dev || dk_->runs(w.type)) return;
+        if (o.loc != Loc::Dev || !w.data || dk_->runs(w.type)) return;
         o = OpPlacement{};
         placement_notes_.push_back(where + " (" + w.name + ", " + type_traits(w.type).name + "): the " + d.info().name +
                                    " device has no kernel for this format; it runs on the CPU");
@@ -819,8 +852,11 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
         dev_vecs_[v.data()] = q;
       };
       for (Layer& L : layers_)
-        for (const std::vector<float>* v : {&L.attn_norm_f, &L.ffn_norm_f, &L.bq, &L.bk, &L.bv, &L.q_norm_f, &L.k_norm_f}) up_vec(*v);
+        for (const std::vector<float>* v : {&L.attn_norm_f, &L.ffn_norm_f, &L.bq, &L.bk, &L.bv, &L.q_norm_f, &L.k_norm_f, &L.attn_norm_b, &L.ffn_norm_b,
+                                            &L.bo, &L.bup, &L.bdown})
+          up_vec(*v);
       up_vec(output_norm_f_);
+      up_vec(output_norm_b_);
       bool dev_attention = false;
       for (const LayerPlacement& lp : placement_.layers) dev_attention = dev_attention || lp.op[kAttention].loc == Loc::Dev;
       if (dev_attention) {

@@ -45,10 +45,13 @@ void check_range(const char* what, int64_t v, int64_t lo, int64_t hi) {
 }
 
 constexpr ArchVariant kVariants[] = {
-    {"llama", false, false, false},
-    {"qwen2", true, false, false},
-    {"qwen3", false, true, false},
-    {"phi3", false, false, true},
+    //                 qkv_bias qk_norm fused_gate_up norm             ffn              out_ffn_bias embd_scale
+    {"llama",          false,   false,  false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false},
+    {"qwen2",          true,    false,  false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false},
+    {"qwen3",          false,   true,   false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false},
+    {"phi3",           false,   false,  true,         NormKind::Rms,   FfnKind::SwiGlu, false,       false},
+    {"starcoder2",     true,    false,  false,        NormKind::Layer, FfnKind::Gelu,   true,        false},
+    {"gemma",          false,   false,  false,        NormKind::Rms,   FfnKind::GeGlu,  false,       true},
 };
 
 }  // namespace
@@ -124,6 +127,8 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   token_embd_ = find("token_embd.weight", E, cfg_.n_vocab, true, false);
   output_norm_ = find("output_norm.weight", E, 1, true, false);
   output_norm_f_ = vector_f32(output_norm_, E);
+  const bool layer_norm = variant_->norm == NormKind::Layer;
+  if (layer_norm) output_norm_b_ = vector_f32(find("output_norm.bias", E, 1, true, false), E);
   if (table_.count("output.weight")) output_ = find("output.weight", E, cfg_.n_vocab, true, true);
   else output_ = find("token_embd.weight", E, cfg_.n_vocab, true, true);  // tied embeddings
 
@@ -144,7 +149,9 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     }
     L.wo = find(p + "attn_output.weight", QW, E, true, true);
     L.ffn_norm = find(p + "ffn_norm.weight", E, 1, true, false);
-    if (variant_->fused_gate_up) {
+    if (variant_->ffn == FfnKind::Gelu) {
+      L.up = find(p + "ffn_up.weight", E, F, true, true);  // no gate
+    } else if (variant_->fused_gate_up) {
       const Weight& gate_up = find(p + "ffn_up.weight", E, 2 * F, true, true);
       L.gate = rows_of(gate_up, 0, F, p + "ffn_up.weight[gate]");
       L.up = rows_of(gate_up, F, F, p + "ffn_up.weight[up]");
@@ -155,6 +162,15 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     L.down = find(p + "ffn_down.weight", F, E, true, true);
     L.attn_norm_f = vector_f32(L.attn_norm, E);
     L.ffn_norm_f = vector_f32(L.ffn_norm, E);
+    if (layer_norm) {
+      L.attn_norm_b = vector_f32(find(p + "attn_norm.bias", E, 1, true, false), E);
+      L.ffn_norm_b = vector_f32(find(p + "ffn_norm.bias", E, 1, true, false), E);
+    }
+    if (variant_->out_ffn_bias) {
+      L.bo = vector_f32(find(p + "attn_output.bias", E, 1, true, false), E);
+      L.bup = vector_f32(find(p + "ffn_up.bias", F, 1, true, false), F);
+      L.bdown = vector_f32(find(p + "ffn_down.bias", E, 1, true, false), E);
+    }
     if (variant_->qkv_bias || table_.count(p + "attn_q.bias")) {
       L.bq = vector_f32(find(p + "attn_q.bias", QW, 1, true, false), QW);
       L.bk = vector_f32(find(p + "attn_k.bias", KVW, 1, true, false), KVW);
@@ -262,7 +278,8 @@ void Model::relocate_matmul_weights() {
   if (const char* e = std::getenv("FULCRUM_NO_WEIGHT_COPY"); e && e[0] == '1') return;
   std::vector<Weight*> ws;
   for (Layer& L : layers_)
-    for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) ws.push_back(w);
+    for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+      if (w->data) ws.push_back(w);  // (no gate in an ungated FFN)
   ws.push_back(&output_);
   constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
   size_t total = 0;
@@ -347,7 +364,7 @@ int64_t Model::width(Buf b) const {
 const char* op_kind_name(int k) {
   static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
                                       "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
-                                      "recompute_kv"};
+                                      "recompute_kv", "layernorm", "gelu", "geglu"};
   return k >= 0 && k < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[k] : "?";
 }
 
@@ -592,6 +609,12 @@ void Model::exec_op(int32_t oi) {
       for (const Span& sp : st.spans)
         for (int64_t i = 0; i < sp.n; ++i)
           dq(token_embd_.data + static_cast<size_t>(sp.tokens[i]) * token_embd_.row_bytes, x_.data() + (sp.row0 + i) * cfg_.n_embd, cfg_.n_embd);
+      if (variant_->embd_scale) {
+        // gemma: embeddings × sqrt(n_embd), in f32 as llama.cpp scales them.
+        const float sc = std::sqrt(static_cast<float>(cfg_.n_embd));
+        float* x = x_.data();
+        for (int64_t i = 0; i < st.n * cfg_.n_embd; ++i) x[i] *= sc;
+      }
       break;
     }
     case OpKind::RmsNorm: {
@@ -672,6 +695,35 @@ void Model::exec_op(int32_t oi) {
       const float* u = buf_at(Buf::Up, op.loc);
       for_rows([&](int64_t r) {
         swiglu_row(g + r * w, u + r * w, g + r * w, w);
+        convert_fused(g + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::LayerNorm: {
+      const int64_t w = width(op.src);
+      float* s = buf_at(op.src, op.loc);
+      float* d = buf_at(op.dst, op.loc);
+      for_rows([&](int64_t r) {
+        layernorm_row(s + r * w, op.vec, op.vec2, d + r * w, w, cfg_.norm_eps);
+        convert_fused(d + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::Gelu: {
+      const int64_t w = width(op.src);
+      float* x = buf_at(op.src, op.loc);
+      for_rows([&](int64_t r) {
+        gelu_row(x + r * w, x + r * w, w);
+        convert_fused(x + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::GeGlu: {
+      const int64_t w = cfg_.n_ff;
+      float* g = buf_at(Buf::Gate, op.loc);
+      const float* u = buf_at(Buf::Up, op.loc);
+      for_rows([&](int64_t r) {
+        geglu_row(g + r * w, u + r * w, g + r * w, w);
         convert_fused(g + r * w, r, w);
       });
       break;
@@ -883,6 +935,17 @@ void Model::exec_device_op(const Op& op, int64_t rows) {
     case OpKind::SwiGlu:
       dk_->swiglu(buf_at(Buf::Gate, Loc::Dev), buf_at(Buf::Up, Loc::Dev), rows * cfg_.n_ff);
       break;
+    case OpKind::GeGlu:
+      dk_->gelu(buf_at(Buf::Gate, Loc::Dev), buf_at(Buf::Up, Loc::Dev), rows * cfg_.n_ff);
+      break;
+    case OpKind::Gelu:
+      dk_->gelu(buf_at(op.src, Loc::Dev), nullptr, rows * width(op.src));
+      break;
+    case OpKind::LayerNorm: {
+      const int64_t w = width(op.src);
+      dk_->layernorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), dev_vec(op.vec2), buf_at(op.dst, Loc::Dev), rows, w, cfg_.norm_eps);
+      break;
+    }
     case OpKind::LastRows:
       if (!st.want_all) {
         float* x = buf_at(Buf::X, Loc::Dev);

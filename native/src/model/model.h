@@ -24,11 +24,17 @@ namespace fulcrum {
 
 // How an architecture varies the decoder's one story: compile() and load read these, never the
 // architecture's name.
+enum class NormKind : int8_t { Rms, Layer };   // Layer: LayerNorm with a bias (starcoder2)
+enum class FfnKind : int8_t { SwiGlu, GeGlu, Gelu };  // Gelu: up -> GELU -> down, no gate (starcoder2)
 struct ArchVariant {
   const char* name;
   bool qkv_bias;  // attn_q/k/v.bias required (qwen2); optional otherwise
   bool qk_norm;   // attn_q_norm / attn_k_norm: RMSNorm of each Q and K head before RoPE (qwen3)
   bool fused_gate_up;  // ffn_up holds the gate's rows then the up rows, no ffn_gate (phi3)
+  NormKind norm;
+  FfnKind ffn;
+  bool out_ffn_bias;  // attn_output.bias, ffn_up.bias, ffn_down.bias (starcoder2)
+  bool embd_scale;    // embeddings scaled by sqrt(n_embd) (gemma)
   // (A fused attn_qkv is taken where the file has one, whatever the architecture.)
 };
 // The variant of a supported architecture, or nullptr.
@@ -214,6 +220,9 @@ class Model {
     SaveActs,     // KVPR: keep the attn_norm output rows of the layer for later recomputation
     CopyActs,     // KVPR: the stored attn_norm rows of positions [0, recompute) to the device
     RecomputeKv,  // KVPR: K and V of positions [0, recompute) from those rows, into the staging slot
+    LayerNorm,    // RmsNorm's place in LayerNorm architectures: vec the gains, vec2 the bias
+    Gelu,         // in place, the ungated FFN's activation
+    GeGlu,        // SwiGlu's place with GELU (gemma)
   };
   struct Op {
     OpKind kind;
@@ -221,6 +230,7 @@ class Model {
     Buf src = Buf::X, dst = Buf::X;
     const Weight* w = nullptr;
     const float* vec = nullptr;  // norm weight or bias (f32, owned by the model)
+    const float* vec2 = nullptr;  // LayerNorm: its bias
     GgmlType act_type = GgmlType::F32;  // Convert: target format; MatMul: the activation format
     int64_t width = 0;                  // row width of src/dst where it matters (RmsNorm: per head when set)
     Loc loc = Loc::Host;                // where the op's buffers are (copies: the destination)
@@ -242,6 +252,7 @@ class Model {
     Weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     std::vector<float> attn_norm_f, ffn_norm_f, bq, bk, bv;
     std::vector<float> q_norm_f, k_norm_f;  // per-head gains [head_dim] (qk_norm)
+    std::vector<float> attn_norm_b, ffn_norm_b, bo, bup, bdown;  // LayerNorm biases, out_ffn_bias
   };
 
   const Weight& find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul);
@@ -291,7 +302,7 @@ class Model {
   std::map<std::string, TensorEntry> table_;
   std::vector<std::unique_ptr<Weight>> weights_;
   Weight token_embd_, output_, output_norm_;
-  std::vector<float> output_norm_f_;
+  std::vector<float> output_norm_f_, output_norm_b_;
   std::vector<Layer> layers_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<Op> ops_;

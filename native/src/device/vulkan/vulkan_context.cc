@@ -38,7 +38,8 @@ constexpr uint32_t kTokenTile = 8;  // matvec_body.glsl's TILE
 // Storage buffers each shader binds (0..n-1).
 uint32_t bindings_of(const char* name) {
   if (std::strcmp(name, "rope") == 0) return 1;
-  if (std::strcmp(name, "add") == 0 || std::strcmp(name, "swiglu") == 0 || std::strcmp(name, "kv_store") == 0) return 2;
+  if (std::strcmp(name, "add") == 0 || std::strcmp(name, "swiglu") == 0 || std::strcmp(name, "gelu") == 0 || std::strcmp(name, "kv_store") == 0) return 2;
+  if (std::strcmp(name, "layernorm") == 0) return 4;
   if (std::strcmp(name, "attention") == 0) return 5;
   return 3;
 }
@@ -629,6 +630,21 @@ void VulkanContext::swiglu(Stream& s, Ref g, Ref u, int64_t n) {
   const uint32_t gr = groups(n, pipeline("swiglu").workgroup);
   if (gr > 65535) throw DeviceError("vulkan: swiglu over more than 65535 workgroups");
   dispatch(s, "swiglu", {g.buf, u.buf}, &pc, sizeof pc, gr);
+}
+
+void VulkanContext::layernorm(Stream& s, Ref x, Ref w, Ref b, Ref y, int64_t rows, int64_t width, float eps) {
+  need_words("layernorm", x.off | w.off | b.off | y.off);
+  if (rows > 65535) throw DeviceError("vulkan: layernorm of more than 65535 rows");
+  struct { uint32_t width; float eps; uint32_t x_off, w_off, b_off, y_off; } pc{u32(width, "width"), eps, words(x.off), words(w.off), words(b.off), words(y.off)};
+  dispatch(s, "layernorm", {x.buf, w.buf, b.buf, y.buf}, &pc, sizeof pc, static_cast<uint32_t>(rows));
+}
+
+void VulkanContext::gelu(Stream& s, Ref g, Ref u, int64_t n, bool gated) {
+  need_words("gelu", g.off | u.off);
+  struct { uint32_t n, g_off, u_off, gated; } pc{u32(n, "n"), words(g.off), words(u.off), gated ? 1u : 0u};
+  const uint32_t gr = groups(n, pipeline("gelu").workgroup);
+  if (gr > 65535) throw DeviceError("vulkan: gelu over more than 65535 workgroups");
+  dispatch(s, "gelu", {g.buf, u.buf}, &pc, sizeof pc, gr);
 }
 
 void VulkanContext::kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,

@@ -107,6 +107,10 @@ class VulkanContext {
   // y[i] += b[i % bwidth] for i < n.
   void add(Stream& s, Ref y, Ref b, int64_t n, int64_t bwidth);
   void swiglu(Stream& s, Ref g, Ref u, int64_t n);
+  // y = (x - mean) / sqrt(var + eps) · w + b per row of `width`.
+  void layernorm(Stream& s, Ref x, Ref w, Ref b, Ref y, int64_t rows, int64_t width, float eps);
+  // g[i] = gelu(g[i]) · u[i] (GeGLU), or gelu(g[i]) when gated is false (u unused).
+  void gelu(Stream& s, Ref g, Ref u, int64_t n, bool gated);
   // Rows of K or V (f32, src_stride floats apart) into one head-major f16 page at positions
   // [pos_in_page, pos_in_page + n_pos).
   void kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens);

@@ -54,7 +54,7 @@ class VulkanDevice final : public Device, public DeviceKernels {
     info_.capacity_bytes = capacity_;
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
       info_.formats.push_back(type_traits(t).name);
-    info_.ops = {"rmsnorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu"};
+    info_.ops = {"rmsnorm", "layernorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu", "geglu", "gelu"};
     info_.threads = 0;
   }
 
@@ -151,6 +151,15 @@ class VulkanDevice final : public Device, public DeviceKernels {
   }
   void swiglu(float* g, const float* u, int64_t n) override {
     ctx_.swiglu(stream(), resolve(g, static_cast<uint64_t>(n) * 4), resolve(u, static_cast<uint64_t>(n) * 4), n);
+  }
+  void layernorm(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t width, float eps) override {
+    const uint64_t n = static_cast<uint64_t>(rows * width) * 4, vw = static_cast<uint64_t>(width) * 4;
+    ctx_.layernorm(stream(), resolve(x, n), resolve(w, vw), resolve(b, vw), resolve(y, n), rows, width, eps);
+  }
+  void gelu(float* g, const float* u, int64_t n) override {
+    const uint64_t bytes = static_cast<uint64_t>(n) * 4;
+    // Ungated: the second binding is the first buffer again (the shader does not read it).
+    ctx_.gelu(stream(), resolve(g, bytes), resolve(u ? u : g, bytes), n, u != nullptr);
   }
   void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
                 int64_t page_tokens) override {
