@@ -1,4 +1,4 @@
-// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3, phi3, starcoder2, gemma),
+// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3, phi3, starcoder2, gemma, qwen3moe),
 // and the check that the file holds every tensor those hyperparameters imply, with the right
 // shapes. Key names and conventions follow llama.cpp's, since that is who writes GGUF files.
 
@@ -15,8 +15,8 @@ import {
   tensorMap,
 } from './gguf/index';
 
-export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma';
-export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3', 'starcoder2', 'gemma'];
+export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'qwen3moe';
+export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3', 'starcoder2', 'gemma', 'qwen3moe'];
 
 export type RopeScalingType = 'none' | 'linear' | 'yarn' | 'longrope';
 /** 'normal': rotate adjacent pairs (x[2i], x[2i+1]); 'neox': rotate halves (x[i], x[i + dims/2]). */
@@ -59,8 +59,14 @@ export interface ModelHparams {
   fusedGateUp: boolean;
   /** 'layer': LayerNorm with a bias (attn_norm, ffn_norm, output_norm .bias), starcoder2; else RMSNorm. */
   norm: 'rms' | 'layer';
-  /** The FFN: SwiGLU (gate, up, down), GeGLU (gemma), or ungated up → GELU → down (starcoder2). */
-  ffn: 'swiglu' | 'geglu' | 'gelu';
+  /**
+   * The FFN: SwiGLU (gate, up, down), GeGLU (gemma), ungated up → GELU → down (starcoder2), or
+   * routed SwiGLU experts (qwen3moe: nFf is then one expert's FFN size).
+   */
+  ffn: 'swiglu' | 'geglu' | 'gelu' | 'moe';
+  /** MoE: experts per layer and experts each token runs (0 for a dense model). */
+  nExpert: number;
+  nExpertUsed: number;
   /** attn_output, ffn_up and ffn_down biases (starcoder2). */
   hasOutFfnBias: boolean;
   /** Embeddings scaled by sqrt(nEmbd) (gemma). */
@@ -93,7 +99,7 @@ export interface ReadHparamsOptions {
   checkTensors?: boolean;
 }
 
-const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox', phi3: 'neox', starcoder2: 'neox', gemma: 'neox' };
+const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox', phi3: 'neox', starcoder2: 'neox', gemma: 'neox', qwen3moe: 'neox' };
 const DEFAULT_ROPE_FREQ_BASE = 10000;
 
 function isSupported(arch: string): arch is ModelArchitecture {
@@ -157,9 +163,15 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
   }
   const k = (suffix: string): string => `${arch}.${suffix}`;
 
-  const experts = metaOptionalInteger(file, k('expert_count'), 0);
-  if (experts !== undefined && experts > 0) {
-    throw new GgufMetadataError(file.path, k('expert_count'), `mixture-of-experts models (${experts} experts) are not supported`);
+  const experts = metaOptionalInteger(file, k('expert_count'), 0) ?? 0;
+  const moe = arch === 'qwen3moe';
+  if (experts > 0 && !moe) {
+    throw new GgufMetadataError(file.path, k('expert_count'), `mixture-of-experts ${arch} models (${experts} experts) are not supported (MoE: qwen3moe)`);
+  }
+  if (moe && experts < 1) throw new GgufMetadataError(file.path, k('expert_count'), 'required key is missing (qwen3moe has experts)');
+  const expertsUsed = moe ? metaOptionalInteger(file, k('expert_used_count'), 1) : 0;
+  if (moe && (expertsUsed === undefined || expertsUsed > experts)) {
+    throw new GgufMetadataError(file.path, k('expert_used_count'), `must be in [1, ${experts}], got ${expertsUsed ?? 'nothing'}`);
   }
 
   const nLayers = requiredInteger(file, k('block_count'));
@@ -167,8 +179,9 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
   const nHeads = uniformCount(file, k('attention.head_count'), nLayers);
   if (nHeads === undefined) throw new GgufMetadataError(file.path, k('attention.head_count'), 'required key is missing');
   const nKvHeads = uniformCount(file, k('attention.head_count_kv'), nLayers) ?? nHeads;
-  const nFf = uniformCount(file, k('feed_forward_length'), nLayers);
-  if (nFf === undefined) throw new GgufMetadataError(file.path, k('feed_forward_length'), 'required key is missing');
+  const ffKey = k(moe ? 'expert_feed_forward_length' : 'feed_forward_length');
+  const nFf = uniformCount(file, ffKey, nLayers);
+  if (nFf === undefined) throw new GgufMetadataError(file.path, ffKey, 'required key is missing');
   const contextLength = requiredInteger(file, k('context_length'));
 
   const keyLength = metaOptionalInteger(file, k('attention.key_length'), 1);
@@ -232,11 +245,13 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
     ropeDims,
     tiedOutput: !tensors.has('output.weight'),
     hasQkvBias: arch === 'qwen2' || arch === 'starcoder2' || hasQkvBias,
-    hasQkNorm: arch === 'qwen3',
+    hasQkNorm: arch === 'qwen3' || arch === 'qwen3moe',
     fusedQkv: tensors.has('blk.0.attn_qkv.weight'),
     fusedGateUp: arch === 'phi3',
     norm: arch === 'starcoder2' ? 'layer' : 'rms',
-    ffn: arch === 'starcoder2' ? 'gelu' : arch === 'gemma' ? 'geglu' : 'swiglu',
+    ffn: arch === 'starcoder2' ? 'gelu' : arch === 'gemma' ? 'geglu' : moe ? 'moe' : 'swiglu',
+    nExpert: moe ? experts : 0,
+    nExpertUsed: expertsUsed ?? 0,
     hasOutFfnBias: arch === 'starcoder2',
     embeddingScale: arch === 'gemma',
     hasOutputBias: arch === 'llama' && tensors.has('blk.0.attn_output.bias'),
@@ -283,6 +298,13 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
     }
     if (hp.hasOutputBias) shapes.set(`${b}attn_output.bias`, [hp.nEmbd]);
     shapes.set(`${b}ffn_norm.weight`, [hp.nEmbd]);
+    if (hp.ffn === 'moe') {
+      shapes.set(`${b}ffn_gate_inp.weight`, [hp.nEmbd, hp.nExpert]);
+      shapes.set(`${b}ffn_gate_exps.weight`, [hp.nEmbd, hp.nFf, hp.nExpert]);
+      shapes.set(`${b}ffn_up_exps.weight`, [hp.nEmbd, hp.nFf, hp.nExpert]);
+      shapes.set(`${b}ffn_down_exps.weight`, [hp.nFf, hp.nEmbd, hp.nExpert]);
+      continue;
+    }
     if (hp.fusedGateUp) shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, 2 * hp.nFf]);
     else if (hp.ffn === 'gelu') shapes.set(`${b}ffn_up.weight`, [hp.nEmbd, hp.nFf]);
     else {

@@ -236,6 +236,13 @@ export function shapeFromHparams(hp: ModelHparams, file: GgufFile): ModelShape {
   const qkv = tensorType('blk.0.attn_qkv.weight');
   if (qkv) for (const role of ['attn_q', 'attn_k', 'attn_v'] as const) formats[role] ??= qkv;
   if (hp.fusedGateUp && formats.ffn_up) formats.ffn_gate ??= formats.ffn_up;
+  // MoE: the FFN roles are one expert's matrices (see MoeShape).
+  if (hp.nExpert > 0) {
+    for (const [role, name] of [['ffn_gate', 'ffn_gate_exps'], ['ffn_up', 'ffn_up_exps'], ['ffn_down', 'ffn_down_exps']] as const) {
+      const t = tensorType(`blk.0.${name}.weight`);
+      if (t) formats[role] = t;
+    }
+  }
   if (hp.tiedOutput && formats.token_embd) formats.output = formats.token_embd;
   const shape: ModelShape = {
     name: hp.name,
@@ -245,6 +252,7 @@ export function shapeFromHparams(hp: ModelHparams, file: GgufFile): ModelShape {
     weightFormats: formats,
     kvFormat: 'F16',
     tiedEmbeddings: hp.tiedOutput,
+    ...(hp.nExpert > 0 ? { moe: { nExpert: hp.nExpert, nExpertUsed: hp.nExpertUsed, sharedFf: 0 } } : {}),
     source: { kind: 'gguf', citation: `GGUF header of ${file.path}`, path: file.path },
   };
   validateShape(shape);

@@ -11,7 +11,10 @@ import { convertF32, TS_CONVERTIBLE_TYPES } from './quantize-ts';
 import { loadAddon } from '../native/addon';
 
 export interface SyntheticModelSpec {
-  architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma';
+  architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'qwen3moe';
+  /** qwen3moe: experts per layer and per token (nFf is one expert's FFN size). */
+  nExpert?: number;
+  nExpertUsed?: number;
   /** general.name; default "synthetic-<architecture>". */
   name?: string;
   nLayers: number;
@@ -203,7 +206,7 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
       plan.push(bias(`${b}attn_k.bias`, kvDim));
       plan.push(bias(`${b}attn_v.bias`, kvDim));
     }
-    if (spec.architecture === 'qwen3') {
+    if (spec.architecture === 'qwen3' || spec.architecture === 'qwen3moe') {
       plan.push(norm(`${b}attn_q_norm.weight`, headDim));
       plan.push(norm(`${b}attn_k_norm.weight`, headDim));
     }
@@ -211,6 +214,15 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
     if (layerNorm) plan.push(bias(`${b}attn_output.bias`, spec.nEmbd));
     plan.push(norm(`${b}ffn_norm.weight`));
     if (layerNorm) plan.push(bias(`${b}ffn_norm.bias`, spec.nEmbd));
+    if (spec.architecture === 'qwen3moe') {
+      // The router stays F32 (as llama.cpp's quantizer keeps ffn_gate_inp); experts stacked.
+      const x = spec.nExpert ?? 8;
+      plan.push({ name: `${b}ffn_gate_inp.weight`, dims: [spec.nEmbd, x], type: GgmlType.F32, mean: 0, std: 0.1 });  // decisive routing: no near-ties
+      plan.push(w(`${b}ffn_gate_exps.weight`, [spec.nEmbd, spec.nFf, x]));
+      plan.push(w(`${b}ffn_up_exps.weight`, [spec.nEmbd, spec.nFf, x]));
+      plan.push(w(`${b}ffn_down_exps.weight`, [spec.nFf, spec.nEmbd, x]));
+      continue;
+    }
     if (fused) plan.push(w(`${b}ffn_up.weight`, [spec.nEmbd, 2 * spec.nFf]));
     else if (layerNorm) {
       // starcoder2: up (+ bias) -> GELU -> down (+ bias), no gate.
@@ -377,7 +389,12 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
     { key: `${arch}.block_count`, type: T.UINT32, value: spec.nLayers },
     { key: `${arch}.context_length`, type: T.UINT32, value: spec.contextLength },
     { key: `${arch}.embedding_length`, type: T.UINT32, value: spec.nEmbd },
-    { key: `${arch}.feed_forward_length`, type: T.UINT32, value: spec.nFf },
+    { key: `${arch}.feed_forward_length`, type: T.UINT32, value: spec.nFf * (arch === 'qwen3moe' ? (spec.nExpertUsed ?? 2) : 1) },
+    ...(arch === 'qwen3moe' ? [
+      { key: `${arch}.expert_count`, type: T.UINT32, value: spec.nExpert ?? 8 },
+      { key: `${arch}.expert_used_count`, type: T.UINT32, value: spec.nExpertUsed ?? 2 },
+      { key: `${arch}.expert_feed_forward_length`, type: T.UINT32, value: spec.nFf },
+    ] : []),
     { key: `${arch}.attention.head_count`, type: T.UINT32, value: spec.nHeads },
     { key: `${arch}.attention.head_count_kv`, type: T.UINT32, value: spec.nKvHeads },
     { key: `${arch}.attention.${arch === 'starcoder2' ? 'layer_norm_epsilon' : 'layer_norm_rms_epsilon'}`, type: T.FLOAT32, value: spec.normEps ?? (isQwen ? 1e-6 : 1e-5) },

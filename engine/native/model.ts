@@ -36,6 +36,9 @@ export interface NativeModelConfig {
   ropeStyle: 'normal' | 'neox';
   /** Rotated dimensions per head. */
   nRot: number;
+  /** MoE (qwen3moe): experts per layer and per token; nFf is then one expert's FFN size. */
+  nExpert?: number;
+  nExpertUsed?: number;
   /** Refuse to load above this many bytes (weights + KV + scratch); 0: MemAvailable only. */
   memoryLimitBytes?: number;
   /** Positions per KV cache page, in [8, 4096]; default 64 (native KvCache::kPageTokens). */

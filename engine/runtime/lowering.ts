@@ -18,6 +18,8 @@ export const PLAN_TO_NATIVE: Record<string, NativePlanOp> = {
   Output: 'Output',
   ffn_norm: 'ffn_norm', 'LN.1': 'ffn_norm',
   Gate: 'Gate', Up: 'Up', Down: 'Down', 'FC.0': 'Up', 'FC.1': 'Down',
+  // MoE: the native MoE FFN op (router and experts) runs where the plan puts the experts.
+  Router: 'Gate', Experts: 'Up',
 };
 
 const MATMULS = new Set<NativePlanOp>(['Q', 'K', 'V', 'Output', 'Gate', 'Up', 'Down']);

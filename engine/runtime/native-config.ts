@@ -34,6 +34,7 @@ export function nativeConfig(file: GgufFile, hp: ModelHparams, contextLength: nu
     ropeFreqScale: hp.ropeScalingType === 'linear' ? 1 / hp.ropeScalingFactor : 1,
     ropeStyle: hp.ropeStyle,
     nRot: hp.ropeDims,
+    ...(hp.nExpert > 0 ? { nExpert: hp.nExpert, nExpertUsed: hp.nExpertUsed } : {}),
   };
 }
 

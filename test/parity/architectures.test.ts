@@ -57,6 +57,9 @@ export const ARCHITECTURE_CASES: Case[] = [
   // heads of 64 over a 128-wide model (7B's are 256 over 3072).
   { label: 'gemma Q8_0', spec: { ...small, architecture: 'gemma', nKvHeads: 1, headDim: 64, weightType: GgmlType.Q8_0 } },
   { label: 'gemma F16', spec: { ...small, architecture: 'gemma', headDim: 64, weightType: GgmlType.F16 } },
+  // Qwen3-MoE (Qwen3-Coder-30B-A3B's architecture): 8 experts, 2 per token, router in F32.
+  { label: 'qwen3moe Q8_0', spec: { ...small, architecture: 'qwen3moe', nExpert: 8, nExpertUsed: 2, nFf: 64, weightType: GgmlType.Q8_0 } },
+  { label: 'qwen3moe Q4_K', spec: { ...small, architecture: 'qwen3moe', nEmbd: 256, nExpert: 8, nExpertUsed: 3, nFf: 256, weightType: GgmlType.Q4_K } },
   { label: 'phi3 Q4_0 partial RoPE', spec: { ...small, architecture: 'phi3', name: 'synthetic-fused', nEmbd: 256, ropeDims: 48, weightType: GgmlType.Q4_0 } },
 ];
 

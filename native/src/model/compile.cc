@@ -460,7 +460,13 @@ void Model::compile() {
     need(Buf::X, n1);
     norm(n1, Buf::X, Buf::H, L.ffn_norm_f, L.ffn_norm_b);
     wrote(Buf::H, n1);
-    if (variant_->ffn == FfnKind::Gelu) {
+    if (variant_->ffn == FfnKind::Moe) {
+      // Routed experts: H -> H, where the plan puts the experts (its Up op), on the host for now.
+      cur_plan_op = kUp;
+      need(Buf::H, Loc::Host);
+      compute(OpKind::MoeFfn, Loc::Host, Buf::H, Buf::H);
+      wrote(Buf::H, Loc::Host);
+    } else if (variant_->ffn == FfnKind::Gelu) {
       // Ungated: up (+ bias) -> GELU in place -> down.
       matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
       cur_plan_op = kUp;
@@ -609,6 +615,7 @@ void Model::op_resources(const Op& op, std::vector<int>* r, std::vector<int>* w)
       for (int k = 0; k < op.n_fused_convert; ++k) w->push_back(act(op.fused_convert[k], loc));
       break;
     case OpKind::Convert: r->push_back(b(op.src, loc)); w->push_back(act(op.act_type, loc)); break;
+    case OpKind::MoeFfn: r->push_back(b(op.src, loc)); w->push_back(b(op.dst, loc)); break;
     case OpKind::MatMul:
       r->push_back(op.act_type == GgmlType::F32 ? b(op.src, loc) : act(op.act_type, loc));
       if (streamed_w) r->push_back(slot);

@@ -52,6 +52,7 @@ constexpr ArchVariant kVariants[] = {
     {"phi3",           false,   false,  true,         NormKind::Rms,   FfnKind::SwiGlu, false,       false},
     {"starcoder2",     true,    false,  false,        NormKind::Layer, FfnKind::Gelu,   true,        false},
     {"gemma",          false,   false,  false,        NormKind::Rms,   FfnKind::GeGlu,  false,       true},
+    {"qwen3moe",       false,   true,   false,        NormKind::Rms,   FfnKind::Moe,    false,       false},
 };
 
 }  // namespace
@@ -85,6 +86,10 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   check_range("kv_page_tokens", cfg_.kv_page_tokens, 8, 4096);
   check_range("max_sequences", cfg_.max_sequences, 1, 4096);
   check_range("rope n_rot", cfg_.rope.n_rot, 2, cfg_.head_dim);
+  if (variant_->ffn == FfnKind::Moe) {
+    check_range("n_expert", cfg_.n_expert, 1, 4096);
+    check_range("n_expert_used", cfg_.n_expert_used, 1, cfg_.n_expert);
+  }
   if (cfg_.n_heads % cfg_.n_kv_heads != 0)
     throw std::runtime_error("model config: n_heads " + std::to_string(cfg_.n_heads) + " is not a multiple of n_kv_heads " +
                              std::to_string(cfg_.n_kv_heads));
@@ -149,7 +154,13 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     }
     L.wo = find(p + "attn_output.weight", QW, E, true, true);
     L.ffn_norm = find(p + "ffn_norm.weight", E, 1, true, false);
-    if (variant_->ffn == FfnKind::Gelu) {
+    if (variant_->ffn == FfnKind::Moe) {
+      const int64_t X = cfg_.n_expert;
+      L.router = find(p + "ffn_gate_inp.weight", E, X, true, true);
+      L.gate_exps = find(p + "ffn_gate_exps.weight", E, F, true, true, X);
+      L.up_exps = find(p + "ffn_up_exps.weight", E, F, true, true, X);
+      L.down_exps = find(p + "ffn_down_exps.weight", F, E, true, true, X);
+    } else if (variant_->ffn == FfnKind::Gelu) {
       L.up = find(p + "ffn_up.weight", E, F, true, true);  // no gate
     } else if (variant_->fused_gate_up) {
       const Weight& gate_up = find(p + "ffn_up.weight", E, 2 * F, true, true);
@@ -159,7 +170,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
       L.gate = find(p + "ffn_gate.weight", E, F, true, true);
       L.up = find(p + "ffn_up.weight", E, F, true, true);
     }
-    L.down = find(p + "ffn_down.weight", F, E, true, true);
+    if (variant_->ffn != FfnKind::Moe) L.down = find(p + "ffn_down.weight", F, E, true, true);
     L.attn_norm_f = vector_f32(L.attn_norm, E);
     L.ffn_norm_f = vector_f32(L.ffn_norm, E);
     if (layer_norm) {
@@ -200,6 +211,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   attn_scratch_.reserve(shape, cfg_.context_length, B, cfg_.threads);
   step_state_.spans.reserve(static_cast<size_t>(cfg_.max_sequences));
   row_pos_.assign(static_cast<size_t>(B), 0);
+  if (variant_->ffn == FfnKind::Moe) moe_host_.reserve(MoeShape{E, F, cfg_.n_expert, cfg_.n_expert_used}, moe_weights(layers_[0]), B);
   compile();
   build_deps();
 }
@@ -217,7 +229,7 @@ void Model::set_threads(int n) {
   cfg_.threads = n;
 }
 
-const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul) {
+const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul, int64_t matrices) {
   auto it = table_.find(name);
   if (it == table_.end()) {
     if (required) throw std::runtime_error(file_->path() + ": tensor '" + name + "' is missing");
@@ -231,11 +243,14 @@ const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, b
                              ", which Fulcrum's CPU kernels do not support");
   const int64_t d0 = t.dims.empty() ? 1 : t.dims[0];
   const int64_t d1 = t.dims.size() > 1 ? t.dims[1] : 1;
-  for (size_t i = 2; i < t.dims.size(); ++i)
-    if (t.dims[i] != 1) throw std::runtime_error(file_->path() + ": tensor '" + name + "' has more than 2 dimensions");
-  if (d0 != cols || d1 != rows)
+  const int64_t d2 = t.dims.size() > 2 ? t.dims[2] : 1;
+  for (size_t i = 3; i < t.dims.size(); ++i)
+    if (t.dims[i] != 1) throw std::runtime_error(file_->path() + ": tensor '" + name + "' has more than 3 dimensions");
+  if (d0 != cols || d1 != rows || d2 != matrices)
     throw std::runtime_error(file_->path() + ": tensor '" + name + "' has shape [" + std::to_string(d0) + ", " + std::to_string(d1) +
-                             "], expected [" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
+                             (t.dims.size() > 2 || matrices > 1 ? ", " + std::to_string(d2) : "") + "], expected [" + std::to_string(cols) + ", " +
+                             std::to_string(rows) + (matrices > 1 ? ", " + std::to_string(matrices) : "") + "]");
+  rows *= matrices;
   if (cols % tt.block_size != 0)
     throw std::runtime_error(file_->path() + ": tensor '" + name + "' row of " + std::to_string(cols) + " elements is not a multiple of the " +
                              tt.name + " block size " + std::to_string(tt.block_size));
@@ -250,6 +265,7 @@ const Weight& Model::find(const std::string& name, int64_t cols, int64_t rows, b
   w->row_bytes = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
   w->data = file_->range(t.offset, static_cast<uint64_t>(w->row_bytes) * static_cast<uint64_t>(rows), "tensor '" + name + "'");
   w->cpu_data = w->data;
+  if (matrices > 1) w->matrix_rows = rows / matrices;
   weights_.push_back(std::move(w));
   return *weights_.back();
 }
@@ -266,6 +282,27 @@ Weight Model::rows_of(const Weight& whole, int64_t row0, int64_t rows, const std
   return w;
 }
 
+MoeWeights Model::moe_weights(const Layer& L) const {
+  auto matrices = [](const Weight& w) {
+    ExpertMatrices m;
+    m.type = w.type;
+    m.data = w.cpu_data;
+    m.rows = w.matrix_rows;
+    m.cols = w.cols;
+    m.row_bytes = w.row_bytes;
+    m.packed = w.cpu_layout != WeightLayout::Gguf ? quant::packed_format(w.type) : nullptr;
+    return m;
+  };
+  MoeWeights mw;
+  mw.router_type = L.router.type;
+  mw.router = L.router.cpu_data;
+  mw.router_packed = L.router.cpu_layout != WeightLayout::Gguf ? quant::packed_format(L.router.type) : nullptr;
+  mw.gate = matrices(L.gate_exps);
+  mw.up = matrices(L.up_exps);
+  mw.down = matrices(L.down_exps);
+  return mw;
+}
+
 Model::Arena::~Arena() {
   if (base) ::munmap(base, size);
 }
@@ -278,8 +315,8 @@ void Model::relocate_matmul_weights() {
   if (const char* e = std::getenv("FULCRUM_NO_WEIGHT_COPY"); e && e[0] == '1') return;
   std::vector<Weight*> ws;
   for (Layer& L : layers_)
-    for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
-      if (w->data) ws.push_back(w);  // (no gate in an ungated FFN)
+    for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down, &L.router, &L.gate_exps, &L.up_exps, &L.down_exps})
+      if (w->data) ws.push_back(w);  // (no gate in an ungated FFN, no dense FFN in an MoE one)
   ws.push_back(&output_);
   constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
   size_t total = 0;
@@ -314,7 +351,9 @@ void Model::relocate_matmul_weights() {
     }
     if (got < n) std::memcpy(base + off + got, w->data + got, n - got);
     w->cpu_data = base + off;
-    if (quant::packs(w->type, w->rows, w->cols)) {
+    const bool matrices_on_groups = w->matrix_rows == 0 || !quant::packs(w->type, w->rows, w->cols) ||
+                                    w->matrix_rows % quant::packed_format(w->type)->group_rows == 0;
+    if (quant::packs(w->type, w->rows, w->cols) && matrices_on_groups) {
       const quant::PackedFormat& pf = *quant::packed_format(w->type);
       group.resize(w->row_bytes * static_cast<size_t>(pf.group_rows));
       quant::repack_rows(pf, base + off, w->rows, w->cols, group.data());
@@ -364,7 +403,7 @@ int64_t Model::width(Buf b) const {
 const char* op_kind_name(int k) {
   static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
                                       "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
-                                      "recompute_kv", "layernorm", "gelu", "geglu"};
+                                      "recompute_kv", "layernorm", "gelu", "geglu", "moe_ffn"};
   return k >= 0 && k < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[k] : "?";
 }
 
@@ -699,6 +738,10 @@ void Model::exec_op(int32_t oi) {
       });
       break;
     }
+    case OpKind::MoeFfn:
+      (op.loc == Loc::Dev ? moe_dev_ : moe_host_).run(pool, moe_weights(layers_[static_cast<size_t>(op.layer)]), buf_at(op.src, op.loc), rows,
+                                                     buf_at(op.dst, op.loc));
+      break;
     case OpKind::LayerNorm: {
       const int64_t w = width(op.src);
       float* s = buf_at(op.src, op.loc);

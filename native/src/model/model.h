@@ -18,6 +18,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
+#include "model/moe.h"
 #include "quant/repack.h"
 
 namespace fulcrum {
@@ -25,7 +26,8 @@ namespace fulcrum {
 // How an architecture varies the decoder's one story: compile() and load read these, never the
 // architecture's name.
 enum class NormKind : int8_t { Rms, Layer };   // Layer: LayerNorm with a bias (starcoder2)
-enum class FfnKind : int8_t { SwiGlu, GeGlu, Gelu };  // Gelu: up -> GELU -> down, no gate (starcoder2)
+// Gelu: up -> GELU -> down, no gate (starcoder2). Moe: routed SwiGLU experts (qwen3moe, model/moe.h).
+enum class FfnKind : int8_t { SwiGlu, GeGlu, Gelu, Moe };
 struct ArchVariant {
   const char* name;
   bool qkv_bias;  // attn_q/k/v.bias required (qwen2); optional otherwise
@@ -53,6 +55,7 @@ struct ModelConfig {
   uint64_t memory_limit_bytes = 0;  // 0: /proc/meminfo MemAvailable only
   int64_t kv_page_tokens = KvCache::kPageTokens;  // positions per KV cache page
   int64_t max_sequences = 1;  // sequences with their own KV that one step may carry
+  int64_t n_expert = 0, n_expert_used = 0;  // MoE (n_ff is then one expert's FFN size)
 };
 
 struct TensorEntry {
@@ -72,6 +75,9 @@ struct Weight {
   // cpu_layout (quant/repack.h), a group of rows starting where its first row would.
   const uint8_t* cpu_data = nullptr;
   WeightLayout cpu_layout = WeightLayout::Gguf;
+  // Stacked matrices (MoE expert tensors): rows per matrix; the CPU copy is repacked only when
+  // each matrix starts on a row group. 0: one matrix.
+  int64_t matrix_rows = 0;
 };
 
 // Where an op's buffers live: host memory (the cpu device) or the model's accelerator.
@@ -223,6 +229,7 @@ class Model {
     LayerNorm,    // RmsNorm's place in LayerNorm architectures: vec the gains, vec2 the bias
     Gelu,         // in place, the ungated FFN's activation
     GeGlu,        // SwiGlu's place with GELU (gemma)
+    MoeFfn,       // the routed experts of the layer, H -> H (model/moe.h)
   };
   struct Op {
     OpKind kind;
@@ -253,9 +260,14 @@ class Model {
     std::vector<float> attn_norm_f, ffn_norm_f, bq, bk, bv;
     std::vector<float> q_norm_f, k_norm_f;  // per-head gains [head_dim] (qk_norm)
     std::vector<float> attn_norm_b, ffn_norm_b, bo, bup, bdown;  // LayerNorm biases, out_ffn_bias
+    Weight router, gate_exps, up_exps, down_exps;  // MoE
   };
+  // A layer's MoE weights as the CPU kernels read them.
+  MoeWeights moe_weights(const Layer& L) const;
 
-  const Weight& find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul);
+  // `matrices` > 1: a stack of that many rows × cols matrices (dims [cols, rows, matrices]),
+  // returned as one weight of rows × matrices rows.
+  const Weight& find(const std::string& name, int64_t cols, int64_t rows, bool required, bool matmul, int64_t matrices = 1);
   // Rows [row0, row0 + rows) of a matrix as a weight of its own (fused QKV and gate-up matrices
   // are run as the separate matmuls they fuse: same bytes, same kernels, same placement ops).
   Weight rows_of(const Weight& whole, int64_t row0, int64_t rows, const std::string& name);
@@ -309,6 +321,7 @@ class Model {
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_, logits_;
   std::map<GgmlType, std::vector<uint8_t>> act_;  // converted activations per vec_dot_type
   AttentionScratch attn_scratch_;
+  MoeFfn moe_host_, moe_dev_;  // MoE scratch for the host lane and the device's
   AttentionScratch dev_attn_scratch_;  // attention on the device's pool
   // Each sequence's KV: layers whose KV is on the host, on the device, placed by sequence (on the
   // host or the device as the sequence says), and the two device staging layers of streamed KV.

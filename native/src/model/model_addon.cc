@@ -60,6 +60,8 @@ ModelConfig parse_config(const Napi::Object& o) {
   c.memory_limit_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(o, "memoryLimitBytes", false, 0)));
   c.kv_page_tokens = get_int(o, "kvPageTokens", false, KvCache::kPageTokens);
   c.max_sequences = get_int(o, "maxSequences", false, 1);
+  c.n_expert = get_int(o, "nExpert", false, 0);
+  c.n_expert_used = get_int(o, "nExpertUsed", false, 0);
   c.norm_eps = static_cast<float>(get_num(o, "normEps", 1e-5));
   c.rope.freq_base = static_cast<float>(get_num(o, "ropeFreqBase", 10000.0));
   c.rope.freq_scale = static_cast<float>(get_num(o, "ropeFreqScale", 1.0));
