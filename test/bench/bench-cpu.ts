@@ -291,7 +291,8 @@ async function main(): Promise<void> {
         `${fmt(r.fulcrum?.prompt_tokens_per_s).padStart(23)}${fmt(r.llama_cpp?.prompt_tokens_per_s).padStart(11)}${fmt(r.prefill_ratio, 2).padStart(7)} |` +
         `${fmt(r.fulcrum?.gen_tokens_per_s, 2).padStart(22)}${fmt(r.llama_cpp?.gen_tokens_per_s, 2).padStart(11)}${fmt(r.decode_ratio, 2).padStart(7)} |` +
         `${pct(r.fulcrum_decode_of_limit).padStart(22)}${pct(r.llama_cpp_decode_of_limit).padStart(11)} |` +
-        `${mib(r.fulcrum?.peak_rss_bytes).padStart(22)}${mib(r.llama_cpp?.peak_rss_bytes).padStart(11)}${mib(r.kv_bytes).padStart(4)} | ${target(r)}`,
+        `${mib(r.fulcrum?.peak_rss_bytes).padStart(22)}${mib(r.llama_cpp?.peak_rss_bytes).padStart(11)}${mib(r.kv_bytes).padStart(4)} | ${target(r)}` +
+        (r.peer_check?.flagged.length ? '  !! peer flagged (see peer sanity)' : ''),
     );
   }
   lines.push('', `peer sanity: llama.cpp's CPU backend as mapped in its process, busy threads (≥ 10 % of a CPU) of each engine's first run and their CPUs, ` +
