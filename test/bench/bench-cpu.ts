@@ -295,7 +295,7 @@ async function main(): Promise<void> {
         (r.peer_check?.flagged.length ? '  !! peer flagged (see peer sanity)' : ''),
     );
   }
-  lines.push('', `peer sanity: llama.cpp's CPU backend as mapped in its process, busy threads (≥ 10 % of a CPU) of each engine's first run and their CPUs, ` +
+  lines.push('', `peer sanity: llama.cpp's CPU backend as mapped in its process, the CPUs each engine's first run used over its timed part and its busy threads (≥ 10 % of a CPU) with their CPUs, ` +
     `the peer against its history (${historyFile})`);
   for (const r of rows) {
     if (r.skipped || !r.fulcrum) continue;
@@ -304,9 +304,10 @@ async function main(): Promise<void> {
     const threadsOf = (e: EngineRow) => {
       const p = e.placement[0];
       if (!p) return 'not sampled (the run ended before the parent saw its marks)';
-      // Fewer busy threads than asked is what would make a figure wrong; more can be node's own
+      // A process that had clearly fewer CPUs than threads asked ran slower than the row says it
+      // measures: a loaded host, or an engine that did not start its threads. More can be node's own
       // (its main thread feeding tokens, GC) and is shown as it is.
-      return `${p.busy.length < r.threads ? `!! ${p.busy.length} busy where ${r.threads} asked: ` : ''}${formatPlacement(p)}`;
+      return `${p.processCpus < 0.75 * r.threads ? `!! ${p.processCpus.toFixed(2)} CPUs used where ${r.threads} thread(s) asked: ` : ''}${formatPlacement(p)}`;
     };
     lines.push(`${head} fulcrum   ${r.fulcrum.isa_level ?? '?'} kernels; runs ${runsOf(r.fulcrum)}`, `${' '.repeat(head.length)} fulcrum   threads: ${threadsOf(r.fulcrum)}`);
     const l = r.llama_cpp;

@@ -64,38 +64,69 @@ export interface PlacementSummary {
   windowMs: number;
   samples: number;
   threadsSeen: number;
+  /**
+   * The whole process's CPU time over the window's wall time (/proc/<pid>/stat counts threads that
+   * have ended too): how many CPUs the run really had. llama.cpp without a thread pool of its own
+   * starts its workers for each graph and ends them after it, so they show here and in `others`,
+   * not as busy threads.
+   */
+  processCpus: number;
   /** Threads that used at least BUSY_SHARE of one CPU over the window, busiest first. */
   busy: BusyThread[];
+  /** Every other thread that used CPU in the window, together (short-lived workers). */
+  others: { threads: number; cpuShare: number; cpus: { cpu: number; share: number }[] };
 }
 
 /** A thread using less than this share of one CPU over the window is not one of the workers. */
 export const BUSY_SHARE = 0.1;
 
-/** The busy threads of a window of `windowMs` from the tracks gathered over it. */
-export function summarizePlacement(pid: number, tracks: Iterable<ThreadTrack>, windowMs: number, samples: number): PlacementSummary {
-  const all = [...tracks];
-  const windowTicks = (windowMs / 1000) * USER_HZ;
-  const busy = all
-    .map((t): BusyThread => {
-      const total = [...t.busyOn.values()].reduce((a, b) => a + b, 0);
-      return {
-        tid: t.tid,
-        main: t.tid === pid,
-        comm: t.comm,
-        cpuShare: windowTicks > 0 ? (t.lastTicks - t.firstTicks) / windowTicks : 0,
-        cpus: [...t.busyOn].sort((a, b) => b[1] - a[1] || a[0] - b[0]).map(([cpu, n]) => ({ cpu, share: n / total })),
-        affinity: t.affinity,
-      };
-    })
-    .filter((b) => b.cpuShare >= BUSY_SHARE)
-    .sort((a, b) => b.cpuShare - a.cpuShare || a.tid - b.tid);
-  return { windowMs, samples, threadsSeen: all.length, busy };
+export interface PlacementWindow {
+  pid: number;
+  tracks: Iterable<ThreadTrack>;
+  windowMs: number;
+  samples: number;
+  /** The process's utime + stime (clock ticks) at the window's start and end. */
+  processTicks: number;
 }
 
-/** "2 busy thread(s) of 14 over 3.1 s (62 samples): main (node) 97% on CPU 1 (88%) 0 (12%) [allowed 0-1]; …" */
+function cpuShares(counts: Iterable<[number, number]>): { cpu: number; share: number }[] {
+  const list = [...counts];
+  const total = list.reduce((a, [, n]) => a + n, 0);
+  return list.sort((a, b) => b[1] - a[1] || a[0] - b[0]).map(([cpu, n]) => ({ cpu, share: n / total }));
+}
+
+/** The busy threads, the rest together, and the process's CPUs over one window. */
+export function summarizePlacement(w: PlacementWindow): PlacementSummary {
+  const all = [...w.tracks];
+  const windowTicks = (w.windowMs / 1000) * USER_HZ;
+  const share = (ticks: number) => (windowTicks > 0 ? ticks / windowTicks : 0);
+  const busy: BusyThread[] = [];
+  const others = { threads: 0, ticks: 0, on: new Map<number, number>() };
+  for (const t of all) {
+    const ticks = t.lastTicks - t.firstTicks;
+    if (share(ticks) >= BUSY_SHARE) {
+      busy.push({ tid: t.tid, main: t.tid === w.pid, comm: t.comm, cpuShare: share(ticks), cpus: cpuShares(t.busyOn), affinity: t.affinity });
+    } else if (ticks > 0 || t.busyOn.size > 0) {
+      others.threads++;
+      others.ticks += ticks;
+      for (const [cpu, n] of t.busyOn) others.on.set(cpu, (others.on.get(cpu) ?? 0) + n);
+    }
+  }
+  busy.sort((a, b) => b.cpuShare - a.cpuShare || a.tid - b.tid);
+  return {
+    windowMs: w.windowMs, samples: w.samples, threadsSeen: all.length, processCpus: share(w.processTicks), busy,
+    others: { threads: others.threads, cpuShare: share(others.ticks), cpus: cpuShares(others.on) },
+  };
+}
+
+const onCpus = (cpus: { cpu: number; share: number }[]) => cpus.map((c) => `${c.cpu} (${(c.share * 100).toFixed(0)}%)`).join(' ') || '?';
+
+/** "process 0.97 CPUs over 3.1 s (62 samples); 1 busy thread(s) of 14: main (node) 95% on CPU 1 (88%) 0 (12%) [allowed 0-1]; 3 other threads 2% on CPU 0 (100%)" */
 export function formatPlacement(p: PlacementSummary): string {
-  const threads = p.busy.map((b) => `${b.main ? 'main' : `thread ${b.tid}`} (${b.comm}) ${(b.cpuShare * 100).toFixed(0)}% on CPU ${b.cpus.map((c) => `${c.cpu} (${(c.share * 100).toFixed(0)}%)`).join(' ') || '?'} [allowed ${b.affinity}]`);
-  return `${p.busy.length} busy thread(s) of ${p.threadsSeen} over ${(p.windowMs / 1000).toFixed(1)} s (${p.samples} samples)${threads.length ? `: ${threads.join('; ')}` : ''}`;
+  const threads = p.busy.map((b) => `${b.main ? 'main' : `thread ${b.tid}`} (${b.comm}) ${(b.cpuShare * 100).toFixed(0)}% on CPU ${onCpus(b.cpus)} [allowed ${b.affinity}]`);
+  const others = p.others.threads > 0 ? `; ${p.others.threads} other thread(s) ${(p.others.cpuShare * 100).toFixed(0)}% together on CPU ${onCpus(p.others.cpus)}` : '';
+  return `process ${p.processCpus.toFixed(2)} CPUs over ${(p.windowMs / 1000).toFixed(1)} s (${p.samples} samples); ` +
+    `${p.busy.length} busy thread(s) of ${p.threadsSeen}${threads.length ? `: ${threads.join('; ')}` : ''}${others}`;
 }
 
 /** Samples a live process's threads every `intervalMs` between start() and stop(). */
@@ -104,6 +135,8 @@ export class ThreadSampler {
   private timer: NodeJS.Timeout | undefined;
   private startedAt = 0;
   private samples = 0;
+  private firstProcessTicks: number | undefined;
+  private lastProcessTicks = 0;
 
   constructor(private readonly pid: number, private readonly intervalMs = 50) {}
 
@@ -120,7 +153,10 @@ export class ThreadSampler {
     this.sample();
     clearInterval(this.timer);
     this.timer = undefined;
-    return summarizePlacement(this.pid, this.tracks.values(), performance.now() - this.startedAt, this.samples);
+    return summarizePlacement({
+      pid: this.pid, tracks: this.tracks.values(), windowMs: performance.now() - this.startedAt, samples: this.samples,
+      processTicks: this.lastProcessTicks - (this.firstProcessTicks ?? this.lastProcessTicks),
+    });
   }
 
   private sample(): void {
@@ -131,6 +167,13 @@ export class ThreadSampler {
       return; // the process has ended
     }
     this.samples++;
+    try {
+      const ticks = parseTaskStat(readFileSync(`/proc/${this.pid}/stat`, 'utf8')).cpuTicks;
+      this.firstProcessTicks ??= ticks;
+      this.lastProcessTicks = ticks;
+    } catch {
+      // ended between the listing and the read: the last sample stands
+    }
     for (const name of tids) {
       let s: TaskStat;
       try {

@@ -15,14 +15,18 @@ test('stat line: tid, command with spaces and parentheses, state, utime + stime,
   assert.throws(() => parseTaskStat('1 (x) R 2 3'), /no numeric field 14/);
 });
 
-test('summary: busy threads are those with ≥ 10 % of a CPU over the window, busiest first, CPUs by how often', () => {
+test('summary: busy threads have ≥ 10 % of a CPU over the window, busiest first, CPUs by how often; the rest together', () => {
   const track = (tid: number, ticks: number, busyOn: [number, number][]): ThreadTrack => ({ tid, comm: 'node', firstTicks: 10, lastTicks: 10 + ticks, busyOn: new Map(busyOn), affinity: '0-1' });
-  // A 2 s window is 200 ticks.
-  const p = summarizePlacement(100, [track(100, 190, [[0, 30], [1, 10]]), track(101, 15, [[1, 2]]), track(102, 25, [[1, 4]])], 2000, 40);
-  assert.equal(p.threadsSeen, 3);
+  // A 2 s window is 200 ticks; threads 103 and 104 are short-lived workers, 105 did nothing.
+  const tracks = [track(100, 190, [[0, 30], [1, 10]]), track(101, 15, [[1, 2]]), track(102, 25, [[1, 4]]), track(103, 4, [[0, 1]]), track(104, 6, [[0, 1]]), track(105, 0, [])];
+  const p = summarizePlacement({ pid: 100, tracks, windowMs: 2000, samples: 40, processTicks: 300 });
+  assert.equal(p.threadsSeen, 6);
+  assert.equal(p.processCpus, 1.5, 'process ticks over window ticks: ended threads count');
   assert.deepEqual(p.busy.map((b) => [b.tid, b.main, b.cpuShare]), [[100, true, 0.95], [102, false, 0.125]]);
   assert.deepEqual(p.busy[0]!.cpus, [{ cpu: 0, share: 0.75 }, { cpu: 1, share: 0.25 }]);
-  assert.equal(formatPlacement(p), '2 busy thread(s) of 3 over 2.0 s (40 samples): main (node) 95% on CPU 0 (75%) 1 (25%) [allowed 0-1]; thread 102 (node) 13% on CPU 1 (100%) [allowed 0-1]');
+  assert.deepEqual(p.others, { threads: 3, cpuShare: 0.125, cpus: [{ cpu: 0, share: 0.5 }, { cpu: 1, share: 0.5 }] });
+  assert.equal(formatPlacement(p), 'process 1.50 CPUs over 2.0 s (40 samples); 2 busy thread(s) of 6: main (node) 95% on CPU 0 (75%) 1 (25%) [allowed 0-1]; ' +
+    'thread 102 (node) 13% on CPU 1 (100%) [allowed 0-1]; 3 other thread(s) 13% together on CPU 0 (50%) 1 (50%)');
 });
 
 test('sampler: a process spinning on its main thread shows it busy', async () => {
@@ -35,6 +39,7 @@ test('sampler: a process spinning on its main thread shows it busy', async () =>
   const main = p.busy.find((b) => b.main);
   assert.ok(main, `main thread not busy: ${formatPlacement(p)}`);
   assert.ok(main.cpus.length > 0 && main.affinity !== '?', formatPlacement(p));
+  assert.ok(p.processCpus >= main.cpuShare - 0.1, formatPlacement(p));
   assert.ok(p.samples >= 5, `${p.samples} samples`);
 });
 
