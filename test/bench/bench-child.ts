@@ -59,6 +59,8 @@ export interface ChildResult {
   prompt_tokens_per_s: number;
   gen_tokens_per_s: number;
   memory: ChildMemory;
+  /** The threads the engine says it evaluated with (Fulcrum: its pool; llama.cpp: the context's currentThreads). */
+  engine_threads: number;
   /** Fulcrum: the kernels' ISA level. */
   isa_level?: string;
   /** llama.cpp: the CPU backend it loaded. */
@@ -102,7 +104,7 @@ export async function childMain(argv: string[]): Promise<void> {
     }
   };
   const opts = { threads: req.threads, promptTokens: req.promptTokens, genTokens: req.genTokens, probe };
-  let speed: { prompt_tokens_per_s: number; gen_tokens_per_s: number };
+  let speed: { prompt_tokens_per_s: number; gen_tokens_per_s: number; threads: number };
   let contextSize: number;
   let isaLevel: string | undefined;
   let backend: PeerBackend | undefined;
@@ -134,6 +136,7 @@ export async function childMain(argv: string[]): Promise<void> {
       kv_bytes: kvCacheBytes(hp, contextSize),
       end,
     },
+    engine_threads: speed.threads,
     isa_level: isaLevel,
     backend,
   };

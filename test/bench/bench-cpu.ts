@@ -82,6 +82,8 @@ interface EngineRow {
   peak_rss_bytes: number;
   baseline_rss_bytes: number;
   memory: ChildMemory;
+  /** The threads the engine reported it evaluated with, first run. */
+  engine_threads: number;
   /** Busy threads and their CPUs, per run (sampled by the parent over the timed part). */
   placement: (PlacementSummary | null)[];
   /** Fulcrum: its kernels' ISA level. llama.cpp: the CPU backend libraries its process had mapped. */
@@ -102,16 +104,21 @@ interface PeerCheck {
 }
 
 const figure = (r: ChildResult): PeerFigure => ({ prompt_tokens_per_s: r.prompt_tokens_per_s, gen_tokens_per_s: r.gen_tokens_per_s });
+/** The medians of some runs' figures. */
+const medianFigure = (results: ChildResult[]): PeerFigure => ({
+  prompt_tokens_per_s: median(results.map((r) => r.prompt_tokens_per_s)),
+  gen_tokens_per_s: median(results.map((r) => r.gen_tokens_per_s)),
+});
 
 function engineRow(results: ChildResult[]): EngineRow {
   const first = results[0]!;
   return {
-    prompt_tokens_per_s: median(results.map((r) => r.prompt_tokens_per_s)),
-    gen_tokens_per_s: median(results.map((r) => r.gen_tokens_per_s)),
+    ...medianFigure(results),
     runs: results.map(figure),
     peak_rss_bytes: first.memory.peak_rss_bytes,
     baseline_rss_bytes: first.memory.baseline_rss_bytes,
     memory: first.memory,
+    engine_threads: first.engine_threads,
     placement: results.map((r) => r.placement ?? null),
     isa_level: first.isa_level,
     cpu_libraries: first.backend?.cpu_libraries,
@@ -200,6 +207,7 @@ async function main(): Promise<void> {
         const bytes = weightBytesPerToken(file);
         row.weight_bytes_per_token = bytes;
         const req = { model: file, threads, promptTokens, genTokens, contextSize };
+        const rowId: RowId = { shape: shape.label, type: type.label, threads, promptTokens, genTokens };
         const done: Record<BenchEngine, ChildResult[]> = { fulcrum: [], 'llama.cpp': [] };
         const measure = async (order: BenchEngine[]) => {
           for (const engine of order) {
@@ -208,24 +216,22 @@ async function main(): Promise<void> {
         };
         await measure(alternationOrder(runs, peer));
         if (peer) {
-          const rowId: RowId = { shape: shape.label, type: type.label, threads, promptTokens, genTokens };
           const previous = previousEntry(history, host, rowId);
-          const check: PeerCheck = { previous, measurements: [engineRow(done['llama.cpp'])], flagged: [], still_flagged: false };
-          check.flagged = flaggedFigures(previous, check.measurements[0]!);
+          const first = medianFigure(done['llama.cpp']);
+          const check: PeerCheck = { previous, measurements: [first], flagged: flaggedFigures(previous, first), still_flagged: false };
           while (shouldRemeasure(previous, check.measurements)) {
             const n = check.measurements.length;
             process.stdout.write(`!! PEER FLAG ${label}: llama.cpp ${againstPrevious(previous!, check.measurements[n - 1]!)}: ` +
               `more than ${FLAG_LIMIT * 100} % away; re-measuring the row (${n} of ${MAX_REMEASURES})\n`);
             const before = done['llama.cpp'].length;
             await measure(alternationOrder(1, true));
-            check.measurements.push(engineRow(done['llama.cpp'].slice(before)));
+            check.measurements.push(medianFigure(done['llama.cpp'].slice(before)));
           }
           const last = check.measurements[check.measurements.length - 1]!;
           check.still_flagged = flaggedFigures(previous, last).length > 0;
-          check.measurements = check.measurements.map((m) => ({ prompt_tokens_per_s: m.prompt_tokens_per_s, gen_tokens_per_s: m.gen_tokens_per_s }));
           if (check.flagged.length > 0) {
             process.stdout.write(`!! PEER FLAG ${label}: re-measured ${check.measurements.slice(1).map(tokS).join('; ')}: ` +
-              `${check.still_flagged ? `still more than ${FLAG_LIMIT * 100} % from the previous figure` : 'back within 25 % of the previous figure'}\n`);
+              `${check.still_flagged ? `still more than ${FLAG_LIMIT * 100} % from the previous figure` : `back within ${FLAG_LIMIT * 100} % of the previous figure`}\n`);
           }
           row.peer_check = check;
         }
@@ -244,7 +250,7 @@ async function main(): Promise<void> {
           row.memory_margin_bytes = l.peak_rss_bytes + f.memory.kv_bytes - f.peak_rss_bytes;
           row.memory_target_met = row.memory_margin_bytes >= 0;
           row.memory_net_margin_bytes = l.peak_rss_bytes - l.baseline_rss_bytes + f.memory.kv_bytes - (f.peak_rss_bytes - f.baseline_rss_bytes);
-          recordEntry(history, host, { shape: shape.label, type: type.label, threads, promptTokens, genTokens }, {
+          recordEntry(history, host, rowId, {
             date: new Date().toISOString(),
             prompt_tokens_per_s: l.prompt_tokens_per_s,
             gen_tokens_per_s: l.gen_tokens_per_s,
@@ -303,11 +309,12 @@ async function main(): Promise<void> {
     const runsOf = (e: EngineRow) => `prefill ${e.runs.map((x) => x.prompt_tokens_per_s.toFixed(1)).join(' ')}, decode ${e.runs.map((x) => x.gen_tokens_per_s.toFixed(2)).join(' ')}`;
     const threadsOf = (e: EngineRow) => {
       const p = e.placement[0];
-      if (!p) return 'not sampled (the run ended before the parent saw its marks)';
+      if (!p) return `${e.engine_threads} set; not sampled (the run ended before the parent saw its marks)`;
       // A process that had clearly fewer CPUs than threads asked ran slower than the row says it
       // measures: a loaded host, or an engine that did not start its threads. More can be node's own
       // (its main thread feeding tokens, GC) and is shown as it is.
-      return `${p.processCpus < 0.75 * r.threads ? `!! ${p.processCpus.toFixed(2)} CPUs used where ${r.threads} thread(s) asked: ` : ''}${formatPlacement(p)}`;
+      const set = `${e.engine_threads === r.threads ? '' : '!! '}${e.engine_threads} set`;
+      return `${set}; ${p.processCpus < 0.75 * r.threads ? `!! ${p.processCpus.toFixed(2)} CPUs used where ${r.threads} thread(s) asked: ` : ''}${formatPlacement(p)}`;
     };
     lines.push(`${head} fulcrum   ${r.fulcrum.isa_level ?? '?'} kernels; runs ${runsOf(r.fulcrum)}`, `${' '.repeat(head.length)} fulcrum   threads: ${threadsOf(r.fulcrum)}`);
     const l = r.llama_cpp;
@@ -317,13 +324,21 @@ async function main(): Promise<void> {
     const libNote = libs.length !== 1 ? `!! ${libs.length} CPU libraries mapped: ${libs.join(', ') || 'none'}`
       : expected && baseName(libs[0]!) !== expected ? `!! ${libs[0]} loaded where ${expected} was asked` : libs[0]!;
     const c = r.peer_check;
+    const lib = libs.length === 1 ? baseName(libs[0]!) : null;
+    // A different library or package version explains a flag before the host does.
+    const changes = !c?.previous ? [] : [
+      ...(c.previous.cpu_library !== lib ? [`${c.previous.cpu_library ?? 'no single library'} → ${lib ?? 'no single library'}`] : []),
+      ...(c.previous.node_llama_cpp !== l.node_llama_cpp ? [`node-llama-cpp ${c.previous.node_llama_cpp} → ${l.node_llama_cpp ?? '?'}`] : []),
+    ];
+    const changed = changes.length ? `; !! the peer changed since: ${changes.join(', ')}` : '';
     const hist = !c ? '' : !c.previous ? 'no previous figure for this row on this host'
       : c.flagged.length === 0 ? `previous ${c.previous.prompt_tokens_per_s.toFixed(1)} / ${c.previous.gen_tokens_per_s.toFixed(2)} tok/s (${c.previous.date}): within ${FLAG_LIMIT * 100} %`
       : `!! FLAGGED (${c.flagged.join(', ')}): first ${againstPrevious(c.previous, c.measurements[0]!)}; re-measured ${c.measurements.slice(1).map(tokS).join('; ')}; ` +
         `${c.still_flagged ? 'still away' : 'back within range'}`;
+    const histLine = `${hist}${changed}`;
     lines.push(`${' '.repeat(head.length)} llama.cpp ${libNote} (node-llama-cpp ${l.node_llama_cpp ?? '?'}); runs ${runsOf(l)}`,
       `${' '.repeat(head.length)} llama.cpp threads: ${threadsOf(l)}`,
-      `${' '.repeat(head.length)} llama.cpp history: ${hist}`);
+      `${' '.repeat(head.length)} llama.cpp history: ${histLine}`);
   }
   const systemInfo = rows.find((r) => r.llama_cpp?.system_info)?.llama_cpp?.system_info;
   if (systemInfo) lines.push(`llama.cpp system info: ${systemInfo}`);

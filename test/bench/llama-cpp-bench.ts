@@ -59,6 +59,8 @@ export interface PeerResult {
   gen_tokens_per_s: number;
   /** KV cache cells the context was created with (node-llama-cpp pads the request up to a multiple of 256). */
   context_size: number;
+  /** The threads node-llama-cpp says the context evaluated with (currentThreads, read after the run). */
+  threads: number;
 }
 
 export interface PeerOptions {
@@ -102,6 +104,7 @@ export async function benchLlamaCpp(file: string, opts: PeerOptions): Promise<Pe
       prompt_tokens_per_s: (opts.promptTokens / (t1 - t0)) * 1000,
       gen_tokens_per_s: (n / (t2 - t1)) * 1000,
       context_size: context.contextSize as number,
+      threads: context.currentThreads as number,
     };
   } finally {
     await context.dispose();
