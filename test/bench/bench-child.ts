@@ -6,14 +6,20 @@
 // loaded (the baseline: node, V8, the addon, no model), after the model is loaded, and at the end
 // of the timed run while the model is still loaded (with its make-up: model file pages,
 // anonymous memory, the largest anonymous mappings); the peak is VmHWM read last.
+//
+// The child also prints a mark line on stdout when the model is loaded and when the timed run is
+// done; between the two the parent samples the child's threads (thread-placement.ts), so the
+// table can say how many threads each engine really ran and on which CPUs. The llama.cpp child
+// reports which CPU backend library it loaded (llama-cpp-bench.ts llamaCppBackend).
 import { spawn } from 'node:child_process';
 
 import { readGguf } from '../../engine/model/gguf';
 import { readHparams } from '../../engine/model/hparams';
 import { nativeKernels } from '../../engine/native/model';
 import { benchModel, kvCacheBytes } from '../../engine/runtime/bench';
-import { benchLlamaCpp, loadLlamaCpp } from './llama-cpp-bench';
+import { benchLlamaCpp, llamaCppBackend, type PeerBackend } from './llama-cpp-bench';
 import { mappingBreakdown, residentSet, type MappingBreakdown, type ResidentSet } from './proc-memory';
+import { ThreadSampler, type PlacementSummary } from './thread-placement';
 
 /** The first argument that makes bench-cpu's entry point run one measurement instead of the table. */
 export const CHILD_FLAG = '--bench-child';
@@ -53,7 +59,18 @@ export interface ChildResult {
   prompt_tokens_per_s: number;
   gen_tokens_per_s: number;
   memory: ChildMemory;
+  /** The threads the engine says it evaluated with (Fulcrum: its pool; llama.cpp: the context's currentThreads). */
+  engine_threads: number;
+  /** Fulcrum: the kernels' ISA level. */
+  isa_level?: string;
+  /** llama.cpp: the CPU backend it loaded. */
+  backend?: PeerBackend;
+  /** Set by the parent: the child's threads sampled over its timed part (warm-up included). */
+  placement?: PlacementSummary;
 }
+
+/** The line a child prints when it reaches a stage; the parent starts and stops sampling on them. */
+const MARK = '#bench-mark ';
 
 function parseRequest(json: string | undefined): ChildRequest {
   if (json === undefined) throw new Error(`${CHILD_FLAG} needs a JSON request argument`);
@@ -76,20 +93,29 @@ export async function childMain(argv: string[]): Promise<void> {
   let loadPeak = 0;
   let end: MappingBreakdown | undefined;
   const probe = (stage: 'loaded' | 'done'): void => {
-    if (stage === 'loaded') loadPeak = residentSet().peak_rss_bytes;
-    else end = mappingBreakdown(req.model);
+    // stdout to a pipe is synchronous on Linux: the parent sees the mark before the run goes on.
+    // The mark comes first at 'done' so that reading the mappings is outside the sampled window.
+    if (stage === 'loaded') {
+      loadPeak = residentSet().peak_rss_bytes;
+      process.stdout.write(`${MARK}loaded\n`);
+    } else {
+      process.stdout.write(`${MARK}done\n`);
+      end = mappingBreakdown(req.model);
+    }
   };
   const opts = { threads: req.threads, promptTokens: req.promptTokens, genTokens: req.genTokens, probe };
-  let speed: { prompt_tokens_per_s: number; gen_tokens_per_s: number };
+  let speed: { prompt_tokens_per_s: number; gen_tokens_per_s: number; threads: number };
   let contextSize: number;
+  let isaLevel: string | undefined;
+  let backend: PeerBackend | undefined;
   if (req.engine === 'fulcrum') {
-    nativeKernels(); // loads the addon
+    isaLevel = nativeKernels().isaLevel(); // loads the addon
     baseline = residentSet();
     const r = await benchModel(req.model, { ...opts, contextLength: req.contextSize });
     speed = r;
     contextSize = r.context_length;
   } else {
-    await loadLlamaCpp();
+    backend = await llamaCppBackend(); // loads the addon and its CPU backend
     baseline = residentSet();
     const r = await benchLlamaCpp(req.model, { ...opts, contextSize: req.contextSize, nVocab: hp.nVocab });
     speed = r;
@@ -110,6 +136,9 @@ export async function childMain(argv: string[]): Promise<void> {
       kv_bytes: kvCacheBytes(hp, contextSize),
       end,
     },
+    engine_threads: speed.threads,
+    isa_level: isaLevel,
+    backend,
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
@@ -124,16 +153,29 @@ export function runBenchChild(req: ChildRequest, env: Record<string, string> = {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...process.execArgv, entry, CHILD_FLAG, JSON.stringify(req)], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
     let out = '';
+    let scanned = 0;
+    let placement: PlacementSummary | undefined;
+    const sampler = child.pid === undefined ? undefined : new ThreadSampler(child.pid);
     child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (d: string) => (out += d));
+    child.stdout.on('data', (d: string) => {
+      out += d;
+      // Marks are whole lines; look at the lines completed since the last look.
+      const upTo = out.lastIndexOf('\n') + 1;
+      for (const line of out.slice(scanned, upTo).split('\n')) {
+        if (line === `${MARK}loaded`) sampler?.start();
+        if (line === `${MARK}done`) placement = sampler?.stop();
+      }
+      scanned = Math.max(scanned, upTo);
+    });
     child.on('error', reject);
     child.on('close', (code, signal) => {
+      placement ??= sampler?.stop();
       const what = `${req.engine} on ${req.model}, ${req.threads} thread(s)`;
       if (code !== 0) return reject(new Error(`measurement process (${what}) ended with ${signal ?? `exit code ${code}`}`));
       // The result is the last line; an engine may print its own lines before it.
       const last = out.trimEnd().split('\n').pop() ?? '';
       try {
-        resolve(JSON.parse(last) as ChildResult);
+        resolve({ ...(JSON.parse(last) as ChildResult), placement });
       } catch {
         reject(new Error(`measurement process (${what}) printed no JSON result; its last line: ${JSON.stringify(last.slice(0, 200))}`));
       }

@@ -7,19 +7,27 @@
 // reports p50/p95 latency of first and later keystrokes and the prompt tokens whose KV was
 // reused. Then tokens/s of plain greedy against prompt-lookup speculation on code that repeats,
 // on the 0.5B model and on the trained tiny-fim-coder (whose output repeats, so drafts stand).
-//   node --import tsx test/bench/bench-completion.ts [--threads N] [--keystrokes N] [--quick]
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import os from 'node:os';
+// The first completion's prefill (prompt tokens evaluated, time, tok/s) is where a user feels the
+// CPU's prefill speed (issue 25 item 4): it is printed next to the first-completion latency, and
+// on the 0.5B model llama.cpp (node-llama-cpp) prefills the same number of tokens on the same file
+// with the same threads as a reference (--no-peer skips it).
+//   node --import tsx test/bench/bench-completion.ts [--threads N] [--keystrokes N] [--quick] [--no-peer]
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { GgmlType } from '../../engine/model/ggml-types';
+import { readGguf } from '../../engine/model/gguf';
+import { readHparams } from '../../engine/model/hparams';
+import { benchTokens } from '../../engine/runtime/bench';
 import { DEFAULT_SPECULATE } from '../../engine/runtime/completion/completer';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { Completer } from '../../engine/runtime/completion/completer';
 import { PromptBuilder } from '../../engine/runtime/completion/prompt';
 import { runCompletion } from '../../engine/runtime/completion/runner';
-import { Engine } from '../../engine/runtime/engine';
+import { Engine, PREFILL_BATCH } from '../../engine/runtime/engine';
 import { sharedPath } from '../helpers/shared';
+import { cpuLine, loadAverage } from './bench-host';
 import { benchCacheDir } from './bench-models';
+import { llamaCppBackend, prefillLlamaCpp } from './llama-cpp-bench';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: number): number => {
@@ -27,6 +35,7 @@ const option = (name: string, fallback: number): number => {
   return i >= 0 ? Number(args[i + 1]) : fallback;
 };
 const quick = args.includes('--quick');
+const peer = !args.includes('--no-peer');
 const threads = option('threads', 2);
 const keystrokes = option('keystrokes', quick ? 6 : 20);
 const VOCAB = sharedPath('vocab', 'ggml-vocab-deepseek-coder.gguf');
@@ -89,9 +98,20 @@ async function session(completer: Completer, name: string, doc: string): Promise
     generated += r.stats.generatedTokens;
     if (r.stats.stopReason === 'cached') cached++;
     if (r.stats.stopReason === 'time') timeCapped++;
-    if (k === 0) console.log(`  ${name}: first completion ${ms.toFixed(0)} ms (prompt ${r.stats.promptTokens} tokens, ${r.stats.reusedTokens} reused, ${r.stats.generatedTokens} generated, stop ${r.stats.stopReason})`);
+    if (k === 0) console.log(`  ${name}: first completion ${ms.toFixed(0)} ms (prompt ${r.stats.promptTokens} tokens, ${r.stats.reusedTokens} reused, ${prefillText(r.stats)}, ${r.stats.generatedTokens} generated, stop ${r.stats.stopReason})`);
   }
   return { first, later, laterPromptMs, prompt, reused, cached, generated, timeCapped };
+}
+
+/** The tokens a completion evaluated for its prompt (the rest was reused from the KV cache). */
+function prefilled(stats: { promptTokens: number; reusedTokens: number }): number {
+  return stats.promptTokens - stats.reusedTokens;
+}
+
+/** "prefill 812 tokens in 2301 ms = 353 tok/s" */
+function prefillText(stats: { promptTokens: number; reusedTokens: number; promptMs: number }): string {
+  const n = prefilled(stats);
+  return `prefill ${n} tokens in ${stats.promptMs.toFixed(0)} ms${stats.promptMs > 0 ? ` = ${((n / stats.promptMs) * 1000).toFixed(0)} tok/s` : ''}`;
 }
 
 async function speculation(modelPath: string, label: string): Promise<void> {
@@ -118,29 +138,22 @@ async function speculation(modelPath: string, label: string): Promise<void> {
  * First completions: the cursor at `samples` places of the file, each right after a completion in
  * another file (the single KV cache then holds nothing of this one), as on opening or switching.
  */
-async function firstCompletions(completer: Completer, name: string, doc: string, other: string, samples: number): Promise<number[]> {
-  const out: number[] = [];
+async function firstCompletions(completer: Completer, name: string, doc: string, other: string, samples: number): Promise<{ ms: number[]; prefillTokS: number[] }> {
+  const ms: number[] = [];
+  const prefillTokS: number[] = [];
   for (let i = 0; i < samples; i++) {
     await completer.complete({ document: 'other.py', before: other, after: '', maxTokens: 1, useCache: false });
     const at = doc.indexOf('\n', Math.floor(((i + 1) / (samples + 1)) * doc.length)) + 1;
     const t = performance.now();
-    await completer.complete({ document: name, before: doc.slice(0, at), after: doc.slice(at), useCache: false });
-    out.push(performance.now() - t);
+    const r = await completer.complete({ document: name, before: doc.slice(0, at), after: doc.slice(at), useCache: false });
+    ms.push(performance.now() - t);
+    prefillTokS.push((prefilled(r.stats) / r.stats.promptMs) * 1000);
   }
-  return out;
-}
-
-/** The CPU line every benchmark prints: model and the instruction-set flags that matter here. */
-function cpuLine(): string {
-  const info = readFileSync('/proc/cpuinfo', 'utf8');
-  const model = /^model name\s*:(.*)$/m.exec(info)?.[1]?.trim() ?? 'unknown CPU';
-  const flags = (/^flags\s*:(.*)$/m.exec(info)?.[1]?.trim().split(/\s+/) ?? []).filter((f) => /^(avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_int8|amx_bf16|f16c|fma)$/.test(f));
-  // The load average says whether the figures are a quiet host's (other work shares the cores).
-  return `CPU: ${model} (${flags.join(' ')}), ${os.cpus().length} logical CPUs; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+  return { ms, prefillTokS };
 }
 
 interface EditingFigures {
-  firstMs: number; firstPromptTokens: number; firstPrefillTokS: number;
+  firstMs: number; firstPromptTokens: number; firstPrefillTokens: number; firstPrefillMs: number; firstPrefillTokS: number;
   keystrokeMs: number[]; keystrokePromptMs: number[]; keystrokeReused: number; keystrokePrompt: number;
   switchBackMs: number; switchBackReused: number; switchBackPrompt: number;
 }
@@ -179,35 +192,57 @@ async function editing(completer: Completer, exact: boolean, extra: boolean, typ
   const back = await completer.complete({ document: 'a.py', before: before + typed, after, ...base, ...extraAt(typed.length) });
   const switchBackMs = performance.now() - t;
   return {
-    firstMs, firstPromptTokens: first.stats.promptTokens, firstPrefillTokS: first.stats.promptTokens / (first.stats.promptMs / 1000),
+    firstMs, firstPromptTokens: first.stats.promptTokens, firstPrefillTokens: prefilled(first.stats), firstPrefillMs: first.stats.promptMs,
+    firstPrefillTokS: prefilled(first.stats) / (first.stats.promptMs / 1000),
     keystrokeMs, keystrokePromptMs, keystrokeReused, keystrokePrompt,
     switchBackMs, switchBackReused: back.stats.reusedTokens, switchBackPrompt: back.stats.promptTokens,
   };
 }
 
-async function editingTable(modelPath: string, label: string): Promise<void> {
+/** Prints the editing table of one model; returns the first mode's figures (its first completion is the first after loading). */
+async function editingTable(modelPath: string, label: string): Promise<EditingFigures> {
   const engine = await Engine.load(modelPath, { threads, maxSequences: 4 });
   try {
     const completer = new Completer(engine);
+    let firstMode: EditingFigures | undefined;
     console.log(`${label}, ${threads} threads, 4 KV slots; 50 KB Python file, model work only (completion cache off); keystrokes: ${keystrokes}`);
-    console.log('mode                        | first ms  prompt  prefill tok/s | keystroke p50  p90 ms  its prompt p50 ms  reused % | switch back ms  reused');
+    console.log('mode                        | first ms  prompt  prefill ms  prefill tok/s | keystroke p50  p90 ms  its prompt p50 ms  reused % | switch back ms  reused');
     // Up to 64 tokens is the editor's default; 16 is a one-line suggestion (random weights never stop early).
     for (const [mode, exact, extra, maxTokens] of [['exact, 64 tokens', true, false, 64], ['shifted suffix, 64 tokens', false, false, 64], ['shifted + extra, 64 tokens', false, true, 64], ['shifted suffix, 16 tokens', false, false, 16]] as const) {
       const f = await editing(completer, exact, extra, keystrokes, maxTokens);
-      console.log(`${mode.padEnd(27)} | ${f.firstMs.toFixed(0).padStart(8)} ${String(f.firstPromptTokens).padStart(7)} ${f.firstPrefillTokS.toFixed(0).padStart(14)} | ` +
+      firstMode ??= f;
+      console.log(`${mode.padEnd(27)} | ${f.firstMs.toFixed(0).padStart(8)} ${String(f.firstPromptTokens).padStart(7)} ${f.firstPrefillMs.toFixed(0).padStart(11)} ${f.firstPrefillTokS.toFixed(0).padStart(14)} | ` +
         `${percentile(f.keystrokeMs, 50).toFixed(0).padStart(13)} ${percentile(f.keystrokeMs, 90).toFixed(0).padStart(7)} ${percentile(f.keystrokePromptMs, 50).toFixed(0).padStart(18)} ${((100 * f.keystrokeReused) / f.keystrokePrompt).toFixed(0).padStart(9)} | ` +
         `${f.switchBackMs.toFixed(0).padStart(14)}  ${f.switchBackReused}/${f.switchBackPrompt}`);
     }
+    return firstMode!;
   } finally {
     engine.dispose();
   }
+}
+
+/**
+ * The first completion's prefill on the 0.5B model, and llama.cpp prefilling as many tokens on
+ * the same file with the same threads and batch (its own process state: warmed by one token).
+ */
+async function firstPrefillLines(file: string, first: EditingFigures): Promise<void> {
+  console.log(`first completion after loading (exact mode): ${first.firstMs.toFixed(0)} ms, of which prefill ${first.firstPrefillTokens} tokens ` +
+    `in ${first.firstPrefillMs.toFixed(0)} ms = ${first.firstPrefillTokS.toFixed(0)} tok/s (Fulcrum, ${threads} threads, batch ${PREFILL_BATCH})`);
+  if (!peer) return;
+  const backend = await llamaCppBackend();
+  const ids = benchTokens(first.firstPrefillTokens, readHparams(readGguf(file)).nVocab);
+  const ref = await prefillLlamaCpp(file, ids, { threads, batchSize: PREFILL_BATCH });
+  const lib = backend.cpu_libraries.map((l) => path.basename(l)).join(', ') || 'no CPU library seen';
+  console.log(`  reference: llama.cpp (node-llama-cpp ${backend.node_llama_cpp}, ${lib}) prefill of ${ids.length} tokens on the same file, ` +
+    `${threads} threads, batch ${PREFILL_BATCH}: ${ref.ms.toFixed(0)} ms = ${ref.tokens_per_s.toFixed(0)} tok/s; Fulcrum's first completion at ${(first.firstPrefillTokS / ref.tokens_per_s).toFixed(2)}× that`);
 }
 
 async function main(): Promise<void> {
   if (!existsSync(VOCAB)) throw new Error(`${VOCAB} is absent`);
   console.log(cpuLine());
   const file = model05b();
-  await editingTable(file, `synthetic 0.5B Q8_0 (${path.basename(file)})`);
+  const first = await editingTable(file, `synthetic 0.5B Q8_0 (${path.basename(file)})`);
+  await firstPrefillLines(file, first);
   if (existsSync(TINY)) await editingTable(TINY, 'tiny-fim-coder (13M, Q8_0)');
   console.log(`completion latency with the completion cache (type-through), ${keystrokes} keystrokes per file`);
   const engine = await Engine.load(file, { threads, maxSequences: 4 });
@@ -217,8 +252,8 @@ async function main(): Promise<void> {
     for (const [name, bytes] of [['small.py (2.5 KB)', 2500], ['large.py (50 KB)', 50_000]] as const) {
       const doc = pythonFile(bytes);
       const firsts = await firstCompletions(completer, name, doc, other, quick ? 2 : 5);
-      console.log(`  ${name}: first completion p50 ${percentile(firsts, 50).toFixed(0)} ms, p95 ${percentile(firsts, 95).toFixed(0)} ms ` +
-        `(${firsts.map((ms) => ms.toFixed(0)).join(', ')})`);
+      console.log(`  ${name}: first completion p50 ${percentile(firsts.ms, 50).toFixed(0)} ms, p95 ${percentile(firsts.ms, 95).toFixed(0)} ms ` +
+        `(${firsts.ms.map((ms) => ms.toFixed(0)).join(', ')}); their prefill p50 ${percentile(firsts.prefillTokS, 50).toFixed(0)} tok/s`);
       const r = await session(completer, name, doc);
       console.log(`  ${name}: later keystrokes p50 ${percentile(r.later, 50).toFixed(0)} ms, p95 ${percentile(r.later, 95).toFixed(0)} ms ` +
         `(their prompt processing p50 ${percentile(r.laterPromptMs, 50).toFixed(0)} ms, p95 ${percentile(r.laterPromptMs, 95).toFixed(0)} ms); ` +
@@ -228,7 +263,7 @@ async function main(): Promise<void> {
   } finally {
     engine.dispose();
   }
-  console.log(`load average now ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(`load average now ${loadAverage()}`);
   console.log('prompt-lookup speculation (decode only, 1.5 KB repetitive Python prompt):');
   await speculation(file, 'synthetic 0.5B');
   if (existsSync(TINY)) await speculation(TINY, 'tiny-fim-coder');

@@ -3,23 +3,46 @@
 // synthetic models of real shapes, plus decode as a fraction of the memory-bandwidth limit
 // (measured read bandwidth ÷ weight bytes streamed per token), and each engine's peak resident
 // memory against the target "Fulcrum's peak ≤ llama.cpp's + the KV cache". Every measurement runs
-// in a fresh process of its own (bench-child.ts), one after the other, Fulcrum first, so each
-// peak is that engine's alone. Prints a table and writes JSON under bench-results/.
+// in a fresh process of its own (bench-child.ts), one after the other, so each peak is that
+// engine's alone. Prints a table and writes JSON under bench-results/.
+//
+// Within a row the engines alternate, Fulcrum, llama.cpp, Fulcrum, llama.cpp, … (--runs rounds,
+// bench-rounds.ts), and each engine's figure is the median of its runs: a slow moment of a shared
+// host hits both. Peer sanity (issue 25): the header names the CPU (model, flags, flags hash);
+// each row says which llama.cpp CPU backend library the peer process had mapped and how many of
+// its threads worked on which CPUs (and the same for Fulcrum's threads); every row's peer figure is
+// kept per host in bench-results/peer-history.json (format at the top of peer-history.ts; key:
+// CPU model + flags hash + ISA choice, and the row: shape, type, threads, prompt and decode
+// lengths), and a figure more than 25 % from the previous one of the same row and host is flagged
+// and the row measured again (one more round of both engines, up to twice, until the peer agrees
+// with its history); the table then shows the median of all the row's runs and the notes both.
+// History file, in short: { "format": "fulcrum-bench-cpu-peer-history/1", "hosts": { <host key>:
+// { cpu, flags_sha256, isa, rows: { <row key>: [ { date, prompt_tokens_per_s, gen_tokens_per_s,
+// runs, cpu_library, node_llama_cpp, flagged }, … newest last, 20 kept ] } } } }.
 //
 // Options: --quick (64-token prompt, 16 decoded), --prompt N, --gen N, --threads 1,2,
-// --shapes 0.5B,1.3B, --types Q8_0,Q4_0,Q4_K,Q4_K_M (llama.cpp's mix), --no-peer, --isa native|avx2|avx512 (Fulcrum with
-// FULCRUM_ISA, llama.cpp with only its CPU library of that level: llama-cpp-isa.ts).
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// --shapes 0.5B,1.3B, --types Q8_0,Q4_0,Q4_K,Q4_K_M (llama.cpp's mix), --runs N (rounds per row,
+// default 3), --no-peer, --history FILE (default bench-results/peer-history.json),
+// --isa native|avx2|avx512 (Fulcrum with FULCRUM_ISA, llama.cpp with only its CPU library of that
+// level: llama-cpp-isa.ts).
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { parseArgs } from '../../engine/cli/command';
-import { GgmlType, ggmlTypeByName, ggmlTypeName } from '../../engine/model/ggml-types';
+import { GgmlType, ggmlTypeByName } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf';
 import { packageRoot } from '../../engine/native/addon';
 import { nativeKernels } from '../../engine/native/model';
-import { CHILD_FLAG, childMain, runBenchChild, type ChildMemory, type ChildResult } from './bench-child';
-import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
+import { CHILD_FLAG, childMain, runBenchChild, type BenchEngine, type ChildMemory, type ChildResult } from './bench-child';
+import { cpuLine, hostCpu } from './bench-host';
 import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, benchTypeByLabel, unsupportedReason } from './bench-models';
+import { alternationOrder, median } from './bench-rounds';
+import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
+import {
+  FLAG_LIMIT, flaggedFigures, MAX_REMEASURES, peerDeviation, previousEntry, readHistory, recordEntry, rowKey, shouldRemeasure,
+  type HistoryEntry, type HostId, type PeerFigure, type RowId,
+} from './peer-history';
+import { formatPlacement, type PlacementSummary } from './thread-placement';
 
 /** llama.cpp rounds its KV cache up to a multiple of 256 cells; both engines get that size. */
 const KV_CELL_PAD = 256;
@@ -36,6 +59,8 @@ interface Row {
   kv_bytes?: number;
   fulcrum?: EngineRow;
   llama_cpp?: EngineRow;
+  /** The peer's figure against its history on this host, and the re-measurements it led to. */
+  peer_check?: PeerCheck;
   /** Fulcrum's peak RSS ≤ llama.cpp's + kv_bytes, and by how much (negative: over by that much). */
   memory_target_met?: boolean;
   memory_margin_bytes?: number;
@@ -48,21 +73,57 @@ interface Row {
 }
 
 interface EngineRow {
+  /** Medians over the runs. */
   prompt_tokens_per_s: number;
   gen_tokens_per_s: number;
-  /** The measurement process's peak resident set (VmHWM), and its resident set before the model. */
+  /** Every run's figures, in the order they ran. */
+  runs: PeerFigure[];
+  /** The first run's process: peak resident set (VmHWM), resident set before the model, make-up. */
   peak_rss_bytes: number;
   baseline_rss_bytes: number;
   memory: ChildMemory;
+  /** The threads the engine reported it evaluated with, first run. */
+  engine_threads: number;
+  /** Busy threads and their CPUs, per run (sampled by the parent over the timed part). */
+  placement: (PlacementSummary | null)[];
+  /** Fulcrum: its kernels' ISA level. llama.cpp: the CPU backend libraries its process had mapped. */
+  isa_level?: string;
+  cpu_libraries?: string[];
+  node_llama_cpp?: string;
+  system_info?: string;
 }
 
-function engineRow(r: ChildResult): EngineRow {
+interface PeerCheck {
+  previous?: HistoryEntry;
+  /** The row's peer figure (median of the first rounds), then each re-measurement's figure. */
+  measurements: PeerFigure[];
+  /** Which figures of the first measurement were more than FLAG_LIMIT from the previous one. */
+  flagged: ('prefill' | 'decode')[];
+  /** The last measurement still flagged after the re-measurements. */
+  still_flagged: boolean;
+}
+
+const figure = (r: ChildResult): PeerFigure => ({ prompt_tokens_per_s: r.prompt_tokens_per_s, gen_tokens_per_s: r.gen_tokens_per_s });
+/** The medians of some runs' figures. */
+const medianFigure = (results: ChildResult[]): PeerFigure => ({
+  prompt_tokens_per_s: median(results.map((r) => r.prompt_tokens_per_s)),
+  gen_tokens_per_s: median(results.map((r) => r.gen_tokens_per_s)),
+});
+
+function engineRow(results: ChildResult[]): EngineRow {
+  const first = results[0]!;
   return {
-    prompt_tokens_per_s: r.prompt_tokens_per_s,
-    gen_tokens_per_s: r.gen_tokens_per_s,
-    peak_rss_bytes: r.memory.peak_rss_bytes,
-    baseline_rss_bytes: r.memory.baseline_rss_bytes,
-    memory: r.memory,
+    ...medianFigure(results),
+    runs: results.map(figure),
+    peak_rss_bytes: first.memory.peak_rss_bytes,
+    baseline_rss_bytes: first.memory.baseline_rss_bytes,
+    memory: first.memory,
+    engine_threads: first.engine_threads,
+    placement: results.map((r) => r.placement ?? null),
+    isa_level: first.isa_level,
+    cpu_libraries: first.backend?.cpu_libraries,
+    node_llama_cpp: first.backend?.node_llama_cpp,
+    system_info: first.backend?.system_info,
   };
 }
 
@@ -73,20 +134,33 @@ function weightBytesPerToken(file: string): number {
   return g.tensors.reduce((s, t) => s + (t.name === 'token_embd.weight' && !tied ? 0 : t.byteSize), 0);
 }
 
+const signedPct = (v: number): string => `${v >= 0 ? '+' : ''}${(v * 100).toFixed(0)}%`;
+const tokS = (f: PeerFigure): string => `prefill ${f.prompt_tokens_per_s.toFixed(1)}, decode ${f.gen_tokens_per_s.toFixed(2)} tok/s`;
+
+/** "prefill 151.0 tok/s (-60%), decode 53.00 tok/s (-47%) against 380.1 / 99.50 of <date>" */
+function againstPrevious(previous: HistoryEntry, now: PeerFigure): string {
+  const d = peerDeviation(previous, now);
+  return `prefill ${now.prompt_tokens_per_s.toFixed(1)} tok/s (${signedPct(d.prefill)}), decode ${now.gen_tokens_per_s.toFixed(2)} tok/s (${signedPct(d.decode)}) ` +
+    `against ${previous.prompt_tokens_per_s.toFixed(1)} / ${previous.gen_tokens_per_s.toFixed(2)} of ${previous.date}`;
+}
+
+const baseName = (p: string): string => p.slice(p.lastIndexOf('/') + 1);
+
 async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2), ['prompt', 'gen', 'threads', 'shapes', 'types', 'isa'], ['quick', 'no-peer']);
+  const args = parseArgs(process.argv.slice(2), ['prompt', 'gen', 'threads', 'shapes', 'types', 'isa', 'runs', 'history'], ['quick', 'no-peer']);
   const isa = (args.options.get('isa') ?? 'native') as IsaChoice;
   if (!['native', 'avx2', 'avx512'].includes(isa)) throw new Error(`--isa must be native, avx2 or avx512, got ${isa}`);
   const fulcrumEnv: Record<string, string> = isa === 'native' ? {} : { FULCRUM_ISA: isa };
   const llamaVariant = llamaCpuVariant(isa);
   const llamaEnv = llamaCppEnvFor(llamaVariant);
-  const cpuInfo = readFileSync('/proc/cpuinfo', 'utf8');
-  const cpuFlags = /^flags\s*:(.*)$/m.exec(cpuInfo)?.[1]?.trim().split(/\s+/) ?? [];
-  process.stdout.write(`CPU: ${/^model name\s*:(.*)$/m.exec(cpuInfo)?.[1]?.trim()} (${['avx2', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_int8'].filter((f) => cpuFlags.includes(f)).join(' ')}); ` +
+  const cpu = hostCpu();
+  process.stdout.write(`${cpuLine(cpu)}\n` +
     `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`}, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
   const quick = args.options.has('quick');
   const promptTokens = Number(args.options.get('prompt') ?? (quick ? 64 : 512));
   const genTokens = Number(args.options.get('gen') ?? (quick ? 16 : 128));
+  const runs = Number(args.options.get('runs') ?? 3);
+  if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a whole number ≥ 1, got ${args.options.get('runs')}`);
   const threadList = (args.options.get('threads') ?? '1,2').split(',').map(Number);
   const shapeNames = args.options.get('shapes')?.split(',');
   const shapes = BENCH_SHAPES.filter((s) => !shapeNames || shapeNames.includes(s.label));
@@ -96,6 +170,10 @@ async function main(): Promise<void> {
     return t;
   }) ?? BENCH_TYPES;
   const peer = !args.options.has('no-peer');
+  const resultsDir = path.join(packageRoot(), 'bench-results');
+  const historyFile = path.resolve(args.options.get('history') ?? path.join(resultsDir, 'peer-history.json'));
+  const history = readHistory(historyFile);
+  const host: HostId = { cpu: cpu.model, flagsHash: cpu.flagsHash, isa };
   // The decode loop of llama-cpp-bench.ts feeds one token beyond prompt + gen; +8 leaves room.
   const contextSize = Math.ceil((promptTokens + genTokens + 8) / KV_CELL_PAD) * KV_CELL_PAD;
 
@@ -123,17 +201,46 @@ async function main(): Promise<void> {
           row.skipped = reason;
           continue;
         }
-        process.stderr.write(`${shape.label} ${type.label} ${threads} thread(s)…\n`);
+        const label = `${shape.label} ${type.label} ${threads}T`;
+        process.stderr.write(`${label}…\n`);
         const file = benchModelFile(shape, type);
         const bytes = weightBytesPerToken(file);
         row.weight_bytes_per_token = bytes;
         const req = { model: file, threads, promptTokens, genTokens, contextSize };
-        const f = engineRow(await runBenchChild({ ...req, engine: 'fulcrum' }, fulcrumEnv));
+        const rowId: RowId = { shape: shape.label, type: type.label, threads, promptTokens, genTokens };
+        const done: Record<BenchEngine, ChildResult[]> = { fulcrum: [], 'llama.cpp': [] };
+        const measure = async (order: BenchEngine[]) => {
+          for (const engine of order) {
+            done[engine].push(await runBenchChild({ ...req, engine }, engine === 'fulcrum' ? fulcrumEnv : llamaEnv));
+          }
+        };
+        await measure(alternationOrder(runs, peer));
+        if (peer) {
+          const previous = previousEntry(history, host, rowId);
+          const first = medianFigure(done['llama.cpp']);
+          const check: PeerCheck = { previous, measurements: [first], flagged: flaggedFigures(previous, first), still_flagged: false };
+          while (shouldRemeasure(previous, check.measurements)) {
+            const n = check.measurements.length;
+            process.stdout.write(`!! PEER FLAG ${label}: llama.cpp ${againstPrevious(previous!, check.measurements[n - 1]!)}: ` +
+              `more than ${FLAG_LIMIT * 100} % away; re-measuring the row (${n} of ${MAX_REMEASURES})\n`);
+            const before = done['llama.cpp'].length;
+            await measure(alternationOrder(1, true));
+            check.measurements.push(medianFigure(done['llama.cpp'].slice(before)));
+          }
+          const last = check.measurements[check.measurements.length - 1]!;
+          check.still_flagged = flaggedFigures(previous, last).length > 0;
+          if (check.flagged.length > 0) {
+            process.stdout.write(`!! PEER FLAG ${label}: re-measured ${check.measurements.slice(1).map(tokS).join('; ')}: ` +
+              `${check.still_flagged ? `still more than ${FLAG_LIMIT * 100} % from the previous figure` : `back within ${FLAG_LIMIT * 100} % of the previous figure`}\n`);
+          }
+          row.peer_check = check;
+        }
+        const f = engineRow(done.fulcrum);
         row.fulcrum = f;
         row.context_size = f.memory.context_size;
         row.kv_bytes = f.memory.kv_bytes;
         if (peer) {
-          const l = engineRow(await runBenchChild({ ...req, engine: 'llama.cpp' }, llamaEnv));
+          const l = engineRow(done['llama.cpp']);
           if (l.memory.context_size !== f.memory.context_size) {
             throw new Error(`${file}: llama.cpp made a KV cache of ${l.memory.context_size} cells, Fulcrum ${f.memory.context_size}; the memory comparison needs the same`);
           }
@@ -143,6 +250,18 @@ async function main(): Promise<void> {
           row.memory_margin_bytes = l.peak_rss_bytes + f.memory.kv_bytes - f.peak_rss_bytes;
           row.memory_target_met = row.memory_margin_bytes >= 0;
           row.memory_net_margin_bytes = l.peak_rss_bytes - l.baseline_rss_bytes + f.memory.kv_bytes - (f.peak_rss_bytes - f.baseline_rss_bytes);
+          recordEntry(history, host, rowId, {
+            date: new Date().toISOString(),
+            prompt_tokens_per_s: l.prompt_tokens_per_s,
+            gen_tokens_per_s: l.gen_tokens_per_s,
+            runs: l.runs.length,
+            cpu_library: l.cpu_libraries?.length === 1 ? baseName(l.cpu_libraries[0]!) : null,
+            node_llama_cpp: l.node_llama_cpp ?? 'unknown',
+            flagged: (row.peer_check?.flagged.length ?? 0) > 0,
+          });
+          // Written after every row: an interrupted run keeps what it measured.
+          mkdirSync(path.dirname(historyFile), { recursive: true });
+          writeFileSync(historyFile, `${JSON.stringify(history, null, 2)}\n`);
         }
         probe(threads);
       }
@@ -163,6 +282,7 @@ async function main(): Promise<void> {
     r.memory_margin_bytes === undefined ? '—' : `${r.memory_target_met ? 'yes' : 'no'} (${r.memory_margin_bytes >= 0 ? '+' : ''}${mib(r.memory_margin_bytes)})`;
   const lines = [
     `prompt ${promptTokens} tokens, decode ${genTokens} tokens, KV cache ${contextSize} positions (both engines, f16); ` +
+      `${runs} alternating round(s) per row, medians shown (a flagged row has its re-measurements in the median too); ` +
       `read bandwidth (best of the run's probes) ${threadList.map((t) => `${t}T ${(bandwidth.get(t)! / 1e9).toFixed(1)} GB/s (${probes.get(t)} probes)`).join(', ')}`,
     'shape  type  thr | prefill tok/s  fulcrum  llama.cpp  ratio | decode tok/s  fulcrum  llama.cpp  ratio | decode/limit  fulcrum  llama.cpp' +
       ' | peak RSS MiB  fulcrum  llama.cpp  KV | fulcrum ≤ llama.cpp+KV (margin MiB)',
@@ -177,9 +297,51 @@ async function main(): Promise<void> {
         `${fmt(r.fulcrum?.prompt_tokens_per_s).padStart(23)}${fmt(r.llama_cpp?.prompt_tokens_per_s).padStart(11)}${fmt(r.prefill_ratio, 2).padStart(7)} |` +
         `${fmt(r.fulcrum?.gen_tokens_per_s, 2).padStart(22)}${fmt(r.llama_cpp?.gen_tokens_per_s, 2).padStart(11)}${fmt(r.decode_ratio, 2).padStart(7)} |` +
         `${pct(r.fulcrum_decode_of_limit).padStart(22)}${pct(r.llama_cpp_decode_of_limit).padStart(11)} |` +
-        `${mib(r.fulcrum?.peak_rss_bytes).padStart(22)}${mib(r.llama_cpp?.peak_rss_bytes).padStart(11)}${mib(r.kv_bytes).padStart(4)} | ${target(r)}`,
+        `${mib(r.fulcrum?.peak_rss_bytes).padStart(22)}${mib(r.llama_cpp?.peak_rss_bytes).padStart(11)}${mib(r.kv_bytes).padStart(4)} | ${target(r)}` +
+        (r.peer_check?.flagged.length ? '  !! peer flagged (see peer sanity)' : ''),
     );
   }
+  lines.push('', `peer sanity: llama.cpp's CPU backend as mapped in its process, the CPUs each engine's first run used over its timed part and its busy threads (≥ 10 % of a CPU) with their CPUs, ` +
+    `the peer against its history (${historyFile})`);
+  for (const r of rows) {
+    if (r.skipped || !r.fulcrum) continue;
+    const head = `${r.shape.padEnd(6)} ${r.type.padEnd(5)} ${String(r.threads).padStart(3)} |`;
+    const runsOf = (e: EngineRow) => `prefill ${e.runs.map((x) => x.prompt_tokens_per_s.toFixed(1)).join(' ')}, decode ${e.runs.map((x) => x.gen_tokens_per_s.toFixed(2)).join(' ')}`;
+    const threadsOf = (e: EngineRow) => {
+      const p = e.placement[0];
+      if (!p) return `${e.engine_threads} set; not sampled (the run ended before the parent saw its marks)`;
+      // A process that had clearly fewer CPUs than threads asked ran slower than the row says it
+      // measures: a loaded host, or an engine that did not start its threads. More can be node's own
+      // (its main thread feeding tokens, GC) and is shown as it is.
+      const set = `${e.engine_threads === r.threads ? '' : '!! '}${e.engine_threads} set`;
+      return `${set}; ${p.processCpus < 0.75 * r.threads ? `!! ${p.processCpus.toFixed(2)} CPUs used where ${r.threads} thread(s) asked: ` : ''}${formatPlacement(p)}`;
+    };
+    lines.push(`${head} fulcrum   ${r.fulcrum.isa_level ?? '?'} kernels; runs ${runsOf(r.fulcrum)}`, `${' '.repeat(head.length)} fulcrum   threads: ${threadsOf(r.fulcrum)}`);
+    const l = r.llama_cpp;
+    if (!l) continue;
+    const libs = l.cpu_libraries ?? [];
+    const expected = llamaVariant ? `libggml-cpu-${llamaVariant}.so` : undefined;
+    const libNote = libs.length !== 1 ? `!! ${libs.length} CPU libraries mapped: ${libs.join(', ') || 'none'}`
+      : expected && baseName(libs[0]!) !== expected ? `!! ${libs[0]} loaded where ${expected} was asked` : libs[0]!;
+    const c = r.peer_check;
+    const lib = libs.length === 1 ? baseName(libs[0]!) : null;
+    // A different library or package version explains a flag before the host does.
+    const changes = !c?.previous ? [] : [
+      ...(c.previous.cpu_library !== lib ? [`${c.previous.cpu_library ?? 'no single library'} → ${lib ?? 'no single library'}`] : []),
+      ...(c.previous.node_llama_cpp !== l.node_llama_cpp ? [`node-llama-cpp ${c.previous.node_llama_cpp} → ${l.node_llama_cpp ?? '?'}`] : []),
+    ];
+    const changed = changes.length ? `; !! the peer changed since: ${changes.join(', ')}` : '';
+    const hist = !c ? '' : !c.previous ? 'no previous figure for this row on this host'
+      : c.flagged.length === 0 ? `previous ${c.previous.prompt_tokens_per_s.toFixed(1)} / ${c.previous.gen_tokens_per_s.toFixed(2)} tok/s (${c.previous.date}): within ${FLAG_LIMIT * 100} %`
+      : `!! FLAGGED (${c.flagged.join(', ')}): first ${againstPrevious(c.previous, c.measurements[0]!)}; re-measured ${c.measurements.slice(1).map(tokS).join('; ')}; ` +
+        `${c.still_flagged ? 'still away' : 'back within range'}`;
+    const histLine = `${hist}${changed}`;
+    lines.push(`${' '.repeat(head.length)} llama.cpp ${libNote} (node-llama-cpp ${l.node_llama_cpp ?? '?'}); runs ${runsOf(l)}`,
+      `${' '.repeat(head.length)} llama.cpp threads: ${threadsOf(l)}`,
+      `${' '.repeat(head.length)} llama.cpp history: ${histLine}`);
+  }
+  const systemInfo = rows.find((r) => r.llama_cpp?.system_info)?.llama_cpp?.system_info;
+  if (systemInfo) lines.push(`llama.cpp system info: ${systemInfo}`);
   lines.push('', 'memory make-up (MiB): baseline = node + engine library before the model; at end of run, model loaded: anon / model file / other files; largest anonymous mappings resident/size',
     'shape  type  thr engine    | baseline  load peak  peak | end RSS   anon  model file  other files | largest anon (resident/size)');
   for (const r of rows) {
@@ -195,11 +357,13 @@ async function main(): Promise<void> {
     }
   }
   process.stdout.write(`${lines.join('\n')}\n`);
-  const dir = path.join(packageRoot(), 'bench-results');
-  mkdirSync(dir, { recursive: true });
-  const out = path.join(dir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(out, `${JSON.stringify({ isa: kernels.isaLevel(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, rows }, null, 2)}\n`);
-  process.stdout.write(`wrote ${out}\n`);
+  mkdirSync(resultsDir, { recursive: true });
+  const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(out, `${JSON.stringify({
+    cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
+    isa: kernels.isaLevel(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, runs, rows,
+  }, null, 2)}\n`);
+  process.stdout.write(`wrote ${out}${peer ? `; peer history ${historyFile}` : ''}\n`);
 }
 
 const child = process.argv[2] === CHILD_FLAG;
