@@ -15,6 +15,8 @@ export interface SyntheticModelSpec {
   /** qwen3moe: experts per layer and per token (nFf is one expert's FFN size). */
   nExpert?: number;
   nExpertUsed?: number;
+  /** qwen3moe: standard deviation of the router's weights (default 0.1: decisive routing, few near-ties). */
+  routerStd?: number;
   /** general.name; default "synthetic-<architecture>". */
   name?: string;
   nLayers: number;
@@ -217,7 +219,7 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
     if (spec.architecture === 'qwen3moe') {
       // The router stays F32 (as llama.cpp's quantizer keeps ffn_gate_inp); experts stacked.
       const x = spec.nExpert ?? 8;
-      plan.push({ name: `${b}ffn_gate_inp.weight`, dims: [spec.nEmbd, x], type: GgmlType.F32, mean: 0, std: 0.1 });  // decisive routing: no near-ties
+      plan.push({ name: `${b}ffn_gate_inp.weight`, dims: [spec.nEmbd, x], type: GgmlType.F32, mean: 0, std: spec.routerStd ?? 0.1 });
       plan.push(w(`${b}ffn_gate_exps.weight`, [spec.nEmbd, spec.nFf, x]));
       plan.push(w(`${b}ffn_up_exps.weight`, [spec.nEmbd, spec.nFf, x]));
       plan.push(w(`${b}ffn_down_exps.weight`, [spec.nFf, spec.nEmbd, x]));

@@ -69,6 +69,8 @@ export interface RunOptions {
   /** Feed the CPU's greedy tokens to the device run (see greedy). */
   teacherForced?: boolean;
   compare: (label: string, got: Float32Array[], want: Float32Array[]) => void;
+  /** The policies to run (default POLICIES). */
+  policies?: string[];
 }
 
 export async function checkModel(label: string, file: string, prompt: number[], run: RunOptions = { device: 'loopback', steps: 6, compare: exact }): Promise<void> {
@@ -78,7 +80,8 @@ export async function checkModel(label: string, file: string, prompt: number[], 
   cpu.dispose();
   const executed: string[] = [];
   const hp = readHparams(readGguf(file));
-  for (const policy of POLICIES) {
+  const policies = run.policies ?? POLICIES;
+  for (const policy of policies) {
     // The smallest budget at which the policy applies, splits the model, and its plan fits the
     // device (the planners' memory accounting is coarser than the executor's buffers).
     const fractions = [0.15, 0.25, 0.35, 0.5, 0.65, 0.8, ...Array.from({ length: 40 }, (_, i) => 1 + i * 0.1), ...Array.from({ length: 8 }, (_, i) => 6 + 2 * i)];
@@ -132,7 +135,7 @@ export async function checkModel(label: string, file: string, prompt: number[], 
     }
   }
   // Every policy finds a budget at which it splits these models.
-  for (const p of POLICIES) assert.ok(executed.includes(p), `${label}: ${p} did not execute split`);
+  for (const p of policies) assert.ok(executed.includes(p), `${label}: ${p} did not execute split`);
 }
 
 

@@ -67,6 +67,10 @@ class DeviceKernels {
   virtual void layernorm(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t width, float eps) = 0;
   // g = gelu(g) · u (GeGLU), or gelu(g) in place when u is null; GELU as the CPU's gelu_row.
   virtual void gelu(float* g, const float* u, int64_t n) = 0;
+  // dst[i] = src[rows[i]] for i < n (rows of `width` floats): an expert's tokens, gathered.
+  virtual void gather_rows(const float* src, float* dst, const uint32_t* rows, int64_t n, int64_t width) = 0;
+  // dst[rows[i]] = weights[i] · src[i] for i < n: an expert's outputs to their (token, slot) rows.
+  virtual void scatter_rows(const float* src, float* dst, const uint32_t* rows, const float* weights, int64_t n, int64_t width) = 0;
   // n_pos rows of K or V (f32, `stride` floats apart) into an f16 head-major KV page (the
   // layout of KvCache) at positions [pos_in_page, pos_in_page + n_pos) of the page.
   virtual void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,

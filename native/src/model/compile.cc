@@ -461,11 +461,12 @@ void Model::compile() {
     norm(n1, Buf::X, Buf::H, L.ffn_norm_f, L.ffn_norm_b);
     wrote(Buf::H, n1);
     if (variant_->ffn == FfnKind::Moe) {
-      // Routed experts: H -> H, where the plan puts the experts (its Up op), on the host for now.
+      // Routed experts: H -> H, where the plan puts the experts (its Up op).
       cur_plan_op = kUp;
-      need(Buf::H, Loc::Host);
-      compute(OpKind::MoeFfn, Loc::Host, Buf::H, Buf::H);
-      wrote(Buf::H, Loc::Host);
+      const Loc ml = place(l, kUp).loc;
+      need(Buf::H, ml);
+      compute(OpKind::MoeFfn, ml, Buf::H, Buf::H);
+      wrote(Buf::H, ml);
     } else if (variant_->ffn == FfnKind::Gelu) {
       // Ungated: up (+ bias) -> GELU in place -> down.
       matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
@@ -717,6 +718,7 @@ void Model::release_device() {
   dev_gather_k_ = dev_gather_v_ = nullptr;
   dev_page_table_ = nullptr;
   recompute_w_.clear();
+  dev_moe_ = DeviceMoe{};
 }
 
 void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
@@ -762,6 +764,20 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
   try {
     Device& d = *device_;
     dk_ = d.kernels();
+    // MoE layers: the MoE FFN (router and every expert) runs on the device with its weights
+    // resident there. Streaming expert weights is not executed: such a layer's experts run on
+    // the CPU, noted.
+    if (variant_->ffn == FfnKind::Moe)
+      for (int64_t l = 0; l < nl; ++l) {
+        OpPlacement& o = placement_.layers[static_cast<size_t>(l)].op[kUp];
+        if (o.loc != Loc::Dev) continue;
+        if (o.weights != WeightHome::Resident) {
+          placement_notes_.push_back("layer " + std::to_string(l) + " experts: the plan streams expert weights, which the executor does not; they run on the CPU");
+          o = OpPlacement{};
+        } else {
+          o.dev_fraction = 1.0;
+        }
+      }
     if (dk_) {
       // Matmuls on weight formats the device has no kernel for run on the CPU instead.
       auto demote = [&](OpPlacement& o, const Weight& w, const std::string& where) {
@@ -777,6 +793,12 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
         for (auto& [op, w] : ws) demote(lp.op[op], *w, "layer " + std::to_string(l) + " " + plan_op_name(op));
       }
       demote(placement_.head, output_, "LM head");
+      if (variant_->ffn == FfnKind::Moe)
+        for (int64_t l = 0; l < nl; ++l) {
+          Layer& L = layers_[static_cast<size_t>(l)];
+          OpPlacement& o = placement_.layers[static_cast<size_t>(l)].op[kUp];
+          for (const Weight* w : {&L.router, &L.gate_exps, &L.up_exps, &L.down_exps}) demote(o, *w, "layer " + std::to_string(l) + " experts");
+        }
       if (cfg_.head_dim > 256 || cfg_.head_dim % 2)
         throw DeviceError(d.info().name + ": attention kernels need an even head size of at most 256; this model's is " + std::to_string(cfg_.head_dim));
     }
@@ -824,6 +846,37 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       } else {
         const size_t g = i / 7 < static_cast<size_t>(nl) ? i / 7 : static_cast<size_t>(nl);
         layer_stream[g] += (bytes + 63) / 64 * 64;
+      }
+    }
+    // MoE layers with their experts on the device: router and expert tensors resident, and the
+    // MoE scratch of a device step (the host's routing decisions and, for a device with its own
+    // kernels, device buffers for gathered rows, expert outputs and each (token, slot)'s result).
+    bool moe_on_device = false;
+    if (variant_->ffn == FfnKind::Moe)
+      for (int64_t l = 0; l < nl; ++l) {
+        if (placement_.layers[static_cast<size_t>(l)].op[kUp].loc != Loc::Dev) continue;
+        Layer& L = layers_[static_cast<size_t>(l)];
+        for (const Weight* w : {&L.router, &L.gate_exps, &L.up_exps, &L.down_exps}) {
+          const size_t bytes = w->row_bytes * static_cast<size_t>(w->rows);
+          auto* q = static_cast<uint8_t*>(alloc(bytes, "resident weight '" + w->name + "'"));
+          d.copy_to_device(q, device_weight_bytes(*w), bytes);
+          resident_[w] = q;
+        }
+        moe_on_device = true;
+      }
+    if (moe_on_device) {
+      const MoeShape ms{E, cfg_.n_ff, cfg_.n_expert, cfg_.n_expert_used};
+      moe_dev_.reserve(ms, moe_weights(layers_[0], Loc::Host), B);
+      if (dk_) {
+        auto f32 = [&](int64_t n, const char* what) { return static_cast<float*>(alloc(static_cast<size_t>(n) * sizeof(float), what)); };
+        dev_moe_.logits = f32(B * ms.n_expert, "MoE router scores");
+        dev_moe_.xg = f32(B * E, "MoE gathered rows");
+        dev_moe_.g = f32(B * ms.n_ff, "MoE gate");
+        dev_moe_.u = f32(B * ms.n_ff, "MoE up");
+        dev_moe_.y = f32(B * E, "MoE expert outputs");
+        dev_moe_.ys = f32(B * ms.n_used * E, "MoE weighted outputs");
+        dev_moe_.wt = f32(B * ms.n_used, "MoE weights");
+        dev_moe_.idx = static_cast<uint32_t*>(alloc(static_cast<size_t>(2 * B * ms.n_used) * sizeof(uint32_t), "MoE row indices"));
       }
     }
     for (size_t s : layer_stream) slot_bytes = std::max(slot_bytes, s);

@@ -211,7 +211,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   attn_scratch_.reserve(shape, cfg_.context_length, B, cfg_.threads);
   step_state_.spans.reserve(static_cast<size_t>(cfg_.max_sequences));
   row_pos_.assign(static_cast<size_t>(B), 0);
-  if (variant_->ffn == FfnKind::Moe) moe_host_.reserve(MoeShape{E, F, cfg_.n_expert, cfg_.n_expert_used}, moe_weights(layers_[0]), B);
+  if (variant_->ffn == FfnKind::Moe) moe_host_.reserve(MoeShape{E, F, cfg_.n_expert, cfg_.n_expert_used}, moe_weights(layers_[0], Loc::Host), B);
   compile();
   build_deps();
 }
@@ -282,21 +282,25 @@ Weight Model::rows_of(const Weight& whole, int64_t row0, int64_t rows, const std
   return w;
 }
 
-MoeWeights Model::moe_weights(const Layer& L) const {
-  auto matrices = [](const Weight& w) {
+MoeWeights Model::moe_weights(const Layer& L, Loc loc) const {
+  // The device's copy of a resident weight: the CPU's (possibly repacked) bytes on the loopback,
+  // the GGUF bytes on a device with its own kernels (device_weight_bytes).
+  auto bytes = [&](const Weight& w) -> const uint8_t* { return loc == Loc::Dev ? resident_.at(&w) : w.cpu_data; };
+  const bool cpu_layout = loc == Loc::Host || !dk_;
+  auto matrices = [&](const Weight& w) {
     ExpertMatrices m;
     m.type = w.type;
-    m.data = w.cpu_data;
+    m.data = bytes(w);
     m.rows = w.matrix_rows;
     m.cols = w.cols;
     m.row_bytes = w.row_bytes;
-    m.packed = w.cpu_layout != WeightLayout::Gguf ? quant::packed_format(w.type) : nullptr;
+    m.packed = cpu_layout && w.cpu_layout != WeightLayout::Gguf ? quant::packed_format(w.type) : nullptr;
     return m;
   };
   MoeWeights mw;
   mw.router_type = L.router.type;
-  mw.router = L.router.cpu_data;
-  mw.router_packed = L.router.cpu_layout != WeightLayout::Gguf ? quant::packed_format(L.router.type) : nullptr;
+  mw.router = bytes(L.router);
+  mw.router_packed = cpu_layout && L.router.cpu_layout != WeightLayout::Gguf ? quant::packed_format(L.router.type) : nullptr;
   mw.gate = matrices(L.gate_exps);
   mw.up = matrices(L.up_exps);
   mw.down = matrices(L.down_exps);
@@ -739,7 +743,7 @@ void Model::exec_op(int32_t oi) {
       break;
     }
     case OpKind::MoeFfn:
-      (op.loc == Loc::Dev ? moe_dev_ : moe_host_).run(pool, moe_weights(layers_[static_cast<size_t>(op.layer)]), buf_at(op.src, op.loc), rows,
+      (op.loc == Loc::Dev ? moe_dev_ : moe_host_).run(pool, moe_weights(layers_[static_cast<size_t>(op.layer)], op.loc), buf_at(op.src, op.loc), rows,
                                                      buf_at(op.dst, op.loc));
       break;
     case OpKind::LayerNorm: {
@@ -890,6 +894,57 @@ void Model::exec_op(int32_t oi) {
   }
 }
 
+// The MoE FFN on a device with its own kernels: the router's scores come back to the host, which
+// routes (as on the CPU: model/moe.cc); each expert with tokens then runs on the device over its
+// gathered rows, each (token, slot) result scaled into a slot-major buffer, and the slots are
+// summed in order.
+void Model::moe_device(const Op& op, int64_t rows) {
+  const Layer& L = layers_[static_cast<size_t>(op.layer)];
+  const MoeWeights w = moe_weights(L, Loc::Dev);
+  const MoeShape& ms = moe_dev_.shape();
+  const int64_t E = ms.n_embd, F = ms.n_ff, X = ms.n_expert, K = ms.n_used;
+  const float* h = buf_at(op.src, Loc::Dev);
+  float* out = buf_at(op.dst, Loc::Dev);
+  dk_->matmul(w.router_type, w.router, X, E, h, rows, dev_moe_.logits, X);
+  dk_->sync();
+  moe_logits_host_.resize(static_cast<size_t>(rows * X));
+  device_->copy_to_host(moe_logits_host_.data(), dev_moe_.logits, moe_logits_host_.size() * sizeof(float));
+  moe_dev_.route(moe_logits_host_.data(), rows);
+  // Index lists of every expert, back to back: gather rows (tokens) and destinations
+  // (slot * rows + token) with their weights; one upload for the step.
+  moe_idx_host_.resize(static_cast<size_t>(2 * rows * K));
+  moe_wt_host_.resize(static_cast<size_t>(rows * K));
+  int64_t at = 0;
+  for (int64_t e = 0; e < X; ++e) {
+    const int32_t* m = nullptr;
+    const int32_t n = moe_dev_.members_of(e, &m);
+    for (int32_t i = 0; i < n; ++i) {
+      const int64_t t = m[i] / K, s = m[i] % K;
+      moe_idx_host_[static_cast<size_t>(at + i)] = static_cast<uint32_t>(t);
+      moe_idx_host_[static_cast<size_t>(rows * K + at + i)] = static_cast<uint32_t>(s * rows + t);
+      moe_wt_host_[static_cast<size_t>(at + i)] = moe_dev_.weight(t, s);
+    }
+    at += n;
+  }
+  device_->copy_to_device(dev_moe_.idx, moe_idx_host_.data(), moe_idx_host_.size() * sizeof(uint32_t));
+  device_->copy_to_device(dev_moe_.wt, moe_wt_host_.data(), moe_wt_host_.size() * sizeof(float));
+  at = 0;
+  for (int64_t e = 0; e < X; ++e) {
+    const int32_t* m = nullptr;
+    const int64_t n = moe_dev_.members_of(e, &m);
+    if (n == 0) continue;
+    dk_->gather_rows(h, dev_moe_.xg, dev_moe_.idx + at, n, E);
+    dk_->matmul(w.gate.type, w.gate.expert(e), F, E, dev_moe_.xg, n, dev_moe_.g, F);
+    dk_->matmul(w.up.type, w.up.expert(e), F, E, dev_moe_.xg, n, dev_moe_.u, F);
+    dk_->swiglu(dev_moe_.g, dev_moe_.u, n * F);
+    dk_->matmul(w.down.type, w.down.expert(e), E, F, dev_moe_.g, n, dev_moe_.y, E);
+    dk_->scatter_rows(dev_moe_.y, dev_moe_.ys, dev_moe_.idx + rows * K + at, dev_moe_.wt + at, n, E);
+    at += n;
+  }
+  dk_->copy(out, dev_moe_.ys, static_cast<size_t>(rows * E) * sizeof(float));
+  for (int64_t s = 1; s < K; ++s) dk_->add(out, dev_moe_.ys + s * rows * E, rows * E, rows * E);
+}
+
 const float* Model::dev_vec(const float* host) const {
   auto it = dev_vecs_.find(host);
   if (it == dev_vecs_.end()) throw DeviceError("device op without a device copy of its norm weights or bias");
@@ -983,6 +1038,9 @@ void Model::exec_device_op(const Op& op, int64_t rows) {
       break;
     case OpKind::Gelu:
       dk_->gelu(buf_at(op.src, Loc::Dev), nullptr, rows * width(op.src));
+      break;
+    case OpKind::MoeFfn:
+      moe_device(op, rows);
       break;
     case OpKind::LayerNorm: {
       const int64_t w = width(op.src);

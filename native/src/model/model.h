@@ -262,8 +262,10 @@ class Model {
     std::vector<float> attn_norm_b, ffn_norm_b, bo, bup, bdown;  // LayerNorm biases, out_ffn_bias
     Weight router, gate_exps, up_exps, down_exps;  // MoE
   };
-  // A layer's MoE weights as the CPU kernels read them.
-  MoeWeights moe_weights(const Layer& L) const;
+  // A layer's MoE weights as the kernels at `loc` read them (the device's resident copies there).
+  MoeWeights moe_weights(const Layer& L, Loc loc) const;
+  // The MoE FFN on a device with kernels of its own (routing decided on the host).
+  void moe_device(const Op& op, int64_t rows);
 
   // `matrices` > 1: a stack of that many rows × cols matrices (dims [cols, rows, matrices]),
   // returned as one weight of rows × matrices rows.
@@ -322,6 +324,13 @@ class Model {
   std::map<GgmlType, std::vector<uint8_t>> act_;  // converted activations per vec_dot_type
   AttentionScratch attn_scratch_;
   MoeFfn moe_host_, moe_dev_;  // MoE scratch for the host lane and the device's
+  struct DeviceMoe {
+    float *logits = nullptr, *xg = nullptr, *g = nullptr, *u = nullptr, *y = nullptr, *ys = nullptr, *wt = nullptr;
+    uint32_t* idx = nullptr;  // gather rows, then (slot * rows + token) destinations
+  } dev_moe_;
+  std::vector<float> moe_logits_host_;     // router scores read back from a device
+  std::vector<uint32_t> moe_idx_host_;     // index lists uploaded per step
+  std::vector<float> moe_wt_host_;
   AttentionScratch dev_attn_scratch_;  // attention on the device's pool
   // Each sequence's KV: layers whose KV is on the host, on the device, placed by sequence (on the
   // host or the device as the sequence says), and the two device staging layers of streamed KV.

@@ -47,15 +47,11 @@ void MoeFfn::reserve(const MoeShape& shape, const MoeWeights& w, int64_t rows) {
   expert_tokens_.assign(static_cast<size_t>(X), 0);
 }
 
-void MoeFfn::run(ThreadPool& pool, const MoeWeights& w, const float* h, int64_t rows, float* out) {
-  const int64_t E = shape_.n_embd, F = shape_.n_ff, X = shape_.n_expert, K = shape_.n_used;
-  // 1. Router: a score per expert per token, then softmax, top k, weights normalised to sum 1
-  //    (llama.cpp's softmax gating with norm_w: the weights over at least the smallest f16).
-  const void* ra = converted(pool, type_traits(w.router_type).vec_dot_type, h, rows, E, act_router_);
-  product(pool, w.router_type, w.router_packed, w.router, X, E, ra, rows, logits_.data());
+void MoeFfn::route(float* logits, int64_t rows) {
+  const int64_t X = shape_.n_expert, K = shape_.n_used;
   std::fill(count_.begin(), count_.end(), 0);
   for (int64_t t = 0; t < rows; ++t) {
-    float* p = logits_.data() + t * X;
+    float* p = logits + t * X;
     float mx = p[0];
     for (int64_t e = 1; e < X; ++e) mx = std::max(mx, p[e]);
     double sum = 0;
@@ -87,6 +83,15 @@ void MoeFfn::run(ThreadPool& pool, const MoeWeights& w, const float* h, int64_t 
       members_[static_cast<size_t>(e * max_rows_ + count_[static_cast<size_t>(e)]++)] = static_cast<int32_t>(t * K + s);
     }
   }
+}
+
+void MoeFfn::run(ThreadPool& pool, const MoeWeights& w, const float* h, int64_t rows, float* out) {
+  const int64_t E = shape_.n_embd, F = shape_.n_ff, X = shape_.n_expert, K = shape_.n_used;
+  // 1. Router: a score per expert per token, then softmax, top k, weights normalised to sum 1
+  //    (llama.cpp's softmax gating with norm_w: the weights over at least the smallest f16).
+  const void* ra = converted(pool, type_traits(w.router_type).vec_dot_type, h, rows, E, act_router_);
+  product(pool, w.router_type, w.router_packed, w.router, X, E, ra, rows, logits_.data());
+  route(logits_.data(), rows);
   // 2. Each expert over the tokens routed to it: gather, gate and up, SwiGLU, down; each
   //    (token, slot) output scaled by its weight.
   const GgmlType tg = type_traits(w.gate.type).vec_dot_type, tu = type_traits(w.up.type).vec_dot_type;

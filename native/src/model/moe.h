@@ -41,6 +41,17 @@ class MoeFfn {
   void reserve(const MoeShape& shape, const MoeWeights& w, int64_t rows);
   // out[t] = Σ_s weight[t][s] · FFN_{expert[t][s]}(h[t]) for t < rows (h, out: rows × n_embd).
   void run(ThreadPool& pool, const MoeWeights& w, const float* h, int64_t rows, float* out);
+  // The routing alone, from router scores (rows × n_expert, overwritten by probabilities): each
+  // token's experts and weights, and each expert's members (token * n_used + slot). A device
+  // with kernels of its own runs the experts itself from these.
+  void route(float* logits, int64_t rows);
+  const MoeShape& shape() const { return shape_; }
+  int32_t members_of(int64_t e, const int32_t** m) const {
+    *m = members_.data() + e * max_rows_;
+    return count_[static_cast<size_t>(e)];
+  }
+  float weight(int64_t token, int64_t slot) const { return weights_[static_cast<size_t>(token * shape_.n_used + slot)]; }
+  float* logits() { return logits_.data(); }
   // Tokens routed to each expert in the steps run since the last reset (expert statistics).
   const std::vector<uint64_t>& expert_tokens() const { return expert_tokens_; }
 

@@ -53,7 +53,7 @@ class LoopbackDevice final : public Device {
       const TypeTraits& tt = type_traits(static_cast<GgmlType>(t));
       if (tt.name && tt.supported && tt.vec_dot) info_.formats.push_back(tt.name);
     }
-    info_.ops = {"embed", "rmsnorm", "layernorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu", "geglu", "gelu"};
+    info_.ops = {"embed", "rmsnorm", "layernorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu", "geglu", "gelu", "moe_ffn"};
   }
   ~LoopbackDevice() override {
     pool_.reset();

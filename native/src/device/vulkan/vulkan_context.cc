@@ -39,7 +39,7 @@ constexpr uint32_t kTokenTile = 8;  // matvec_body.glsl's TILE
 uint32_t bindings_of(const char* name) {
   if (std::strcmp(name, "rope") == 0) return 1;
   if (std::strcmp(name, "add") == 0 || std::strcmp(name, "swiglu") == 0 || std::strcmp(name, "gelu") == 0 || std::strcmp(name, "kv_store") == 0) return 2;
-  if (std::strcmp(name, "layernorm") == 0) return 4;
+  if (std::strcmp(name, "layernorm") == 0 || std::strcmp(name, "move_rows") == 0) return 4;
   if (std::strcmp(name, "attention") == 0) return 5;
   return 3;
 }
@@ -645,6 +645,15 @@ void VulkanContext::gelu(Stream& s, Ref g, Ref u, int64_t n, bool gated) {
   const uint32_t gr = groups(n, pipeline("gelu").workgroup);
   if (gr > 65535) throw DeviceError("vulkan: gelu over more than 65535 workgroups");
   dispatch(s, "gelu", {g.buf, u.buf}, &pc, sizeof pc, gr);
+}
+
+void VulkanContext::move_rows(Stream& s, Ref src, Ref dst, Ref rows, Ref weights, int64_t n, int64_t width, bool scatter) {
+  need_words("move_rows", src.off | dst.off | rows.off | weights.off);
+  struct { uint32_t n, width, scatter, src_off, dst_off, rows_off, w_off; } pc{
+      u32(n, "n"), u32(width, "width"), scatter ? 1u : 0u, words(src.off), words(dst.off), words(rows.off), words(weights.off)};
+  const uint32_t gr = groups(n * width, pipeline("move_rows").workgroup);
+  if (gr > 65535) throw DeviceError("vulkan: move_rows over more than 65535 workgroups");
+  dispatch(s, "move_rows", {src.buf, dst.buf, rows.buf, weights.buf}, &pc, sizeof pc, gr);
 }
 
 void VulkanContext::kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,

@@ -111,6 +111,8 @@ class VulkanContext {
   void layernorm(Stream& s, Ref x, Ref w, Ref b, Ref y, int64_t rows, int64_t width, float eps);
   // g[i] = gelu(g[i]) · u[i] (GeGLU), or gelu(g[i]) when gated is false (u unused).
   void gelu(Stream& s, Ref g, Ref u, int64_t n, bool gated);
+  // scatter false: dst[i] = src[rows[i]]; true: dst[rows[i]] = weights[i] · src[i] (rows of width floats, i < n).
+  void move_rows(Stream& s, Ref src, Ref dst, Ref rows, Ref weights, int64_t n, int64_t width, bool scatter);
   // Rows of K or V (f32, src_stride floats apart) into one head-major f16 page at positions
   // [pos_in_page, pos_in_page + n_pos).
   void kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens);

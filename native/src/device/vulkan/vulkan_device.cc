@@ -54,7 +54,7 @@ class VulkanDevice final : public Device, public DeviceKernels {
     info_.capacity_bytes = capacity_;
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
       info_.formats.push_back(type_traits(t).name);
-    info_.ops = {"rmsnorm", "layernorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu", "geglu", "gelu"};
+    info_.ops = {"rmsnorm", "layernorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu", "geglu", "gelu", "moe_ffn"};
     info_.threads = 0;
   }
 
@@ -160,6 +160,14 @@ class VulkanDevice final : public Device, public DeviceKernels {
     const uint64_t bytes = static_cast<uint64_t>(n) * 4;
     // Ungated: the second binding is the first buffer again (the shader does not read it).
     ctx_.gelu(stream(), resolve(g, bytes), resolve(u ? u : g, bytes), n, u != nullptr);
+  }
+  void gather_rows(const float* src, float* dst, const uint32_t* rows, int64_t n, int64_t width) override {
+    ctx_.move_rows(stream(), resolve(src, 4), resolve(dst, static_cast<uint64_t>(n * width) * 4), resolve(rows, static_cast<uint64_t>(n) * 4), resolve(dst, 4), n,
+                   width, false);
+  }
+  void scatter_rows(const float* src, float* dst, const uint32_t* rows, const float* weights, int64_t n, int64_t width) override {
+    ctx_.move_rows(stream(), resolve(src, static_cast<uint64_t>(n * width) * 4), resolve(dst, 4), resolve(rows, static_cast<uint64_t>(n) * 4),
+                   resolve(weights, static_cast<uint64_t>(n) * 4), n, width, true);
   }
   void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
                 int64_t page_tokens) override {
