@@ -1,7 +1,8 @@
 // `npm run bench:cpu`: CPU prefill and decode throughput of Fulcrum against llama.cpp
 // (node-llama-cpp, same file, same thread count, same KV cache size, flash attention off) on
 // synthetic models of real shapes, plus decode as a fraction of the memory-bandwidth limit
-// (measured read bandwidth ÷ weight bytes streamed per token), and each engine's peak resident
+// (measured read bandwidth ÷ bytes a token reads: weights, an MoE model's used experts only, and
+// the KV cache at the decode's mean context), and each engine's peak resident
 // memory against the target "Fulcrum's peak ≤ llama.cpp's + the KV cache". Every measurement runs
 // in a fresh process of its own (bench-child.ts), one after the other, so each peak is that
 // engine's alone. Prints a table and writes JSON under bench-results/.
@@ -35,6 +36,7 @@ import { packageRoot } from '../../engine/native/addon';
 import { nativeKernels } from '../../engine/native/model';
 import { CHILD_FLAG, childMain, runBenchChild, type BenchEngine, type ChildMemory, type ChildResult } from './bench-child';
 import { cpuLine, hostCpu } from './bench-host';
+import { readHparams } from '../../engine/model/hparams';
 import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, benchTypeByLabel, unsupportedReason } from './bench-models';
 import { alternationOrder, median } from './bench-rounds';
 import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
@@ -53,6 +55,8 @@ interface Row {
   threads: number;
   skipped?: string;
   weight_bytes_per_token?: number;
+  /** KV cache bytes a decoded token reads at the decode's mean context. */
+  kv_bytes_per_token?: number;
   read_bandwidth_bytes_per_s?: number;
   /** KV cache positions both engines were given, and that cache's bytes (f16). */
   context_size?: number;
@@ -128,10 +132,20 @@ function engineRow(results: ChildResult[]): EngineRow {
 }
 
 /** Bytes a decode step streams: every tensor once, except the embedding (one row is read). */
-function weightBytesPerToken(file: string): number {
+/**
+ * Bytes one decoded token reads: every weight matrix once (the embedding row aside, unless the
+ * head is tied to it), of an MoE model's expert tensors only the experts a token runs
+ * (expert_used_count of expert_count), and the KV cache of every layer at the decode's mean
+ * context (prompt + gen / 2 positions, f16 K and V).
+ */
+function bytesPerToken(file: string, promptTokens: number, genTokens: number): { weights: number; kv: number } {
   const g = readGguf(file);
+  const hp = readHparams(g);
   const tied = !g.tensors.some((t) => t.name === 'output.weight');
-  return g.tensors.reduce((s, t) => s + (t.name === 'token_embd.weight' && !tied ? 0 : t.byteSize), 0);
+  const expertShare = hp.nExpert > 0 ? hp.nExpertUsed / hp.nExpert : 1;
+  const weights = g.tensors.reduce((s, t) => s + (t.name === 'token_embd.weight' && !tied ? 0 : /_exps\.weight$/.test(t.name) ? t.byteSize * expertShare : t.byteSize), 0);
+  const kv = hp.nLayers * 2 * hp.nKvHeads * hp.headDim * 2 * (promptTokens + genTokens / 2);
+  return { weights, kv };
 }
 
 const signedPct = (v: number): string => `${v >= 0 ? '+' : ''}${(v * 100).toFixed(0)}%`;
@@ -204,8 +218,9 @@ async function main(): Promise<void> {
         const label = `${shape.label} ${type.label} ${threads}T`;
         process.stderr.write(`${label}…\n`);
         const file = benchModelFile(shape, type);
-        const bytes = weightBytesPerToken(file);
-        row.weight_bytes_per_token = bytes;
+        const bytes = bytesPerToken(file, promptTokens, genTokens);
+        row.weight_bytes_per_token = bytes.weights;
+        row.kv_bytes_per_token = bytes.kv;
         const req = { model: file, threads, promptTokens, genTokens, contextSize };
         const rowId: RowId = { shape: shape.label, type: type.label, threads, promptTokens, genTokens };
         const done: Record<BenchEngine, ChildResult[]> = { fulcrum: [], 'llama.cpp': [] };
@@ -269,7 +284,7 @@ async function main(): Promise<void> {
   }
   for (const row of rows) {
     if (row.skipped || !row.fulcrum || row.weight_bytes_per_token === undefined) continue;
-    const limit = bandwidth.get(row.threads)! / row.weight_bytes_per_token;
+    const limit = bandwidth.get(row.threads)! / (row.weight_bytes_per_token + (row.kv_bytes_per_token ?? 0));
     row.read_bandwidth_bytes_per_s = bandwidth.get(row.threads)!;
     row.fulcrum_decode_of_limit = row.fulcrum.gen_tokens_per_s / limit;
     if (row.llama_cpp) row.llama_cpp_decode_of_limit = row.llama_cpp.gen_tokens_per_s / limit;

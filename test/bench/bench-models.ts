@@ -17,6 +17,9 @@ const common = { architecture: 'llama' as const, nVocab: 32000, contextLength: 4
 export const BENCH_SHAPES: BenchShape[] = [
   { label: '0.5B', spec: { ...common, nLayers: 24, nEmbd: 896, nHeads: 14, nKvHeads: 2, nFf: 4864 } },
   { label: '1.3B', spec: { ...common, nLayers: 24, nEmbd: 2048, nHeads: 16, nKvHeads: 16, nFf: 5504 } },
+  // A small Qwen3-MoE (Qwen3-Coder-30B-A3B's architecture at 1/16 of its experts' width): 1.6B
+  // parameters, 0.2B active per token (8 of 64 experts of 768).
+  { label: 'MoE-1.6B-A0.2B', spec: { ...common, architecture: 'qwen3moe', nLayers: 16, nEmbd: 1024, nHeads: 16, nKvHeads: 4, headDim: 64, nFf: 768, nExpert: 64, nExpertUsed: 8 } },
 ];
 
 /** A benchmark model's weight format: one type for every matrix, or a per-tensor mix. */
