@@ -1,4 +1,4 @@
-// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3, phi3, starcoder2, gemma, qwen3moe),
+// Model hyperparameters from GGUF metadata, for the architectures Fulcrum runs (llama, qwen2, qwen3, phi3, starcoder2, gemma, gemma2, gemma3, qwen3moe),
 // and the check that the file holds every tensor those hyperparameters imply, with the right
 // shapes. Key names and conventions follow llama.cpp's, since that is who writes GGUF files.
 
@@ -15,8 +15,8 @@ import {
   tensorMap,
 } from './gguf/index';
 
-export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'qwen3moe';
-export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3', 'starcoder2', 'gemma', 'qwen3moe'];
+export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'gemma2' | 'gemma3' | 'qwen3moe';
+export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3', 'starcoder2', 'gemma', 'gemma2', 'gemma3', 'qwen3moe'];
 
 export type RopeScalingType = 'none' | 'linear' | 'yarn' | 'longrope';
 /** 'normal': rotate adjacent pairs (x[2i], x[2i+1]); 'neox': rotate halves (x[i], x[i + dims/2]). */
@@ -69,8 +69,19 @@ export interface ModelHparams {
   nExpertUsed: number;
   /** attn_output, ffn_up and ffn_down biases (starcoder2). */
   hasOutFfnBias: boolean;
-  /** Embeddings scaled by sqrt(nEmbd) (gemma). */
+  /** Embeddings scaled by sqrt(nEmbd) (gemma*). */
   embeddingScale: boolean;
+  /** post_attention_norm and post_ffw_norm on each sublayer's output (gemma2, gemma3). */
+  postNorms: boolean;
+  /** Gemma 2/3's attention scale (query_pre_attn_scalar), when it is not 1/sqrt(headDim); else 0. */
+  attnScale: number;
+  /** Soft-capping of attention scores and of the final logits (tanh(x / cap) · cap); 0: none. */
+  attnSoftcap: number;
+  finalSoftcap: number;
+  /** Sliding-window attention: the window (0: none) and which layers use it (their own RoPE base). */
+  slidingWindow: number;
+  swaLayers: boolean[];
+  ropeFreqBaseSwa: number;
   /** attn_output.bias present (llama only, rare). */
   hasOutputBias: boolean;
   /** rope_freqs.weight present (Llama 3.1 style per-dimension frequency factors). */
@@ -99,7 +110,42 @@ export interface ReadHparamsOptions {
   checkTensors?: boolean;
 }
 
-const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox', phi3: 'neox', starcoder2: 'neox', gemma: 'neox', qwen3moe: 'neox' };
+const ROPE_STYLE: Record<ModelArchitecture, RopeStyle> = { llama: 'normal', qwen2: 'neox', qwen3: 'neox', phi3: 'neox', starcoder2: 'neox', gemma: 'neox', gemma2: 'neox', gemma3: 'neox', qwen3moe: 'neox' };
+
+/**
+ * Gemma 2/3's per-layer attention: llama.cpp's defaults where the file is silent (gemma2: scores
+ * capped at 50, logits at 30, a 4096 window on every other layer; gemma3: no score cap, a window
+ * on 5 of every 6 layers when the file gives one, local RoPE base 10000) and its attention scale
+ * (1/sqrt(n_embd / n_heads) for the 27B models, 1/sqrt(head_dim) otherwise).
+ */
+function gemmaAttention(file: GgufFile, arch: ModelArchitecture, nLayers: number, nEmbd: number, nHeads: number, headDim: number, ropeFreqBase: number):
+  Pick<ModelHparams, 'attnScale' | 'attnSoftcap' | 'finalSoftcap' | 'slidingWindow' | 'swaLayers' | 'ropeFreqBaseSwa'> {
+  const none = { attnScale: 0, attnSoftcap: 0, finalSoftcap: 0, slidingWindow: 0, swaLayers: [] as boolean[], ropeFreqBaseSwa: ropeFreqBase };
+  if (arch !== 'gemma2' && arch !== 'gemma3') return none;
+  const k = (suffix: string): string => `${arch}.${suffix}`;
+  const gemma2 = arch === 'gemma2';
+  const window = metaOptionalInteger(file, k('attention.sliding_window'), 0) ?? (gemma2 ? 4096 : 0);
+  const patternKv = file.kv.get(k('attention.sliding_window_pattern'));
+  let swaLayers: boolean[];
+  if (patternKv?.type === GgufValueType.ARRAY) {
+    const flags = metaOptionalArray(file, k('attention.sliding_window_pattern'))!.items.map(Boolean);
+    if (flags.length !== nLayers) throw new GgufMetadataError(file.path, k('attention.sliding_window_pattern'), `${flags.length} entries for ${nLayers} layers`);
+    swaLayers = flags;
+  } else {
+    const n = metaOptionalInteger(file, k('attention.sliding_window_pattern'), 0) ?? (gemma2 ? 2 : 6);
+    swaLayers = Array.from({ length: nLayers }, (_, il) => n === 0 || il % n < n - 1);
+  }
+  const big = nLayers === (gemma2 ? 46 : 62);  // the 27B models
+  const scale = big ? 1 / Math.sqrt(nEmbd / nHeads) : 1 / Math.sqrt(headDim);
+  return {
+    attnScale: Math.abs(scale - 1 / Math.sqrt(headDim)) > 0 ? scale : 0,
+    attnSoftcap: gemma2 ? metaOptionalNumber(file, k('attn_logit_softcapping')) ?? 50 : 0,
+    finalSoftcap: metaOptionalNumber(file, k('final_logit_softcapping')) ?? (gemma2 ? 30 : 0),
+    slidingWindow: window,
+    swaLayers: window > 0 ? swaLayers : [],
+    ropeFreqBaseSwa: metaOptionalNumber(file, k('rope.freq_base_swa')) ?? (gemma2 ? ropeFreqBase : 10000),
+  };
+}
 const DEFAULT_ROPE_FREQ_BASE = 10000;
 
 function isSupported(arch: string): arch is ModelArchitecture {
@@ -245,15 +291,17 @@ export function readHparams(file: GgufFile, opts: ReadHparamsOptions = {}): Mode
     ropeDims,
     tiedOutput: !tensors.has('output.weight'),
     hasQkvBias: arch === 'qwen2' || arch === 'starcoder2' || hasQkvBias,
-    hasQkNorm: arch === 'qwen3' || arch === 'qwen3moe',
+    hasQkNorm: arch === 'qwen3' || arch === 'qwen3moe' || arch === 'gemma3',
     fusedQkv: tensors.has('blk.0.attn_qkv.weight'),
     fusedGateUp: arch === 'phi3',
     norm: arch === 'starcoder2' ? 'layer' : 'rms',
-    ffn: arch === 'starcoder2' ? 'gelu' : arch === 'gemma' ? 'geglu' : moe ? 'moe' : 'swiglu',
+    ffn: arch === 'starcoder2' ? 'gelu' : arch.startsWith('gemma') ? 'geglu' : moe ? 'moe' : 'swiglu',
     nExpert: moe ? experts : 0,
     nExpertUsed: expertsUsed ?? 0,
     hasOutFfnBias: arch === 'starcoder2',
-    embeddingScale: arch === 'gemma',
+    embeddingScale: arch.startsWith('gemma'),
+    postNorms: arch === 'gemma2' || arch === 'gemma3',
+    ...gemmaAttention(file, arch, nLayers, nEmbd, nHeads, headDim, ropeFreqBase),
     hasOutputBias: arch === 'llama' && tensors.has('blk.0.attn_output.bias'),
     hasRopeFreqs: tensors.has('rope_freqs.weight'),
     ...(fileType !== undefined ? { fileType } : {}),
@@ -297,6 +345,10 @@ export function expectedTensorShapes(hp: ModelHparams): Map<string, number[]> {
       shapes.set(`${b}attn_k_norm.weight`, [hp.headDim]);
     }
     if (hp.hasOutputBias) shapes.set(`${b}attn_output.bias`, [hp.nEmbd]);
+    if (hp.postNorms) {
+      shapes.set(`${b}post_attention_norm.weight`, [hp.nEmbd]);
+      shapes.set(`${b}post_ffw_norm.weight`, [hp.nEmbd]);
+    }
     shapes.set(`${b}ffn_norm.weight`, [hp.nEmbd]);
     if (hp.ffn === 'moe') {
       shapes.set(`${b}ffn_gate_inp.weight`, [hp.nEmbd, hp.nExpert]);

@@ -11,7 +11,9 @@ import { convertF32, TS_CONVERTIBLE_TYPES } from './quantize-ts';
 import { loadAddon } from '../native/addon';
 
 export interface SyntheticModelSpec {
-  architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'qwen3moe';
+  architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'gemma2' | 'gemma3' | 'qwen3moe';
+  /** gemma2/gemma3: the sliding window (attention.sliding_window; gemma2's default 4096 when absent). */
+  slidingWindow?: number;
   /** qwen3moe: experts per layer and per token (nFf is one expert's FFN size). */
   nExpert?: number;
   nExpertUsed?: number;
@@ -208,12 +210,14 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
       plan.push(bias(`${b}attn_k.bias`, kvDim));
       plan.push(bias(`${b}attn_v.bias`, kvDim));
     }
-    if (spec.architecture === 'qwen3' || spec.architecture === 'qwen3moe') {
+    if (spec.architecture === 'qwen3' || spec.architecture === 'qwen3moe' || spec.architecture === 'gemma3') {
       plan.push(norm(`${b}attn_q_norm.weight`, headDim));
       plan.push(norm(`${b}attn_k_norm.weight`, headDim));
     }
     plan.push(w(`${b}attn_output.weight`, [qDim, spec.nEmbd]));
     if (layerNorm) plan.push(bias(`${b}attn_output.bias`, spec.nEmbd));
+    const postNorms = spec.architecture === 'gemma2' || spec.architecture === 'gemma3';
+    if (postNorms) plan.push(norm(`${b}post_attention_norm.weight`));
     plan.push(norm(`${b}ffn_norm.weight`));
     if (layerNorm) plan.push(bias(`${b}ffn_norm.bias`, spec.nEmbd));
     if (spec.architecture === 'qwen3moe') {
@@ -236,11 +240,12 @@ function planTensors(spec: SyntheticModelSpec, nVocab: number): TensorPlan[] {
     }
     plan.push(w(`${b}ffn_down.weight`, [spec.nFf, spec.nEmbd]));
     if (layerNorm) plan.push(bias(`${b}ffn_down.bias`, spec.nEmbd));
+    if (postNorms) plan.push(norm(`${b}post_ffw_norm.weight`));
   }
   plan.push(norm('output_norm.weight'));
   if (spec.architecture === 'starcoder2') plan.push(bias('output_norm.bias', spec.nEmbd));
   // gemma's LM head is always the embedding matrix.
-  if (!spec.tiedOutput && spec.architecture !== 'gemma') plan.push(w('output.weight', [spec.nEmbd, nVocab]));
+  if (!spec.tiedOutput && !spec.architecture.startsWith('gemma')) plan.push(w('output.weight', [spec.nEmbd, nVocab]));
   return plan;
 }
 
@@ -392,6 +397,7 @@ export function writeSyntheticModel(path: string, spec: SyntheticModelSpec): Ggu
     { key: `${arch}.context_length`, type: T.UINT32, value: spec.contextLength },
     { key: `${arch}.embedding_length`, type: T.UINT32, value: spec.nEmbd },
     { key: `${arch}.feed_forward_length`, type: T.UINT32, value: spec.nFf * (arch === 'qwen3moe' ? (spec.nExpertUsed ?? 2) : 1) },
+    ...(spec.slidingWindow !== undefined ? [{ key: `${arch}.attention.sliding_window`, type: T.UINT32, value: spec.slidingWindow }] : []),
     ...(arch === 'qwen3moe' ? [
       { key: `${arch}.expert_count`, type: T.UINT32, value: spec.nExpert ?? 8 },
       { key: `${arch}.expert_used_count`, type: T.UINT32, value: spec.nExpertUsed ?? 2 },

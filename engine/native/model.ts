@@ -39,6 +39,14 @@ export interface NativeModelConfig {
   /** MoE (qwen3moe): experts per layer and per token; nFf is then one expert's FFN size. */
   nExpert?: number;
   nExpertUsed?: number;
+  /** Gemma 2/3: attention scale (absent: 1/sqrt(headDim)), score and final-logit soft-capping. */
+  attnScale?: number;
+  attnSoftcap?: number;
+  finalSoftcap?: number;
+  /** Sliding-window attention: the window, which layers use it, and their RoPE base. */
+  slidingWindow?: number;
+  swaLayers?: boolean[];
+  ropeFreqBaseSwa?: number;
   /** Refuse to load above this many bytes (weights + KV + scratch); 0: MemAvailable only. */
   memoryLimitBytes?: number;
   /** Positions per KV cache page, in [8, 4096]; default 64 (native KvCache::kPageTokens). */

@@ -35,6 +35,10 @@ export function nativeConfig(file: GgufFile, hp: ModelHparams, contextLength: nu
     ropeStyle: hp.ropeStyle,
     nRot: hp.ropeDims,
     ...(hp.nExpert > 0 ? { nExpert: hp.nExpert, nExpertUsed: hp.nExpertUsed } : {}),
+    ...(hp.attnScale > 0 ? { attnScale: hp.attnScale } : {}),
+    ...(hp.attnSoftcap > 0 ? { attnSoftcap: hp.attnSoftcap } : {}),
+    ...(hp.finalSoftcap > 0 ? { finalSoftcap: hp.finalSoftcap } : {}),
+    ...(hp.slidingWindow > 0 ? { slidingWindow: hp.slidingWindow, swaLayers: hp.swaLayers, ropeFreqBaseSwa: hp.ropeFreqBaseSwa } : {}),
   };
 }
 

@@ -60,6 +60,12 @@ export const ARCHITECTURE_CASES: Case[] = [
   // Qwen3-MoE (Qwen3-Coder-30B-A3B's architecture): 8 experts, 2 per token, router in F32.
   { label: 'qwen3moe Q8_0', spec: { ...small, architecture: 'qwen3moe', nExpert: 8, nExpertUsed: 2, nFf: 64, weightType: GgmlType.Q8_0 } },
   { label: 'qwen3moe Q4_K', spec: { ...small, architecture: 'qwen3moe', nEmbd: 256, nExpert: 8, nExpertUsed: 3, nFf: 256, weightType: GgmlType.Q4_K } },
+  // Gemma 2: post-norms, scores capped at 50 and logits at 30, a sliding window (8 positions,
+  // so the 25-token prompts use it) on every other layer.
+  { label: 'gemma2 Q8_0', spec: { ...small, architecture: 'gemma2', headDim: 64, slidingWindow: 8, weightType: GgmlType.Q8_0 } },
+  // Gemma 3: per-head Q/K norms, no score cap, windows on 5 of every 6 layers with their own RoPE
+  // base (10000) beside the global layers' (1e6).
+  { label: 'gemma3 Q8_0', spec: { ...small, architecture: 'gemma3', nLayers: 6, headDim: 64, slidingWindow: 8, ropeFreqBase: 1e6, weightType: GgmlType.Q8_0 } },
   { label: 'phi3 Q4_0 partial RoPE', spec: { ...small, architecture: 'phi3', name: 'synthetic-fused', nEmbd: 256, ropeDims: 48, weightType: GgmlType.Q4_0 } },
 ];
 

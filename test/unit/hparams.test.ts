@@ -84,7 +84,7 @@ test('stories260K: llama hyperparameters as its README states', { skip: skipUnle
     {
       architecture: 'llama', name: 'llama', nLayers: 5, nEmbd: 64, nHeads: 8, nKvHeads: 4, headDim: 8, nFf: 172,
       nVocab: 512, contextLength: 2048, normEps: Math.fround(1e-5), ropeFreqBase: 10000, ropeScalingType: 'none',
-      ropeScalingFactor: 1, ropeStyle: 'normal', ropeDims: 8, tiedOutput: false, hasQkvBias: false, hasQkNorm: false, fusedQkv: false, fusedGateUp: false, norm: 'rms', ffn: 'swiglu', hasOutFfnBias: false, embeddingScale: false, nExpert: 0, nExpertUsed: 0,
+      ropeScalingFactor: 1, ropeStyle: 'normal', ropeDims: 8, tiedOutput: false, hasQkvBias: false, hasQkNorm: false, fusedQkv: false, fusedGateUp: false, norm: 'rms', ffn: 'swiglu', hasOutFfnBias: false, embeddingScale: false, nExpert: 0, nExpertUsed: 0, postNorms: false, attnScale: 0, attnSoftcap: 0, finalSoftcap: 0, slidingWindow: 0, swaLayers: [], ropeFreqBaseSwa: 10000,
       hasOutputBias: false, hasRopeFreqs: false,
     },
   );

@@ -25,6 +25,17 @@ void AttentionScratch::reserve(const AttentionShape& s, int64_t ctx_len, int64_t
 
 namespace {
 
+// Soft-capping and the sliding window on one row of scores over positions [0, n_row) of a query
+// at position n_row - 1 (see AttentionShape).
+inline void shape_scores(const AttentionShape& s, float* row, int64_t n_row) {
+  if (s.softcap > 0) {
+    const float inv = 1.0f / s.softcap;
+    for (int64_t t = 0; t < n_row; ++t) row[t] = std::tanh(row[t] * inv) * s.softcap;
+  }
+  if (s.window > 0)
+    for (int64_t t = 0; t < n_row - s.window; ++t) row[t] = -std::numeric_limits<float>::infinity();
+}
+
 // Calls fn(t, n, k, v) for each run [t, t + n) of positions [t0, t1) that lies in one page, in
 // position order; k and v point at KV head g's K and V rows of position t (head_dim values per
 // row, the run's rows consecutive).
@@ -80,6 +91,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
           const int64_t n_row = pos0 + i0 + ii + 1;
           for (int64_t j = 0; j < group; ++j) {
             float* sj = scores + (ii * group + j) * ld;
+            shape_scores(s, sj, n_row);
             const float mx = fns.max_f32(sj, n_row);
             const float sum = fns.exp_sub_sum(sj, n_row, mx);
             fns.scale_round_f16(sj, n_row, 1.0f / sum);
@@ -131,6 +143,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       });
       for (int64_t j = 0; j < nq; ++j) {
         float* sj = sg + j * ld;
+        shape_scores(s, sj, n_kv);
         const float mx = fns.max_f32(sj, n_kv);
         const float sum = fns.exp_sub_sum(sj, n_kv, mx);
         fns.scale_round_f16(sj, n_kv, 1.0f / sum);

@@ -37,6 +37,10 @@ namespace fulcrum {
 struct AttentionShape {
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
   float scale = 1.f;  // usually 1/sqrt(head_dim)
+  // Gemma 2: scores soft-capped to (-softcap, softcap) as tanh(s / softcap) · softcap (0: off).
+  float softcap = 0.f;
+  // Sliding-window layers (gemma2/3): a query at position p sees keys (p - window, p] (0: all).
+  int64_t window = 0;
 };
 
 // Working memory sized once per model (no allocation per call).
@@ -64,7 +68,9 @@ struct KvPages {
 };
 
 // q: [n_tokens][n_heads*head_dim] (RoPE applied). kv: pages already holding positions
-// [0, pos0 + n_tokens). Token i attends to positions [0, pos0 + i].
+// [0, pos0 + n_tokens). Token i attends to positions [0, pos0 + i] (with a window, the last
+// `window` of them: the others' scores are -inf, so their probabilities are 0, as llama.cpp's
+// mask makes them).
 // out: [n_tokens][n_heads*head_dim].
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_t n_tokens, int64_t pos0,
                const KvPages& kv, float* out, AttentionScratch& scratch);

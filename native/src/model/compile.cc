@@ -449,6 +449,14 @@ void Model::compile() {
     matmul(Buf::Att, QW, &L.wo, Buf::H, l, kOutput);
     cur_plan_op = kOutput;
     add_bias(Buf::H, L.bo);
+    // post_norms: each sublayer's output normalised before the residual add (where it is).
+    auto post_norm = [&](const std::vector<float>& gains) {
+      if (gains.empty()) return;
+      const Loc pl = home(Buf::H);
+      compute(OpKind::RmsNorm, pl, Buf::H, Buf::H, gains.data());
+      wrote(Buf::H, pl);
+    };
+    post_norm(L.attn_post_norm_f);
     {
       const Loc al = home(Buf::H);
       need(Buf::X, al);
@@ -490,6 +498,7 @@ void Model::compile() {
     }
     cur_plan_op = kDown;
     add_bias(Buf::H, L.bdown);
+    post_norm(L.ffn_post_norm_f);
     {
       const Loc al = home(Buf::H);
       need(Buf::X, al);
@@ -510,6 +519,7 @@ void Model::compile() {
     wrote(Buf::H, hl);
     matmul(Buf::H, E, &output_, Buf::Logits, -1, -1);
     need(Buf::Logits, Loc::Host);
+    if (cfg_.final_softcap > 0) compute(OpKind::LogitSoftcap, Loc::Host, Buf::Logits, Buf::Logits);
   }
   fuse_converts();
 
@@ -616,7 +626,7 @@ void Model::op_resources(const Op& op, std::vector<int>* r, std::vector<int>* w)
       for (int k = 0; k < op.n_fused_convert; ++k) w->push_back(act(op.fused_convert[k], loc));
       break;
     case OpKind::Convert: r->push_back(b(op.src, loc)); w->push_back(act(op.act_type, loc)); break;
-    case OpKind::MoeFfn: r->push_back(b(op.src, loc)); w->push_back(b(op.dst, loc)); break;
+    case OpKind::MoeFfn: case OpKind::LogitSoftcap: r->push_back(b(op.src, loc)); w->push_back(b(op.dst, loc)); break;
     case OpKind::MatMul:
       r->push_back(op.act_type == GgmlType::F32 ? b(op.src, loc) : act(op.act_type, loc));
       if (streamed_w) r->push_back(slot);
@@ -913,7 +923,7 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       };
       for (Layer& L : layers_)
         for (const std::vector<float>* v : {&L.attn_norm_f, &L.ffn_norm_f, &L.bq, &L.bk, &L.bv, &L.q_norm_f, &L.k_norm_f, &L.attn_norm_b, &L.ffn_norm_b,
-                                            &L.bo, &L.bup, &L.bdown})
+                                            &L.bo, &L.bup, &L.bdown, &L.attn_post_norm_f, &L.ffn_post_norm_f})
           up_vec(*v);
       up_vec(output_norm_f_);
       up_vec(output_norm_b_);

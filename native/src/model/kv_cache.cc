@@ -128,7 +128,8 @@ void KvCache::release_from(int64_t from_pos) {
   }
 }
 
-void KvCache::shift(int64_t from, int64_t to, int64_t delta, const RopeParams& rope) {
+void KvCache::shift(int64_t from, int64_t to, int64_t delta, const std::vector<RopeParams>& ropes) {
+  if (ropes.empty()) throw std::runtime_error("KV cache: shift without RoPE parameters");
   if (device_) throw std::runtime_error("KV cache: shifting positions is supported for host pages only");
   if (from < 0 || to <= from || from + delta < 0 || to + delta > context_)
     throw std::runtime_error("KV cache: cannot move positions " + std::to_string(from) + ".." + std::to_string(to) + " by " + std::to_string(delta) +
@@ -146,7 +147,7 @@ void KvCache::shift(int64_t from, int64_t to, int64_t delta, const RopeParams& r
       for (int64_t h = 0; h < n_kv_heads_; ++h) {
         const uint16_t* ks = k_at(l, src, h);
         for (int64_t d = 0; d < head_dim_; ++d) k[static_cast<size_t>(d)] = quant::f16_to_f32(ks[d]);
-        rope_row(k.data(), 1, head_dim_, delta, rope);
+        rope_row(k.data(), 1, head_dim_, delta, ropes[static_cast<size_t>(l) < ropes.size() ? static_cast<size_t>(l) : 0]);
         uint16_t* kd = k_at(l, dst, h);
         for (int64_t d = 0; d < head_dim_; ++d) kd[d] = quant::f32_to_f16(k[static_cast<size_t>(d)]);
         std::memmove(v_at(l, dst, h), v_at(l, src, h), static_cast<size_t>(head_dim_) * sizeof(uint16_t));

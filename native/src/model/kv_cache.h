@@ -56,7 +56,8 @@ class KvCache {
   // cached keys read as if computed at their new positions (llama-server's --cache-reuse). V moves
   // as is. Host pages only (a device cache throws). The keys go through f32 and back to f16: one
   // more rounding of each rotated key (measured in test/unit/kv-shift.test.ts).
-  void shift(int64_t from, int64_t to, int64_t delta, const RopeParams& rope);
+  // ropes: one per layer of this cache (layers with their own RoPE base, gemma3), or one for all.
+  void shift(int64_t from, int64_t to, int64_t delta, const std::vector<RopeParams>& ropes);
   bool on_device() const { return device_ != nullptr; }
 
   // Attention's view of one layer: page pointers (nullptr past the held pages).

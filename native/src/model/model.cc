@@ -45,14 +45,16 @@ void check_range(const char* what, int64_t v, int64_t lo, int64_t hi) {
 }
 
 constexpr ArchVariant kVariants[] = {
-    //                 qkv_bias qk_norm fused_gate_up norm             ffn              out_ffn_bias embd_scale
-    {"llama",          false,   false,  false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false},
-    {"qwen2",          true,    false,  false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false},
-    {"qwen3",          false,   true,   false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false},
-    {"phi3",           false,   false,  true,         NormKind::Rms,   FfnKind::SwiGlu, false,       false},
-    {"starcoder2",     true,    false,  false,        NormKind::Layer, FfnKind::Gelu,   true,        false},
-    {"gemma",          false,   false,  false,        NormKind::Rms,   FfnKind::GeGlu,  false,       true},
-    {"qwen3moe",       false,   true,   false,        NormKind::Rms,   FfnKind::Moe,    false,       false},
+    //                 qkv_bias qk_norm fused_gate_up norm             ffn              out_ffn_bias embd_scale post_norms
+    {"llama",          false,   false,  false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false,     false},
+    {"qwen2",          true,    false,  false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false,     false},
+    {"qwen3",          false,   true,   false,        NormKind::Rms,   FfnKind::SwiGlu, false,       false,     false},
+    {"phi3",           false,   false,  true,         NormKind::Rms,   FfnKind::SwiGlu, false,       false,     false},
+    {"starcoder2",     true,    false,  false,        NormKind::Layer, FfnKind::Gelu,   true,        false,     false},
+    {"gemma",          false,   false,  false,        NormKind::Rms,   FfnKind::GeGlu,  false,       true,      false},
+    {"gemma2",         false,   false,  false,        NormKind::Rms,   FfnKind::GeGlu,  false,       true,      true},
+    {"gemma3",         false,   true,   false,        NormKind::Rms,   FfnKind::GeGlu,  false,       true,      true},
+    {"qwen3moe",       false,   true,   false,        NormKind::Rms,   FfnKind::Moe,    false,       false,     false},
 };
 
 }  // namespace
@@ -86,6 +88,13 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   check_range("kv_page_tokens", cfg_.kv_page_tokens, 8, 4096);
   check_range("max_sequences", cfg_.max_sequences, 1, 4096);
   check_range("rope n_rot", cfg_.rope.n_rot, 2, cfg_.head_dim);
+  if (cfg_.n_swa > 0 && static_cast<int64_t>(cfg_.swa_layers.size()) != cfg_.n_layers)
+    throw std::runtime_error("model config: " + std::to_string(cfg_.swa_layers.size()) + " sliding-window layer flags for " + std::to_string(cfg_.n_layers) + " layers");
+  if (cfg_.n_swa < 0 || !(cfg_.attn_softcap >= 0) || !(cfg_.final_softcap >= 0) || !(cfg_.attn_scale >= 0))
+    throw std::runtime_error("model config: sliding window, soft-capping and attention scale must not be negative");
+  if (cfg_.n_swa > 0 && !(cfg_.rope_swa.freq_base > 0 && cfg_.rope_swa.freq_scale > 0))
+    throw std::runtime_error("model config: the sliding-window layers' RoPE base and scale must be positive");
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) layer_ropes_.push_back(rope_of(static_cast<int>(l)));
   if (variant_->ffn == FfnKind::Moe) {
     check_range("n_expert", cfg_.n_expert, 1, 4096);
     check_range("n_expert_used", cfg_.n_expert_used, 1, cfg_.n_expert);
@@ -176,6 +185,10 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     if (layer_norm) {
       L.attn_norm_b = vector_f32(find(p + "attn_norm.bias", E, 1, true, false), E);
       L.ffn_norm_b = vector_f32(find(p + "ffn_norm.bias", E, 1, true, false), E);
+    }
+    if (variant_->post_norms) {
+      L.attn_post_norm_f = vector_f32(find(p + "post_attention_norm.weight", E, 1, true, false), E);
+      L.ffn_post_norm_f = vector_f32(find(p + "post_ffw_norm.weight", E, 1, true, false), E);
     }
     if (variant_->out_ffn_bias) {
       L.bo = vector_f32(find(p + "attn_output.bias", E, 1, true, false), E);
@@ -407,7 +420,7 @@ int64_t Model::width(Buf b) const {
 const char* op_kind_name(int k) {
   static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
                                       "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
-                                      "recompute_kv", "layernorm", "gelu", "geglu", "moe_ffn"};
+                                      "recompute_kv", "layernorm", "gelu", "geglu", "moe_ffn", "logit_softcap"};
   return k >= 0 && k < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[k] : "?";
 }
 
@@ -464,7 +477,7 @@ void Model::shift_kv(int64_t from, int64_t to, int64_t delta, int32_t seq) {
   for (const auto& rows : q.saved)
     if (!rows.empty()) throw std::runtime_error("shiftKv: sequence " + std::to_string(seq) + " recomputes KV from saved rows (KVPR); shifting is not supported");
   if (to > q.n_past.load()) throw std::runtime_error("shiftKv: positions " + std::to_string(from) + ".." + std::to_string(to) + " of sequence " + std::to_string(seq) + " are not all held (" + std::to_string(q.n_past.load()) + " are)");
-  q.host->shift(from, to, delta, cfg_.rope);
+  q.host->shift(from, to, delta, layer_ropes_);
   // Several chunks may be moved before one eval (keepAfter): the held range only grows here; the
   // next eval without keepAfter rewinds past what it writes.
   q.n_past = std::max(q.n_past.load(), to + delta);
@@ -635,7 +648,7 @@ void Model::exec_op(int32_t oi) {
       type_traits(t).quantize_row(row, act_at(t, op.loc) + static_cast<size_t>(r) * converted_bytes(t, w, 1), w);
     }
   };
-  const AttentionShape shape = attention_shape();
+  const AttentionShape shape = attention_shape(op.layer);
   const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
   const int64_t hd = cfg_.head_dim;
   auto store_rows = [&](KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n_rows, int64_t pos0) {
@@ -702,7 +715,8 @@ void Model::exec_op(int32_t oi) {
       const int64_t w = width(op.dst);
       const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
       float* d = buf_at(op.dst, op.loc);
-      for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, row_pos_[static_cast<size_t>(r)], cfg_.rope); });
+      const RopeParams& rp = rope_of(op.layer);
+      for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, row_pos_[static_cast<size_t>(r)], rp); });
       break;
     }
     case OpKind::StoreKv: {
@@ -740,6 +754,14 @@ void Model::exec_op(int32_t oi) {
         swiglu_row(g + r * w, u + r * w, g + r * w, w);
         convert_fused(g + r * w, r, w);
       });
+      break;
+    }
+    case OpKind::LogitSoftcap: {
+      float* lg = buf_at(Buf::Logits, Loc::Host);
+      if (!lg) break;
+      const float cap = cfg_.final_softcap, inv = 1.0f / cap;
+      const int64_t n = rows * cfg_.n_vocab;
+      for (int64_t i = 0; i < n; ++i) lg[i] = std::tanh(lg[i] * inv) * cap;
       break;
     }
     case OpKind::MoeFfn:
@@ -885,7 +907,7 @@ void Model::exec_op(int32_t oi) {
           if (!L.k_norm_f.empty())
             for (int64_t r = 0; r < nc * cfg_.n_kv_heads; ++r)
               rmsnorm_row(dev_rk_ + r * hd, L.k_norm_f.data(), dev_rk_ + r * hd, hd, cfg_.norm_eps);
-          for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, cfg_.rope);
+          for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, rope_of(op.layer));
           store_rows(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
         }
       }
@@ -994,7 +1016,7 @@ void Model::exec_device_op(const Op& op, int64_t rows) {
       const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
       float* d = buf_at(op.dst, Loc::Dev);
       // Each sequence's rows are consecutive positions.
-      for (const Span& sp : st.spans) dk_->rope(d + sp.row0 * w, sp.n, heads, cfg_.head_dim, sp.pos0, cfg_.rope);
+      for (const Span& sp : st.spans) dk_->rope(d + sp.row0 * w, sp.n, heads, cfg_.head_dim, sp.pos0, rope_of(op.layer));
       break;
     }
     case OpKind::StoreKv: {
@@ -1021,7 +1043,7 @@ void Model::exec_device_op(const Op& op, int64_t rows) {
           dk_->copy(dev_gather_v_ + static_cast<size_t>(p) * half, pages.v[p], half * sizeof(uint16_t));
         }
         dk_->attention(buf_at(Buf::Q, Loc::Dev) + sp.row0 * QW, sp.n, sp.pos0, dev_gather_k_, dev_gather_v_, dev_page_table_,
-                       buf_at(Buf::Att, Loc::Dev) + sp.row0 * QW, attention_shape(), pt);
+                       buf_at(Buf::Att, Loc::Dev) + sp.row0 * QW, attention_shape(op.layer), pt);
       }
       break;
     }
@@ -1074,7 +1096,7 @@ void Model::exec_device_op(const Op& op, int64_t rows) {
             if (!bias->empty()) dk_->add(out, dev_vec(bias->data()), nc * KVW, KVW);
           }
           if (!L.k_norm_f.empty()) dk_->rmsnorm(dev_rk_, dev_vec(L.k_norm_f.data()), dev_rk_, nc * cfg_.n_kv_heads, cfg_.head_dim, cfg_.norm_eps);
-          dk_->rope(dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, c0, cfg_.rope);
+          dk_->rope(dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, c0, rope_of(op.layer));
           store_kv_device(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
         }
       }

@@ -37,6 +37,7 @@ struct ArchVariant {
   FfnKind ffn;
   bool out_ffn_bias;  // attn_output.bias, ffn_up.bias, ffn_down.bias (starcoder2)
   bool embd_scale;    // embeddings scaled by sqrt(n_embd) (gemma)
+  bool post_norms;    // post_attention_norm and post_ffw_norm on each sublayer's output (gemma2/3)
   // (A fused attn_qkv is taken where the file has one, whatever the architecture.)
 };
 // The variant of a supported architecture, or nullptr.
@@ -56,6 +57,12 @@ struct ModelConfig {
   int64_t kv_page_tokens = KvCache::kPageTokens;  // positions per KV cache page
   int64_t max_sequences = 1;  // sequences with their own KV that one step may carry
   int64_t n_expert = 0, n_expert_used = 0;  // MoE (n_ff is then one expert's FFN size)
+  // Gemma 2/3: attention scale (0: 1/sqrt(head_dim)), attention and final logit soft-capping
+  // (0: off), sliding-window layers (swa_layers[l] != 0) with their window and their own RoPE.
+  float attn_scale = 0.f, attn_softcap = 0.f, final_softcap = 0.f;
+  int64_t n_swa = 0;
+  std::vector<uint8_t> swa_layers;
+  RopeParams rope_swa;
 };
 
 struct TensorEntry {
@@ -230,6 +237,7 @@ class Model {
     Gelu,         // in place, the ungated FFN's activation
     GeGlu,        // SwiGlu's place with GELU (gemma)
     MoeFfn,       // the routed experts of the layer, H -> H (model/moe.h)
+    LogitSoftcap, // logits = tanh(logits / cap) · cap (gemma2's final soft-capping), on the host
   };
   struct Op {
     OpKind kind;
@@ -261,6 +269,7 @@ class Model {
     std::vector<float> q_norm_f, k_norm_f;  // per-head gains [head_dim] (qk_norm)
     std::vector<float> attn_norm_b, ffn_norm_b, bo, bup, bdown;  // LayerNorm biases, out_ffn_bias
     Weight router, gate_exps, up_exps, down_exps;  // MoE
+    std::vector<float> attn_post_norm_f, ffn_post_norm_f;  // post_norms
   };
   // A layer's MoE weights as the kernels at `loc` read them (the device's resident copies there).
   MoeWeights moe_weights(const Layer& L, Loc loc) const;
@@ -279,9 +288,18 @@ class Model {
   float* buf(Buf b);
   int64_t width(Buf b) const;
   void forward(bool want_all, float* logits_out);
-  AttentionShape attention_shape() const {
-    return AttentionShape{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  // Layer `layer`'s attention (its window when it slides); -1: the shape scratch is sized for.
+  AttentionShape attention_shape(int layer = -1) const {
+    AttentionShape a{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
+                     cfg_.attn_scale > 0 ? cfg_.attn_scale : 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim)), cfg_.attn_softcap, 0};
+    if (layer >= 0 && is_swa(layer)) a.window = cfg_.n_swa;
+    return a;
   }
+  bool is_swa(int layer) const {
+    return cfg_.n_swa > 0 && static_cast<size_t>(layer) < cfg_.swa_layers.size() && cfg_.swa_layers[static_cast<size_t>(layer)] != 0;
+  }
+  const RopeParams& rope_of(int layer) const { return layer >= 0 && is_swa(layer) ? cfg_.rope_swa : cfg_.rope; }
+  std::vector<RopeParams> layer_ropes_;  // rope_of(l) for every layer (KV shifts)
   void exec_op(int32_t i);
   // An op placed on a device with its own kernels (Vulkan), recorded on the device lane's stream.
   void exec_device_op(const Op& op, int64_t rows);

@@ -71,6 +71,20 @@ ModelConfig parse_config(const Napi::Object& o) {
   if (s == "normal") c.rope.style = RopeStyle::Normal;
   else if (s == "neox") c.rope.style = RopeStyle::Neox;
   else throw Napi::TypeError::New(o.Env(), "model config: 'ropeStyle' must be 'normal' or 'neox', got '" + s + "'");
+  c.attn_scale = static_cast<float>(get_num(o, "attnScale", 0.0));
+  c.attn_softcap = static_cast<float>(get_num(o, "attnSoftcap", 0.0));
+  c.final_softcap = static_cast<float>(get_num(o, "finalSoftcap", 0.0));
+  c.n_swa = get_int(o, "slidingWindow", false, 0);
+  c.rope_swa = c.rope;
+  c.rope_swa.freq_base = static_cast<float>(get_num(o, "ropeFreqBaseSwa", c.rope.freq_base));
+  c.rope_swa.freq_scale = static_cast<float>(get_num(o, "ropeFreqScaleSwa", 1.0));
+  Napi::Value swa = o.Get("swaLayers");
+  if (swa.IsArray()) {
+    Napi::Array a = swa.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); ++i) c.swa_layers.push_back(a.Get(i).ToBoolean().Value() ? 1 : 0);
+  } else if (!swa.IsUndefined() && !swa.IsNull()) {
+    throw Napi::TypeError::New(o.Env(), "model config: 'swaLayers' must be an array of booleans");
+  }
   return c;
 }
 

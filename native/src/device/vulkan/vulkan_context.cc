@@ -667,14 +667,14 @@ void VulkanContext::kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, i
 }
 
 void VulkanContext::attention(Stream& s, Ref q, Ref k_pool, Ref v_pool, Ref pages, Ref out, int64_t rows, int64_t n_heads, int64_t n_kv_heads,
-                              int64_t head_dim, int64_t page_tokens, int64_t pos0) {
+                              int64_t head_dim, int64_t page_tokens, int64_t pos0, float scale, float softcap, int64_t window) {
   if (head_dim > 256 || head_dim % 2) throw DeviceError("vulkan: attention needs an even head size of at most 256, got " + std::to_string(head_dim));
   if (n_heads % n_kv_heads) throw DeviceError("vulkan: attention: heads are not a multiple of KV heads");
   need_words("attention", q.off | out.off);
   if (k_pool.off || v_pool.off || pages.off) throw DeviceError("vulkan: attention binds whole KV pools and page tables");
-  struct { uint32_t n_heads, n_kv_heads, head_dim, page_tokens, pos0; float scale; uint32_t q_off, o_off; } pc{
+  struct { uint32_t n_heads, n_kv_heads, head_dim, page_tokens, pos0; float scale; uint32_t q_off, o_off; float softcap; uint32_t window; } pc{
       u32(n_heads, "n_heads"), u32(n_kv_heads, "n_kv_heads"), u32(head_dim, "head_dim"), u32(page_tokens, "page_tokens"), u32(pos0, "pos0"),
-      1.0f / std::sqrt(static_cast<float>(head_dim)), words(q.off), words(out.off)};
+      scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim)), words(q.off), words(out.off), softcap, u32(window, "window")};
   dispatch(s, "attention", {q.buf, k_pool.buf, v_pool.buf, pages.buf, out.buf}, &pc, sizeof pc, u32(n_heads, "n_heads"), u32(rows, "rows"));
 }
 

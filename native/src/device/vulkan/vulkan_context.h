@@ -117,9 +117,11 @@ class VulkanContext {
   // [pos_in_page, pos_in_page + n_pos).
   void kv_store(Stream& s, Ref src, int64_t src_stride, Ref page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens);
   // Causal attention of `rows` query rows at positions [pos0, pos0 + rows) over a paged f16 KV
-  // pool: pages[p] is the word offset of page p in k_pool and v_pool (head-major pages).
+  // pool: pages[p] is the word offset of page p in k_pool and v_pool (head-major pages). Scores
+  // are scaled by `scale`, soft-capped when softcap > 0, and a query sees only its last `window`
+  // positions when window > 0 (AttentionShape).
   void attention(Stream& s, Ref q, Ref k_pool, Ref v_pool, Ref pages, Ref out, int64_t rows, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                 int64_t page_tokens, int64_t pos0);
+                 int64_t page_tokens, int64_t pos0, float scale = 0, float softcap = 0, int64_t window = 0);  // scale 0: 1/sqrt(head_dim)
   // Whether matvec has a kernel for `type`.
   static bool runs(GgmlType type);
   // Rows per window the last matvec used (tests check that big tensors were windowed).

@@ -176,7 +176,7 @@ class VulkanDevice final : public Device, public DeviceKernels {
   void attention(const float* q, int64_t rows, int64_t pos0, const uint16_t* k_pool, const uint16_t* v_pool, const uint32_t* pages, float* out,
                  const AttentionShape& shape, int64_t page_tokens) override {
     ctx_.attention(stream(), resolve(q, 4), resolve(k_pool, 4), resolve(v_pool, 4), resolve(pages, 4), resolve(out, 4), rows, shape.n_heads,
-                   shape.n_kv_heads, shape.head_dim, page_tokens, pos0);
+                   shape.n_kv_heads, shape.head_dim, page_tokens, pos0, shape.scale, shape.softcap, shape.window);
   }
   void copy(void* dst, const void* src, size_t bytes) override { ctx_.copy(stream(), resolve(dst, bytes), resolve(src, bytes), bytes); }
   void sync() override { ctx_.flush(stream()); }

@@ -6,6 +6,8 @@
 // Positions go in chunks of WG (one score per invocation), with an online softmax (running max
 // and sum, the accumulator rescaled per chunk), so any context length fits in shared memory.
 // Numerics follow the CPU's where they can: q rounded to f16 before the q·k products, f32 sums.
+// Gemma 2/3: scores soft-capped (softcap > 0: tanh(s / softcap) · softcap) and sliding-window
+// layers (window > 0: a row sees its last `window` positions, so its walk starts there).
 layout(constant_id = 0) const uint WG = 64;
 layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) readonly buffer Query { float q[]; };
@@ -13,7 +15,7 @@ layout(std430, binding = 1) readonly buffer KPool { uint kp[]; };
 layout(std430, binding = 2) readonly buffer VPool { uint vp[]; };
 layout(std430, binding = 3) readonly buffer Pages { uint page_at[]; };
 layout(std430, binding = 4) writeonly buffer Output { float o[]; };
-layout(push_constant) uniform Params { uint n_heads; uint n_kv_heads; uint head_dim; uint page_tokens; uint pos0; float scale; uint q_off; uint o_off; } p;  // offsets in floats
+layout(push_constant) uniform Params { uint n_heads; uint n_kv_heads; uint head_dim; uint page_tokens; uint pos0; float scale; uint q_off; uint o_off; float softcap; uint window; } p;  // offsets in floats
 
 const uint MAX_DIM = 256;
 shared float qs[MAX_DIM];
@@ -42,7 +44,8 @@ void main() {
   float acc[PER];
   for (uint k = 0u; k < PER; ++k) acc[k] = 0.0;
   float m = -1.0 / 0.0, l = 0.0;
-  for (uint c0 = 0u; c0 < n_pos; c0 += WG) {
+  const uint first = p.window > 0u && n_pos > p.window ? n_pos - p.window : 0u;
+  for (uint c0 = first; c0 < n_pos; c0 += WG) {
     const uint t = c0 + lid;
     float s = -1.0 / 0.0;
     if (t < n_pos) {
@@ -50,6 +53,7 @@ void main() {
       s = 0.0;
       for (uint d = 0u; d < hd; ++d) s += qs[d] * half_at(kb, d, false);
       s *= p.scale;
+      if (p.softcap > 0.0) s = tanh(s * (1.0 / p.softcap)) * p.softcap;
     }
     sc[lid] = s;
     red[lid] = s;
