@@ -53,6 +53,26 @@ describe('FIM families on real vocabularies with their special tokens', () => {
     assert.deepEqual(builder.encodeExtra([{ name: 'util.py', text: 'X = 1' }]), [sep, ...enc('util.py\nX = 1\n')]);
   });
 
+  test('CodeGemma: <|fim_prefix|>P<|fim_suffix|>S<|fim_middle|> without the SentencePiece space, stops at <|file_separator|>; not taken for Qwen', { skip: skipUnlessShared(SPM) }, () => {
+    const extra = ['<|fim_prefix|>', '<|fim_middle|>', '<|fim_suffix|>', '<|file_separator|>', '<end_of_turn>'];
+    const { file, baseTokenizer, firstId } = withSpecialTokens(SPM, extra, scratch.dir, 'codegemma');
+    // Gemma's tokenizer puts no dummy space before the text (add_space_prefix false).
+    const g = readGguf(file);
+    const kvs = [...g.kv.values()].filter((kv) => kv.key !== 'tokenizer.ggml.add_space_prefix').map(({ key, type, value }) => ({ key, type, value }));
+    kvs.push({ key: 'tokenizer.ggml.add_space_prefix', type: 7 as GgufValueType, value: false });
+    const gemmaFile = `${scratch.dir}/codegemma-nospace.gguf`;
+    writeGguf(gemmaFile, { kv: kvs, tensors: [] });
+    const builder = new PromptBuilder(createTokenizer(readGguf(gemmaFile)));
+    const [pre, mid, suf, sep, eot] = extra.map((_, i) => firstId + i) as [number, number, number, number, number];
+    assert.equal(builder.fim?.family, 'codegemma');
+    const enc = (t: string) => baseTokenizer.encode(t, { addBos: false, addSpacePrefix: false });
+    const bos = baseTokenizer.bos!;
+    assert.deepEqual(builder.build(PREFIX, SUFFIX).ids, [bos, pre, ...enc(PREFIX), suf, ...enc(SUFFIX), mid]);
+    for (const id of [sep, eot]) assert.ok(builder.fim!.stopIds.has(id), `stop ${id}`);
+    // Other files of the repository follow <|file_separator|> with their path.
+    assert.deepEqual(builder.encodeExtra([{ name: 'util.py', text: 'X = 1' }]), [sep, ...enc('util.py\nX = 1\n')]);
+  });
+
   test('CodeLlama: ▁<PRE> " P" ▁<SUF> "S" ▁<MID> (the prefix keeps the SentencePiece space, the suffix not), stops at ▁<EOT>', { skip: skipUnlessShared(SPM) }, () => {
     const extra = ['▁<PRE>', '▁<SUF>', '▁<MID>', '▁<EOT>'];
     const { file, baseTokenizer, firstId } = withSpecialTokens(SPM, extra, scratch.dir, 'codellama');

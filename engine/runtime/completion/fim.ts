@@ -4,7 +4,7 @@
 // family only decides the order, the spacing and the extra stop tokens.
 import type { Tokenizer } from '../../model/tokenizer';
 
-export type FimFamily = 'qwen2.5-coder' | 'starcoder' | 'codellama' | 'deepseek-coder' | 'codestral' | 'generic';
+export type FimFamily = 'qwen2.5-coder' | 'codegemma' | 'starcoder' | 'codellama' | 'deepseek-coder' | 'codestral' | 'generic';
 
 export interface FimFormat {
   family: FimFamily;
@@ -32,10 +32,15 @@ interface FamilySignature {
   order: 'psm' | 'spm';
   /** Stop tokens by text, beyond the vocabulary's end-of-generation set. */
   stopTexts: string[];
+  /** A token the vocabulary must also hold (families that share their FIM tokens). */
+  requiresText?: string;
 }
 
 // In the order tried; the first whose prefix token the vocabulary holds wins.
 const FAMILIES: FamilySignature[] = [
+  // CodeGemma shares Qwen's FIM tokens; its file separator tells them apart (Qwen3-Coder uses
+  // Qwen2.5-Coder's format and tokens).
+  { family: 'codegemma', prefixTexts: ['<|fim_prefix|>'], requiresText: '<|file_separator|>', order: 'psm', stopTexts: ['<|file_separator|>', '<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>', '<eos>', '<end_of_turn>'] },
   { family: 'qwen2.5-coder', prefixTexts: ['<|fim_prefix|>'], order: 'psm', stopTexts: ['<|endoftext|>', '<|fim_pad|>', '<|file_sep|>', '<|im_end|>', '<|repo_name|>', '<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>'] },
   { family: 'starcoder', prefixTexts: ['<fim_prefix>', '<fim-prefix>'], order: 'psm', stopTexts: ['<|endoftext|>', '<file_sep>', '<fim_prefix>', '<fim_suffix>', '<fim_middle>', '<fim-prefix>', '<fim-suffix>', '<fim-middle>'] },
   { family: 'deepseek-coder', prefixTexts: ['<｜fim▁begin｜>'], order: 'psm', stopTexts: ['<｜end▁of▁sentence｜>', '<|EOT|>', '<｜fim▁begin｜>', '<｜fim▁hole｜>', '<｜fim▁end｜>'] },
@@ -49,6 +54,7 @@ export function detectFimFormat(tokenizer: Tokenizer): FimFormat | undefined {
   for (const sig of FAMILIES) {
     const textId = sig.prefixTexts.map((t) => tokenizer.tokenId(t)).find((id) => id !== undefined);
     if (textId === undefined) continue;
+    if (sig.requiresText !== undefined && tokenizer.tokenId(sig.requiresText) === undefined) continue;
     if (sig.family === 'codestral') {
       // Mistral's vocabularies: [SUFFIX] suffix [PREFIX] prefix, then the middle follows.
       const suffixId = tokenizer.tokenId('[SUFFIX]');

@@ -37,7 +37,8 @@ export class PromptBuilder {
    * chunk's text followed by a blank line.
    */
   encodeExtra(chunks: readonly ContextChunk[]): number[] {
-    const sep = this.tokenizer.tokenId('<|file_sep|>') ?? this.tokenizer.tokenId('<file_sep>');
+    // Repository formats: Qwen's <|file_sep|>, StarCoder's <file_sep>, CodeGemma's <|file_separator|>.
+    const sep = this.tokenizer.tokenId('<|file_sep|>') ?? this.tokenizer.tokenId('<file_sep>') ?? this.tokenizer.tokenId('<|file_separator|>');
     const ids: number[] = [];
     for (const chunk of chunks) {
       const body = chunk.text.endsWith('\n') ? chunk.text : `${chunk.text}\n`;
