@@ -784,8 +784,12 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
         if (o.weights != WeightHome::Resident) {
           placement_notes_.push_back("layer " + std::to_string(l) + " experts: the plan streams expert weights, which the executor does not; they run on the CPU");
           o = OpPlacement{};
-        } else {
-          o.dev_fraction = 1.0;
+        } else if (o.dev_fraction < 1.0) {
+          // Decision: a layer's experts run on one side; a plan that keeps some of them in VRAM
+          // and the rest in host memory runs the layer's experts on the CPU (within the budget
+          // the plan made) until the executor splits an MoE layer by expert.
+          placement_notes_.push_back("layer " + std::to_string(l) + " experts: the plan splits them between the GPU and the CPU, which the executor does not; they run on the CPU");
+          o = OpPlacement{};
         }
       }
     if (dk_) {
