@@ -2,6 +2,7 @@
 // native/src/kernels/kernels_addon.cc). The runtime uses these types; nothing else touches the
 // raw addon objects.
 import { loadAddon } from './addon';
+import { nativeOpTable } from './op-table';
 import type { ModelArchitecture } from '../model/hparams';
 
 /** One tensor of the GGUF file as the native side needs it. */
@@ -61,7 +62,8 @@ export interface NativeModelConfig {
  * 'convert' op follows it).
  */
 export interface NativeOpTiming {
-  kind: 'embed' | 'rmsnorm' | 'convert' | 'matmul' | 'add_bias' | 'rope' | 'store_kv' | 'attention' | 'add_residual' | 'swiglu' | 'last_rows';
+  /** One of the op table's kinds (engine/native/op-table.ts). */
+  kind: string;
   /** Decoder layer, or -1 outside the layers. */
   layer: number;
   /** Tensor name, for matmuls. */
@@ -72,9 +74,12 @@ export interface NativeOpTiming {
 
 /** Where an op's buffers live: host memory (the CPU) or the model's accelerator. */
 export type NativeLoc = 'host' | 'device';
-/** The plan's ops of one decoder layer, in the cost model's vocabulary (engine/cost/ops.ts); attention is Scores+Softmax+WV. */
-export const NATIVE_PLAN_OPS = ['attn_norm', 'Q', 'K', 'V', 'RoPE', 'Attention', 'Output', 'ffn_norm', 'Gate', 'Up', 'Down'] as const;
-export type NativePlanOp = (typeof NATIVE_PLAN_OPS)[number];
+/** A plan op of one decoder layer (the addon's op table, engine/native/op-table.ts: 'attn_norm', 'Q', …, 'Attention', …, 'Down'). */
+export type NativePlanOp = string;
+/** The plan's ops of one decoder layer, as the addon's op table names them. */
+export function nativePlanOps(): readonly NativePlanOp[] {
+  return nativeOpTable().planOps.map((o) => o.name);
+}
 
 export interface NativeOpPlacement {
   loc: NativeLoc;

@@ -9,6 +9,7 @@
 // through Vulkan compute; its plan is made with the profile's measurement of that device (its own
 // kernels, copies and submissions), so on a software device (lavapipe) `auto`'s plan keeps the
 // work on the CPU.
+import { nativeDeviceWorkspaceBytes, nativeOpTable } from '../native/op-table';
 import { listNativeDevices, type NativeDeviceInfo, type NativeLoopbackDevice } from '../native/model';
 import type { CpuProfile, HardwareProfile } from '../hardware/types';
 import type { ModelHparams } from '../model/hparams';
@@ -28,8 +29,6 @@ export interface DeviceOptions {
   deviceThreads?: number;
 }
 
-/** Rows of a step on a device (native Model::kDeviceRows): prompts run on it in chunks of this many. */
-export const DEVICE_STEP_ROWS = 64;
 
 export const DEVICE_CHOICES: DeviceChoice[] = ['auto', 'cpu', 'loopback', 'vulkan'];
 /** Decision: a 1 GiB loopback arena unless --vram says otherwise (enough for the test models, small enough to force splits of real ones). */
@@ -78,16 +77,9 @@ export function defaultLinkGBps(hw: HardwareProfile): number {
   return Math.max(0.1, 0.4 * copy);
 }
 
-/** Device bytes the executor needs besides weights and KV: activations, logits, converted activations (native set_placement). */
+/** Device bytes the executor needs besides weights and KV: activations, logits, converted activations (the addon's own figure, op table). */
 export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOnDevice = true, maxSequences = 1): number {
-  batchSize = Math.min(batchSize, DEVICE_STEP_ROWS);
-  const qw = hp.nHeads * hp.headDim, kvw = hp.nKvHeads * hp.headDim;
-  const acts = batchSize * (2 * hp.nEmbd + 2 * qw + 2 * kvw + 2 * hp.nFf) * 4;
-  const logits = headOnDevice ? Math.min(batchSize, Math.max(maxSequences, 16)) * hp.nVocab * 4 : 0;
-  const converted = 2 * Math.ceil(batchSize * Math.max(hp.nEmbd, qw, hp.nFf) * 1.2);
-  // KV pages hold 64 positions: a layer's KV on the device may exceed the plan's count by a page.
-  const pageSlack = hp.nLayers * 2 * 64 * kvw * 2;
-  return acts + logits + converted + pageSlack + (256 << 10);
+  return nativeDeviceWorkspaceBytes(hp, batchSize, headOnDevice, maxSequences);
 }
 
 /**
@@ -96,8 +88,9 @@ export function deviceWorkspaceBytes(hp: ModelHparams, batchSize: number, headOn
  * (one layer's whole context), their page table, and device copies of the norm weights and biases.
  */
 export function vulkanWorkspaceBytes(hp: ModelHparams, contextLength: number): number {
-  const pages = Math.ceil(contextLength / 64);
-  const pools = 2 * pages * 64 * hp.nKvHeads * hp.headDim * 2;
+  const pageTokens = nativeOpTable().kvPageTokens;
+  const pages = Math.ceil(contextLength / pageTokens);
+  const pools = 2 * pages * pageTokens * hp.nKvHeads * hp.headDim * 2;
   const vectors = (hp.nLayers * (2 * hp.nEmbd + hp.nHeads * hp.headDim + 2 * hp.nKvHeads * hp.headDim) + hp.nEmbd) * 4;
   // Each allocation is rounded up to 256 bytes: one per vector, page and buffer.
   return pools + pages * 4 + vectors + 256 * (6 * hp.nLayers + 16);

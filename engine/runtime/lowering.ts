@@ -9,20 +9,16 @@
 // ffn_norm, Gate, Up, Down, LM head.
 import type { LayerPlan, OpPlan, Plan, PlanStage } from '../plan/types';
 import type { NativeLayerPlacement, NativeOpPlacement, NativePlacement, NativePlanOp } from '../native/model';
+import { nativeOpTable } from '../native/op-table';
 
-/** Which native plan op executes each cost-model op (OPT's names included for completeness). */
-export const PLAN_TO_NATIVE: Record<string, NativePlanOp> = {
-  attn_norm: 'attn_norm', 'LN.0': 'attn_norm',
-  Q: 'Q', K: 'K', V: 'V', RoPE: 'RoPE',
-  Scores: 'Attention', Softmax: 'Attention', WV: 'Attention',
-  Output: 'Output',
-  ffn_norm: 'ffn_norm', 'LN.1': 'ffn_norm',
-  Gate: 'Gate', Up: 'Up', Down: 'Down', 'FC.0': 'Up', 'FC.1': 'Down',
-  // MoE: the native MoE FFN op (router and experts) runs where the plan puts the experts.
-  Router: 'Gate', Experts: 'Up',
-};
+/** Which native plan op executes each cost-model op: the op table's `covers` (a fused kernel covers several). */
+export function planToNative(): ReadonlyMap<string, NativePlanOp> {
+  return new Map(nativeOpTable().planOps.flatMap((o) => o.covers.map((c) => [c, o.name] as const)));
+}
 
-const MATMULS = new Set<NativePlanOp>(['Q', 'K', 'V', 'Output', 'Gate', 'Up', 'Down']);
+function matmuls(): ReadonlySet<NativePlanOp> {
+  return new Set(nativeOpTable().planOps.filter((o) => o.matmul).map((o) => o.name));
+}
 
 export interface Lowered {
   placement: NativePlacement;
@@ -34,7 +30,7 @@ export interface Lowered {
   splitSummary: string;
 }
 
-function lowerOp(op: OpPlan, nativeOp: NativePlanOp, notes: Set<string>): NativeOpPlacement {
+function lowerOp(op: OpPlan, nativeOp: NativePlanOp, notes: Set<string>, matmulOps: ReadonlySet<NativePlanOp>): NativeOpPlacement {
   const weights = (): NativeOpPlacement['weights'] => {
     switch (op.weights) {
       case 'gpu': return 'resident';
@@ -51,7 +47,7 @@ function lowerOp(op: OpPlan, nativeOp: NativePlanOp, notes: Set<string>): Native
   if (op.device === 'gpu') return { loc: 'device', weights: weights() };
   // 'split': a fraction of the op on the device (rows of a matmul; chunks for paper 000).
   const fraction = op.chunks ? op.chunks.onGpu / Math.max(1, op.chunks.count) : op.gpuFraction ?? 0.5;
-  if (MATMULS.has(nativeOp)) {
+  if (matmulOps.has(nativeOp)) {
     if (fraction <= 0) return { loc: 'host' };
     return { loc: 'device', deviceFraction: Math.min(1, fraction), weights: weights() };
   }
@@ -61,15 +57,15 @@ function lowerOp(op: OpPlan, nativeOp: NativePlanOp, notes: Set<string>): Native
   return fraction >= 0.5 ? { loc: 'device', weights: weights() } : { loc: 'host' };
 }
 
-function lowerLayer(layer: LayerPlan, notes: Set<string>): NativeLayerPlacement {
+function lowerLayer(layer: LayerPlan, notes: Set<string>, toNative: ReadonlyMap<string, NativePlanOp>, matmulOps: ReadonlySet<NativePlanOp>): NativeLayerPlacement {
   const ops: Partial<Record<NativePlanOp, NativeOpPlacement>> = {};
   for (const op of layer.ops) {
-    const n = PLAN_TO_NATIVE[op.name];
+    const n = toNative.get(op.name);
     if (!n) {
       notes.add(`plan op '${op.name}' has no native counterpart and is ignored`);
       continue;
     }
-    const lowered = lowerOp(op, n, notes);
+    const lowered = lowerOp(op, n, notes, matmulOps);
     const prev = ops[n];
     // Attention is three plan ops; any of them on the device puts the fused kernel there.
     if (prev && n === 'Attention' && prev.loc === 'device') continue;
@@ -105,8 +101,10 @@ export function lowerPlan(plan: Plan, nLayers: number): Lowered {
     throw new Error(`plan for ${plan.model.name} has ${stage.layers.length} layers, the loaded model has ${nLayers}: plan for the same model`);
   }
   const notes = new Set<string>();
-  const layers = stage.layers.map((l) => lowerLayer(l, notes));
-  let head = lowerOp(stage.head, 'Output', notes);
+  const toNative = planToNative();
+  const matmulOps = matmuls();
+  const layers = stage.layers.map((l) => lowerLayer(l, notes, toNative, matmulOps));
+  let head = lowerOp(stage.head, 'Output', notes, matmulOps);
   if (head.loc === 'device' && head.weights === 'streamed') {
     // Decision: an LM head whose weights the plan streams runs on the CPU. Streaming it costs
     // head bytes / link bandwidth every token, reading it in place costs head bytes / CPU memory

@@ -10,7 +10,8 @@ import type { Plan } from '../plan/types';
 import type { TraceEvent } from '../sim/types';
 import { benchTokens } from './bench';
 import { cpuForThreads } from './devices';
-import type { Engine } from './engine';
+import { PREFILL_CHUNK, type Engine } from './engine';
+import { nativeOpTable } from '../native/op-table';
 import { measuredChromeTrace, stepBreakdown } from './trace';
 
 /** Measured ms per plan op of one decode step (the plan's op names; ops matched by layer index). */
@@ -76,7 +77,8 @@ export async function measureRun(engine: Engine, opts: { promptTokens?: number; 
     engine.setTracing(false);
   }
   const steps = [...new Set(trace.events.map((e) => e.step))].sort((a, b) => a - b);
-  const prefill = Math.ceil(promptTokens / 64);
+  // Prompt steps: evaluations of PREFILL_CHUNK tokens, and on a device its steps of deviceStepRows.
+  const prefill = Math.ceil(promptTokens / Math.min(PREFILL_CHUNK, nativeOpTable().deviceStepRows));
   // The first decode step warms caches after the prompt; the rest are averaged.
   const decode = steps.slice(prefill + 1);
   const b = stepBreakdown(trace, decode.length ? decode : steps.slice(prefill), hp.nLayers);

@@ -2,12 +2,12 @@
 // device, streamed weights, intra-op row splits, layers split, attention on the CPU beside device
 // matmuls, KV streamed to the device, KVPR's recomputation of a KV prefix), for a model of
 // `layers` layers, with the op kinds each must compile to.
-import { NATIVE_PLAN_OPS, type NativeLayerPlacement, type NativeOpPlacement, type NativePlacement } from '../../engine/native/model';
+import { nativePlanOps, type NativeLayerPlacement, type NativeOpPlacement, type NativePlacement } from '../../engine/native/model';
 
 export interface PlacementCase { name: string; placement: NativePlacement; expectKinds: string[] }
 
 export function ops(loc: 'host' | 'device', extra: Partial<NativeOpPlacement> = {}): NativeLayerPlacement['ops'] {
-  return Object.fromEntries(NATIVE_PLAN_OPS.map((o) => [o, { loc, ...extra }]));
+  return Object.fromEntries(nativePlanOps().map((o) => [o, { loc, ...extra }]));
 }
 
 /** The placements; KVPR recomputes `recomputePrefix` positions (make the prompt longer than that). */

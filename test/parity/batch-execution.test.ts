@@ -11,14 +11,14 @@ import { GgmlType } from '../../engine/model/ggml-types';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
-import { NATIVE_PLAN_OPS, type NativeLayerPlacement, type NativeLoc, type NativeModel, type NativePlacement } from '../../engine/native/model';
+import { nativePlanOps, type NativeLayerPlacement, type NativeLoc, type NativeModel, type NativePlacement } from '../../engine/native/model';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 
 const SEQS = 4;
 const DECODE_STEPS = 4;
 
 function ops(loc: NativeLoc): NativeLayerPlacement['ops'] {
-  return Object.fromEntries(NATIVE_PLAN_OPS.map((o) => [o, { loc }]));
+  return Object.fromEntries(nativePlanOps().map((o) => [o, { loc }]));
 }
 
 function placements(nLayers: number): { name: string; placement: NativePlacement; kv?: NativeLoc[]; swap?: NativeLoc[] }[] {

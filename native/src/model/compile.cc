@@ -13,11 +13,6 @@
 
 namespace fulcrum {
 
-const char* plan_op_name(int op) {
-  static const char* const names[] = {"attn_norm", "Q", "K", "V", "RoPE", "Attention", "Output", "ffn_norm", "Gate", "Up", "Down"};
-  return op >= 0 && op < kPlanOps ? names[op] : "LM head";
-}
-
 bool Placement::uses_device() const {
   if (head.loc == Loc::Dev) return true;
   for (const LayerPlacement& l : layers) {

@@ -72,6 +72,8 @@ std::string supported_architectures() {
 }
 
 Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, const ModelConfig& cfg) : cfg_(cfg) {
+  if (op_kind_count() != static_cast<int>(OpKind::LogitSoftcap) + 1)
+    throw std::logic_error("op table: " + std::to_string(op_kind_count()) + " op kind names for " + std::to_string(static_cast<int>(OpKind::LogitSoftcap) + 1) + " op kinds");
   variant_ = arch_variant(cfg_.arch);
   if (!variant_) throw std::runtime_error(path + ": architecture '" + cfg_.arch + "' is not supported (" + supported_architectures() + ")");
   check_range("n_layers", cfg_.n_layers, 1, 1024);
@@ -417,12 +419,6 @@ int64_t Model::width(Buf b) const {
 
 // One conversion per distinct activation format, then the matmuls that share it.
 
-const char* op_kind_name(int k) {
-  static const char* const names[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
-                                      "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
-                                      "recompute_kv", "layernorm", "gelu", "geglu", "moe_ffn", "logit_softcap"};
-  return k >= 0 && k < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[k] : "?";
-}
 
 void Model::set_profiling(bool on) {
   profiling_ = on;

@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
 #include "model/moe.h"
+#include "model/op_table.h"
 #include "quant/repack.h"
 
 namespace fulcrum {
@@ -93,14 +94,6 @@ enum class Loc : int8_t { Host = 0, Dev = 1 };
 // resident in device memory (copied once when the placement is set), or streamed from host
 // memory into one of two device slots layer by layer (double-buffered prefetch).
 enum class WeightHome : int8_t { Host = 0, Resident = 1, Streamed = 2 };
-// A decoder layer's ops in the cost model's vocabulary (engine/cost/ops.ts: attn_norm, Q, K, V,
-// RoPE, Scores+Softmax+WV = attention, Output, ffn_norm, Gate, Up, Down), so every measured op
-// joins its predicted op. Native helper ops (bias, KV store, residual add, SwiGLU, conversions,
-// copies) are attributed to the plan op they serve.
-enum PlanOp : int8_t { kAttnNorm, kQ, kK, kV, kRope, kAttention, kOutput, kFfnNorm, kGate, kUp, kDown, kPlanOps };
-const char* plan_op_name(int op);
-// Names of the compiled ops' kinds (Model::OpKind order), for timings and traces.
-const char* op_kind_name(int kind);
 
 struct OpPlacement {
   Loc loc = Loc::Host;
@@ -374,7 +367,7 @@ class Model {
   int64_t dev_logit_rows_ = 0;                  // max(sequences, 16): a step wanting all logits runs this many rows
   // Rows of a step on a device: its activation buffers hold this many (prompts run in chunks of
   // it), so the device workspace is a few MB whatever the host's batch size.
-  static constexpr int64_t kDeviceRows = 64;
+  static constexpr int64_t kDeviceRows = kDeviceStepRows;
   std::map<const Weight*, uint8_t*> resident_;  // device copies of resident weights (rows [0, r1))
   uint8_t* slots_[2] = {nullptr, nullptr};      // streamed weights, layer l in slot l % 2
   std::vector<int> kv_index_;                   // model layer -> its layer in its cache

@@ -695,8 +695,54 @@ Napi::Value ListDevices(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// opTable() -> the op vocabulary (model/op_table.h): plan ops with the cost-model ops each
+// executes, op kinds, lanes, device step rows, KV page positions.
+Napi::Value OpTable(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object out = Napi::Object::New(env);
+  Napi::Array plan_ops = Napi::Array::New(env);
+  for (int i = 0; i < kPlanOps; ++i) {
+    const PlanOpEntry& e = plan_op_entry(i);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("name", e.name);
+    o.Set("matmul", e.matmul);
+    Napi::Array covers = Napi::Array::New(env);
+    uint32_t n = 0;
+    for (const char* const* c = e.covers; *c; ++c) covers.Set(n++, *c);
+    o.Set("covers", covers);
+    plan_ops.Set(static_cast<uint32_t>(i), o);
+  }
+  out.Set("planOps", plan_ops);
+  Napi::Array kinds = Napi::Array::New(env);
+  for (int k = 0; k < op_kind_count(); ++k) kinds.Set(static_cast<uint32_t>(k), op_kind_name(k));
+  out.Set("opKinds", kinds);
+  Napi::Array lanes = Napi::Array::New(env);
+  for (int l = 0; l < kLanes; ++l) lanes.Set(static_cast<uint32_t>(l), lane_name(static_cast<Lane>(l)));
+  out.Set("lanes", lanes);
+  out.Set("deviceStepRows", static_cast<double>(kDeviceStepRows));
+  out.Set("kvPageTokens", static_cast<double>(KvCache::kPageTokens));
+  return out;
+}
+
+// deviceWorkspaceBytes({nLayers, nEmbd, nHeads, nKvHeads, headDim, nFf, nVocab}, batchSize,
+// headOnDevice, maxSequences, pageTokens?) -> bytes (model/op_table.h).
+Napi::Value DeviceWorkspaceBytes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsObject()) throw Napi::TypeError::New(env, "deviceWorkspaceBytes(shape, batchSize, headOnDevice, maxSequences[, pageTokens])");
+  const Napi::Object o = info[0].As<Napi::Object>();
+  const WorkspaceShape s{get_int(o, "nLayers", true), get_int(o, "nEmbd", true), get_int(o, "nHeads", true), get_int(o, "nKvHeads", true),
+                         get_int(o, "headDim", true), get_int(o, "nFf", true), get_int(o, "nVocab", true)};
+  const int64_t batch = info[1].As<Napi::Number>().Int64Value();
+  const bool head = info[2].ToBoolean().Value();
+  const int64_t seqs = info[3].As<Napi::Number>().Int64Value();
+  const int64_t pt = info.Length() > 4 && info[4].IsNumber() ? info[4].As<Napi::Number>().Int64Value() : KvCache::kPageTokens;
+  return Napi::Number::New(env, static_cast<double>(device_workspace_bytes(s, batch, head, seqs, pt)));
+}
+
 void InitModel(Napi::Env env, Napi::Object exports) {
   exports.Set("Model", ModelWrap::Define(env));
+  exports.Set("opTable", Napi::Function::New(env, OpTable));
+  exports.Set("deviceWorkspaceBytes", Napi::Function::New(env, DeviceWorkspaceBytes));
   exports.Set("listDevices", Napi::Function::New(env, ListDevices));
 }
 
