@@ -80,6 +80,7 @@ export const command: CliCommand = {
       ...(linkGBps !== undefined ? { linkGBps } : {}),
       ...(deviceThreads !== undefined ? { deviceThreads } : {}),
       onFallback: (reason) => process.stderr.write(`fulcrum: the device failed, continuing on the CPU: ${reason}\n`),
+      onReplan: (e) => process.stderr.write(`fulcrum: re-planned at ${e.atPosition} positions (${e.reason}): ${e.fromSplit} → ${e.toSplit}\n`),
     });
     const ex = engine.execution;
     process.stderr.write(`${executionLine(ex)}\n`);

@@ -76,6 +76,7 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
     ...(policy !== undefined ? { policy } : {}),
     workload: { batch: parallel, prompt: 512, gen: 128 },
     onFallback: (reason) => process.stderr.write(`fulcrum: the device failed, continuing on the CPU: ${reason}\n`),
+    onReplan: (e) => process.stderr.write(`fulcrum: re-planned at ${e.atPosition} positions (${e.reason}): ${e.fromSplit} → ${e.toSplit}\n`),
   });
   const scheduler = engine.scheduler();
   const chat = new ChatFormatter(engine.tokenizer, engine.chatTemplate);

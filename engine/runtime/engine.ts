@@ -14,6 +14,10 @@ import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
 import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
 import { planExecution } from './execution';
+import { grownWorkload, isMemoryRefusal, replanFor } from './replan';
+import { parseWorkload } from '../plan/api';
+import { sequenceKvAssignment } from './lowering';
+import type { NativeDevice } from '../native/model';
 import { measuredTrace, type MeasuredTrace } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
 
@@ -48,10 +52,14 @@ export class Engine {
   /** What executes (device, policy, split), kept current across a fallback to the CPU. */
   execution: ExecutionInfo;
   private readonly onFallback: ((reason: string) => void) | undefined;
+  private readonly onReplan: LoadOptions['onReplan'];
+  /** The device the plan executes on (kept to re-plan onto it). */
+  private device: NativeDevice | null = null;
+  private maxSequences = 1;
   /** How the user sets the context on the surface that loaded this engine (named in errors). */
   private readonly contextFlag: string;
 
-  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number, execution: ExecutionInfo, onFallback?: (reason: string) => void, contextOption = '--ctx') {
+  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number, execution: ExecutionInfo, onFallback?: (reason: string) => void, contextOption = '--ctx', onReplan?: LoadOptions['onReplan']) {
     this.contextFlag = contextOption;
     this.file = file;
     this.hparams = hp;
@@ -60,6 +68,7 @@ export class Engine {
     this.summary = summarizeModel(file, { contextLength, hparams: hp });
     this.execution = execution;
     this.onFallback = onFallback;
+    this.onReplan = onReplan;
   }
 
   static async load(path: string, opts: LoadOptions = {}): Promise<Engine> {
@@ -84,10 +93,12 @@ export class Engine {
     const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
     const native = createNativeModel(path, tensors, config);
     let execution: ExecutionInfo;
+    let deviceOf: NativeDevice | null = null;
     try {
       progress(0.7, 'planning the split');
       const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts, opts.maxSequences ?? 1, threads);
       execution = setup.info;
+      deviceOf = setup.device;
       if (setup.placement) {
         try {
           native.setPlacement(setup.placement, setup.device);
@@ -111,7 +122,10 @@ export class Engine {
       execution = { ...execution, notes: [`context ${contextLength} is longer than the ${hp.contextLength} positions the model was trained with; expect degraded output past ${hp.contextLength}`, ...execution.notes] };
     }
     progress(1, 'ready');
-    return new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption);
+    const engine = new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption, opts.onReplan);
+    engine.device = execution.fallback === undefined ? deviceOf : null;
+    engine.maxSequences = opts.maxSequences ?? 1;
+    return engine;
   }
 
   /**
@@ -131,6 +145,10 @@ export class Engine {
   private deviceFailed(e: unknown): boolean {
     if (!isDeviceError(e)) return false;
     const reason = (e as Error).message;
+    if (this.replan(reason)) {
+      this.kvTokens.length = 0;
+      return true;
+    }
     this.model().setPlacement(null, null);
     this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
     this.onFallback?.(reason);
@@ -138,6 +156,46 @@ export class Engine {
     return true;
   }
   private sched: Scheduler | undefined;
+
+  /**
+   * The device refused memory mid-run (a request grew past the KV the plan holds): plan again for
+   * the longer context and move to that placement (its KV is then rebuilt by the caller). False
+   * when this is not a refusal, nothing larger can be planned, or the device refuses the new plan
+   * too: the caller falls back to the CPU.
+   */
+  private replan(reason: string): boolean {
+    const params = this.execution.planParams;
+    if (!isMemoryRefusal(reason) || !params || !this.device || this.execution.fallback !== undefined) return false;
+    const model = this.model();
+    const needed = Math.max(this.kvTokens.length, ...Array.from({ length: this.maxSequences }, (_, s) => model.sequencePast(s)));
+    const old = typeof params.workload === 'string' ? parseWorkload(params.workload) : params.workload;
+    const workload = grownWorkload(old, needed, this.contextLength);
+    if (!workload) return false;
+    const next = replanFor(params, workload, this.hparams.nLayers);
+    if (!next) return false;
+    try {
+      if (next.placement === null) {
+        // The plan for the longer context keeps everything on the CPU (the device cannot hold its share).
+        model.setPlacement(null, null);
+        this.device = null;
+      } else {
+        model.setPlacement(next.placement, this.device);
+        if (next.placement.layers.some((l) => l.kvBySequence)) sequenceKvAssignment(next.plan, this.maxSequences).forEach((loc, seq) => model.setSequenceKv(seq, loc));
+      }
+    } catch (e) {
+      if (!isDeviceError(e)) throw e;
+      return false;
+    }
+    const event = { reason, atPosition: needed, fromSplit: this.execution.split, toSplit: next.split, workload };
+    this.execution = {
+      ...this.execution, policy: next.plan.chosenPolicy, plan: next.plan, split: next.split, planParams: next.params,
+      ...(next.placement === null ? { device: 'cpu' as const } : {}),
+      notes: [...this.execution.notes.filter((n) => !next.notes.includes(n)), ...next.notes, ...model.placementNotes()],
+      replans: [...(this.execution.replans ?? []), event],
+    };
+    this.onReplan?.(event);
+    return true;
+  }
 
   /** Switches per-op tracing of executed steps on or off (clears what was recorded). */
   setTracing(on: boolean): void {

@@ -77,6 +77,8 @@ export interface ExecutionOptions {
   workload?: import('../cost/types').Workload;
   /** Told when the device fails and the engine falls back to the CPU. */
   onFallback?: (reason: string) => void;
+  /** Told when a request outgrows the plan and the engine re-plans (engine/runtime/replan.ts). */
+  onReplan?: (event: import('./replan').ReplanEvent) => void;
 }
 
 /** What executes: the device, the plan and its split, and any fallback. */
@@ -93,6 +95,8 @@ export interface ExecutionInfo {
   notes: string[];
   /** Set once the device failed: the reason; the model then runs on the CPU. */
   fallback?: string;
+  /** Re-plans made while running, oldest first (a request outgrew the plan's KV). */
+  replans?: import('./replan').ReplanEvent[];
   /** What the plan was made from, so it can be simulated again next to the measured trace. */
   planParams?: import('../plan/api').PlanParams;
 }

@@ -8,6 +8,7 @@
 //   one loads (two big models in memory at once could exhaust it); if the native load still
 //   fails, the previous model is loaded again. Loads run one at a time in arrival order.
 // - Requests that only read state (modelInfo, layers) never wait for the engine.
+import type { ReplanEvent } from '../runtime/replan';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LSPErrorCodes, ResponseError } from 'vscode-languageserver';
@@ -124,7 +125,9 @@ export class ModelHost {
       previous?.dispose();
       this.emitState(`loading ${file}`);
       try {
-        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
+        // A re-plan (a request outgrew the plan's KV) refreshes the state: the status bar shows the new split, the log says why.
+        const onReplan = (e: ReplanEvent) => this.emitState(`re-planned at ${e.atPosition} positions: ${e.fromSplit} → ${e.toSplit} (${e.reason})`);
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), onReplan, maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
         this.loadedThreads = request.threads;
         this.loadedExecution = request.execution;

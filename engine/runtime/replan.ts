@@ -1,0 +1,76 @@
+// Re-planning when the workload leaves the plan's assumptions (issue 21): a plan is made for a
+// workload (batch, prompt, gen); when a running request grows past the KV the plan's placement
+// holds and the device refuses a KV page, the engine plans again for the longer context (same
+// policy, hardware and device budget), moves to the new placement and rebuilds the request's KV
+// there, instead of dropping to the CPU. The new plan may keep some layers' KV in host memory,
+// stream it, or recompute a longer prefix (KVPR follows the context). A device that is lost, or
+// a context the budget cannot hold under any plan, still falls back to the CPU.
+import type { Workload } from '../cost/types';
+import type { PlanParams } from '../plan/api';
+import { planRequest } from '../plan/api';
+import type { Plan } from '../plan/types';
+import type { NativePlacement } from '../native/model';
+import { lowerPlan } from './lowering';
+
+/** One re-planning decision, as the log, the trace and the status bar show it. */
+export interface ReplanEvent {
+  /** Why: the device's refusal. */
+  reason: string;
+  /** KV positions held when it happened. */
+  atPosition: number;
+  /** The split before and after (e.g. 'GPU 5/5 layers · KV GPU' → 'GPU 5/5 layers · KV host · streamed'). */
+  fromSplit: string;
+  toSplit: string;
+  /** The workload the new plan is made for. */
+  workload: Workload;
+}
+
+/** Whether a device error is a refused allocation (re-plannable) rather than a lost device. */
+export function isMemoryRefusal(message: string): boolean {
+  return /cannot allocate/i.test(message) && !/device lost/i.test(message);
+}
+
+/**
+ * The workload for a context that has reached `needed` positions: at least twice the context the
+ * old plan assumed (so a growing request re-plans O(log n) times), at least `needed` plus a page,
+ * at most the engine's context.
+ */
+export function grownWorkload(old: Workload, needed: number, contextLength: number): Workload | undefined {
+  const oldContext = old.prompt + old.gen;
+  const context = Math.min(contextLength, Math.max(2 * oldContext, needed + 64));
+  if (context <= oldContext) return undefined;  // nothing larger to plan for
+  const gen = Math.min(old.gen, Math.max(1, context - 1));
+  return { ...old, prompt: Math.max(1, context - gen), gen };
+}
+
+export interface Replanned {
+  plan: Plan;
+  /** null: the new plan keeps everything on the CPU. */
+  placement: NativePlacement | null;
+  split: string;
+  notes: string[];
+  params: PlanParams;
+}
+
+/**
+ * The plan for the grown workload, lowered. Decision: when the engine's policy has no plan for the
+ * longer context (gpu-only when the KV no longer fits beside the weights, split-points and KVPR
+ * when their streaming no longer fits), `auto` plans it instead, noted; undefined when neither does.
+ */
+export function replanFor(params: PlanParams, workload: Workload, nLayers: number): Replanned | undefined {
+  const attempt = (policy: string): { plan: Plan; params: PlanParams } | undefined => {
+    const next = { ...params, workload, policy };
+    try {
+      return { plan: planRequest(next), params: next };
+    } catch {
+      return undefined;
+    }
+  };
+  const own = attempt(params.policy ?? 'auto');
+  const made = own ?? (params.policy && params.policy !== 'auto' ? attempt('auto') : undefined);
+  if (!made) return undefined;
+  const notes = own ? [] : [`policy ${params.policy} has no plan for a context of ${workload.prompt + workload.gen} positions at this budget; re-planned with auto`];
+  const lowered = lowerPlan(made.plan, nLayers);
+  if (!lowered.usesDevice) return { plan: made.plan, placement: null, split: 'CPU only (re-planned)', notes: [...notes, ...lowered.notes], params: made.params };
+  return { plan: made.plan, placement: lowered.placement, split: lowered.splitSummary, notes: [...notes, ...lowered.notes], params: made.params };
+}
