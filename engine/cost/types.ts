@@ -67,6 +67,8 @@ export interface OpWork {
   actOutBytes: number;
   /** Weight format of the op's matrix ('' for weightless ops). */
   format: string;
+  /** Token rows of the step (batch × new tokens): the measured correction's row bucket. */
+  rows?: number;
 }
 
 /**

@@ -28,6 +28,8 @@ export interface CostModel {
   headTimes(tokens: number): OpTimes;
   /** True when decode costs come from a measured --costs table, not the model. */
   readonly measured: boolean;
+  /** The modelled costs' source as plans report it ('model', or with a measured correction). */
+  readonly source?: string;
 }
 
 export interface PlanContext {

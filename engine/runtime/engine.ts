@@ -16,6 +16,10 @@ import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, Load
 import { planExecution } from './execution';
 import { measuredTrace, type MeasuredTrace } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
+import { StepFeedback, type SequenceStep } from './feedback';
+import { shapeFromGguf } from '../model/shape';
+import { cpuForThreads } from './devices';
+import type { NativeCompiledOp } from '../native/model';
 
 /**
  * Tokens per evalAsync call while a generation's prompt is prefilled: small enough that an
@@ -86,7 +90,8 @@ export class Engine {
     let execution: ExecutionInfo;
     try {
       progress(0.7, 'planning the split');
-      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts, opts.maxSequences ?? 1, threads);
+      const correction = opts.correction ?? (opts.feedback ? opts.feedback.correction?.snapshot() : undefined);
+      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, { ...opts, ...(correction ? { correction } : {}) }, opts.maxSequences ?? 1, threads);
       execution = setup.info;
       if (setup.placement) {
         try {
@@ -111,7 +116,68 @@ export class Engine {
       execution = { ...execution, notes: [`context ${contextLength} is longer than the ${hp.contextLength} positions the model was trained with; expect degraded output past ${hp.contextLength}`, ...execution.notes] };
     }
     progress(1, 'ready');
-    return new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption);
+    const engine = new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption);
+    engine.attachFeedback(opts, threads);
+    return engine;
+  }
+
+  /**
+   * Measured feedback: the profile to predict with is the executed plan's (its device and this
+   * engine's threads), else the one the caller gave; without one there is nothing to compare with.
+   */
+  private attachFeedback(opts: LoadOptions, threads: number): void {
+    if (opts.feedback === false) return;
+    const planned = this.execution.planParams?.hardware;
+    const given = opts.feedback?.profile ?? (typeof opts.hardware === 'object' ? opts.hardware : undefined);
+    const hardware = this.execution.device !== 'cpu' && typeof planned === 'object' ? planned
+      : given ? { ...given, cpu: cpuForThreads(given.cpu, threads) } : undefined;
+    if (!hardware) return;
+    this.feedback = new StepFeedback(shapeFromGguf(this.file), hardware, opts.feedback || {});
+    this.model().tracing = true;
+  }
+
+  /** The running measured correction of this engine's profile (undefined when feedback is off). */
+  get measuredFeedback(): StepFeedback | undefined {
+    return this.feedback;
+  }
+  private feedback: StepFeedback | undefined;
+  /** Whether a caller asked for traces (setTracing); feedback traces every step regardless. */
+  private userTracing = false;
+  /** Traces taken for feedback while a caller traces too, kept for its takeTrace(). */
+  private retained: Float64Array[] = [];
+  private ops: NativeCompiledOp[] | undefined;
+
+  /** After every native evaluation: its trace goes to feedback (and is kept for a tracing caller). */
+  private afterEval(seqs: SequenceStep[], outRows: number): void {
+    if (!this.feedback || !this.native) return;
+    const raw = this.native.takeTrace();
+    if (this.userTracing) this.retained.push(raw);
+    this.ops ??= this.native.compiledOps();
+    this.feedback.observe(measuredTrace(this.ops, raw), seqs, outRows);
+  }
+
+  /** The native model whose evaluations are observed for feedback. */
+  private observed(model: NativeModel): NativeModel {
+    if (!this.feedback) return model;
+    const evalAsync = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> => {
+      const r = await model.evalAsync(tokens, pos, all);
+      this.afterEval([{ rows: tokens.length, context: pos }], all ? tokens.length : 1);
+      return r;
+    };
+    const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all) => {
+      const r = await model.evalBatchAsync(inputs, all);
+      this.afterEval(inputs.map((i) => ({ rows: i.tokens.length, context: i.startPos })), all ? inputs.reduce((n, i) => n + i.tokens.length, 0) : inputs.length);
+      return r;
+    };
+    return new Proxy(model, {
+      get: (target, prop) => {
+        if (prop === 'evalAsync') return evalAsync;
+        if (prop === 'evalBatchAsync') return evalBatchAsync;
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+      set: (target, prop, value) => Reflect.set(target, prop, value, target),
+    });
   }
 
   /**
@@ -120,7 +186,7 @@ export class Engine {
    * native model.
    */
   scheduler(opts: SchedulerOptions = {}): Scheduler {
-    this.sched ??= new Scheduler(this.model(), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
+    this.sched ??= new Scheduler(this.observed(this.model()), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
     return this.sched;
   }
 
@@ -132,6 +198,7 @@ export class Engine {
     if (!isDeviceError(e)) return false;
     const reason = (e as Error).message;
     this.model().setPlacement(null, null);
+    this.ops = undefined;
     this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
     this.onFallback?.(reason);
     this.kvTokens.length = 0;
@@ -142,14 +209,21 @@ export class Engine {
   /** Switches per-op tracing of executed steps on or off (clears what was recorded). */
   setTracing(on: boolean): void {
     const m = this.model();
-    m.tracing = on;
+    this.userTracing = on;
+    this.retained = [];
+    m.tracing = on || this.feedback !== undefined;
     if (!on) m.takeTrace();
   }
 
   /** The ops executed since tracing was switched on (or last taken), with their lanes and times. */
   takeTrace(): MeasuredTrace {
     const m = this.model();
-    return measuredTrace(m.compiledOps(), m.takeTrace());
+    const parts = [...this.retained, m.takeTrace()];
+    this.retained = [];
+    const raw = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) { raw.set(p, at); at += p.length; }
+    return measuredTrace(m.compiledOps(), raw);
   }
 
   /** KV cache bytes held by every sequence (host and device pages). */
@@ -172,7 +246,7 @@ export class Engine {
    * cache is rebuilt there from the tokens it held, so the request goes on where it was.
    */
   private evalTokens(tokens: number[], pos: number): Promise<Float32Array> {
-    return this.withFallback(this.model()).evalAsync(Int32Array.from(tokens), pos);
+    return this.withFallback(this.observed(this.model())).evalAsync(Int32Array.from(tokens), pos);
   }
 
 
@@ -246,6 +320,7 @@ export class Engine {
   }
 
   dispose(): void {
+    this.feedback?.persist();
     void this.sched?.close();
     this.native?.dispose();
     this.native = undefined;

@@ -117,3 +117,27 @@ export function stepBreakdown(t: MeasuredTrace, steps: number[], nLayers: number
     opMs: opMs.map((m) => Object.fromEntries(Object.entries(m).map(([k, v]) => [k, v / n]))), overlapMs: overlapMs / n,
   };
 }
+
+/** One step's measured busy time of one plan op of one layer on one lane, by native op kind. */
+export interface PlanOpTime {
+  /** -1 outside the layers (LM head, embed). */
+  layer: number;
+  planOp: string;
+  lane: NativeCompiledOp['lane'];
+  /** ms per native op kind (matmul, add_residual, copy_weight, …). */
+  byKind: Record<string, number>;
+}
+
+/** The measured events of `step`, summed per layer, plan op and lane: the join with the cost model's ops. */
+export function planOpTimes(t: MeasuredTrace, step: number): PlanOpTime[] {
+  const out = new Map<string, PlanOpTime>();
+  for (const e of t.events) {
+    if (e.step !== step) continue;
+    const op = t.ops[e.op]!;
+    const key = `${op.layer}/${op.planOp}/${op.lane}`;
+    let g = out.get(key);
+    if (!g) { g = { layer: op.layer, planOp: op.planOp, lane: op.lane, byKind: {} }; out.set(key, g); }
+    g.byKind[op.kind] = (g.byKind[op.kind] ?? 0) + Math.max(0, e.endMs - e.startMs);
+  }
+  return [...out.values()];
+}

@@ -1,0 +1,120 @@
+// The runtime's side of measured feedback (issue 21 item 4): every executed step's per-op times,
+// next to what the profile's cost model predicts for the same ops at the step's own shape (rows,
+// context per sequence), folded into the running correction (engine/cost/feedback.ts). The
+// engine calls `observe` after each native evaluation (engine/runtime/engine.ts).
+import { correctionKey, type Disagreement, type FeedbackSample, MeasuredCorrection } from '../cost/feedback';
+import { ProfileCostModel } from '../cost/model';
+import { headWork, layerWork } from '../cost/ops';
+import type { OpWork } from '../cost/types';
+import type { HardwareProfile } from '../hardware/types';
+import type { ModelShape } from '../model/shape';
+import { planOpTimes, type MeasuredTrace, type PlanOpTime } from './trace';
+
+/** What one sequence contributed to an evaluation: its new rows and the positions before them. */
+export interface SequenceStep { rows: number; context: number }
+
+export interface RuntimeFeedbackOptions {
+  /** The running correction to fold into (shared between engines, or read from disk); default a new one. */
+  correction?: MeasuredCorrection;
+  /** The profile to predict with when the engine has no device plan (the CPU alone). */
+  profile?: HardwareProfile;
+  /** Told when a class of ops disagrees with the profile by more than the tolerance over a window. */
+  onDisagreement?: (found: Disagreement[]) => void;
+  /** Told with the correction at most every `persistEveryMs` of folding, and at dispose (to save it). */
+  persist?: (c: MeasuredCorrection) => void;
+  persistEveryMs?: number;
+}
+
+/** Cost-model work names of each native plan op (llama family names first, then OPT's). */
+const WORK_NAMES: Record<string, string[]> = {
+  attn_norm: ['attn_norm', 'LN.0'], Q: ['Q'], K: ['K'], V: ['V'], RoPE: ['RoPE'], Output: ['Output'],
+  ffn_norm: ['ffn_norm', 'LN.1'], Gate: ['Gate'], Up: ['Up', 'FC.0'], Down: ['Down', 'FC.1'],
+};
+const ATTENTION_WORK = ['Scores', 'Softmax', 'WV'];
+/** Native op kinds that move data between memories (not compute). */
+const COPY_KINDS = new Set(['copy_weight', 'copy_kv', 'copy_acts', 'copy_rows', 'copy_cols']);
+
+export class StepFeedback {
+  readonly correction: MeasuredCorrection;
+  private readonly cost: ProfileCostModel;
+  private lastPersist = Date.now();
+  /** Evaluations not folded (several native steps in one call, so rows per step unknown). */
+  skipped = 0;
+
+  constructor(private readonly shape: ModelShape, hardware: HardwareProfile, private readonly opts: RuntimeFeedbackOptions = {}) {
+    this.correction = opts.correction ?? new MeasuredCorrection();
+    // The profile's own prediction, uncorrected: the correction is measured against it.
+    this.cost = new ProfileCostModel(shape, hardware);
+  }
+
+  /**
+   * Folds the trace of one evaluation (`seqs`: its sequences; `outRows`: rows whose logits were
+   * computed). Returns the classes that now disagree with the profile (also told to onDisagreement).
+   */
+  observe(trace: MeasuredTrace, seqs: SequenceStep[], outRows: number): Disagreement[] {
+    const steps = new Set(trace.events.map((e) => e.step));
+    if (steps.size !== 1 || seqs.length === 0) {
+      if (steps.size > 1) this.skipped++;
+      return [];
+    }
+    const found = this.correction.fold(this.samples(trace, [...steps][0]!, seqs, outRows));
+    if (found.length) this.opts.onDisagreement?.(found);
+    if (this.opts.persist && Date.now() - this.lastPersist >= (this.opts.persistEveryMs ?? 30_000)) this.persist();
+    return found;
+  }
+
+  persist(): void {
+    this.lastPersist = Date.now();
+    if (this.correction.steps > 0) this.opts.persist?.(this.correction);
+  }
+
+  /** Measured next to predicted per op class for one native step. */
+  samples(trace: MeasuredTrace, step: number, seqs: SequenceStep[], outRows: number): FeedbackSample[] {
+    const rows = seqs.reduce((n, s) => n + s.rows, 0);
+    const maxContext = Math.max(...seqs.map((s) => s.context));
+    const work = new Map(layerWork(this.shape, { batch: 1, newTokens: rows, context: maxContext }).map((w) => [w.name, w]));
+    // Attention is per sequence (each over its own keys), as the fused kernel runs it.
+    const attention = seqs.map((s) => layerWork(this.shape, { batch: 1, newTokens: s.rows, context: s.context }).filter((w) => ATTENTION_WORK.includes(w.name)));
+    const times = planOpTimes(trace, step);
+    // An op computed on two lanes at once (a matmul split by rows, attention split by sequence)
+    // has a share on each that the trace does not name: left out.
+    const lanesOf = new Map<string, Set<string>>();
+    for (const t of times) {
+      if (t.lane !== 'cpu' && t.lane !== 'device') continue;
+      const k = `${t.layer}/${t.planOp}`;
+      lanesOf.set(k, (lanesOf.get(k) ?? new Set()).add(t.lane));
+    }
+    const out: FeedbackSample[] = [];
+    for (const t of times) {
+      const split = (lanesOf.get(`${t.layer}/${t.planOp}`)?.size ?? 0) > 1;
+      if (t.lane === 'cpu' || t.lane === 'device') {
+        if (split) continue;
+        const measured = Object.entries(t.byKind).filter(([k]) => !COPY_KINDS.has(k)).reduce((s, [, v]) => s + v, 0);
+        out.push(...this.computeSamples(t, measured, work, attention, rows, outRows));
+      } else if (t.lane === 'h2d' && t.byKind.copy_weight !== undefined) {
+        const w = this.workOf(t.planOp, work, outRows);
+        if (!w || split || !(w.weightBytes > 0)) continue;
+        out.push({ key: correctionKey('h2d', 'copy', 0), measuredMs: t.byKind.copy_weight, predictedMs: this.cost.transferMs(w.weightBytes, 'h2d') });
+      }
+    }
+    return out;
+  }
+
+  private workOf(planOp: string, work: Map<string, OpWork>, outRows: number): OpWork | undefined {
+    if (planOp === 'LM head') return headWork(this.shape, outRows);
+    for (const n of WORK_NAMES[planOp] ?? []) { const w = work.get(n); if (w) return w; }
+    return undefined;
+  }
+
+  private computeSamples(t: PlanOpTime, measured: number, work: Map<string, OpWork>, attention: OpWork[][], rows: number, outRows: number): FeedbackSample[] {
+    const device = t.lane === 'device' ? 'gpu' : 'cpu';
+    if (t.planOp === 'Attention') {
+      const predicted = attention.flat().reduce((s, w) => s + this.cost.opMs(w, device), 0);
+      const first = attention[0]?.find((w) => w.name === 'Scores');
+      return first ? [{ key: correctionKey(t.lane as 'cpu' | 'device', first, rows), measuredMs: measured, predictedMs: predicted }] : [];
+    }
+    const w = this.workOf(t.planOp, work, outRows);
+    if (!w) return [];
+    return [{ key: correctionKey(t.lane as 'cpu' | 'device', w, t.planOp === 'LM head' ? outRows : rows), measuredMs: measured, predictedMs: this.cost.opMs(w, device) }];
+  }
+}
