@@ -22,7 +22,8 @@ import { measureRun, type MeasureResult } from '../runtime/measure';
 import { thisMachineProfile } from '../hardware/profiler';
 import type { ExecutionOptions, LayerSummary, ModelSummary } from '../runtime/types';
 import { Mutex } from './mutex';
-import { FulcrumErrorCodes, type EngineState, type MeasureParams, type ModelInfo } from './protocol';
+import { FulcrumErrorCodes, type EngineState, type FeedbackParams, type MeasureParams, type ModelInfo } from './protocol';
+import { ServerFeedback } from './feedback';
 
 export interface LoadRequest {
   path: string;
@@ -36,6 +37,8 @@ export interface ModelHostEvents {
   onStateChange?: (state: EngineState, modelPath: string | undefined, message: string | undefined) => void;
   /** Lines for the server's log (e.g. the model's FIM format, once per load). */
   onLog?: (message: string) => void;
+  /** Measured steps disagree with the profile, or its background re-measure finished. */
+  onFeedback?: (p: FeedbackParams) => void;
 }
 
 export class ModelHost {
@@ -51,7 +54,11 @@ export class ModelHost {
 
   private readonly engineListeners: ((engine: Engine | undefined) => void | Promise<void>)[] = [];
 
-  constructor(private readonly events: ModelHostEvents = {}) {}
+  private readonly feedback: ServerFeedback;
+
+  constructor(private readonly events: ModelHostEvents = {}) {
+    this.feedback = new ServerFeedback(events);
+  }
 
   /** The loaded engine, for surfaces that serve it through its scheduler (HTTP), else undefined. */
   servingEngine(): Engine | undefined {
@@ -124,7 +131,8 @@ export class ModelHost {
       previous?.dispose();
       this.emitState(`loading ${file}`);
       try {
-        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
+        const feedback = this.feedback.options();
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), ...(feedback ? { feedback } : {}), maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
         this.loadedThreads = request.threads;
         this.loadedExecution = request.execution;
@@ -203,6 +211,7 @@ export class ModelHost {
   /** Stops any completion and frees the model (server shutdown). */
   async dispose(): Promise<void> {
     this.completions.abort('cancelled: the server is shutting down');
+    this.feedback.stop();
     const release = await this.engineLock.lock();
     try {
       this.engine?.dispose();
