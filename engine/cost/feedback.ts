@@ -21,6 +21,23 @@ export function rowBucket(rows: number): string {
   return BUCKETS.find((b) => rows <= b.max)!.label;
 }
 
+/**
+ * Size buckets of the bytes an op touches (weights, KV, activations). Decision: below 1 MiB an op
+ * runs from the core's own caches and its time is mostly fixed costs; up to 32 MiB from the
+ * last-level cache of a desktop; beyond, from DRAM. A factor learned on a tiny model's ops (all
+ * fixed cost) must not correct a 7B model's (all bandwidth).
+ */
+const SIZES: { max: number; label: string }[] = [
+  { max: 2 ** 20, label: '<1MiB' }, { max: 32 * 2 ** 20, label: '<32MiB' }, { max: Infinity, label: '≥32MiB' },
+];
+
+type WorkFields = Pick<OpWork, 'kind' | 'weightBytes' | 'format' | 'kvReadBytes' | 'actInBytes' | 'actOutBytes' | 'groupBytes'>;
+
+export function sizeBucket(work: WorkFields): string {
+  const bytes = work.groupBytes ?? work.weightBytes + work.kvReadBytes + work.actInBytes + work.actOutBytes;
+  return SIZES.find((b) => bytes < b.max)!.label;
+}
+
 /** The class of one op's work on a compute lane: its matmul format, attention, or the rest. */
 export function workClass(work: Pick<OpWork, 'kind' | 'weightBytes' | 'format'>): string {
   if (work.kind === 'scores' || work.kind === 'softmax' || work.kind === 'wv') return 'attention';
@@ -29,12 +46,12 @@ export function workClass(work: Pick<OpWork, 'kind' | 'weightBytes' | 'format'>)
 }
 
 /**
- * The key a time is corrected under: e.g. 'cpu matmul Q8_0 @1' (decode rows), 'device attention
- * @9-64', 'h2d copy' (copies do not depend on the step's rows).
+ * The key a time is corrected under: e.g. 'cpu matmul Q8_0 @1 <32MiB' (decode rows, a matrix of
+ * up to 32 MiB), 'device attention @9-64 <1MiB', 'h2d copy' (copies: one rate, whatever the rows).
  */
-export function correctionKey(lane: FeedbackLane, work: Pick<OpWork, 'kind' | 'weightBytes' | 'format'> | 'copy', rows: number): string {
+export function correctionKey(lane: FeedbackLane, work: WorkFields | 'copy', rows: number): string {
   if (work === 'copy') return `${lane} copy`;
-  return `${lane} ${workClass(work)} @${rowBucket(rows)}`;
+  return `${lane} ${workClass(work)} @${rowBucket(rows)} ${sizeBucket(work)}`;
 }
 
 /** One measured op (or several of one class in a step) next to the profile's prediction for it. */
@@ -204,7 +221,7 @@ export class MeasuredCorrection {
   /** What the cost model applies (immutable; later folds do not change it). */
   snapshot(): CostCorrection {
     const factors: Record<string, number> = {};
-    for (const [k, e] of this.entries) if (e.steps >= this.options.minSteps) factors[k] = Number(Math.exp(e.logFactor).toPrecision(4));
+    for (const [k, e] of this.entries) if (e.steps >= this.options.minSteps) factors[k] = Number(Math.min(RATIO_CLAMP, Math.max(1 / RATIO_CLAMP, Math.exp(e.logFactor))).toPrecision(4));
     return { steps: this.folded, factors };
   }
 
@@ -221,7 +238,8 @@ export class MeasuredCorrection {
 
   /** The persisted form: running factors and step counts (the window starts empty again). */
   toJSON(): FeedbackState {
-    return { steps: this.folded, entries: Object.fromEntries([...this.entries].map(([k, e]) => [k, { factor: Math.exp(e.logFactor), steps: e.steps }])) };
+    const factor = (e: Entry) => Number(Math.min(RATIO_CLAMP, Math.max(1 / RATIO_CLAMP, Math.exp(e.logFactor))).toPrecision(6));
+    return { steps: this.folded, entries: Object.fromEntries([...this.entries].map(([k, e]) => [k, { factor: factor(e), steps: e.steps }])) };
   }
 
   static fromJSON(raw: unknown, where: string, options: Partial<FeedbackOptions> = {}): MeasuredCorrection {

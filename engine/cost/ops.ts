@@ -57,6 +57,9 @@ export function layerWork(shape: ModelShape, step: StepShape): OpWork[] {
   simple('Scores', 'scores', 2 * T * qDim * span, T * qDim, scoreElems, { kvReadBytes: b * keys * kvDim * kvB });
   simple('Softmax', 'softmax', 5 * scoreElems, scoreElems, scoreElems);
   simple('WV', 'wv', 2 * T * qDim * span, scoreElems, T * qDim, { kvReadBytes: b * keys * kvDim * kvB });
+  const attention = ops.slice(-3);
+  const groupBytes = attention.reduce((n, o) => n + o.weightBytes + o.kvReadBytes + o.actInBytes + o.actOutBytes, 0);
+  for (const o of attention) o.groupBytes = groupBytes;
   linear('Output', 'out', 'attn_output', qDim, d);
   simple(opt ? 'LN.1' : 'ffn_norm', 'norm', 5 * T * d, T * d, T * d);
   if (shape.moe) {

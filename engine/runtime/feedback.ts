@@ -109,9 +109,13 @@ export class StepFeedback {
   private computeSamples(t: PlanOpTime, measured: number, work: Map<string, OpWork>, attention: OpWork[][], rows: number, outRows: number): FeedbackSample[] {
     const device = t.lane === 'device' ? 'gpu' : 'cpu';
     if (t.planOp === 'Attention') {
-      const predicted = attention.flat().reduce((s, w) => s + this.cost.opMs(w, device), 0);
-      const first = attention[0]?.find((w) => w.name === 'Scores');
-      return first ? [{ key: correctionKey(t.lane as 'cpu' | 'device', first, rows), measuredMs: measured, predictedMs: predicted }] : [];
+      const all = attention.flat();
+      const first = all.find((w) => w.name === 'Scores');
+      if (!first) return [];
+      const predicted = all.reduce((s, w) => s + this.cost.opMs(w, device), 0);
+      // The fused kernel over every sequence of the step: sized by all of their attention bytes.
+      const groupBytes = attention.reduce((n, ws) => n + (ws[0]?.groupBytes ?? 0), 0);
+      return [{ key: correctionKey(t.lane as 'cpu' | 'device', { ...first, groupBytes }, rows), measuredMs: measured, predictedMs: predicted }];
     }
     const w = this.workOf(t.planOp, work, outRows);
     if (!w) return [];

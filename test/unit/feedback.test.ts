@@ -16,7 +16,7 @@ import { modelPreset } from '../../engine/model/model-presets';
 import { planRequest } from '../../engine/plan/api';
 import { tempDir } from '../helpers/shared';
 
-const KEY = 'cpu matmul Q8_0 @1';
+const KEY = 'cpu matmul Q8_0 @1 <32MiB';
 const one = (ratio: number, key = KEY, predictedMs = 2): FeedbackSample[] => [{ key, measuredMs: predictedMs * ratio, predictedMs }];
 
 test('the factor is the exponentially weighted ratio in log space, applied from minSteps on', () => {
@@ -60,7 +60,7 @@ test('one noisy step in the window does not report; a whole window 40 % off does
   assert.equal(d.key, KEY);
   assert.ok(d.ratio > 1.25 && d.ratio <= 1.4 + 1e-9, `ratio ${d.ratio}`);
   assert.ok(Math.abs(d.predictedMs - 2) < 1e-9 && Math.abs(d.measuredMs - 2.8) < 1e-9, `${d.measuredMs} vs ${d.predictedMs}`);
-  assert.match(describeDisagreement(d), /^cpu matmul Q8_0 @1: measured 2\.80 ms vs predicted 2\.00 ms per step \(\+40 %, median of the last 8 steps\)$/);
+  assert.match(describeDisagreement(d), /^cpu matmul Q8_0 @1 <32MiB: measured 2\.80 ms vs predicted 2\.00 ms per step \(\+40 %, median of the last 8 steps\)$/);
   // Back within 25 %: cleared; off again: reported again.
   for (let i = 0; i < 8; i++) c.fold(one(1.1));
   const again = Array.from({ length: 8 }, () => c.fold(one(0.5))).flat();
@@ -77,10 +77,15 @@ test('a window that is not full yet never reports, however far off', () => {
 test('keys: lane, class (matmul format, attention, other, copy) and the row bucket', () => {
   const w = layerWork(modelPreset('llama-2-7b:Q4_K'), { batch: 1, newTokens: 1, context: 100 });
   const by = (n: string) => w.find((x) => x.name === n)!;
-  assert.equal(correctionKey('cpu', by('Q'), 1), 'cpu matmul Q4_K @1');
-  assert.equal(correctionKey('device', by('Scores'), 30), 'device attention @9-64');
-  assert.equal(correctionKey('cpu', by('Softmax'), 5), 'cpu attention @2-8');
-  assert.equal(correctionKey('cpu', by('attn_norm'), 512), 'cpu other @65+');
+  // A 4096² Q4_K matrix is 9 MiB: within a desktop's last-level cache bucket; the FFN's 24 MiB too.
+  assert.equal(correctionKey('cpu', by('Q'), 1), 'cpu matmul Q4_K @1 <32MiB');
+  // The three attention ops are one fused kernel: one size bucket for all three.
+  assert.equal(correctionKey('device', by('Scores'), 30), 'device attention @9-64 <32MiB');
+  assert.equal(correctionKey('cpu', by('Softmax'), 5), 'cpu attention @2-8 <32MiB');
+  assert.equal(correctionKey('cpu', by('attn_norm'), 512), 'cpu other @65+ <1MiB');
+  const big = layerWork(modelPreset('llama-2-7b'), { batch: 1, newTokens: 1, context: 1000 });
+  assert.equal(correctionKey('cpu', big.find((x) => x.name === 'Gate')!, 1), 'cpu matmul F16 @1 ≥32MiB');
+  assert.deepEqual(new Set(big.filter((x) => ['Scores', 'Softmax', 'WV'].includes(x.name)).map((x) => correctionKey('cpu', x, 1))), new Set(['cpu attention @1 <32MiB']));
   assert.equal(correctionKey('h2d', 'copy', 0), 'h2d copy');
   assert.deepEqual([1, 2, 8, 9, 64, 65].map(rowBucket), ['1', '2-8', '2-8', '9-64', '9-64', '65+']);
 });
@@ -110,7 +115,7 @@ test('a plan made with a correction reports it as its cost source and predicts w
   const params = { model: 'llama-2-7b:Q4_K', hardware: 'ryzen9-7950x', workload: 'batch=1,prompt=512,gen=64', policy: 'cpu-only' };
   const before = planRequest(params);
   assert.equal(before.costSource, 'model');
-  const after = planRequest({ ...params, correction: { steps: 24, factors: { 'cpu matmul Q4_K @1': 2 } } });
+  const after = planRequest({ ...params, correction: { steps: 24, factors: { 'cpu matmul Q4_K @1 <32MiB': 2 } } });
   assert.equal(after.costSource, 'profile + measured correction (24 steps)');
   assert.ok(after.predicted.stepMs > 1.6 * before.predicted.stepMs, `${after.predicted.stepMs} vs ${before.predicted.stepMs}`);
   // Prefill's matmuls are another row bucket; only its one-row LM head is corrected.
@@ -150,7 +155,7 @@ test('the correction persists beside the profile cache and belongs to one measur
     writeFileSync(file, JSON.stringify({ version: 1, fingerprint: '0123456789abcdef', profileMeasuredAt: profile.source.measuredAt, steps: 3, entries: { [KEY]: { factor: 50, steps: 3 } } }));
     const bad = readFeedback(profile, {}, dir);
     assert.equal(bad.status, 'stale');
-    if (bad.status === 'stale') assert.match(bad.reason, /entries\["cpu matmul Q8_0 @1"\]\.factor must be a number in \[0\.1, 10\], got 50/);
+    if (bad.status === 'stale') assert.match(bad.reason, /entries\["cpu matmul Q8_0 @1 <32MiB"\]\.factor must be a number in \[0\.1, 10\], got 50/);
   } finally {
     cleanup();
   }
