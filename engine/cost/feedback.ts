@@ -9,8 +9,13 @@
 
 import type { OpWork } from './types';
 
-/** The lanes a measured op runs on, as the executor names them. */
-export type FeedbackLane = 'cpu' | 'device' | 'h2d' | 'd2h';
+/**
+ * The lanes a measured op runs on, as the executor names them; a CPU op in a step where the
+ * device or a copy also ran is its own lane, 'cpu beside device' (the cost model's contended CPU
+ * time: sharing memory bandwidth and, with the loopback device, cores), so a hybrid plan's CPU
+ * slowdown does not correct a CPU-only plan.
+ */
+export type FeedbackLane = 'cpu' | 'cpu beside device' | 'device' | 'h2d' | 'd2h';
 
 /** Row-count buckets: decode (1 row), a few rows (drafts, small batches), a prompt chunk, a large batch. */
 const BUCKETS: { max: number; label: string }[] = [

@@ -32,7 +32,7 @@ export class ProfileCostModel implements CostModel {
   }
 
   /** The measured correction's factor for a time of `work` on `lane` (1 without one). */
-  private corrected(lane: 'cpu' | 'device', work: OpWork, ms: number): number {
+  private corrected(lane: 'cpu' | 'cpu beside device' | 'device', work: OpWork, ms: number): number {
     if (!this.correction) return ms;
     return ms * correctionFactor(this.correction, correctionKey(lane, work, work.rows ?? 1));
   }
@@ -50,8 +50,8 @@ export class ProfileCostModel implements CostModel {
       return this.corrected('device', work, gpuOpMs(this.hardware.gpu, work));
     }
     const kvLen = work.kvReadBytes > 0 ? this.kvLengthOf(work) : 0;
-    const t = this.corrected('cpu', work, cpuOpMs(this.hardware.cpu, work, kvLen));
-    return contended ? t * this.hardware.cpu.contentionFactor : t;
+    const t = cpuOpMs(this.hardware.cpu, work, kvLen);
+    return contended ? this.corrected('cpu beside device', work, t * this.hardware.cpu.contentionFactor) : this.corrected('cpu', work, t);
   }
 
   private kvLengthOf(work: OpWork): number {
@@ -68,7 +68,7 @@ export class ProfileCostModel implements CostModel {
     const solo = this.opMs(w, 'cpu', false);
     const t: OpTimes = { name: w.name, kind: w.kind, cpuSolo: solo };
     if (this.hardware.gpu) {
-      t.cpu = solo * this.hardware.cpu.contentionFactor;
+      t.cpu = this.opMs(w, 'cpu', true);
       t.gpu = this.opMs(w, 'gpu');
       const h2dBytes = w.weightBytes + w.kvReadBytes;
       t.h2d = this.transferMs(h2dBytes, 'h2d');

@@ -7,6 +7,7 @@ import { ProfileCostModel } from '../cost/model';
 import { headWork, layerWork } from '../cost/ops';
 import type { OpWork } from '../cost/types';
 import type { HardwareProfile } from '../hardware/types';
+import { profileNoise } from '../hardware/validate';
 import type { ModelShape } from '../model/shape';
 import { planOpTimes, type MeasuredTrace, type PlanOpTime } from './trace';
 
@@ -31,6 +32,8 @@ const WORK_NAMES: Record<string, string[]> = {
   ffn_norm: ['ffn_norm', 'LN.1'], Gate: ['Gate'], Up: ['Up', 'FC.0'], Down: ['Down', 'FC.1'],
 };
 const ATTENTION_WORK = ['Scores', 'Softmax', 'WV'];
+const HAND_OFF_MS = 0.02;
+const NOISY_PROFILE_MIN_STEPS = 3;
 /** Native op kinds that move data between memories (not compute). */
 const COPY_KINDS = new Set(['copy_weight', 'copy_kv', 'copy_acts', 'copy_rows', 'copy_cols']);
 
@@ -42,7 +45,8 @@ export class StepFeedback {
   skipped = 0;
 
   constructor(private readonly shape: ModelShape, hardware: HardwareProfile, private readonly opts: RuntimeFeedbackOptions = {}) {
-    this.correction = opts.correction ?? new MeasuredCorrection();
+    // A profile whose own probes disagreed is trusted less: its correction applies after 3 steps, not 8.
+    this.correction = opts.correction ?? new MeasuredCorrection(profileNoise(hardware) ? { minSteps: NOISY_PROFILE_MIN_STEPS } : {});
     // The profile's own prediction, uncorrected: the correction is measured against it.
     this.cost = new ProfileCostModel(shape, hardware);
   }
@@ -84,13 +88,21 @@ export class StepFeedback {
       const k = `${t.layer}/${t.planOp}`;
       lanesOf.set(k, (lanesOf.get(k) ?? new Set()).add(t.lane));
     }
+    // CPU ops of a step in which the device or a copy ran too are timed against the contended prediction.
+    const beside = times.some((t) => t.lane !== 'cpu');
     const out: FeedbackSample[] = [];
     for (const t of times) {
       const split = (lanesOf.get(`${t.layer}/${t.planOp}`)?.size ?? 0) > 1;
       if (t.lane === 'cpu' || t.lane === 'device') {
         if (split) continue;
-        const measured = Object.entries(t.byKind).filter(([k]) => !COPY_KINDS.has(k)).reduce((s, [, v]) => s + v, 0);
-        out.push(...this.computeSamples(t, measured, work, attention, rows, outRows));
+        // The cost model's per-op time includes the op's fixed cost (the pool's hand-off between
+        // ops, fitted end to end by the calibration), which falls between the ops the trace times:
+        // each op is charged the idle time of its lane before it. Beside a device a longer idle
+        // time is a wait for the other lane, not a fixed cost (Decision: up to 20 µs is a hand-off).
+        const handOff = (g: number) => (beside ? (g <= HAND_OFF_MS ? g : 0) : g);
+        const measured = Object.entries(t.byKind).filter(([k]) => !COPY_KINDS.has(k)).reduce((s, [, v]) => s + v, 0)
+          + t.gapsMs.reduce((s, g) => s + handOff(g), 0);
+        out.push(...this.computeSamples(t, measured, work, attention, rows, outRows, beside));
       } else if (t.lane === 'h2d' && t.byKind.copy_weight !== undefined) {
         const w = this.workOf(t.planOp, work, outRows);
         if (!w || split || !(w.weightBytes > 0)) continue;
@@ -106,19 +118,21 @@ export class StepFeedback {
     return undefined;
   }
 
-  private computeSamples(t: PlanOpTime, measured: number, work: Map<string, OpWork>, attention: OpWork[][], rows: number, outRows: number): FeedbackSample[] {
+  private computeSamples(t: PlanOpTime, measured: number, work: Map<string, OpWork>, attention: OpWork[][], rows: number, outRows: number, beside: boolean): FeedbackSample[] {
     const device = t.lane === 'device' ? 'gpu' : 'cpu';
+    const lane = t.lane === 'device' ? 'device' : beside ? 'cpu beside device' : 'cpu';
+    const contended = device === 'cpu' && beside;
     if (t.planOp === 'Attention') {
       const all = attention.flat();
       const first = all.find((w) => w.name === 'Scores');
       if (!first) return [];
-      const predicted = all.reduce((s, w) => s + this.cost.opMs(w, device), 0);
+      const predicted = all.reduce((s, w) => s + this.cost.opMs(w, device, contended), 0);
       // The fused kernel over every sequence of the step: sized by all of their attention bytes.
       const groupBytes = attention.reduce((n, ws) => n + (ws[0]?.groupBytes ?? 0), 0);
-      return [{ key: correctionKey(t.lane as 'cpu' | 'device', { ...first, groupBytes }, rows), measuredMs: measured, predictedMs: predicted }];
+      return [{ key: correctionKey(lane, { ...first, groupBytes }, rows), measuredMs: measured, predictedMs: predicted }];
     }
     const w = this.workOf(t.planOp, work, outRows);
     if (!w) return [];
-    return [{ key: correctionKey(t.lane as 'cpu' | 'device', w, t.planOp === 'LM head' ? outRows : rows), measuredMs: measured, predictedMs: this.cost.opMs(w, device) }];
+    return [{ key: correctionKey(lane, w, t.planOp === 'LM head' ? outRows : rows), measuredMs: measured, predictedMs: this.cost.opMs(w, device, contended) }];
   }
 }

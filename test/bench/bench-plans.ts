@@ -6,6 +6,12 @@
 // Run: npm run bench:plans [-- --model FILE] [--vram 40%|BYTES] [--prompt 512] [--gen 16] [--threads 1] [--device loopback|vulkan]
 // With --device vulkan the plans are made with the profile's measurement of the Vulkan device
 // (its own kernels, copies and submissions) and run on it.
+//
+// Measured feedback (issue 21 item 4): the first half of every policy's decode steps folds into
+// one measured correction of the profile (engine/cost/feedback.ts); the second half is what the
+// table measures. Then every policy is planned again with the correction, and the table reports
+// the per-layer error before and after it, and whether `auto` picks a policy within 10 % of the
+// fastest executed one, before and after.
 import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf/index';
@@ -15,8 +21,13 @@ import { nativeKernels } from '../../engine/native/model';
 import { parseBytes } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
 import { defaultLinkGBps } from '../../engine/runtime/devices';
-import { stepBreakdown } from '../../engine/runtime/trace';
+import { stepBreakdown, type StepBreakdown } from '../../engine/runtime/trace';
 import { argmax } from '../../engine/runtime/sampler';
+import { MeasuredCorrection } from '../../engine/cost/feedback';
+import { planRequest } from '../../engine/plan/api';
+import type { Plan } from '../../engine/plan/types';
+import { shapeFromGguf } from '../../engine/model/shape';
+import { StepFeedback } from '../../engine/runtime/feedback';
 import { BENCH_SHAPES, benchModelFile } from './bench-models';
 
 const POLICIES = ['cpu-only', 'gpu-only', 'layer-split', 'split-points', 'lia', 'kvpr', 'neo', 'apex', 'auto'];
@@ -30,7 +41,7 @@ const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - 
 async function main(): Promise<void> {
   const file = arg('model', '') || benchModelFile(BENCH_SHAPES[0]!, GgmlType.Q8_0);
   const prompt = Number(arg('prompt', '512'));
-  const gen = Number(arg('gen', '16'));
+  const gen = Number(arg('gen', '24'));
   const threads = Number(arg('threads', '1'));
   const weights = readGguf(file).tensors.reduce((s, t) => s + t.byteSize, 0);
   const nVocab = Math.min(31001, readHparams(readGguf(file)).nVocab);
@@ -43,14 +54,17 @@ async function main(): Promise<void> {
   process.stdout.write(`CPU: ${os.cpus()[0]?.model.trim()} (${nativeKernels().isaLevel()} kernels, ${nativeKernels().physicalCores()} physical cores); engine threads ${threads}, loopback threads 1\n`);
   if (device === 'vulkan') process.stdout.write(`device: ${profile.gpu?.name ?? 'no Vulkan device in the profile'}; link ${profile.link?.h2dPinnedGBps ?? '?'} GB/s host→device (measured)\n`);
   process.stdout.write(`model ${file} (${(weights / 2 ** 20).toFixed(1)} MiB of weights); ${device} VRAM ${(vram / 2 ** 20).toFixed(1)} MiB${device === 'loopback' ? `; link cap ${link.toFixed(1)} GB/s (0.4 × 1-thread copy ${(link / 0.4).toFixed(1)} GB/s)` : ''}\n`);
-  process.stdout.write(`workload: batch 1, prompt ${prompt}, decode ${gen} tokens measured (median step)\n\n`);
+  process.stdout.write(`workload: batch 1, prompt ${prompt}, decode ${gen} tokens: the first ${Math.floor(gen / 2)} fold into the measured correction, the other ${gen - Math.floor(gen / 2)} are measured (median step)\n\n`);
   process.stdout.write('policy        ran as        split                                        | step ms  predicted  measured  ratio | layer |err| mean  max | lanes busy ms (cpu/dev/h2d/d2h) overlap\n');
   const measured: { policy: string; chosen: string; ms: number }[] = [];
+  const shape = shapeFromGguf(readGguf(file));
+  const correction = new MeasuredCorrection();
+  const runs: { policy: string; plan: Plan; params: NonNullable<Engine['execution']['planParams']>; b: StepBreakdown }[] = [];
   for (const policy of POLICIES) {
     let engine: Engine;
     try {
       engine = await Engine.load(file, {
-        threads, contextLength: prompt + gen + 64, device, vramBytes: vram, policy, hardware: profile, linkGBps: link, deviceThreads: 1,
+        threads, contextLength: prompt + gen + 64, device, vramBytes: vram, policy, hardware: profile, linkGBps: link, deviceThreads: 1, feedback: false,
         workload: { batch: 1, prompt, gen: gen * 2, vramBytes: vram },
       });
     } catch (e) {
@@ -68,11 +82,21 @@ async function main(): Promise<void> {
         logits = await engine.logits(tokens);
       }
       const trace = engine.takeTrace();
-      const steps = [...new Set(trace.events.map((e) => e.step))];
+      const all = [...new Set(trace.events.map((e) => e.step))].sort((x, y) => x - y);
       const nLayers = plan.stages.decode.layers.length;
+      // The first half teaches the correction (against the profile the plan was made with), the
+      // second half is measured: the correction is judged on steps it did not see.
+      const learn = all.slice(0, Math.floor(all.length / 2));
+      const steps = all.slice(learn.length);
+      const hw = ex.planParams?.hardware;
+      if (typeof hw === 'object') {
+        const fb = new StepFeedback(shape, hw, { correction });
+        learn.forEach((s, i) => correction.fold(fb.samples(trace, s, [{ rows: 1, context: prompt + i }], 1)));
+      }
       // Median step by wall time; the per-layer breakdown averaged over the steps.
       const stepMs = median(steps.map((s) => stepBreakdown(trace, [s], nLayers).stepMs));
       const b = stepBreakdown(trace, steps, nLayers);
+      if (!ex.fallback && ex.planParams) runs.push({ policy, plan, params: ex.planParams, b });
       const errs = plan.stages.decode.layers.map((l, i) => Math.abs(b.layerMs[i]! - l.predictedMs) / Math.max(1e-9, l.predictedMs));
       const predicted = plan.predicted.stepMs;
       process.stdout.write(
@@ -89,10 +113,48 @@ async function main(): Promise<void> {
       engine.dispose();
     }
   }
-  const auto = measured.find((m) => m.policy === 'auto');
   const fastest = measured.filter((m) => m.policy !== 'auto').sort((a, b) => a.ms - b.ms)[0];
-  if (auto && fastest) {
-    process.stdout.write(`\nauto chose ${auto.chosen}: ${auto.ms.toFixed(2)} ms/step; fastest executed: ${fastest.policy} ${fastest.ms.toFixed(2)} ms/step (auto within ${(100 * (auto.ms / fastest.ms - 1)).toFixed(0)} %)\n`);
+  const snap = correction.snapshot();
+  process.stdout.write(`\nmeasured correction: ${snap.steps} steps folded; factors applied (measured ÷ profile): ${Object.entries(snap.factors).map(([k, f]) => `${k} ×${f}`).join(', ') || 'none yet'}\n`);
+  const unapplied = correction.describe().filter((d) => !d.applied);
+  if (unapplied.length) process.stdout.write(`  not applied yet (fewer than ${correction.options.minSteps} steps): ${unapplied.map((d) => `${d.key} (${d.steps})`).join(', ')}\n`);
+  // Per layer, before and after: the executed placement's plan, and the same policy planned with the correction.
+  process.stdout.write('\npolicy        measured step | predicted step before → after | layer |err| mean before → after   (after: the same policy planned with the correction)\n');
+  const layerErr = (p: Plan, b: StepBreakdown): number => {
+    const errs = p.stages.decode.layers.map((l, i) => Math.abs(b.layerMs[i]! - l.predictedMs) / Math.max(1e-9, l.predictedMs));
+    return (100 * errs.reduce((a, c) => a + c, 0)) / errs.length;
+  };
+  const placement = (p: Plan): string => JSON.stringify(p.stages.decode.layers.map((l) => [l.ops.map((o) => [o.device, o.weights, o.gpuFraction]), l.kv.device]));
+  for (const r of runs) {
+    let line: string;
+    const ms = measured.find((m) => m.policy === r.policy)?.ms ?? NaN;
+    const head = `${ms.toFixed(2).padStart(13)} | ${r.plan.predicted.stepMs.toFixed(2).padStart(12)} → `;
+    try {
+      const after = planRequest({ ...r.params, policy: r.policy, correction: snap });
+      line = placement(after) === placement(r.plan)
+        ? `${head}${after.predicted.stepMs.toFixed(2).padEnd(6)} | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → ${layerErr(after, r.b).toFixed(0)} %   (${after.costSource})`
+        : `${head}${after.predicted.stepMs.toFixed(2).padEnd(6)} | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → n/a: with the correction ${r.policy} places ops differently (${after.chosenPolicy})`;
+    } catch (e) {
+      line = `${head}n/a    | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → n/a: ${(e as Error).message.slice(0, 100)}`;
+    }
+    process.stdout.write(`${r.policy.padEnd(13)} ${line}\n`);
+  }
+  if (!fastest) return;
+  const verdict = (chosen: string, when: string): void => {
+    const ran = measured.find((m) => m.policy === chosen);
+    if (!ran) { process.stdout.write(`auto ${when} chose ${chosen}, which did not execute here: no measured time to compare\n`); return; }
+    const off = ran.ms / fastest.ms - 1;
+    process.stdout.write(`auto ${when} chose ${chosen}: ${ran.ms.toFixed(2)} ms/step; fastest executed ${fastest.policy} ${fastest.ms.toFixed(2)} ms/step: ${off <= 0.1 ? 'WITHIN' : 'NOT within'} 10 % (${(100 * off).toFixed(0)} %)\n`);
+  };
+  process.stdout.write('\n');
+  const autoRun = runs.find((r) => r.policy === 'auto');
+  if (autoRun) {
+    verdict(autoRun.plan.chosenPolicy, 'before feedback');
+    try {
+      verdict(planRequest({ ...autoRun.params, policy: 'auto', correction: snap }).chosenPolicy, `after feedback (${snap.steps} steps)`);
+    } catch (e) {
+      process.stdout.write(`auto after feedback: no plan (${(e as Error).message.slice(0, 120)})\n`);
+    }
   }
 }
 

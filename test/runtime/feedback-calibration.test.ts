@@ -111,3 +111,17 @@ test('without a profile to predict with, feedback is off and tracing behaves as 
     engine.dispose();
   }
 });
+
+test('a profile whose probes disagreed is corrected sooner (3 steps instead of 8)', { skip: skipUnlessShared(MODEL) }, async () => {
+  const noisy = pessimisticProfile();
+  noisy.source = { ...noisy.source, unsettled: 'calibration runs disagreed beyond their noise' };
+  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 64, device: 'cpu', hardware: noisy });
+  try {
+    const c = engine.measuredFeedback!.correction;
+    assert.equal(c.options.minSteps, 3);
+    await decode(engine, [1, 403, 407], 3);
+    assert.ok(Object.keys(c.snapshot().factors).some((k) => k.startsWith('cpu matmul') && k.includes(' @1 ')), JSON.stringify(c.describe()));
+  } finally {
+    engine.dispose();
+  }
+});

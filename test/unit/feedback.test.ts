@@ -99,7 +99,12 @@ test('the cost model multiplies the times of a corrected class only, and says so
   const norm = plain.layerWork(step).find((x) => x.name === 'attn_norm')!;
   const fixed = new ProfileCostModel(model, hw, undefined, { steps: 40, factors: { [correctionKey('cpu', q, 1)]: 1.5, 'h2d copy': 2, 'device attention @1': 3 } });
   assert.ok(Math.abs(fixed.opMs(q, 'cpu') - 1.5 * plain.opMs(q, 'cpu')) < 1e-12);
-  assert.ok(Math.abs(fixed.opMs(q, 'cpu', true) - 1.5 * plain.opMs(q, 'cpu', true)) < 1e-12);
+  // Beside a device the CPU is its own lane: the CPU-alone factor does not apply, its own does.
+  assert.equal(fixed.opMs(q, 'cpu', true), plain.opMs(q, 'cpu', true));
+  const beside = new ProfileCostModel(model, hw, undefined, { steps: 40, factors: { [correctionKey('cpu beside device', q, 1)]: 1.25 } });
+  assert.ok(Math.abs(beside.opMs(q, 'cpu', true) - 1.25 * plain.opMs(q, 'cpu', true)) < 1e-12);
+  assert.equal(beside.opMs(q, 'cpu'), plain.opMs(q, 'cpu'));
+  assert.ok(Math.abs(beside.layerTimes(step, 'decode').ops.find((o) => o.name === 'Q')!.cpu! - 1.25 * plain.layerTimes(step, 'decode').ops.find((o) => o.name === 'Q')!.cpu!) < 1e-12);
   assert.equal(fixed.opMs(norm, 'cpu'), plain.opMs(norm, 'cpu'));
   assert.equal(fixed.opMs(q, 'gpu'), plain.opMs(q, 'gpu'));
   assert.ok(Math.abs(fixed.transferMs(1e8, 'h2d') - 2 * plain.transferMs(1e8, 'h2d')) < 1e-12);
