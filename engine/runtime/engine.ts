@@ -31,6 +31,8 @@ export const PREFILL_CHUNK = 64;
 // the profiler's calibration need them without the whole engine).
 export { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 const DEFAULT_CONTEXT_CAP = 4096;
+/** Numbers of traced events kept for a tracing caller while feedback takes the native trace (native/src/model/model.h's limit). */
+const RETAINED_TRACE_LIMIT = 4 << 20;
 
 /** Float tensors up to this size are checked for non-finite values at load. */
 const LOAD_CHECK_MAX_TENSOR_BYTES = 32 << 20;
@@ -133,7 +135,6 @@ export class Engine {
       : given ? { ...given, cpu: cpuForThreads(given.cpu, threads) } : undefined;
     if (!hardware) return;
     this.feedback = new StepFeedback(shapeFromGguf(this.file), hardware, opts.feedback || {});
-    this.model().tracing = true;
   }
 
   /** The running measured correction of this engine's profile (undefined when feedback is off). */
@@ -147,11 +148,21 @@ export class Engine {
   private retained: Float64Array[] = [];
   private ops: NativeCompiledOp[] | undefined;
 
-  /** After every native evaluation: its trace goes to feedback (and is kept for a tracing caller). */
-  private afterEval(seqs: SequenceStep[], outRows: number): void {
-    if (!this.feedback || !this.native) return;
+  /** Before a native evaluation: per-op timing on when a caller traces or feedback samples this one. */
+  private beforeEval(): boolean {
+    const sampled = this.feedback!.nextIsSampled();
+    const on = sampled || this.userTracing;
+    if (this.native && this.native.tracing !== on) this.native.tracing = on;
+    return sampled;
+  }
+
+  /** After a native evaluation: a sampled one's trace goes to feedback; a tracing caller keeps every one. */
+  private afterEval(sampled: boolean, seqs: SequenceStep[], outRows: number): void {
+    if (!this.feedback || !this.native || (!sampled && !this.userTracing)) return;
     const raw = this.native.takeTrace();
-    if (this.userTracing) this.retained.push(raw);
+    // Kept for the caller up to the native trace's own limit (2^20 events of 4 numbers).
+    if (this.userTracing && this.retained.reduce((n, r) => n + r.length, 0) + raw.length <= RETAINED_TRACE_LIMIT) this.retained.push(raw);
+    if (!sampled) return;
     this.ops ??= this.native.compiledOps();
     this.feedback.observe(measuredTrace(this.ops, raw), seqs, outRows);
   }
@@ -160,13 +171,15 @@ export class Engine {
   private observed(model: NativeModel): NativeModel {
     if (!this.feedback) return model;
     const evalAsync = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> => {
+      const sampled = this.beforeEval();
       const r = await model.evalAsync(tokens, pos, all);
-      this.afterEval([{ rows: tokens.length, context: pos }], all ? tokens.length : 1);
+      this.afterEval(sampled, [{ rows: tokens.length, context: pos }], all ? tokens.length : 1);
       return r;
     };
     const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all) => {
+      const sampled = this.beforeEval();
       const r = await model.evalBatchAsync(inputs, all);
-      this.afterEval(inputs.map((i) => ({ rows: i.tokens.length, context: i.startPos })), all ? inputs.reduce((n, i) => n + i.tokens.length, 0) : inputs.length);
+      this.afterEval(sampled, inputs.map((i) => ({ rows: i.tokens.length, context: i.startPos })), all ? inputs.reduce((n, i) => n + i.tokens.length, 0) : inputs.length);
       return r;
     };
     return new Proxy(model, {
@@ -211,7 +224,7 @@ export class Engine {
     const m = this.model();
     this.userTracing = on;
     this.retained = [];
-    m.tracing = on || this.feedback !== undefined;
+    m.tracing = on;
     if (!on) m.takeTrace();
   }
 

@@ -46,7 +46,7 @@ test('after N executed steps the calibration moved toward the measured figures',
   const profile = pessimisticProfile();
   const found: Disagreement[] = [];
   const correction = new MeasuredCorrection({ minSteps: 8, window: 8 });
-  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'cpu', hardware: profile, feedback: { correction, onDisagreement: (d) => found.push(...d) } });
+  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'cpu', hardware: profile, feedback: { correction, sampleEvery: 1, onDisagreement: (d) => found.push(...d) } });
   try {
     assert.ok(engine.measuredFeedback, 'feedback is on: the engine was given a profile');
     assert.deepEqual(correction.snapshot().factors, {}, 'nothing measured yet');
@@ -100,6 +100,25 @@ test('after N executed steps the calibration moved toward the measured figures',
   }
 });
 
+test('by default one evaluation in four is timed and folded; a caller\'s trace still holds every step', { skip: skipUnlessShared(MODEL) }, async () => {
+  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 64, device: 'cpu', hardware: pessimisticProfile() });
+  try {
+    const fb = engine.measuredFeedback!;
+    assert.equal(fb.sampleEvery, 4);
+    await decode(engine, [1, 403, 407], 7);
+    assert.equal(fb.correction.steps, 2, 'evaluations 1 and 5 of 8 were folded');
+    engine.setTracing(true);
+    await decode(engine, [1, 403, 407, 5, 6, 7, 8, 9, 10, 11, 12], 5);
+    const t = engine.takeTrace();
+    engine.setTracing(false);
+    assert.equal(new Set(t.events.map((e) => e.step)).size, 6);
+    assert.equal(fb.skipped, 0, 'every folded evaluation held exactly one step');
+    assert.equal(fb.correction.steps, 4);
+  } finally {
+    engine.dispose();
+  }
+});
+
 test('without a profile to predict with, feedback is off and tracing behaves as before', { skip: skipUnlessShared(MODEL) }, async () => {
   const engine = await Engine.load(MODEL, { threads: 1, contextLength: 64 });
   try {
@@ -115,7 +134,7 @@ test('without a profile to predict with, feedback is off and tracing behaves as 
 test('a profile whose probes disagreed is corrected sooner (3 steps instead of 8)', { skip: skipUnlessShared(MODEL) }, async () => {
   const noisy = pessimisticProfile();
   noisy.source = { ...noisy.source, unsettled: 'calibration runs disagreed beyond their noise' };
-  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 64, device: 'cpu', hardware: noisy });
+  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 64, device: 'cpu', hardware: noisy, feedback: { sampleEvery: 1 } });
   try {
     const c = engine.measuredFeedback!.correction;
     assert.equal(c.options.minSteps, 3);
