@@ -90,6 +90,25 @@ export function correctionFactor(c: CostCorrection | undefined, key: string): nu
   return c?.factors[key] ?? 1;
 }
 
+/**
+ * The factor for a time of `work` on `lane` at `rows`: its own row bucket's, else a neighbouring
+ * bucket's (Decision: 2–8 rows of decode stream the weights like 1 row does, a prompt chunk of
+ * 9–64 rows is nearer 65+ than 1; one bucket away only), else 1.
+ */
+export function correctionFactorOf(c: CostCorrection | undefined, lane: FeedbackLane, work: WorkFields, rows: number): number {
+  if (!c) return 1;
+  const own = c.factors[correctionKey(lane, work, rows)];
+  if (own !== undefined) return own;
+  const i = BUCKETS.findIndex((b) => b.label === rowBucket(rows));
+  for (const j of [i - 1, i + 1]) {
+    const b = BUCKETS[j];
+    if (!b) continue;
+    const f = c.factors[`${lane} ${workClass(work)} @${b.label} ${sizeBucket(work)}`];
+    if (f !== undefined) return f;
+  }
+  return 1;
+}
+
 /** The cost source a plan reports when a correction changed its times. */
 export function correctionSourceText(c: CostCorrection | undefined): string | undefined {
   if (!c || Object.keys(c.factors).length === 0) return undefined;

@@ -8,7 +8,7 @@ import { profileNoise } from '../hardware/validate';
 import { formatBytesPerElement, layerWeightBytes, type ModelShape } from '../model/shape';
 import type { CostModel } from '../plan/policy';
 import { cpuOpMs, gpuOpMs, s2dMs, transferMs } from './device';
-import { correctionFactor, correctionKey, correctionSourceText, type CostCorrection } from './feedback';
+import { correctionFactor, correctionFactorOf, correctionKey, correctionSourceText, type CostCorrection } from './feedback';
 import { headWork, layerWork } from './ops';
 import type { LayerCostTable, OpTimes, OpWork, StageCosts, StepShape } from './types';
 
@@ -34,7 +34,7 @@ export class ProfileCostModel implements CostModel {
   /** The measured correction's factor for a time of `work` on `lane` (1 without one). */
   private corrected(lane: 'cpu' | 'cpu beside device' | 'device', work: OpWork, ms: number): number {
     if (!this.correction) return ms;
-    return ms * correctionFactor(this.correction, correctionKey(lane, work, work.rows ?? 1));
+    return ms * correctionFactorOf(this.correction, lane, work, work.rows ?? 1);
   }
 
   layerWork(step: StepShape): OpWork[] {

@@ -197,7 +197,7 @@ export function explainRequest(params: PlanParams): Plan {
   // Decision: a measured --costs table describes one fixed configuration; re-planning a change
   // would mix measured and modelled costs, so what-ifs are left out and the summary says so.
   if (r.ctx.cost.measured) plan.explanation.summary += ' (No what-ifs: they need the cost model, and this plan uses a measured --costs table.)';
-  else plan.explanation.whatIf = whatIfs(r.policy, plan, r.ctx.model, r.ctx.hardware, r.ctx.workload);
+  else plan.explanation.whatIf = whatIfs(r.policy, plan, r.ctx.model, r.ctx.hardware, r.ctx.workload, r.ctx.cost.correction);
   return plan;
 }
 

@@ -30,6 +30,8 @@ export interface CostModel {
   readonly measured: boolean;
   /** The modelled costs' source as plans report it ('model', or with a measured correction). */
   readonly source?: string;
+  /** The measured correction applied to the profile's times (engine/cost/feedback.ts), if any. */
+  readonly correction?: import('../cost/feedback').CostCorrection;
 }
 
 export interface PlanContext {

@@ -13,7 +13,7 @@ import { layerWork } from '../../engine/cost/ops';
 import { hardwarePreset } from '../../engine/hardware/presets';
 import type { HardwareProfile } from '../../engine/hardware/types';
 import { modelPreset } from '../../engine/model/model-presets';
-import { planRequest } from '../../engine/plan/api';
+import { explainRequest, planRequest } from '../../engine/plan/api';
 import { tempDir } from '../helpers/shared';
 
 const KEY = 'cpu matmul Q8_0 @1 <32MiB';
@@ -112,6 +112,11 @@ test('the cost model multiplies the times of a corrected class only, and says so
   // Prefill rows fall in another bucket: the decode factor does not apply to them.
   const qPrefill = plain.layerWork({ batch: 1, newTokens: 512, context: 0 }).find((x) => x.name === 'Q')!;
   assert.equal(fixed.opMs(qPrefill, 'cpu'), plain.opMs(qPrefill, 'cpu'));
+  // A bucket without a factor takes its neighbour's (2 rows of decode stream weights like 1), not one two away.
+  const q2 = plain.layerWork({ batch: 2, newTokens: 1, context: 512 }).find((x) => x.name === 'Q')!;
+  assert.ok(Math.abs(fixed.opMs(q2, 'cpu') - 1.5 * plain.opMs(q2, 'cpu')) < 1e-12);
+  const q16 = plain.layerWork({ batch: 16, newTokens: 1, context: 512 }).find((x) => x.name === 'Q')!;
+  assert.equal(fixed.opMs(q16, 'cpu'), plain.opMs(q16, 'cpu'));
   assert.equal(plain.source, 'model');
   assert.equal(fixed.source, 'profile + measured correction (40 steps)');
 });
@@ -127,6 +132,18 @@ test('a plan made with a correction reports it as its cost source and predicts w
   assert.ok(after.predicted.prefillMs < 1.01 * before.predicted.prefillMs, `${after.predicted.prefillMs} vs ${before.predicted.prefillMs}`);
   assert.throws(() => planRequest({ ...params, correction: { steps: 1, factors: { x: 0 } } as never }), /correction\.factors\["x"\] must be a number in \[0\.1, 10\], got 0/);
   assert.throws(() => checkCorrection({ steps: -1, factors: {} }, 'c'), /c\.steps must be an integer ≥ 0, got -1/);
+});
+
+test('what-ifs are planned with the same correction as the plan they change', () => {
+  const params = { model: 'llama-2-7b:Q4_K', hardware: 'ryzen9-7950x', workload: 'batch=1,prompt=512,gen=64', policy: 'cpu-only' };
+  const speedups = (p: ReturnType<typeof explainRequest>) => new Map(p.explanation.whatIf!.map((w) => [w.change, w.speedup]));
+  const plain = speedups(explainRequest(params));
+  const corrected = speedups(explainRequest({ ...params, correction: { steps: 30, factors: { 'cpu matmul Q4_K @1 <32MiB': 2 } } }));
+  // Uncorrected what-ifs next to a corrected plan would all look about twice as fast.
+  const batch = [...corrected.keys()].find((k) => k.startsWith('batch'))!;
+  assert.ok(batch && plain.has(batch));
+  assert.ok(corrected.get(batch)! < 1.2, `batch ×2 what-if: ${corrected.get(batch)} (without the correction ${plain.get(batch)})`);
+  for (const [change, s] of corrected) assert.ok(s < 1.2, `${change}: ${s}`);
 });
 
 test('a profile whose probes disagreed is named in the plan\'s cost source', () => {
