@@ -144,3 +144,19 @@ test('a profile whose probes disagreed is corrected sooner (3 steps instead of 8
     engine.dispose();
   }
 });
+
+test('steps the scheduler runs (several sequences at once) fold in too', { skip: skipUnlessShared(MODEL) }, async () => {
+  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 128, device: 'cpu', hardware: pessimisticProfile(), maxSequences: 2, feedback: { sampleEvery: 1 } });
+  try {
+    const fb = engine.measuredFeedback!;
+    const scheduler = engine.scheduler();
+    const run = (prompt: number[]) => scheduler.submit({ prompt, maxTokens: 6, temperature: 0, onlyStopIds: true, stopIds: new Set() }).result;
+    await Promise.all([run([1, 403, 407, 261]), run([1, 378, 5, 9, 11])]);
+    assert.ok(fb.correction.steps >= 5, `${fb.correction.steps} scheduler steps folded`);
+    assert.equal(fb.skipped, 0);
+    // Two sequences decoding together: 2 rows a step, a bucket of its own.
+    assert.ok(fb.correction.describe().some((d) => d.key.includes(' @2-8 ')), JSON.stringify(fb.correction.describe().map((d) => d.key)));
+  } finally {
+    engine.dispose();
+  }
+});
