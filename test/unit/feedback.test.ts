@@ -157,6 +157,37 @@ test('a profile whose probes disagreed is named in the plan\'s cost source', () 
   assert.match(new ProfileCostModel(modelPreset('llama-2-7b'), byCalibration, undefined, { steps: 9, factors: { a: 2 } }).source, /^profile \+ measured correction \(9 steps\) \(the profile's probes disagreed: its calibration runs disagreed \(4 runs\)\)$/);
 });
 
+test('--hardware this applies the correction saved beside the cached profile; --no-feedback plans from the profile alone', async (t) => {
+  const { currentFingerprint } = await import('../../engine/hardware/machine');
+  const { writeCachedProfile } = await import('../../engine/hardware/cache');
+  const { parsePlanArgs } = await import('../../engine/cli/plan-format');
+  let fp: string;
+  try { fp = currentFingerprint().fingerprint; } catch (e) { t.skip(`no machine fingerprint (native addon not built?): ${(e as Error).message}`); return; }
+  const saved = process.env.XDG_CACHE_HOME;
+  const { dir, cleanup } = tempDir('fulcrum-feedback-this-');
+  process.env.XDG_CACHE_HOME = dir;
+  try {
+    const p: HardwareProfile = { ...hardwarePreset('ryzen9-7950x'), name: 'this machine', source: { kind: 'measured', citation: 'test', fingerprint: fp, measuredAt: '2026-11-25T10:00:00.000Z' } };
+    writeCachedProfile(p);
+    const argv = ['--model', 'llama-2-7b:Q4_K', '--hardware', 'this', '--workload', 'batch=1,prompt=512,gen=64', '--policy', 'cpu-only'];
+    const before = planRequest(parsePlanArgs(argv).params);
+    assert.equal(before.costSource, 'model', 'no correction saved yet');
+    const c = new MeasuredCorrection({ minSteps: 2 });
+    // Applied from the reader's minimum of 8 steps on.
+    for (let i = 0; i < 8; i++) c.fold([{ key: 'cpu matmul Q4_K @1 <32MiB', measuredMs: 2, predictedMs: 1 }]);
+    writeFeedback(p, c);
+    const after = planRequest(parsePlanArgs(argv).params);
+    assert.equal(after.costSource, 'profile + measured correction (8 steps)');
+    assert.ok(after.predicted.stepMs > 1.6 * before.predicted.stepMs);
+    const without = planRequest(parsePlanArgs([...argv, '--no-feedback']).params);
+    assert.equal(without.costSource, 'model');
+    assert.equal(without.predicted.stepMs, before.predicted.stepMs);
+  } finally {
+    if (saved === undefined) delete process.env.XDG_CACHE_HOME; else process.env.XDG_CACHE_HOME = saved;
+    cleanup();
+  }
+});
+
 test('the correction persists beside the profile cache and belongs to one measurement of it', () => {
   const { dir, cleanup } = tempDir('fulcrum-feedback-');
   try {
