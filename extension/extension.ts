@@ -3,7 +3,7 @@
 import * as vscode from 'vscode';
 import { State, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelSummary } from '../engine/server/protocol';
-import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type LoadModelParams, type StateParams, type ModelInfo } from '../engine/server/protocol';
+import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type FeedbackParams, type LoadModelParams, type StateParams, type ModelInfo } from '../engine/server/protocol';
 import { completionOptions, createClient } from './client';
 import { statsLine } from './completion-stats';
 import { registerPlanViews } from './commands/plan-views';
@@ -69,6 +69,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (p.state === 'no-model' || p.state === 'error') { loadedModel = undefined; status.setPlan(undefined); }
       if (p.state === 'error' && p.message) void vscode.window.showErrorMessage(`Fulcrum: ${p.message}`, 'Show Log')
         .then((choice) => { if (choice) output.show(); });
+    }),
+    languageClient.onNotification(FulcrumNotifications.feedback, (f: FeedbackParams) => {
+      status.setFeedback(f.message, f.disagreements.length > 0);
+      output.warn(`measured feedback: ${f.message}`);
     }),
     languageClient.onNotification(FulcrumNotifications.stats, (s: CompletionStats) => {
       status.setStats(s);

@@ -42,6 +42,8 @@ export class StatusBar implements vscode.Disposable {
   private completionsEnabled = true;
   private split: string | undefined;
   private planLine: string | undefined;
+  /** The last measured-feedback message (engine's fulcrum/feedback): the profile disagrees with what runs. */
+  private feedback: { message: string; off: boolean } | undefined;
 
   constructor() {
     this.item = vscode.window.createStatusBarItem('fulcrum.status', vscode.StatusBarAlignment.Right, 100);
@@ -79,6 +81,15 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
+  /**
+   * Measured steps disagree with the profile (`off`: a warning mark in the text), or a re-measure
+   * finished; the message goes into the tooltip.
+   */
+  setFeedback(message: string, off: boolean): void {
+    this.feedback = { message, off };
+    this.render();
+  }
+
   dispose(): void {
     this.item.dispose();
   }
@@ -89,12 +100,14 @@ export class StatusBar implements vscode.Disposable {
     const split = this.split ? ` · ${this.split}` : '';
     // Where the last completion ran: the engine's stats name a remote endpoint as 'remote HOST (PATH)'.
     const remote = this.lastStats?.format?.startsWith('remote ') ? ` · on ${this.lastStats.format.slice('remote '.length)}` : '';
-    this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${remote}${split}${off}`;
+    const profileOff = this.feedback?.off ? ' · $(warning) profile off' : '';
+    this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${remote}${split}${off}${profileOff}`;
     const lines = [`Fulcrum engine: ${LABELS[this.state]}`];
     if (this.planLine) lines.push(this.planLine);
     if (!this.completionsEnabled) lines.push('Inline completions are off (fulcrum.completions.enabled)');
     if (this.detail) lines.push(this.detail);
     if (this.lastStats) lines.push(statsLine(this.lastStats));
+    if (this.feedback) lines.push(`Measured feedback: ${this.feedback.message}`);
     const tooltip = new vscode.MarkdownString(lines.map((l) => l.replace(/[\\`*_{}[\]()#+\-!|<>]/g, '\\$&')).join('  \n'));
     tooltip.appendMarkdown('\n\n---\n\n' + MENU.map(([title, command]) => `[${title}](command:${command})`).join(' · '));
     tooltip.isTrusted = { enabledCommands: MENU.map(([, command]) => command) };

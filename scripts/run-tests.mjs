@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const allTiers = ['unit', 'papers', 'parity', 'lsp', 'webview', 'e2e'];
+const allTiers = ['unit', 'runtime', 'papers', 'parity', 'lsp', 'webview', 'e2e'];
 const tiers = process.argv.slice(2).length ? process.argv.slice(2) : allTiers;
 
 function find(dir) {

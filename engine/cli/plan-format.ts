@@ -5,11 +5,11 @@ import type { PlanParams } from '../plan/api';
 import type { LayerPlan, Plan } from '../plan/types';
 
 export const PLAN_VALUE_OPTIONS = ['model', 'hardware', 'workload', 'policy', 'costs', 'expert-stats', 'trace'];
-export const PLAN_FLAGS = ['json', 'help'];
+export const PLAN_FLAGS = ['json', 'help', 'no-feedback'];
 
 export function planUsage(cmd: string, extra = ''): string {
   return `usage: fulcrum ${cmd} --model FILE|PRESET --hardware this|PRESET|FILE --workload batch=N,prompt=N,gen=N[,batches=N][,vram=SIZE][,rate=R[,requests=N]]
-                [--policy NAME|auto] [--costs FILE] [--expert-stats FILE]${extra} [--json]
+                [--policy NAME|auto] [--costs FILE] [--expert-stats FILE]${extra} [--no-feedback] [--json]
 
   --model     GGUF file, or a preset (fulcrum presets), optionally PRESET:FORMAT (e.g. llama-3.1-8b:Q4_K)
   --hardware  'this' (measured profile from \`fulcrum profile\`), 'this+GPU' (this machine's CPU and memory with a
@@ -22,6 +22,8 @@ export function planUsage(cmd: string, extra = ''): string {
   --expert-stats  MoE models: per-layer expert activation counts from a profiling run
               {"format":"fulcrum-expert-stats","version":1,"nExpert":E,"nExpertUsed":k,"tokens":N,
                "layers":[{"layer":0,"counts":[…E counts…]},…]} (default: uniform routing, k/E per expert)
+  --no-feedback  with --hardware this: the profile alone, without the measured correction the runtime
+              saved beside it (engine/cost/feedback.ts)
   --json      print the JSON result (schema: engine/plan/plan.schema.json)
 `;
 }
@@ -41,6 +43,8 @@ export function parsePlanArgs(argv: string[]): { args: ParsedArgs; params: PlanP
   if (costs) params.costs = costs;
   const expertStats = args.options.get('expert-stats');
   if (expertStats) params.expertStats = expertStats;
+  // An empty correction: the plan is made from the profile alone.
+  if (args.options.has('no-feedback')) params.correction = { steps: 0, factors: {} };
   return { args, params };
 }
 

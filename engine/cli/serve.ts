@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { ProposedFeatures, createConnection } from 'vscode-languageserver/node';
 import { startServer } from '../server/server';
+import { ServerFeedback } from '../server/feedback';
 import { createHttpServer, modelAliasesOf } from '../server/http/server';
 import { ChatFormatter } from '../server/http/chat';
 import { parseBytes } from '../plan/api';
@@ -67,8 +68,11 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   }
   const maxBody = args.options.has('max-body') ? parseBytes(args.options.get('max-body')!, '--max-body') : 1 << 20;
   const token = args.options.has('no-auth') ? undefined : args.options.get('token') ?? randomBytes(18).toString('base64url');
+  // Measured feedback: disagreements with the profile are logged here and re-measured in the background.
+  const feedback = new ServerFeedback({ onLog: (m) => process.stderr.write(`fulcrum: ${m}\n`) });
+  const feedbackOptions = feedback.options();
   const engine = await Engine.load(model, {
-      hardware: thisMachineProfile,
+      hardware: thisMachineProfile, ...(feedbackOptions ? { feedback: feedbackOptions } : {}),
     maxSequences: parallel, device,
     ...(args.options.has('threads') ? { threads: Math.floor(numberOption(args, 'threads', 1, 1, 512)) } : {}),
     ...(args.options.has('ctx') ? { contextLength: Math.floor(numberOption(args, 'ctx', 1, 1, 1 << 22)) } : {}),
@@ -99,6 +103,7 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   return new Promise<number>((resolve) => {
     const stop = () => {
       server.close();
+      feedback.stop();
       void scheduler.close().finally(() => { engine.dispose(); resolve(0); });
     };
     process.once('SIGINT', stop);

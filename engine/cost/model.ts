@@ -1,10 +1,14 @@
 // The CostModel policies plan from: op work from engine/cost/ops.ts, device times from
-// engine/cost/device.ts, or — for the decode stage — a measured --costs table.
+// engine/cost/device.ts, or — for the decode stage — a measured --costs table. A measured
+// correction (engine/cost/feedback.ts: what executed steps measured against this profile)
+// multiplies the profile's times by the factor of their op class.
 
 import type { HardwareProfile } from '../hardware/types';
+import { profileNoise } from '../hardware/validate';
 import { formatBytesPerElement, layerWeightBytes, type ModelShape } from '../model/shape';
 import type { CostModel } from '../plan/policy';
 import { cpuOpMs, gpuOpMs, s2dMs, transferMs } from './device';
+import { correctionFactor, correctionFactorOf, correctionKey, correctionSourceText, type CostCorrection } from './feedback';
 import { headWork, layerWork } from './ops';
 import type { LayerCostTable, OpTimes, OpWork, StageCosts, StepShape } from './types';
 
@@ -13,8 +17,24 @@ export class ProfileCostModel implements CostModel {
   private readonly cache = new Map<string, LayerCostTable>();
   private readonly workCache = new Map<string, OpWork[]>();
 
-  constructor(readonly model: ModelShape, readonly hardware: HardwareProfile, private readonly measuredDecode?: LayerCostTable) {
+  constructor(readonly model: ModelShape, readonly hardware: HardwareProfile, private readonly measuredDecode?: LayerCostTable, readonly correction?: CostCorrection) {
     this.measured = measuredDecode !== undefined;
+  }
+
+  /**
+   * Where the times come from, as plans report it: 'model', or the profile with its measured
+   * correction; a profile whose probes disagreed is named as such.
+   */
+  get source(): string {
+    const base = correctionSourceText(this.correction) ?? 'model';
+    const noise = profileNoise(this.hardware);
+    return noise ? `${base} (the profile's probes disagreed: ${noise})` : base;
+  }
+
+  /** The measured correction's factor for a time of `work` on `lane` (1 without one). */
+  private corrected(lane: 'cpu' | 'cpu beside device' | 'device', work: OpWork, ms: number): number {
+    if (!this.correction) return ms;
+    return ms * correctionFactorOf(this.correction, lane, work, work.rows ?? 1);
   }
 
   layerWork(step: StepShape): OpWork[] {
@@ -27,11 +47,11 @@ export class ProfileCostModel implements CostModel {
   opMs(work: OpWork, device: 'cpu' | 'gpu', contended = false): number {
     if (device === 'gpu') {
       if (!this.hardware.gpu) return Infinity;
-      return gpuOpMs(this.hardware.gpu, work);
+      return this.corrected('device', work, gpuOpMs(this.hardware.gpu, work));
     }
     const kvLen = work.kvReadBytes > 0 ? this.kvLengthOf(work) : 0;
     const t = cpuOpMs(this.hardware.cpu, work, kvLen);
-    return contended ? t * this.hardware.cpu.contentionFactor : t;
+    return contended ? this.corrected('cpu beside device', work, t * this.hardware.cpu.contentionFactor) : this.corrected('cpu', work, t);
   }
 
   private kvLengthOf(work: OpWork): number {
@@ -40,7 +60,7 @@ export class ProfileCostModel implements CostModel {
   }
 
   transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned = true): number {
-    return transferMs(this.hardware, bytes, direction, pinned);
+    return transferMs(this.hardware, bytes, direction, pinned) * correctionFactor(this.correction, correctionKey(direction, 'copy', 0));
   }
 
   /** Modelled op times; the `cpu` field is contended only when there is a GPU link to contend with. */
@@ -48,7 +68,7 @@ export class ProfileCostModel implements CostModel {
     const solo = this.opMs(w, 'cpu', false);
     const t: OpTimes = { name: w.name, kind: w.kind, cpuSolo: solo };
     if (this.hardware.gpu) {
-      t.cpu = solo * this.hardware.cpu.contentionFactor;
+      t.cpu = this.opMs(w, 'cpu', true);
       t.gpu = this.opMs(w, 'gpu');
       const h2dBytes = w.weightBytes + w.kvReadBytes;
       t.h2d = this.transferMs(h2dBytes, 'h2d');
@@ -68,7 +88,7 @@ export class ProfileCostModel implements CostModel {
     let t = this.cache.get(key);
     if (!t) {
       const work = this.layerWork(step);
-      t = { unit: 'ms', ops: work.map((w) => this.timesOf(w)), source: 'model' };
+      t = { unit: 'ms', ops: work.map((w) => this.timesOf(w)), source: this.source };
       this.cache.set(key, t);
     }
     return t;

@@ -40,11 +40,11 @@ export function layerWork(shape: ModelShape, step: StepShape): OpWork[] {
     ops.push({
       name, kind, flops: 2 * T * weightElements(shape, role), format,
       weightBytes: weightElements(shape, role) * formatBytesPerElement(format),
-      kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * inDim), actOutBytes: act(T * outDim), ...extra,
+      kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * inDim), actOutBytes: act(T * outDim), rows: T, ...extra,
     });
   };
   const simple = (name: string, kind: OpKind, flops: number, inElems: number, outElems: number, extra: Partial<OpWork> = {}): void => {
-    ops.push({ name, kind, flops, weightBytes: 0, kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(inElems), actOutBytes: act(outElems), format: '', ...extra });
+    ops.push({ name, kind, flops, weightBytes: 0, kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(inElems), actOutBytes: act(outElems), format: '', rows: T, ...extra });
   };
   const opt = shape.family === 'opt';
   simple(opt ? 'LN.0' : 'attn_norm', 'norm', 5 * T * d, T * d, T * d);
@@ -57,6 +57,9 @@ export function layerWork(shape: ModelShape, step: StepShape): OpWork[] {
   simple('Scores', 'scores', 2 * T * qDim * span, T * qDim, scoreElems, { kvReadBytes: b * keys * kvDim * kvB });
   simple('Softmax', 'softmax', 5 * scoreElems, scoreElems, scoreElems);
   simple('WV', 'wv', 2 * T * qDim * span, scoreElems, T * qDim, { kvReadBytes: b * keys * kvDim * kvB });
+  const attention = ops.slice(-3);
+  const groupBytes = attention.reduce((n, o) => n + o.weightBytes + o.kvReadBytes + o.actInBytes + o.actOutBytes, 0);
+  for (const o of attention) o.groupBytes = groupBytes;
   linear('Output', 'out', 'attn_output', qDim, d);
   simple(opt ? 'LN.1' : 'ffn_norm', 'norm', 5 * T * d, T * d, T * d);
   if (shape.moe) {
@@ -88,15 +91,15 @@ export function moeFfnWork(shape: ModelShape, T: number): OpWork[] {
   const ops: OpWork[] = [];
   const act = (elems: number): number => elems * ACT_BYTES;
   const format = shape.weightFormats.ffn_up ?? 'F16';
-  ops.push({ name: 'Router', kind: 'router', flops: 2 * T * d * moe.nExpert + 5 * T * moe.nExpert, weightBytes: routerBytes(shape), kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * d), actOutBytes: act(T * moe.nExpert), format: 'F32' });
+  ops.push({ name: 'Router', kind: 'router', flops: 2 * T * d * moe.nExpert + 5 * T * moe.nExpert, weightBytes: routerBytes(shape), kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * d), actOutBytes: act(T * moe.nExpert), format: 'F32', rows: T });
   const expertElems = 3 * d * shape.nFf;
   ops.push({
     name: 'Experts', kind: 'experts', flops: 2 * T * moe.nExpertUsed * expertElems, format,
     weightBytes: meanExpectedDistinct(shape, T) * expertBytes(shape), kvReadBytes: 0, kvWriteBytes: 0,
-    actInBytes: act(T * d), actOutBytes: act(T * d),
+    actInBytes: act(T * d), actOutBytes: act(T * d), rows: T,
   });
   if (moe.sharedFf > 0) {
-    ops.push({ name: 'Shared expert', kind: 'shared_expert', flops: 2 * T * 3 * d * moe.sharedFf, weightBytes: sharedExpertBytes(shape), kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * d), actOutBytes: act(T * d), format });
+    ops.push({ name: 'Shared expert', kind: 'shared_expert', flops: 2 * T * 3 * d * moe.sharedFf, weightBytes: sharedExpertBytes(shape), kvReadBytes: 0, kvWriteBytes: 0, actInBytes: act(T * d), actOutBytes: act(T * d), format, rows: T });
   }
   return ops;
 }
@@ -108,6 +111,6 @@ export function headWork(shape: ModelShape, rows: number): OpWork {
   return {
     name: 'LM head', kind: 'lm_head', flops: 2 * rows * elems + 5 * rows * shape.nEmbd, format,
     weightBytes: elems * formatBytesPerElement(format), kvReadBytes: 0, kvWriteBytes: 0,
-    actInBytes: rows * shape.nEmbd * ACT_BYTES, actOutBytes: rows * shape.nVocab * 4,
+    actInBytes: rows * shape.nEmbd * ACT_BYTES, actOutBytes: rows * shape.nVocab * 4, rows,
   };
 }

@@ -67,6 +67,13 @@ export interface OpWork {
   actOutBytes: number;
   /** Weight format of the op's matrix ('' for weightless ops). */
   format: string;
+  /** Token rows of the step (batch × new tokens): the measured correction's row bucket. */
+  rows?: number;
+  /**
+   * Attention ops: the bytes of Scores, Softmax and WV together, which the executor runs as one
+   * fused kernel, so the three share one size bucket of the measured correction.
+   */
+  groupBytes?: number;
 }
 
 /**

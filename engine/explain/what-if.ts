@@ -8,6 +8,7 @@
 
 import { withSimulatedPrediction } from '../plan/predict';
 import type { Workload } from '../cost/types';
+import type { CostCorrection } from '../cost/feedback';
 import type { HardwareProfile } from '../hardware/types';
 import type { ModelShape, WeightRole } from '../model/shape';
 import { makeContext } from '../plan/context';
@@ -59,14 +60,16 @@ function gpuExperts(p: Plan): number {
   return n;
 }
 
-export function whatIfs(policy: Policy, base: Plan, model: ModelShape, hw: HardwareProfile, w: Workload): WhatIf[] {
+export function whatIfs(policy: Policy, base: Plan, model: ModelShape, hw: HardwareProfile, w: Workload, correction?: CostCorrection): WhatIf[] {
   const out: WhatIf[] = [];
   const baseTps = base.predicted.tokensPerSecond;
   const baseGpu = gpuLayers(base);
   for (const ch of changes(model, hw, w)) {
     let plan: Plan;
     try {
-      const ctx = makeContext(ch.model ?? model, ch.hardware ?? hw, ch.workload ?? w);
+      // The base plan's measured correction applies to every what-if, so each is compared like
+      // with like (this machine's measured errors, on the changed figures).
+      const ctx = makeContext(ch.model ?? model, ch.hardware ?? hw, ch.workload ?? w, undefined, correction);
       if (!policy.applicable(ctx).ok) continue;
       // Same figures as the plan itself reports (simulated, engine/plan/predict.ts); auto's are already.
       plan = policy.name === 'auto' ? policy.plan(ctx) : withSimulatedPrediction(policy.plan(ctx), ctx, policy).plan;

@@ -92,5 +92,22 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
   }
   const s = obj(p.source, `${where}: source`);
   if (s.kind !== 'measured' && s.kind !== 'preset') throw new Error(`${where}: source.kind must be 'measured' or 'preset'`);
+  if (s.unsettled !== undefined && typeof s.unsettled !== 'string') throw new Error(`${where}: source.unsettled must be a string (why the probes disagreed)`);
+  if (cpu.calibration !== undefined && (cpu.calibration as Record<string, unknown>).agreed !== undefined && typeof (cpu.calibration as Record<string, unknown>).agreed !== 'boolean') {
+    throw new Error(`${where}: cpu.calibration.agreed must be true or false`);
+  }
   return p as unknown as HardwareProfile;
+}
+
+/**
+ * Why a profile's figures are noise-prone, or undefined: its repeated probes disagreed beyond
+ * their noise (source.unsettled, set by the profiler) or its calibration runs did (a profile file
+ * written by hand or by an older engine carries only the latter). The cache refuses such a
+ * profile; one passed as a file or used for the run that measured it is planned with, and the
+ * plan's cost source says so (engine/cost/model.ts) instead of skewing plans silently.
+ */
+export function profileNoise(p: HardwareProfile): string | undefined {
+  if (p.source.unsettled) return p.source.unsettled;
+  if (p.cpu.calibration?.agreed === false) return `its calibration runs disagreed (${p.cpu.calibration.runs} runs)`;
+  return undefined;
 }

@@ -4,6 +4,8 @@
 
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parseCostsJson, readCostsFile } from '../cost/costs-file';
+import { checkCorrection, type CostCorrection } from '../cost/feedback';
+import { readFeedback } from '../cost/feedback-store';
 import { withExpertStats, withGgufExperts } from '../cost/moe';
 import type { LayerCostTable, Workload } from '../cost/types';
 import { whatIfs } from '../explain/what-if';
@@ -36,6 +38,11 @@ export interface PlanParams {
   costs?: string | { unit: 'ms'; ops: unknown[] };
   /** MoE models: expert activation counts from a profiling run (engine/cost/moe.ts format). */
   expertStats?: string;
+  /**
+   * A measured correction of the profile's costs (engine/cost/feedback.ts). With hardware 'this'
+   * and none given, the one the runtime persisted beside this machine's profile applies.
+   */
+  correction?: CostCorrection;
 }
 
 export interface SimulateParams extends PlanParams {
@@ -144,9 +151,17 @@ export function resolve(params: PlanParams): Resolved {
   const model = params.expertStats ? withExpertStats(resolveModel(params.model), params.expertStats) : resolveModel(params.model);
   const hardware = resolveHardware(params.hardware);
   const workload = typeof params.workload === 'string' ? parseWorkload(params.workload) : params.workload ?? parseWorkload('');
-  const ctx = makeContext(model, hardware, workload, resolveCosts(params.costs));
+  const ctx = makeContext(model, hardware, workload, resolveCosts(params.costs), resolveCorrection(params, hardware));
   const policy = getPolicy(params.policy ?? 'auto');
   return { ctx, policy };
+}
+
+/** The correction a plan applies: the one given, or with 'this' the persisted one (when it belongs to this profile). */
+function resolveCorrection(params: PlanParams, hardware: HardwareProfile): CostCorrection | undefined {
+  if (params.correction !== undefined) return checkCorrection(params.correction, 'plan request: correction');
+  if (params.hardware !== 'this') return undefined;
+  const found = readFeedback(hardware);
+  return found.status === 'hit' ? found.correction.snapshot() : undefined;
 }
 
 /**
@@ -182,7 +197,7 @@ export function explainRequest(params: PlanParams): Plan {
   // Decision: a measured --costs table describes one fixed configuration; re-planning a change
   // would mix measured and modelled costs, so what-ifs are left out and the summary says so.
   if (r.ctx.cost.measured) plan.explanation.summary += ' (No what-ifs: they need the cost model, and this plan uses a measured --costs table.)';
-  else plan.explanation.whatIf = whatIfs(r.policy, plan, r.ctx.model, r.ctx.hardware, r.ctx.workload);
+  else plan.explanation.whatIf = whatIfs(r.policy, plan, r.ctx.model, r.ctx.hardware, r.ctx.workload, r.ctx.cost.correction);
   return plan;
 }
 

@@ -190,7 +190,7 @@ export function makePlan(ctx: PlanContext, p: PlanInput): Plan {
     model: { name: ctx.model.name, family: ctx.model.family, nLayers: ctx.model.nLayers },
     hardware: { name: ctx.hardware.name, source: ctx.hardware.source.kind },
     workload: { ...ctx.workload },
-    costSource: ctx.cost.measured ? ctx.cost.layerTimes(ctx.decodeStep, 'decode').source : 'model',
+    costSource: ctx.cost.measured ? ctx.cost.layerTimes(ctx.decodeStep, 'decode').source : ctx.cost.source ?? 'model',
     stages: { prefill: p.prefill, decode: p.decode },
     predicted: p.predicted ?? predictedOf(ctx, p.prefill, p.decode),
     memory: p.memory,

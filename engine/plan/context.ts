@@ -1,6 +1,7 @@
 // Builds the PlanContext every policy receives.
 
 import { ProfileCostModel } from '../cost/model';
+import type { CostCorrection } from '../cost/feedback';
 import type { LayerCostTable, StepShape, Workload } from '../cost/types';
 import type { HardwareProfile } from '../hardware/types';
 import type { ModelShape } from '../model/shape';
@@ -52,13 +53,13 @@ export function prefillStepOf(w: Workload): StepShape {
   return { batch: w.batch, newTokens: w.prompt, context: 0 };
 }
 
-export function makeContext(model: ModelShape, hardware: HardwareProfile, workload: Workload, measured?: LayerCostTable): PlanContext {
+export function makeContext(model: ModelShape, hardware: HardwareProfile, workload: Workload, measured?: LayerCostTable, correction?: CostCorrection): PlanContext {
   validateWorkload(workload, model);
   const gpu = hardware.gpu;
   const vram = gpu ? Math.max(0, (workload.vramBytes ?? gpu.memoryBytes) - gpu.reservedBytes) : 0;
   return {
     model, hardware, workload,
-    cost: new ProfileCostModel(model, hardware, measured),
+    cost: new ProfileCostModel(model, hardware, measured, correction),
     prefillStep: prefillStepOf(workload),
     decodeStep: decodeStepOf(workload),
     vramBytes: vram,

@@ -28,6 +28,10 @@ export interface CostModel {
   headTimes(tokens: number): OpTimes;
   /** True when decode costs come from a measured --costs table, not the model. */
   readonly measured: boolean;
+  /** The modelled costs' source as plans report it ('model', or with a measured correction). */
+  readonly source?: string;
+  /** The measured correction applied to the profile's times (engine/cost/feedback.ts), if any. */
+  readonly correction?: import('../cost/feedback').CostCorrection;
 }
 
 export interface PlanContext {

@@ -20,6 +20,10 @@ import { sequenceKvAssignment } from './lowering';
 import type { NativeDevice } from '../native/model';
 import { measuredTrace, type MeasuredTrace } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
+import { StepFeedback, type SequenceStep } from './feedback';
+import { shapeFromGguf } from '../model/shape';
+import { cpuForThreads } from './devices';
+import type { NativeCompiledOp } from '../native/model';
 
 /**
  * Tokens per evalAsync call while a generation's prompt is prefilled: small enough that an
@@ -31,6 +35,8 @@ export const PREFILL_CHUNK = 64;
 // the profiler's calibration need them without the whole engine).
 export { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 const DEFAULT_CONTEXT_CAP = 4096;
+/** Numbers of traced events kept for a tracing caller while feedback takes the native trace (native/src/model/model.h's limit). */
+const RETAINED_TRACE_LIMIT = 4 << 20;
 
 /** Float tensors up to this size are checked for non-finite values at load. */
 const LOAD_CHECK_MAX_TENSOR_BYTES = 32 << 20;
@@ -96,7 +102,8 @@ export class Engine {
     let deviceOf: NativeDevice | null = null;
     try {
       progress(0.7, 'planning the split');
-      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, opts, opts.maxSequences ?? 1, threads);
+      const correction = opts.correction ?? (opts.feedback ? opts.feedback.correction?.snapshot() : undefined);
+      const setup = await planExecution(file, hp, contextLength, config.batchSize ?? PREFILL_BATCH, { ...opts, ...(correction ? { correction } : {}) }, opts.maxSequences ?? 1, threads);
       execution = setup.info;
       deviceOf = setup.device;
       if (setup.placement) {
@@ -125,7 +132,78 @@ export class Engine {
     const engine = new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption, opts.onReplan);
     engine.device = execution.fallback === undefined ? deviceOf : null;
     engine.maxSequences = opts.maxSequences ?? 1;
+    engine.attachFeedback(opts, threads);
     return engine;
+  }
+
+  /**
+   * Measured feedback: the profile to predict with is the executed plan's (its device and this
+   * engine's threads), else the one the caller gave; without one there is nothing to compare with.
+   */
+  private attachFeedback(opts: LoadOptions, threads: number): void {
+    if (opts.feedback === false) return;
+    const planned = this.execution.planParams?.hardware;
+    const given = opts.feedback?.profile ?? (typeof opts.hardware === 'object' ? opts.hardware : undefined);
+    const hardware = this.execution.device !== 'cpu' && typeof planned === 'object' ? planned
+      : given ? { ...given, cpu: cpuForThreads(given.cpu, threads) } : undefined;
+    if (!hardware) return;
+    this.feedback = new StepFeedback(shapeFromGguf(this.file), hardware, opts.feedback || {});
+  }
+
+  /** The running measured correction of this engine's profile (undefined when feedback is off). */
+  get measuredFeedback(): StepFeedback | undefined {
+    return this.feedback;
+  }
+  private feedback: StepFeedback | undefined;
+  /** Whether a caller asked for traces (setTracing); feedback traces every step regardless. */
+  private userTracing = false;
+  /** Traces taken for feedback while a caller traces too, kept for its takeTrace(). */
+  private retained: Float64Array[] = [];
+  private ops: NativeCompiledOp[] | undefined;
+
+  /** Before a native evaluation: per-op timing on when a caller traces or feedback samples this one. */
+  private beforeEval(): boolean {
+    const sampled = this.feedback!.nextIsSampled();
+    const on = sampled || this.userTracing;
+    if (this.native && this.native.tracing !== on) this.native.tracing = on;
+    return sampled;
+  }
+
+  /** After a native evaluation: a sampled one's trace goes to feedback; a tracing caller keeps every one. */
+  private afterEval(sampled: boolean, seqs: SequenceStep[], outRows: number): void {
+    if (!this.feedback || !this.native || (!sampled && !this.userTracing)) return;
+    const raw = this.native.takeTrace();
+    // Kept for the caller up to the native trace's own limit (2^20 events of 4 numbers).
+    if (this.userTracing && this.retained.reduce((n, r) => n + r.length, 0) + raw.length <= RETAINED_TRACE_LIMIT) this.retained.push(raw);
+    if (!sampled) return;
+    this.ops ??= this.native.compiledOps();
+    this.feedback.observe(measuredTrace(this.ops, raw), seqs, outRows);
+  }
+
+  /** The native model whose evaluations are observed for feedback. */
+  private observed(model: NativeModel): NativeModel {
+    if (!this.feedback) return model;
+    const evalAsync = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> => {
+      const sampled = this.beforeEval();
+      const r = await model.evalAsync(tokens, pos, all);
+      this.afterEval(sampled, [{ rows: tokens.length, context: pos }], all ? tokens.length : 1);
+      return r;
+    };
+    const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all) => {
+      const sampled = this.beforeEval();
+      const r = await model.evalBatchAsync(inputs, all);
+      this.afterEval(sampled, inputs.map((i) => ({ rows: i.tokens.length, context: i.startPos })), all ? inputs.reduce((n, i) => n + i.tokens.length, 0) : inputs.length);
+      return r;
+    };
+    return new Proxy(model, {
+      get: (target, prop) => {
+        if (prop === 'evalAsync') return evalAsync;
+        if (prop === 'evalBatchAsync') return evalBatchAsync;
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+      set: (target, prop, value) => Reflect.set(target, prop, value, target),
+    });
   }
 
   /**
@@ -134,7 +212,7 @@ export class Engine {
    * native model.
    */
   scheduler(opts: SchedulerOptions = {}): Scheduler {
-    this.sched ??= new Scheduler(this.model(), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
+    this.sched ??= new Scheduler(this.observed(this.model()), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
     return this.sched;
   }
 
@@ -150,6 +228,7 @@ export class Engine {
       return true;
     }
     this.model().setPlacement(null, null);
+    this.ops = undefined;
     this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
     this.onFallback?.(reason);
     this.kvTokens.length = 0;
@@ -200,6 +279,8 @@ export class Engine {
   /** Switches per-op tracing of executed steps on or off (clears what was recorded). */
   setTracing(on: boolean): void {
     const m = this.model();
+    this.userTracing = on;
+    this.retained = [];
     m.tracing = on;
     if (!on) m.takeTrace();
   }
@@ -207,7 +288,12 @@ export class Engine {
   /** The ops executed since tracing was switched on (or last taken), with their lanes and times. */
   takeTrace(): MeasuredTrace {
     const m = this.model();
-    return measuredTrace(m.compiledOps(), m.takeTrace());
+    const parts = [...this.retained, m.takeTrace()];
+    this.retained = [];
+    const raw = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) { raw.set(p, at); at += p.length; }
+    return measuredTrace(m.compiledOps(), raw);
   }
 
   /** KV cache bytes held by every sequence (host and device pages). */
@@ -230,7 +316,7 @@ export class Engine {
    * cache is rebuilt there from the tokens it held, so the request goes on where it was.
    */
   private evalTokens(tokens: number[], pos: number): Promise<Float32Array> {
-    return this.withFallback(this.model()).evalAsync(Int32Array.from(tokens), pos);
+    return this.withFallback(this.observed(this.model())).evalAsync(Int32Array.from(tokens), pos);
   }
 
 
@@ -304,6 +390,7 @@ export class Engine {
   }
 
   dispose(): void {
+    this.feedback?.persist();
     void this.sched?.close();
     this.native?.dispose();
     this.native = undefined;

@@ -55,7 +55,7 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
     notes.push(`the device budget of ${sizeText(vramBytes)} does not cover the ${sizeText(workspaceBytes)} the executor reserves on the device (${RESERVE_HOLDS}), so no weight or KV can be placed there`);
   }
   const workload = opts.workload ?? { batch: 1, prompt: Math.max(1, Math.min(1024, Math.floor(contextLength / 2))), gen: Math.max(1, Math.min(64, contextLength - Math.min(1024, Math.floor(contextLength / 2)))), vramBytes };
-  const planParams = { model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto' };
+  const planParams = { model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto', ...(opts.correction ? { correction: opts.correction } : {}) };
   const plan = planRequest(planParams);
   const lowered = lowerPlan(plan, hp.nLayers);
   const device: NativeDevice | null = !lowered.usesDevice ? null

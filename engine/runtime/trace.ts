@@ -117,3 +117,36 @@ export function stepBreakdown(t: MeasuredTrace, steps: number[], nLayers: number
     opMs: opMs.map((m) => Object.fromEntries(Object.entries(m).map(([k, v]) => [k, v / n]))), overlapMs: overlapMs / n,
   };
 }
+
+/** One step's measured busy time of one plan op of one layer on one lane, by native op kind. */
+export interface PlanOpTime {
+  /** -1 outside the layers (LM head, embed). */
+  layer: number;
+  planOp: string;
+  lane: NativeCompiledOp['lane'];
+  /** ms per native op kind (matmul, add_residual, copy_weight, …). */
+  byKind: Record<string, number>;
+  /**
+   * Idle time of the lane just before each of this group's ops (since the lane's previous op of
+   * the step ended), one entry per op: a thread hand-off, or a wait for another lane.
+   */
+  gapsMs: number[];
+}
+
+/** The measured events of `step`, summed per layer, plan op and lane: the join with the cost model's ops. */
+export function planOpTimes(t: MeasuredTrace, step: number): PlanOpTime[] {
+  const out = new Map<string, PlanOpTime>();
+  const events = t.events.filter((e) => e.step === step).sort((a, b) => a.startMs - b.startMs);
+  const laneEnd = new Map<string, number>();
+  for (const e of events) {
+    const op = t.ops[e.op]!;
+    const key = `${op.layer}/${op.planOp}/${op.lane}`;
+    let g = out.get(key);
+    if (!g) { g = { layer: op.layer, planOp: op.planOp, lane: op.lane, byKind: {}, gapsMs: [] }; out.set(key, g); }
+    g.byKind[op.kind] = (g.byKind[op.kind] ?? 0) + Math.max(0, e.endMs - e.startMs);
+    const prev = laneEnd.get(op.lane);
+    if (prev !== undefined) g.gapsMs.push(Math.max(0, e.startMs - prev));
+    laneEnd.set(op.lane, Math.max(prev ?? -Infinity, e.endMs));
+  }
+  return [...out.values()];
+}

@@ -50,6 +50,12 @@ export interface LoadOptions extends ExecutionOptions {
   contextOption?: string;
   /** Sequences with their own KV that one step may carry (multi-sequence steps); default 1. */
   maxSequences?: number;
+  /**
+   * Measured feedback (engine/runtime/feedback.ts): executed steps' per-op times fold into a
+   * running correction of the profile's costs. On when the engine has a profile to predict with
+   * (its device plan's, `feedback.profile`, or a `hardware` object); false: off.
+   */
+  feedback?: import('./feedback').RuntimeFeedbackOptions | false;
   onProgress?: (fraction: number, message: string) => void;
 }
 
@@ -73,6 +79,8 @@ export interface ExecutionOptions {
    * (which runs the runtime's benchmark: a circle).
    */
   hardware?: import('../hardware/types').HardwareProfile | (() => Promise<import('../hardware/types').HardwareProfile>);
+  /** A measured correction of the profile's costs the plan applies (engine/cost/feedback.ts). */
+  correction?: import('../cost/feedback').CostCorrection;
   /** The workload the plan is made for (default batch 1, prompt min(1024, context/2), gen 64). */
   workload?: import('../cost/types').Workload;
   /** Told when the device fails and the engine falls back to the CPU. */

@@ -23,7 +23,8 @@ import { measureRun, type MeasureResult } from '../runtime/measure';
 import { thisMachineProfile } from '../hardware/profiler';
 import type { ExecutionOptions, LayerSummary, ModelSummary } from '../runtime/types';
 import { Mutex } from './mutex';
-import { FulcrumErrorCodes, type EngineState, type MeasureParams, type ModelInfo } from './protocol';
+import { FulcrumErrorCodes, type EngineState, type FeedbackParams, type MeasureParams, type ModelInfo } from './protocol';
+import { ServerFeedback } from './feedback';
 
 export interface LoadRequest {
   path: string;
@@ -37,6 +38,8 @@ export interface ModelHostEvents {
   onStateChange?: (state: EngineState, modelPath: string | undefined, message: string | undefined) => void;
   /** Lines for the server's log (e.g. the model's FIM format, once per load). */
   onLog?: (message: string) => void;
+  /** Measured steps disagree with the profile, or its background re-measure finished. */
+  onFeedback?: (p: FeedbackParams) => void;
 }
 
 export class ModelHost {
@@ -52,7 +55,11 @@ export class ModelHost {
 
   private readonly engineListeners: ((engine: Engine | undefined) => void | Promise<void>)[] = [];
 
-  constructor(private readonly events: ModelHostEvents = {}) {}
+  private readonly feedback: ServerFeedback;
+
+  constructor(private readonly events: ModelHostEvents = {}) {
+    this.feedback = new ServerFeedback(events);
+  }
 
   /** The loaded engine, for surfaces that serve it through its scheduler (HTTP), else undefined. */
   servingEngine(): Engine | undefined {
@@ -127,7 +134,8 @@ export class ModelHost {
       try {
         // A re-plan (a request outgrew the plan's KV) refreshes the state: the status bar shows the new split, the log says why.
         const onReplan = (e: ReplanEvent) => this.emitState(`re-planned at ${e.atPosition} positions: ${e.fromSplit} → ${e.toSplit} (${e.reason})`);
-        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), onReplan, maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
+        const feedback = this.feedback.options();
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), ...(feedback ? { feedback } : {}), onReplan, maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
         this.loadedThreads = request.threads;
         this.loadedExecution = request.execution;
@@ -206,6 +214,7 @@ export class ModelHost {
   /** Stops any completion and frees the model (server shutdown). */
   async dispose(): Promise<void> {
     this.completions.abort('cancelled: the server is shutting down');
+    this.feedback.stop();
     const release = await this.engineLock.lock();
     try {
       this.engine?.dispose();

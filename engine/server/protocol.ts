@@ -98,6 +98,19 @@ export interface CompletionStats {
   format?: string;
 }
 
+/**
+ * Measured feedback (fulcrum/feedback): executed steps disagree with the profile's prediction by
+ * more than 25 % over a window of steps, or a background re-measure of the profile finished.
+ */
+export interface FeedbackParams {
+  /** One line for the status bar and the log. */
+  message: string;
+  /** The op classes that disagree (empty when a re-measure finished). */
+  disagreements: { key: string; ratio: number; measuredMs: number; predictedMs: number; steps: number }[];
+  /** The background re-measure: started now, already running, too soon after the last one, not possible, or done. */
+  remeasure: 'started' | 'running' | 'too soon' | 'not possible' | 'done' | 'failed';
+}
+
 export interface StateParams {
   state: EngineState;
   /** The model file the state refers to, when there is one. */
@@ -163,12 +176,14 @@ export interface HttpServerInfo {
 }
 
 /**
- * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats);
+ * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats),
+ * fulcrum/feedback (FeedbackParams);
  * client → server fulcrum/completionOptions (CompletionOptionsParams).
  */
 export const FulcrumNotifications = {
   state: 'fulcrum/state',
   stats: 'fulcrum/stats',
+  feedback: 'fulcrum/feedback',
   completionOptions: 'fulcrum/completionOptions',
 } as const;
 

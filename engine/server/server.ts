@@ -27,6 +27,7 @@ export function startServer(connection: Connection): void {
       void connection.sendNotification(FulcrumNotifications.state, params);
     },
     onLog: (message) => connection.console.info(message),
+    onFeedback: (p) => void connection.sendNotification(FulcrumNotifications.feedback, p),
   });
   const options: ServerOptions = {
     maxCompletionTokens: DEFAULT_MAX_TOKENS,

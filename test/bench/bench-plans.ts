@@ -6,6 +6,12 @@
 // Run: npm run bench:plans [-- --model FILE] [--vram 40%|BYTES] [--prompt 512] [--gen 16] [--threads 1] [--device loopback|vulkan]
 // With --device vulkan the plans are made with the profile's measurement of the Vulkan device
 // (its own kernels, copies and submissions) and run on it.
+//
+// Measured feedback (issue 21 item 4): the first half of every policy's decode steps folds into
+// one measured correction of the profile (engine/cost/feedback.ts); the second half is what the
+// table measures. Then every policy is planned again with the correction, and the table reports
+// the per-layer error before and after it, and whether `auto` picks a policy within 10 % of the
+// fastest executed one, before and after.
 import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf/index';
@@ -13,10 +19,15 @@ import { readHparams } from '../../engine/model/hparams';
 import { getProfile } from '../../engine/hardware/profiler';
 import { nativeKernels } from '../../engine/native/model';
 import { parseBytes } from '../../engine/plan/api';
-import { Engine } from '../../engine/runtime/engine';
+import { Engine, PREFILL_CHUNK } from '../../engine/runtime/engine';
 import { defaultLinkGBps } from '../../engine/runtime/devices';
-import { stepBreakdown } from '../../engine/runtime/trace';
+import { stepBreakdown, type StepBreakdown } from '../../engine/runtime/trace';
 import { argmax } from '../../engine/runtime/sampler';
+import { MeasuredCorrection } from '../../engine/cost/feedback';
+import { planRequest } from '../../engine/plan/api';
+import type { Plan } from '../../engine/plan/types';
+import { shapeFromGguf } from '../../engine/model/shape';
+import { StepFeedback } from '../../engine/runtime/feedback';
 import { BENCH_SHAPES, benchModelFile } from './bench-models';
 
 const POLICIES = ['cpu-only', 'gpu-only', 'layer-split', 'split-points', 'lia', 'kvpr', 'neo', 'apex', 'auto'];
@@ -30,7 +41,7 @@ const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - 
 async function main(): Promise<void> {
   const file = arg('model', '') || benchModelFile(BENCH_SHAPES[0]!, GgmlType.Q8_0);
   const prompt = Number(arg('prompt', '512'));
-  const gen = Number(arg('gen', '16'));
+  const gen = Number(arg('gen', '24'));
   const threads = Number(arg('threads', '1'));
   const weights = readGguf(file).tensors.reduce((s, t) => s + t.byteSize, 0);
   const nVocab = Math.min(31001, readHparams(readGguf(file)).nVocab);
@@ -43,15 +54,19 @@ async function main(): Promise<void> {
   process.stdout.write(`CPU: ${os.cpus()[0]?.model.trim()} (${nativeKernels().isaLevel()} kernels, ${nativeKernels().physicalCores()} physical cores); engine threads ${threads}, loopback threads 1\n`);
   if (device === 'vulkan') process.stdout.write(`device: ${profile.gpu?.name ?? 'no Vulkan device in the profile'}; link ${profile.link?.h2dPinnedGBps ?? '?'} GB/s host→device (measured)\n`);
   process.stdout.write(`model ${file} (${(weights / 2 ** 20).toFixed(1)} MiB of weights); ${device} VRAM ${(vram / 2 ** 20).toFixed(1)} MiB${device === 'loopback' ? `; link cap ${link.toFixed(1)} GB/s (0.4 × 1-thread copy ${(link / 0.4).toFixed(1)} GB/s)` : ''}\n`);
-  process.stdout.write(`workload: batch 1, prompt ${prompt}, decode ${gen} tokens measured (median step)\n\n`);
-  process.stdout.write('policy        ran as        split                                        | step ms  predicted  measured  ratio | layer |err| mean  max | lanes busy ms (cpu/dev/h2d/d2h) overlap\n');
-  const measured: { policy: string; chosen: string; ms: number }[] = [];
+  process.stdout.write(`workload: batch 1, prompt ${prompt} (timed), decode ${gen} tokens: the first ${Math.floor(gen / 2)} (and the first half of the prompt's chunks) fold into the measured correction, the other ${gen - Math.floor(gen / 2)} are measured (median step); plans are made for gen ${gen * 2}\n\n`);
+  process.stdout.write('policy        ran as        split                                        | step ms  predicted  measured  ratio | prefill ms pred. meas. | layer |err| mean  max | lanes busy ms (cpu/dev/h2d/d2h) overlap\n');
+  const measured: { policy: string; chosen: string; ms: number; totalMs: number }[] = [];
+  const workloadGen = gen * 2;
+  const shape = shapeFromGguf(readGguf(file));
+  const correction = new MeasuredCorrection();
+  const runs: { policy: string; plan: Plan; params: NonNullable<Engine['execution']['planParams']>; b: StepBreakdown }[] = [];
   for (const policy of POLICIES) {
     let engine: Engine;
     try {
       engine = await Engine.load(file, {
-        threads, contextLength: prompt + gen + 64, device, vramBytes: vram, policy, hardware: profile, linkGBps: link, deviceThreads: 1,
-        workload: { batch: 1, prompt, gen: gen * 2, vramBytes: vram },
+        threads, contextLength: prompt + gen + 64, device, vramBytes: vram, policy, hardware: profile, linkGBps: link, deviceThreads: 1, feedback: false,
+        workload: { batch: 1, prompt, gen: workloadGen, vramBytes: vram },
       });
     } catch (e) {
       process.stdout.write(`${policy.padEnd(13)} does not apply: ${(e as Error).message.slice(0, 140)}\n`);
@@ -61,27 +76,46 @@ async function main(): Promise<void> {
       const ex = engine.execution;
       const plan = ex.plan!;
       const tokens = Array.from({ length: prompt }, (_, i) => 1 + ((i * 7919) % (nVocab - 1)));
-      let logits = await engine.logits(tokens);
       engine.setTracing(true);
+      const t0 = performance.now();
+      let logits = await engine.logits(tokens);
+      const prefillMs = performance.now() - t0;
+      const chunks = Math.ceil(prompt / PREFILL_CHUNK);
       for (let i = 0; i < gen; i++) {
         tokens.push(argmax(logits));
         logits = await engine.logits(tokens);
       }
       const trace = engine.takeTrace();
-      const steps = [...new Set(trace.events.map((e) => e.step))];
+      const ids = [...new Set(trace.events.map((e) => e.step))].sort((x, y) => x - y);
+      const all = ids.slice(chunks);
       const nLayers = plan.stages.decode.layers.length;
+      // The first half of the prompt's chunks and of the decode steps teach the correction
+      // (against the profile the plan was made with); the decode steps of the second half are
+      // measured, so the correction is judged on steps it did not see. (The prefill time is the
+      // whole prompt's, its first half included.)
+      const learn = all.slice(0, Math.floor(all.length / 2));
+      const steps = all.slice(learn.length);
+      const hw = ex.planParams?.hardware;
+      if (typeof hw === 'object') {
+        const fb = new StepFeedback(shape, hw, { correction });
+        ids.slice(0, Math.floor(chunks / 2)).forEach((s, i) => correction.fold(fb.samples(trace, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
+        learn.forEach((s, i) => correction.fold(fb.samples(trace, s, [{ rows: 1, context: prompt + i }], 1)));
+      }
       // Median step by wall time; the per-layer breakdown averaged over the steps.
       const stepMs = median(steps.map((s) => stepBreakdown(trace, [s], nLayers).stepMs));
       const b = stepBreakdown(trace, steps, nLayers);
+      if (!ex.fallback && ex.planParams) runs.push({ policy, plan, params: ex.planParams, b });
       const errs = plan.stages.decode.layers.map((l, i) => Math.abs(b.layerMs[i]! - l.predictedMs) / Math.max(1e-9, l.predictedMs));
       const predicted = plan.predicted.stepMs;
       process.stdout.write(
         `${policy.padEnd(13)} ${plan.chosenPolicy.padEnd(13)} ${(ex.fallback ? `FELL BACK: ${ex.fallback}` : ex.split).slice(0, 44).padEnd(44)} | ` +
         `${predicted.toFixed(2).padStart(9)} ${stepMs.toFixed(2).padStart(9)} ${(stepMs / predicted).toFixed(2).padStart(6)} | ` +
+        `${plan.predicted.prefillMs.toFixed(0).padStart(11)} ${prefillMs.toFixed(0).padStart(6)} | ` +
         `${(100 * errs.reduce((a, c) => a + c, 0) / errs.length).toFixed(0).padStart(9)}% ${(100 * Math.max(...errs)).toFixed(0).padStart(4)}% | ` +
         `${[b.perLane.cpu, b.perLane.device, b.perLane.h2d, b.perLane.d2h].map((v) => v.toFixed(2)).join('/').padStart(26)} ${b.overlapMs.toFixed(2)}\n`,
       );
-      if (!ex.fallback) measured.push({ policy, chosen: plan.chosenPolicy, ms: stepMs });
+      // What auto minimises: the workload's time, prefill + gen × step (the plan's workload).
+      if (!ex.fallback) measured.push({ policy, chosen: plan.chosenPolicy, ms: stepMs, totalMs: prefillMs + workloadGen * stepMs });
       if (process.argv.includes('--layers')) {
         plan.stages.decode.layers.forEach((l, i) => process.stdout.write(`    layer ${String(i).padStart(2)} predicted ${l.predictedMs.toFixed(3)} ms measured ${b.layerMs[i]!.toFixed(3)} ms\n`));
       }
@@ -89,10 +123,52 @@ async function main(): Promise<void> {
       engine.dispose();
     }
   }
-  const auto = measured.find((m) => m.policy === 'auto');
   const fastest = measured.filter((m) => m.policy !== 'auto').sort((a, b) => a.ms - b.ms)[0];
-  if (auto && fastest) {
-    process.stdout.write(`\nauto chose ${auto.chosen}: ${auto.ms.toFixed(2)} ms/step; fastest executed: ${fastest.policy} ${fastest.ms.toFixed(2)} ms/step (auto within ${(100 * (auto.ms / fastest.ms - 1)).toFixed(0)} %)\n`);
+  const snap = correction.snapshot();
+  process.stdout.write(`\nmeasured correction: ${snap.steps} steps folded; factors applied (measured ÷ profile): ${Object.entries(snap.factors).map(([k, f]) => `${k} ×${f}`).join(', ') || 'none yet'}\n`);
+  const unapplied = correction.describe().filter((d) => !d.applied);
+  if (unapplied.length) process.stdout.write(`  not applied yet (fewer than ${correction.options.minSteps} steps): ${unapplied.map((d) => `${d.key} (${d.steps})`).join(', ')}\n`);
+  // Per layer, before and after: the executed placement's plan, and the same policy planned with the correction.
+  process.stdout.write('\npolicy        measured step | predicted step before → after | layer |err| mean before → after   (after: the same policy planned with the correction)\n');
+  const layerErr = (p: Plan, b: StepBreakdown): number => {
+    const errs = p.stages.decode.layers.map((l, i) => Math.abs(b.layerMs[i]! - l.predictedMs) / Math.max(1e-9, l.predictedMs));
+    return (100 * errs.reduce((a, c) => a + c, 0)) / errs.length;
+  };
+  const placement = (p: Plan): string => JSON.stringify(p.stages.decode.layers.map((l) => [l.ops.map((o) => [o.device, o.weights, o.gpuFraction]), l.kv.device]));
+  for (const r of runs) {
+    let line: string;
+    const ms = measured.find((m) => m.policy === r.policy)?.ms ?? NaN;
+    const head = `${ms.toFixed(2).padStart(13)} | ${r.plan.predicted.stepMs.toFixed(2).padStart(12)} → `;
+    try {
+      const after = planRequest({ ...r.params, policy: r.policy, correction: snap });
+      line = placement(after) === placement(r.plan)
+        ? `${head}${after.predicted.stepMs.toFixed(2).padEnd(6)} | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → ${layerErr(after, r.b).toFixed(0)} %   (${after.costSource})`
+        : `${head}${after.predicted.stepMs.toFixed(2).padEnd(6)} | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → n/a: with the correction ${r.policy} places ops differently (${after.chosenPolicy})`;
+    } catch (e) {
+      line = `${head}n/a    | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → n/a: ${(e as Error).message.slice(0, 100)}`;
+    }
+    process.stdout.write(`${r.policy.padEnd(13)} ${line}\n`);
+  }
+  if (!fastest) return;
+  // auto minimises the workload's time (prefill + gen × decode step); the decode step alone beside it.
+  const fastestTotal = measured.filter((m) => m.policy !== 'auto').sort((a, b) => a.totalMs - b.totalMs)[0]!;
+  process.stdout.write(`\nmeasured workload time (prefill ${prompt} + ${workloadGen} × decode step): ${measured.filter((m) => m.policy !== 'auto').map((m) => `${m.policy} ${(m.totalMs / 1000).toFixed(2)} s`).join(', ')}\n`);
+  const verdict = (chosen: string, when: string): void => {
+    const ran = measured.find((m) => m.policy === chosen);
+    if (!ran) { process.stdout.write(`auto ${when} chose ${chosen}, which did not execute here: no measured time to compare\n`); return; }
+    const off = ran.totalMs / fastestTotal.totalMs - 1;
+    const offStep = ran.ms / fastest.ms - 1;
+    process.stdout.write(`auto ${when} chose ${chosen}: workload ${(ran.totalMs / 1000).toFixed(2)} s, fastest executed ${fastestTotal.policy} ${(fastestTotal.totalMs / 1000).toFixed(2)} s: ${off <= 0.1 ? 'WITHIN' : 'NOT within'} 10 % (${(100 * off).toFixed(0)} %); decode step ${ran.ms.toFixed(2)} ms vs fastest ${fastest.policy} ${fastest.ms.toFixed(2)} ms (${(100 * offStep).toFixed(0)} %)\n`);
+  };
+  process.stdout.write('\n');
+  const autoRun = runs.find((r) => r.policy === 'auto');
+  if (autoRun) {
+    verdict(autoRun.plan.chosenPolicy, 'before feedback');
+    try {
+      verdict(planRequest({ ...autoRun.params, policy: 'auto', correction: snap }).chosenPolicy, `after feedback (${snap.steps} steps)`);
+    } catch (e) {
+      process.stdout.write(`auto after feedback: no plan (${(e as Error).message.slice(0, 120)})\n`);
+    }
   }
 }
 

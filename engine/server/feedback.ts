@@ -1,0 +1,79 @@
+// The server's side of measured feedback (issue 21 item 4): each loaded engine folds its steps
+// into the correction persisted beside this machine's cached profile; a disagreement of more than
+// 25 % is logged, sent to the client (fulcrum/feedback: the status bar shows it) and starts a
+// background re-measure of the profile's calibration, at most once per interval.
+import { describeDisagreement, MeasuredCorrection, type Disagreement } from '../cost/feedback';
+import { readFeedback, writeFeedback } from '../cost/feedback-store';
+import { loadCachedProfile } from '../hardware/cache';
+import { BackgroundRemeasure } from '../hardware/remeasure';
+import type { HardwareProfile } from '../hardware/types';
+import type { RuntimeFeedbackOptions } from '../runtime/feedback';
+import type { FeedbackParams } from './protocol';
+
+export interface FeedbackEvents {
+  onFeedback?: (p: FeedbackParams) => void;
+  onLog?: (message: string) => void;
+}
+
+/** Only CPU figures have a calibration run to repeat; device and link figures need `fulcrum profile`. */
+const RECALIBRATED = /^cpu matmul /;
+
+export class ServerFeedback {
+  private readonly remeasure: BackgroundRemeasure;
+
+  constructor(private readonly events: FeedbackEvents, remeasure?: BackgroundRemeasure, private readonly cachedProfile: () => HardwareProfile | undefined = loadCachedProfile) {
+    this.remeasure = remeasure ?? new BackgroundRemeasure();
+  }
+
+  /** Feedback options for the next engine load (off when this machine has no cached profile). */
+  options(): RuntimeFeedbackOptions | undefined {
+    let profile: HardwareProfile | undefined;
+    try { profile = this.cachedProfile(); } catch { profile = undefined; }
+    if (!profile) return undefined;
+    const p = profile;
+    const found = readFeedback(p);
+    if (found.status === 'stale') this.events.onLog?.(`measured feedback: starting over (${found.reason})`);
+    const correction = found.status === 'hit' ? found.correction : new MeasuredCorrection();
+    return {
+      correction, profile: p,
+      persist: (c) => {
+        try { writeFeedback(p, c); } catch (e) { this.events.onLog?.(`measured feedback: not saved (${(e as Error).message})`); }
+      },
+      onDisagreement: (d) => this.disagreed(p, correction, d),
+    };
+  }
+
+  private disagreed(profile: HardwareProfile, correction: MeasuredCorrection, found: Disagreement[]): void {
+    const lines = found.map(describeDisagreement);
+    const affected = found.filter((d) => RECALIBRATED.test(d.key));
+    let remeasure: FeedbackParams['remeasure'] = 'not possible';
+    if (affected.length) {
+      remeasure = this.remeasure.request(profile, (r) => {
+        if (r instanceof Error) {
+          this.send({ message: `profile re-measure failed: ${r.message}`, disagreements: [], remeasure: 'failed' });
+          return;
+        }
+        // The profile's CPU figures changed: what was learned against the old ones starts over.
+        if (r.cached) correction.reset((k) => RECALIBRATED.test(k));
+        this.send({ message: `profile ${r.note}`, disagreements: [], remeasure: 'done' });
+      });
+    }
+    const why = remeasure === 'started' ? 're-measuring the profile\'s calibration in the background'
+      : remeasure === 'running' ? 'a re-measure is running' : remeasure === 'too soon' ? 'the profile was re-measured a short while ago'
+      : 'device and link figures are re-measured by `fulcrum profile`';
+    this.send({
+      message: `measured steps disagree with the profile by more than 25 %: ${lines.join('; ')} (${why})`,
+      disagreements: found.map((d) => ({ key: d.key, ratio: d.ratio, measuredMs: d.measuredMs, predictedMs: d.predictedMs, steps: d.steps })),
+      remeasure,
+    });
+  }
+
+  private send(p: FeedbackParams): void {
+    this.events.onLog?.(`measured feedback: ${p.message}`);
+    this.events.onFeedback?.(p);
+  }
+
+  stop(): void {
+    this.remeasure.stop();
+  }
+}
