@@ -1,6 +1,9 @@
-// A decoder-only transformer (llama, qwen2) over memory-mapped GGUF weights. The forward pass
-// is compiled once at load into a flat list of ops (one switch of op kinds runs it), so a step
-// never returns to JS per op and allocates nothing: all buffers are sized at load.
+// A decoder-only transformer over memory-mapped GGUF weights, every architecture a variant of one
+// story (ArchVariant: llama, qwen2, qwen3, qwen3moe, phi3, starcoder2, gemma, gemma2, gemma3). The
+// forward pass is compiled under a placement into a flat list of ops, so a step never returns to
+// JS per op and allocates nothing: all buffers are sized at load. The class's rooms: model.cc
+// (configuration, load), weights.cc, sequences.cc (KV), compile.cc (the op list), placement.cc
+// (device resources), forward.cc (the step), moe.cc (routed experts), op_table.cc (the vocabulary).
 #pragma once
 #include <atomic>
 #include <cmath>

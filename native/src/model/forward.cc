@@ -1,0 +1,685 @@
+// The step: evaluating sequences (eval_batch splits them into steps), running the compiled op
+// list on the executor's lanes, and each op on the CPU (or the loopback's pool) or on a device
+// with kernels of its own.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+#include "kernels/float_fns.h"
+#include "kernels/matmul.h"
+#include "model/model.h"
+
+namespace fulcrum {
+
+float* Model::buf(Buf b) {
+  switch (b) {
+    case Buf::X: return x_.data();
+    case Buf::H: return h_.data();
+    case Buf::Q: return q_.data();
+    case Buf::K: return k_.data();
+    case Buf::V: return v_.data();
+    case Buf::Att: return att_.data();
+    case Buf::Gate: return gate_.data();
+    case Buf::Up: return up_.data();
+    case Buf::Logits: return nullptr;  // the caller's output
+  }
+  return nullptr;
+}
+
+int64_t Model::width(Buf b) const {
+  switch (b) {
+    case Buf::X: case Buf::H: return cfg_.n_embd;
+    case Buf::Q: case Buf::Att: return cfg_.n_heads * cfg_.head_dim;
+    case Buf::K: case Buf::V: return cfg_.n_kv_heads * cfg_.head_dim;
+    case Buf::Gate: case Buf::Up: return cfg_.n_ff;
+    case Buf::Logits: return cfg_.n_vocab;
+  }
+  return 0;
+}
+
+std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_pos, bool want_all) {
+  return std::move(eval_batch({SeqInput{0, tokens, n, start_pos}}, want_all)[0]);
+}
+
+std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& in, bool want_all) {
+  if (in.empty()) throw std::runtime_error("eval: no sequences");
+  if (static_cast<int64_t>(in.size()) > cfg_.max_sequences)
+    throw std::runtime_error("eval: " + std::to_string(in.size()) + " sequences in one batch, the model was loaded for " + std::to_string(cfg_.max_sequences));
+  std::vector<bool> seen(seqs_.size(), false);
+  for (const SeqInput& s : in) {
+    check_seq(s.seq, "eval");
+    if (seen[static_cast<size_t>(s.seq)]) throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + " appears twice in one batch");
+    seen[static_cast<size_t>(s.seq)] = true;
+    const int64_t have = seqs_[static_cast<size_t>(s.seq)]->n_past.load();
+    if (s.keep_after && s.start_pos + s.n > have)
+      throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": keepAfter with positions " + std::to_string(s.start_pos) + ".." +
+                               std::to_string(s.start_pos + s.n) + " past the " + std::to_string(have) + " held");
+    if (s.n <= 0) throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": no tokens");
+    if (s.start_pos < 0 || s.start_pos > have)
+      throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": start position " + std::to_string(s.start_pos) +
+                               " leaves a gap: the KV cache holds " + std::to_string(have) + " positions");
+    if (s.start_pos + s.n > cfg_.context_length)
+      throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": positions " + std::to_string(s.start_pos) + ".." +
+                               std::to_string(s.start_pos + s.n) + " exceed the context length " + std::to_string(cfg_.context_length));
+    for (int64_t i = 0; i < s.n; ++i)
+      if (s.tokens[i] < 0 || s.tokens[i] >= cfg_.n_vocab)
+        throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": token " + std::to_string(s.tokens[i]) + " at index " +
+                                 std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(cfg_.n_vocab) + ")");
+  }
+  // Each hold throws, leaving its cache as it was, if a page cannot be allocated (a device cache
+  // throws DeviceError: the engine then falls back to the CPU).
+  for (const SeqInput& s : in) {
+    Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
+    for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
+      if (c) c->hold(s.start_pos + s.n);
+  }
+  std::vector<int64_t> kept_end(in.size(), 0);
+  for (size_t k = 0; k < in.size(); ++k) {
+    const SeqInput& s = in[k];
+    Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
+    if (s.keep_after) { kept_end[k] = q.n_past.load(); continue; }  // the positions after stay held and valid
+    for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
+      if (c) c->release_from(s.start_pos + s.n);  // pages of a longer, rewound sequence hold stale positions only
+    q.n_past = s.start_pos;
+  }
+  // Device-KV sequences first, so their rows are one range [0, n_dev_rows) (by-sequence layers).
+  std::vector<size_t> order(in.size());
+  for (size_t i = 0; i < in.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return (seqs_[static_cast<size_t>(in[a].seq)]->kv_loc == Loc::Dev) > (seqs_[static_cast<size_t>(in[b].seq)]->kv_loc == Loc::Dev);
+  });
+  std::vector<std::vector<float>> out(in.size());
+  std::vector<int64_t> done(in.size(), 0);
+  int64_t budget = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
+  if (want_all && dev_logits_) budget = std::min(budget, dev_logit_rows_);
+  std::vector<float> logits;
+  std::vector<size_t> members;  // inputs in the step being built (reused: no allocation per step)
+  members.reserve(in.size());
+  for (;;) {
+    // One step: from each unfinished sequence in order, as many tokens as the rows left allow.
+    StepState& st = step_state_;
+    st.spans.clear();
+    st.n = 0;
+    st.n_dev_rows = 0;
+    members.clear();
+    for (size_t k : order) {
+      const SeqInput& s = in[k];
+      const int64_t left = s.n - done[k];
+      if (left <= 0 || st.n >= budget) continue;
+      const int64_t take = std::min(left, budget - st.n);
+      st.spans.push_back(Span{s.seq, s.tokens + done[k], st.n, take, s.start_pos + done[k]});
+      for (int64_t r = 0; r < take; ++r) row_pos_[static_cast<size_t>(st.n + r)] = s.start_pos + done[k] + r;
+      if (seqs_[static_cast<size_t>(s.seq)]->kv_loc == Loc::Dev) st.n_dev_rows += take;
+      st.n += take;
+      members.push_back(k);
+    }
+    if (st.spans.empty()) break;
+    const int64_t out_rows = want_all ? st.n : static_cast<int64_t>(st.spans.size());
+    st.need_logits = want_all;
+    for (size_t m = 0; m < members.size(); ++m) st.need_logits = st.need_logits || done[members[m]] + st.spans[m].n == in[members[m]].n;
+    logits.resize(static_cast<size_t>(out_rows * cfg_.n_vocab));
+    forward(want_all, logits.data());
+    for (size_t m = 0; m < members.size(); ++m) {
+      const size_t k = members[m];
+      const Span& sp = st.spans[m];
+      done[k] += sp.n;
+      seqs_[static_cast<size_t>(in[k].seq)]->n_past = std::max(kept_end[k], in[k].start_pos + done[k]);
+      const float* src = logits.data() + (want_all ? sp.row0 : static_cast<int64_t>(m)) * cfg_.n_vocab;
+      if (want_all) out[k].insert(out[k].end(), src, src + sp.n * cfg_.n_vocab);
+      else if (done[k] == in[k].n) out[k].assign(src, src + cfg_.n_vocab);
+    }
+  }
+  return out;
+}
+
+void Model::forward(bool want_all, float* logits_out) {
+  if (device_) device_->check();
+  step_state_.want_all = want_all;
+  step_state_.logits_out = logits_out;
+  const bool timing = profiling_ || tracing_;
+  auto exec = [](void* ctx, int32_t i) { static_cast<Model*>(ctx)->exec_op(i); };
+  // The LM head is not needed for a step in which no sequence finishes (a long prompt's chunks).
+  auto skip = [](void* ctx, int32_t i) {
+    Model* m = static_cast<Model*>(ctx);
+    return m->ops_[static_cast<size_t>(i)].after_last && !m->step_state_.need_logits;
+  };
+  try {
+    executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data());
+  } catch (...) {
+    // A step that failed part-way leaves no recorded device work to run with the next one.
+    if (dk_) dk_->discard();
+    throw;
+  }
+  if (timing) {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (start_ns_[i] == 0 && end_ns_[i] == 0) continue;
+      if (profiling_) {
+        op_ns_[i] += static_cast<uint64_t>(end_ns_[i] - start_ns_[i]);
+        op_calls_[i] += 1;
+      }
+      if (tracing_ && trace_.size() < max_trace_) trace_.push_back(TraceEvent{step_, static_cast<int32_t>(i), start_ns_[i], end_ns_[i]});
+    }
+  }
+  ++step_;
+}
+
+void Model::exec_op(int32_t oi) {
+  const Op& op = ops_[static_cast<size_t>(oi)];
+  const StepState& st = step_state_;
+  const int64_t rows = op.after_last && !st.want_all ? static_cast<int64_t>(st.spans.size()) : st.n;
+  // The spans this op works on: all, or those of device-KV / host-KV sequences (by-sequence layers).
+  auto in_part = [&](const Span& sp) {
+    if (op.part == 0) return true;
+    const bool dev = seqs_[static_cast<size_t>(sp.seq)]->kv_loc == Loc::Dev;
+    return op.part == 1 ? dev : !dev;
+  };
+  if (op.loc == Loc::Dev || op.lane != Lane::Cpu) device_->check();
+  if (dk_ && op.lane == Lane::Device) {
+    exec_device_op(op, rows);
+    // While timing, every op is its own submission: its measured time is then its execution on
+    // the device, not the microseconds it took to record.
+    if (sync_after_[static_cast<size_t>(oi)] || profiling_ || tracing_) dk_->sync();
+    return;
+  }
+  ThreadPool& pool = op.lane == Lane::Device ? device_->pool() : *pool_;
+  const kernels::FloatFns& fns = kernels::float_fns();
+  auto for_rows = [&](auto&& fn) {
+    if (rows == 1 || pool.size() == 1) {
+      for (int64_t r = 0; r < rows; ++r) fn(r);
+      return;
+    }
+    pool.run([&](int ith, int nth) {
+      int64_t b, e;
+      ThreadPool::split(rows, ith, nth, &b, &e);
+      for (int64_t r = b; r < e; ++r) fn(r);
+    });
+  };
+  // Row r of an RmsNorm / SwiGlu output, converted into the activation buffers of its fused
+  // Convert ops (the layout convert_rows writes: rows converted_bytes(type, w, 1) apart).
+  auto convert_fused = [&](const float* row, int64_t r, int64_t w) {
+    for (int k = 0; k < op.n_fused_convert; ++k) {
+      const GgmlType t = op.fused_convert[k];
+      type_traits(t).quantize_row(row, act_at(t, op.loc) + static_cast<size_t>(r) * converted_bytes(t, w, 1), w);
+    }
+  };
+  const AttentionShape shape = attention_shape(op.layer);
+  const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
+  const int64_t hd = cfg_.head_dim;
+  auto store_rows = [&](KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n_rows, int64_t pos0) {
+    // Pages are head-major: each position's row scatters into one head_dim run per KV head.
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t g = 0; g < cfg_.n_kv_heads; ++g) {
+        fns.f32_to_f16(k + r * KVW + g * hd, kv.k_at(idx, pos0 + r, g), hd);
+        fns.f32_to_f16(v + r * KVW + g * hd, kv.v_at(idx, pos0 + r, g), hd);
+      }
+  };
+  switch (op.kind) {
+    case OpKind::Embed: {
+      const DequantizeRowFn dq = type_traits(token_embd_.type).dequantize_row;
+      for (const Span& sp : st.spans)
+        for (int64_t i = 0; i < sp.n; ++i)
+          dq(token_embd_.data + static_cast<size_t>(sp.tokens[i]) * token_embd_.row_bytes, x_.data() + (sp.row0 + i) * cfg_.n_embd, cfg_.n_embd);
+      if (variant_->embd_scale) {
+        // gemma: embeddings × sqrt(n_embd), in f32 as llama.cpp scales them.
+        const float sc = std::sqrt(static_cast<float>(cfg_.n_embd));
+        float* x = x_.data();
+        for (int64_t i = 0; i < st.n * cfg_.n_embd; ++i) x[i] *= sc;
+      }
+      break;
+    }
+    case OpKind::RmsNorm: {
+      float* s = buf_at(op.src, op.loc);
+      float* d = buf_at(op.dst, op.loc);
+      if (op.width > 0) {
+        // Per head (qk_norm): each row is width(src) / op.width heads normalised on their own.
+        const int64_t hw = op.width, heads = width(op.src) / hw;
+        for_rows([&](int64_t r) {
+          for (int64_t h = 0; h < heads; ++h) rmsnorm_row(s + (r * heads + h) * hw, op.vec, d + (r * heads + h) * hw, hw, cfg_.norm_eps);
+        });
+        break;
+      }
+      const int64_t w = width(op.src);
+      for_rows([&](int64_t r) {
+        rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps);
+        convert_fused(d + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::Convert:
+      convert_rows(pool, op.act_type, buf_at(op.src, op.loc), rows, op.width, act_at(op.act_type, op.loc));
+      break;
+    case OpKind::MatMul: {
+      const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf_at(op.src, op.loc)) : act_at(op.act_type, op.loc);
+      float* dst = buf_at(op.dst, op.loc);
+      if (!dst) break;
+      // A step that wants every row's logits verifies draft tokens (speculative decoding): its
+      // rows must be the bits of each token decoded alone, so the kept tokens are exactly the
+      // greedy ones (some prefill tiles sum in another order).
+      if (op.packed) matmul_packed(pool, *op.packed, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst));
+      else matmul_prepared(pool, op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst), true, st.want_all);
+      break;
+    }
+    case OpKind::AddBias: {
+      const int64_t w = width(op.dst);
+      float* d = buf_at(op.dst, op.loc);
+      for_rows([&](int64_t r) { add_row(d + r * w, op.vec, w); });
+      break;
+    }
+    case OpKind::Rope: {
+      const int64_t w = width(op.dst);
+      const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
+      float* d = buf_at(op.dst, op.loc);
+      const RopeParams& rp = rope_of(op.layer);
+      for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, row_pos_[static_cast<size_t>(r)], rp); });
+      break;
+    }
+    case OpKind::StoreKv: {
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        store_rows(kv, idx, buf_at(Buf::K, op.loc) + sp.row0 * KVW, buf_at(Buf::V, op.loc) + sp.row0 * KVW, sp.n, sp.pos0);
+      }
+      break;
+    }
+    case OpKind::Attention: {
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      const int64_t QW = cfg_.n_heads * cfg_.head_dim;
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        attention(pool, shape, buf_at(Buf::Q, op.loc) + sp.row0 * QW, sp.n, sp.pos0, kv.pages(idx), buf_at(Buf::Att, op.loc) + sp.row0 * QW,
+                  op.loc == Loc::Dev ? dev_attn_scratch_ : attn_scratch_);
+      }
+      break;
+    }
+    case OpKind::AddResidual: {
+      const int64_t w = width(op.dst);
+      float* d = buf_at(op.dst, op.loc);
+      const float* s = buf_at(op.src, op.loc);
+      for_rows([&](int64_t r) { add_row(d + r * w, s + r * w, w); });
+      break;
+    }
+    case OpKind::SwiGlu: {
+      const int64_t w = cfg_.n_ff;
+      float* g = buf_at(Buf::Gate, op.loc);
+      const float* u = buf_at(Buf::Up, op.loc);
+      for_rows([&](int64_t r) {
+        swiglu_row(g + r * w, u + r * w, g + r * w, w);
+        convert_fused(g + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::LogitSoftcap: {
+      float* lg = buf_at(Buf::Logits, Loc::Host);
+      if (!lg) break;
+      const float cap = cfg_.final_softcap, inv = 1.0f / cap;
+      const int64_t n = rows * cfg_.n_vocab;
+      for (int64_t i = 0; i < n; ++i) lg[i] = std::tanh(lg[i] * inv) * cap;
+      break;
+    }
+    case OpKind::MoeFfn:
+      (op.loc == Loc::Dev ? moe_dev_ : moe_host_).run(pool, moe_weights(layers_[static_cast<size_t>(op.layer)], op.loc), buf_at(op.src, op.loc), rows,
+                                                     buf_at(op.dst, op.loc));
+      break;
+    case OpKind::LayerNorm: {
+      const int64_t w = width(op.src);
+      float* s = buf_at(op.src, op.loc);
+      float* d = buf_at(op.dst, op.loc);
+      for_rows([&](int64_t r) {
+        layernorm_row(s + r * w, op.vec, op.vec2, d + r * w, w, cfg_.norm_eps);
+        convert_fused(d + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::Gelu: {
+      const int64_t w = width(op.src);
+      float* x = buf_at(op.src, op.loc);
+      for_rows([&](int64_t r) {
+        gelu_row(x + r * w, x + r * w, w);
+        convert_fused(x + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::GeGlu: {
+      const int64_t w = cfg_.n_ff;
+      float* g = buf_at(Buf::Gate, op.loc);
+      const float* u = buf_at(Buf::Up, op.loc);
+      for_rows([&](int64_t r) {
+        geglu_row(g + r * w, u + r * w, g + r * w, w);
+        convert_fused(g + r * w, r, w);
+      });
+      break;
+    }
+    case OpKind::LastRows:
+      // Each sequence's last row to row k (k-th span): the rows the LM head reads.
+      if (!st.want_all) {
+        float* x = buf_at(Buf::X, op.loc);
+        for (size_t k = 0; k < st.spans.size(); ++k) {
+          const int64_t last = st.spans[k].row0 + st.spans[k].n - 1;
+          if (last != static_cast<int64_t>(k))
+            std::memmove(x + static_cast<int64_t>(k) * cfg_.n_embd, x + last * cfg_.n_embd, static_cast<size_t>(cfg_.n_embd) * sizeof(float));
+        }
+      }
+      break;
+    case OpKind::CopyRows: {
+      const Loc from = op.loc == Loc::Host ? Loc::Dev : Loc::Host;
+      int64_t r0 = 0, r1 = rows;
+      if (op.part == 1) r1 = st.n_dev_rows;
+      else if (op.part == 2) r0 = st.n_dev_rows;
+      if (r1 <= r0) break;
+      const size_t bytes = static_cast<size_t>((r1 - r0) * op.width) * sizeof(float);
+      float* d = buf_at(op.dst, op.loc) + r0 * op.width;
+      const float* s = buf_at(op.src, from) + r0 * op.width;
+      if (op.loc == Loc::Dev) device_->copy_to_device(d, s, bytes);
+      else device_->copy_to_host(d, s, bytes);
+      break;
+    }
+    case OpKind::CopyCols: {
+      // The device's rows of a split matmul, back into the host's output (strided per token).
+      const int64_t w = width(op.dst);
+      float* d = buf_at(op.dst, Loc::Host);
+      const float* s = buf_at(op.src, Loc::Dev);
+      if (!d) break;
+      device_->copy_rows_to_host(d + op.r0, static_cast<size_t>(w) * sizeof(float), s + op.r0, static_cast<size_t>(w) * sizeof(float),
+                                 static_cast<size_t>(op.r1 - op.r0) * sizeof(float), static_cast<size_t>(rows));
+      break;
+    }
+    case OpKind::CopyWeight:
+      device_->copy_to_device(const_cast<uint8_t*>(op.wdata), device_weight_bytes(*op.w), op.w->row_bytes * static_cast<size_t>(op.r1));
+      break;
+    case OpKind::CopyKv: {
+      // Positions [from, pos0) of each sequence's host KV into its staging slot, whole pages;
+      // KVPR's recomputed prefix is not copied.
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      const int64_t pt = cfg_.kv_page_tokens;
+      const size_t half = static_cast<size_t>(pt * KVW) * sizeof(uint16_t);
+      for (const Span& sp : st.spans) {
+        Sequence& q = *seqs_[static_cast<size_t>(sp.seq)];
+        const int64_t from = std::min(lp.recompute_prefix, sp.pos0) / pt;
+        const int64_t to = (sp.pos0 + pt - 1) / pt;
+        const KvPages src = q.host->pages(kv_index_[static_cast<size_t>(op.layer)]);
+        const KvPages dst = q.staging->pages(op.kv_slot);
+        for (int64_t p = from; p < to; ++p) {
+          device_->copy_to_device(const_cast<uint16_t*>(dst.k[p]), src.k[p], half);
+          device_->copy_to_device(const_cast<uint16_t*>(dst.v[p]), src.v[p], half);
+        }
+      }
+      break;
+    }
+    case OpKind::SaveActs: {
+      for (const Span& sp : st.spans) {
+        std::vector<float>& saved = seqs_[static_cast<size_t>(sp.seq)]->saved[static_cast<size_t>(op.layer)];
+        const int64_t cap = static_cast<int64_t>(saved.size()) / cfg_.n_embd;
+        const int64_t n_keep = std::max<int64_t>(0, std::min(sp.n, cap - sp.pos0));
+        if (n_keep > 0)
+          std::memcpy(saved.data() + sp.pos0 * cfg_.n_embd, buf_at(Buf::H, Loc::Host) + sp.row0 * cfg_.n_embd,
+                      static_cast<size_t>(n_keep * cfg_.n_embd) * sizeof(float));
+      }
+      break;
+    }
+    case OpKind::CopyActs: {
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      for (size_t k = 0; k < st.spans.size(); ++k) {
+        const Span& sp = st.spans[k];
+        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
+        if (p > 0)
+          device_->copy_to_device(dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * cfg_.n_embd,
+                                  seqs_[static_cast<size_t>(sp.seq)]->saved[static_cast<size_t>(op.layer)].data(),
+                                  static_cast<size_t>(p * cfg_.n_embd) * sizeof(float));
+      }
+      break;
+    }
+    case OpKind::RecomputeKv: {
+      // KVPR: K and V of positions [0, p) from the saved attn_norm rows, through the same kernels
+      // (conversion, matmul, bias, RoPE, f16 store) as when they were first computed.
+      Layer& L = layers_[static_cast<size_t>(op.layer)];
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      const int64_t E = cfg_.n_embd;
+      const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);  // the device scratch's rows
+      for (size_t k = 0; k < st.spans.size(); ++k) {
+        const Span& sp = st.spans[k];
+        KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
+        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
+        for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
+          const int64_t nc = std::min(step_rows, p - c0);
+          const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
+          for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
+            const GgmlType t = type_traits(w->type).vec_dot_type;
+            const void* act = h;
+            if (t != GgmlType::F32) {
+              convert_rows(pool, t, h, nc, E, dev_act_[t]);
+              act = dev_act_[t];
+            }
+            // W_K and W_V are read from host memory, which the loopback device shares; a discrete
+            // GPU reads them from the layer's streamed-weight slot (the Vulkan issue).
+            if (w->cpu_layout != WeightLayout::Gguf) matmul_packed(pool, *quant::packed_format(w->type), w->cpu_data, w->rows, w->cols, act, nc, out, KVW);
+            else matmul_prepared(pool, w->type, w->cpu_data, w->rows, w->cols, act, nc, out, KVW);
+            if (!bias->empty())
+              for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
+          }
+          if (!L.k_norm_f.empty())
+            for (int64_t r = 0; r < nc * cfg_.n_kv_heads; ++r)
+              rmsnorm_row(dev_rk_ + r * hd, L.k_norm_f.data(), dev_rk_ + r * hd, hd, cfg_.norm_eps);
+          for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, rope_of(op.layer));
+          store_rows(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
+        }
+      }
+      break;
+    }
+  }
+}
+
+// The MoE FFN on a device with its own kernels: the router's scores come back to the host, which
+// routes (as on the CPU: model/moe.cc); each expert with tokens then runs on the device over its
+// gathered rows, each (token, slot) result scaled into a slot-major buffer, and the slots are
+// summed in order.
+void Model::moe_device(const Op& op, int64_t rows) {
+  const Layer& L = layers_[static_cast<size_t>(op.layer)];
+  const MoeWeights w = moe_weights(L, Loc::Dev);
+  const MoeShape& ms = moe_dev_.shape();
+  const int64_t E = ms.n_embd, F = ms.n_ff, X = ms.n_expert, K = ms.n_used;
+  const float* h = buf_at(op.src, Loc::Dev);
+  float* out = buf_at(op.dst, Loc::Dev);
+  dk_->matmul(w.router_type, w.router, X, E, h, rows, dev_moe_.logits, X);
+  dk_->sync();
+  moe_logits_host_.resize(static_cast<size_t>(rows * X));
+  device_->copy_to_host(moe_logits_host_.data(), dev_moe_.logits, moe_logits_host_.size() * sizeof(float));
+  moe_dev_.route(moe_logits_host_.data(), rows);
+  // Index lists of every expert, back to back: gather rows (tokens) and destinations
+  // (slot * rows + token) with their weights; one upload for the step.
+  moe_idx_host_.resize(static_cast<size_t>(2 * rows * K));
+  moe_wt_host_.resize(static_cast<size_t>(rows * K));
+  int64_t at = 0;
+  for (int64_t e = 0; e < X; ++e) {
+    const int32_t* m = nullptr;
+    const int32_t n = moe_dev_.members_of(e, &m);
+    for (int32_t i = 0; i < n; ++i) {
+      const int64_t t = m[i] / K, s = m[i] % K;
+      moe_idx_host_[static_cast<size_t>(at + i)] = static_cast<uint32_t>(t);
+      moe_idx_host_[static_cast<size_t>(rows * K + at + i)] = static_cast<uint32_t>(s * rows + t);
+      moe_wt_host_[static_cast<size_t>(at + i)] = moe_dev_.weight(t, s);
+    }
+    at += n;
+  }
+  device_->copy_to_device(dev_moe_.idx, moe_idx_host_.data(), moe_idx_host_.size() * sizeof(uint32_t));
+  device_->copy_to_device(dev_moe_.wt, moe_wt_host_.data(), moe_wt_host_.size() * sizeof(float));
+  at = 0;
+  for (int64_t e = 0; e < X; ++e) {
+    const int32_t* m = nullptr;
+    const int64_t n = moe_dev_.members_of(e, &m);
+    if (n == 0) continue;
+    dk_->gather_rows(h, dev_moe_.xg, dev_moe_.idx + at, n, E);
+    dk_->matmul(w.gate.type, w.gate.expert(e), F, E, dev_moe_.xg, n, dev_moe_.g, F);
+    dk_->matmul(w.up.type, w.up.expert(e), F, E, dev_moe_.xg, n, dev_moe_.u, F);
+    dk_->swiglu(dev_moe_.g, dev_moe_.u, n * F);
+    dk_->matmul(w.down.type, w.down.expert(e), E, F, dev_moe_.g, n, dev_moe_.y, E);
+    dk_->scatter_rows(dev_moe_.y, dev_moe_.ys, dev_moe_.idx + rows * K + at, dev_moe_.wt + at, n, E);
+    at += n;
+  }
+  dk_->copy(out, dev_moe_.ys, static_cast<size_t>(rows * E) * sizeof(float));
+  for (int64_t s = 1; s < K; ++s) dk_->add(out, dev_moe_.ys + s * rows * E, rows * E, rows * E);
+}
+
+const float* Model::dev_vec(const float* host) const {
+  auto it = dev_vecs_.find(host);
+  if (it == dev_vecs_.end()) throw DeviceError("device op without a device copy of its norm weights or bias");
+  return it->second;
+}
+
+void Model::store_kv_device(KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0) {
+  const int64_t pt = cfg_.kv_page_tokens, KVW = cfg_.n_kv_heads * cfg_.head_dim;
+  for (int64_t p0 = pos0; p0 < pos0 + n;) {
+    const int64_t page_start = p0 / pt * pt;
+    const int64_t m = std::min(pos0 + n, page_start + pt) - p0;
+    const int64_t r = p0 - pos0;
+    dk_->kv_store(k + r * KVW, KVW, kv.k_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    dk_->kv_store(v + r * KVW, KVW, kv.v_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    p0 += m;
+  }
+}
+
+void Model::exec_device_op(const Op& op, int64_t rows) {
+  const StepState& st = step_state_;
+  auto in_part = [&](const Span& sp) {
+    if (op.part == 0) return true;
+    const bool dev = seqs_[static_cast<size_t>(sp.seq)]->kv_loc == Loc::Dev;
+    return op.part == 1 ? dev : !dev;
+  };
+  const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim, QW = cfg_.n_heads * cfg_.head_dim, E = cfg_.n_embd;
+  switch (op.kind) {
+    case OpKind::RmsNorm: {
+      // op.width set: per head (qk_norm), each head a row of its own.
+      const int64_t w = op.width > 0 ? op.width : width(op.src);
+      dk_->rmsnorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), buf_at(op.dst, Loc::Dev), rows * (width(op.src) / w), w, cfg_.norm_eps);
+      break;
+    }
+    case OpKind::MatMul: {
+      float* dst = buf_at(op.dst, Loc::Dev);
+      if (!dst) break;
+      dk_->matmul(op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, buf_at(op.src, Loc::Dev), rows, dst + op.r0, width(op.dst));
+      break;
+    }
+    case OpKind::AddBias: {
+      const int64_t w = width(op.dst);
+      dk_->add(buf_at(op.dst, Loc::Dev), dev_vec(op.vec), rows * w, w);
+      break;
+    }
+    case OpKind::Rope: {
+      const int64_t w = width(op.dst);
+      const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
+      float* d = buf_at(op.dst, Loc::Dev);
+      // Each sequence's rows are consecutive positions.
+      for (const Span& sp : st.spans) dk_->rope(d + sp.row0 * w, sp.n, heads, cfg_.head_dim, sp.pos0, rope_of(op.layer));
+      break;
+    }
+    case OpKind::StoreKv: {
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        store_kv_device(kv, idx, buf_at(Buf::K, Loc::Dev) + sp.row0 * KVW, buf_at(Buf::V, Loc::Dev) + sp.row0 * KVW, sp.n, sp.pos0);
+      }
+      break;
+    }
+    case OpKind::Attention: {
+      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
+      const int64_t pt = cfg_.kv_page_tokens;
+      const size_t half = static_cast<size_t>(pt * KVW);  // f16 values of K (or V) per page
+      for (const Span& sp : st.spans) {
+        if (!in_part(sp)) continue;
+        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
+        const KvPages pages = kv.pages(idx);
+        // The sequence's pages into the contiguous pools the shader binds (device-side copies).
+        const int64_t n_pages = (sp.pos0 + sp.n + pt - 1) / pt;
+        for (int64_t p = 0; p < n_pages; ++p) {
+          dk_->copy(dev_gather_k_ + static_cast<size_t>(p) * half, pages.k[p], half * sizeof(uint16_t));
+          dk_->copy(dev_gather_v_ + static_cast<size_t>(p) * half, pages.v[p], half * sizeof(uint16_t));
+        }
+        dk_->attention(buf_at(Buf::Q, Loc::Dev) + sp.row0 * QW, sp.n, sp.pos0, dev_gather_k_, dev_gather_v_, dev_page_table_,
+                       buf_at(Buf::Att, Loc::Dev) + sp.row0 * QW, attention_shape(op.layer), pt);
+      }
+      break;
+    }
+    case OpKind::AddResidual: {
+      const int64_t w = width(op.dst);
+      dk_->add(buf_at(op.dst, Loc::Dev), buf_at(op.src, Loc::Dev), rows * w, rows * w);
+      break;
+    }
+    case OpKind::SwiGlu:
+      dk_->swiglu(buf_at(Buf::Gate, Loc::Dev), buf_at(Buf::Up, Loc::Dev), rows * cfg_.n_ff);
+      break;
+    case OpKind::GeGlu:
+      dk_->gelu(buf_at(Buf::Gate, Loc::Dev), buf_at(Buf::Up, Loc::Dev), rows * cfg_.n_ff);
+      break;
+    case OpKind::Gelu:
+      dk_->gelu(buf_at(op.src, Loc::Dev), nullptr, rows * width(op.src));
+      break;
+    case OpKind::MoeFfn:
+      moe_device(op, rows);
+      break;
+    case OpKind::LayerNorm: {
+      const int64_t w = width(op.src);
+      dk_->layernorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), dev_vec(op.vec2), buf_at(op.dst, Loc::Dev), rows, w, cfg_.norm_eps);
+      break;
+    }
+    case OpKind::LastRows:
+      if (!st.want_all) {
+        float* x = buf_at(Buf::X, Loc::Dev);
+        for (size_t k = 0; k < st.spans.size(); ++k) {
+          const int64_t last = st.spans[k].row0 + st.spans[k].n - 1;
+          if (last != static_cast<int64_t>(k)) dk_->copy(x + static_cast<int64_t>(k) * E, x + last * E, static_cast<size_t>(E) * sizeof(float));
+        }
+      }
+      break;
+    case OpKind::RecomputeKv: {
+      // KVPR: K and V of positions [0, p) from the saved attn_norm rows, through the device's
+      // kernels (matmul, bias, RoPE, f16 store) as when they were first computed on it.
+      Layer& L = layers_[static_cast<size_t>(op.layer)];
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+      const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);
+      for (size_t k = 0; k < st.spans.size(); ++k) {
+        const Span& sp = st.spans[k];
+        KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
+        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
+        for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
+          const int64_t nc = std::min(step_rows, p - c0);
+          const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
+          for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
+            dk_->matmul(w->type, recompute_w_.at(w), w->rows, w->cols, h, nc, out, KVW);
+            if (!bias->empty()) dk_->add(out, dev_vec(bias->data()), nc * KVW, KVW);
+          }
+          if (!L.k_norm_f.empty()) dk_->rmsnorm(dev_rk_, dev_vec(L.k_norm_f.data()), dev_rk_, nc * cfg_.n_kv_heads, cfg_.head_dim, cfg_.norm_eps);
+          dk_->rope(dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, c0, rope_of(op.layer));
+          store_kv_device(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
+        }
+      }
+      break;
+    }
+    default:
+      throw DeviceError(std::string("device op ") + op_kind_name(static_cast<int>(op.kind)) + " has no device kernel");
+  }
+}
+
+float* Model::buf_at(Buf b, Loc l) {
+  if (l == Loc::Host) return b == Buf::Logits ? step_state_.logits_out : buf(b);
+  if (b == Buf::Logits) return dev_logits_;
+  auto it = dev_bufs_.find(b);
+  return it == dev_bufs_.end() ? nullptr : it->second;
+}
+
+uint8_t* Model::act_at(GgmlType t, Loc l) {
+  if (l == Loc::Host) return act_[t].data();
+  auto it = dev_act_.find(t);
+  return it == dev_act_.end() ? nullptr : it->second;
+}
+
+}  // namespace fulcrum
