@@ -98,6 +98,20 @@ export interface CompletionStats {
   format?: string;
 }
 
+/**
+ * Sent after every inline completion that tried the remote endpoint (fulcrum.completions.endpoint):
+ * where it ran, or why the endpoint failed and what answered instead, for the status bar.
+ */
+export interface RemoteStatusParams {
+  /** The endpoint as 'HOST' or 'HOST (PATH)' once the API is known. */
+  endpoint: string;
+  ok: boolean;
+  /** Why the endpoint failed (host, path, status or time limit). */
+  reason?: string;
+  /** What answered after a failure: the local model, or nothing (no model loaded). */
+  fallback?: 'local' | 'none';
+}
+
 export interface StateParams {
   state: EngineState;
   /** The model file the state refers to, when there is one. */
@@ -163,12 +177,13 @@ export interface HttpServerInfo {
 }
 
 /**
- * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats);
- * client → server fulcrum/completionOptions (CompletionOptionsParams).
+ * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats),
+ * fulcrum/remote (RemoteStatusParams); client → server fulcrum/completionOptions (CompletionOptionsParams).
  */
 export const FulcrumNotifications = {
   state: 'fulcrum/state',
   stats: 'fulcrum/stats',
+  remote: 'fulcrum/remote',
   completionOptions: 'fulcrum/completionOptions',
 } as const;
 
