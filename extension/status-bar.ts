@@ -82,6 +82,8 @@ export class StatusBar implements vscode.Disposable {
   /** Where the last completion ran when an endpoint is set, or why the endpoint failed. */
   setRemoteStatus(status: RemoteStatusParams): void {
     this.remote = status;
+    // Nothing completed: the speed of an earlier completion would read as this one's.
+    if (!status.ok && status.fallback === 'none') this.lastStats = undefined;
     this.render();
   }
 

@@ -15,6 +15,6 @@ test('after a remote completion it names the host and the API that answered', ()
 
 test('a failed endpoint says whether the local model answered or nothing did', () => {
   const failed = { endpoint: 'gpu-box:8080 (/infill)', ok: false, reason: 'gpu-box:8080/infill: connect ECONNREFUSED' } as const;
-  assert.equal(remoteText('http://gpu-box:8080', { ...failed, fallback: 'local' }), 'on the local model (gpu-box:8080 failed)');
-  assert.equal(remoteText('http://gpu-box:8080', { ...failed, fallback: 'none' }), 'gpu-box:8080 failed, no local model');
+  assert.equal(remoteText('http://gpu-box:8080', { ...failed, fallback: 'local' }), 'local (gpu-box:8080 failed)');
+  assert.equal(remoteText('http://gpu-box:8080', { ...failed, fallback: 'none' }), 'gpu-box:8080 failed');
 });
