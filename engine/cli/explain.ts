@@ -3,15 +3,14 @@
 import type { CliCommand } from './command';
 import { formatExplanation, parsePlanArgs, planUsage } from './plan-format';
 import { explainRequest } from '../plan/api';
-import { isClusterSpec } from '../hardware/cluster';
 import { formatClusterPlan } from '../plan/multihost/pipeline';
-import { clusterRequest } from '../plan/multihost/request';
+import { clusterRequest, isClusterHardware } from '../plan/multihost/request';
 
 export const command: CliCommand = {
   async run(argv) {
     const { args, params } = parsePlanArgs(argv);
     if (args.options.has('help')) { process.stdout.write(planUsage('explain')); return 0; }
-    if (typeof params.hardware === 'string' && isClusterSpec(params.hardware)) {
+    if (isClusterHardware(params.hardware)) {
       // A cluster: the pipeline split with its reasons, then each host's own plan explained.
       const { plan: cp } = clusterRequest(params);
       if (args.options.has('json')) { process.stdout.write(`${JSON.stringify(cp, null, 2)}\n`); return 0; }

@@ -5,9 +5,8 @@ import { writeFileSync } from 'node:fs';
 import type { CliCommand } from './command';
 import { formatPlan, parsePlanArgs, planUsage } from './plan-format';
 import { resolveModel, simulateRequest } from '../plan/api';
-import { isClusterSpec } from '../hardware/cluster';
 import { formatClusterPlan } from '../plan/multihost/pipeline';
-import { clusterRequest } from '../plan/multihost/request';
+import { clusterRequest, isClusterHardware } from '../plan/multihost/request';
 import { simulateCluster } from '../sim/cluster-trace';
 
 function ms(x: number): string { return x >= 10_000 ? `${(x / 1000).toFixed(2)} s` : `${x.toFixed(3)} ms`; }
@@ -17,7 +16,7 @@ export const command: CliCommand = {
     const { args, params } = parsePlanArgs(argv);
     if (args.options.has('help')) { process.stdout.write(planUsage('simulate', ' [--trace FILE]')); return 0; }
     const tracePath = args.options.get('trace');
-    if (typeof params.hardware === 'string' && isClusterSpec(params.hardware)) {
+    if (isClusterHardware(params.hardware)) {
       // A cluster: host and network lanes over the prefill and the first decode tokens.
       const { plan: cp } = clusterRequest(params);
       const tokens = Math.min(cp.stages[0]!.plan.workload.gen, 8);

@@ -72,15 +72,20 @@ export function exportVllmCluster(cp: ClusterPlan, model: ModelShape, modelPath:
   const { args, unsupported } = vllmCommand(modelPath, model, cp.stages.map((s) => s.plan), cp.stages.length);
   const sizes = cp.stages.map((s) => s.endLayer - s.firstLayer);
   const even = sizes.every((n) => Math.abs(n - sizes[0]!) <= 1);
-  const cmds = ['# on every host: one Ray cluster (ray start --head on host 0, ray start --address=HOST0:6379 on the others)'];
+  const cmds = [`# on every host: one Ray cluster (ray start --head on host 0, ray start --address=${hostAddress(cp, 0)}:6379 on the others)`];
   if (!even) cmds.push(`export VLLM_PP_LAYER_PARTITION=${sizes.join(',')}`);
   cmds.push(args.map(quote).join(' '));
   return { engine: 'vllm', commands: cmds, unsupported };
 }
 
+/** A host's address from the cluster file, else a placeholder the user replaces (HOST1, …). */
+function hostAddress(cp: ClusterPlan, host: number): string {
+  return cp.addresses?.[host] ?? `HOST${host}`;
+}
+
 export function exportLlamaCppCluster(cp: ClusterPlan, modelPath: string): EngineExport {
   const unsupported: string[] = [];
-  const remotes = cp.stages.slice(1).map((s) => `HOST${s.host}:${DEFAULT_RPC_PORT}`);
+  const remotes = cp.stages.slice(1).map((s) => `${hostAddress(cp, s.host)}:${DEFAULT_RPC_PORT}`);
   const cmds = cp.stages.slice(1).map((s) => `# on host ${s.host} (${s.hardware}): rpc-server -H 0.0.0.0 -p ${DEFAULT_RPC_PORT}`);
   // Host 0 is the main host: llama.cpp keeps its first (N - ngl) layers on the main host's CPU,
   // which is where host 0's plan keeps its off-GPU layers (the first ones). Remote hosts run

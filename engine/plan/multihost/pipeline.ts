@@ -40,6 +40,8 @@ export interface ClusterPlan {
   stepMs: number;
   tokensPerSecond: number;
   explanation: string[];
+  /** Network address per host index (from a cluster file), for the exports' commands. */
+  addresses?: (string | undefined)[];
 }
 
 function subModel(model: ModelShape, layers: number): ModelShape {
@@ -111,6 +113,7 @@ export function planCluster(model: ModelShape, cluster: ClusterProfile, workload
   return {
     kind: 'cluster', model: model.name, hardware: cluster.name, network: cluster.network, stages, activationBytes,
     networkMsPerToken: netMs, stepMs, tokensPerSecond: workload.batch / (stepMs / 1000), explanation,
+    ...(cluster.addresses ? { addresses: cluster.addresses } : {}),
   };
 }
 
