@@ -10,6 +10,7 @@
 // between stages per token (nEmbd × 2 bytes, f16) is charged once per link.
 
 import type { Workload } from '../../cost/types';
+import type { WhatIf } from '../../explain/types';
 import { networkMs, type ClusterProfile } from '../../hardware/cluster';
 import type { ModelShape } from '../../model/shape';
 import { planRequest } from '../api';
@@ -42,9 +43,12 @@ export interface ClusterPlan {
   explanation: string[];
   /** Network address per host index (from a cluster file), for the exports' commands. */
   addresses?: (string | undefined)[];
+  /** Explain requests: the effect of another network, one host fewer or one more. */
+  whatIf?: WhatIf[];
 }
 
-function subModel(model: ModelShape, layers: number): ModelShape {
+/** The model as one stage plans it: `layers` layers (embedding and LM head kept; see above). */
+export function subModel(model: ModelShape, layers: number): ModelShape {
   return { ...model, nLayers: layers, name: `${model.name} [${layers} layers]` };
 }
 
