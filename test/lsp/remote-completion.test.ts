@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { LspSession } from './lsp-session';
@@ -78,6 +79,29 @@ test('a dead endpoint falls back to the local model and the log says so', { skip
     assert.match(lsp.remote[0]!.reason!, /^127\.0\.0\.1:1\/infill: /);
     assert.ok(Array.isArray(list.items));
   } finally { await lsp.stop(); }
+});
+
+test('a slow endpoint falls back to the local model at the completion time limit', { skip, timeout: 180_000 }, async () => {
+  // An HTTP server that takes requests and never answers them: the slow endpoint.
+  const pending: http.ServerResponse[] = [];
+  const slow = http.createServer((_req, res) => { pending.push(res); });
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+  const port = (slow.address() as { port: number }).port;
+  const lsp = LspSession.start();
+  try {
+    await lsp.initialize({ modelPath: MODEL, completionEndpoint: `http://127.0.0.1:${port}`, completionEndpointKind: 'infill', completionTimeLimitMs: 400, maxCompletionTokens: 8 });
+    await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'local model ready', 120_000);
+    lsp.openDocument(URI, TEXT, 'python');
+    await lsp.inlineCompletion(URI, 1, 11);
+    assert.equal(pending.length, 1, 'the endpoint was asked first');
+    assert.deepEqual(lsp.remote.map((r) => [r.ok, r.fallback, r.reason]), [[false, 'local', `127.0.0.1:${port}/infill: no answer within 400 ms`]]);
+    await lsp.waitFor(() => lsp.stats.length > 0, 'stats');
+    assert.ok(!/^remote/.test(lsp.stats[0]!.format ?? ''), 'the local model answered');
+  } finally {
+    await lsp.stop();
+    for (const r of pending) r.destroy();
+    slow.close();
+  }
 });
 
 test('a dead endpoint without a local model: no ghost text, no error, and fulcrum/remote says nothing could answer', { skip, timeout: 60_000 }, async () => {
