@@ -60,10 +60,17 @@ export function exportVllmSingle(plan: Plan, model: ModelShape, modelPath: strin
 
 export function exportOllamaSingle(plan: Plan, modelPath: string, threads: number): EngineExport {
   const l = exportLlamaCpp(plan);
-  const ngl = l.args[l.args.indexOf('-ngl') + 1]!;
   const w = plan.workload;
+  const unsupported: string[] = [];
+  let ngl = l.args[l.args.indexOf('-ngl') + 1]!;
+  if (l.args.includes('-ot') || l.args.includes('-nkvo')) {
+    // llama.cpp's -ngl there counts layers whose tensors -ot sends back to the CPU; without -ot
+    // that count would load them all into VRAM. Only the layers the plan keeps in VRAM go there.
+    const resident = plan.stages.decode.layers.filter((x) => x.weights === 'gpu').length;
+    ngl = String(resident);
+    unsupported.push(`tensor overrides (-ot) and -nkvo of the llama.cpp export have no Modelfile parameter: num_gpu ${resident} counts the layers whose weights the plan keeps in VRAM (Ollama offloads the last ${resident}); the others run on the CPU instead of being streamed to the GPU`);
+  }
   const lines = [`FROM ${modelPath}`, `PARAMETER num_gpu ${ngl}`, `PARAMETER num_ctx ${w.prompt + w.gen}`, `PARAMETER num_thread ${threads}`];
-  const unsupported = l.args.includes('-ot') || l.args.includes('-nkvo') ? ['tensor overrides (-ot) and -nkvo of the llama.cpp export have no Modelfile parameter'] : [];
   if (w.batch > 1) unsupported.push(`batch ${w.batch}: parallel requests are the server's OLLAMA_NUM_PARALLEL environment variable, not a Modelfile parameter`);
   return { engine: 'ollama', commands: lines, unsupported: [...unsupported, ...l.unsupported] };
 }
