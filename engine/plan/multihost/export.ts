@@ -72,8 +72,8 @@ export function exportOllamaSingle(plan: Plan, modelPath: string, threads: numbe
   }
   const lines = [`FROM ${modelPath}`, `PARAMETER num_gpu ${ngl}`, `PARAMETER num_ctx ${w.prompt + w.gen}`, `PARAMETER num_thread ${threads}`];
   if (w.batch > 1) unsupported.push(`batch ${w.batch}: parallel requests are the server's OLLAMA_NUM_PARALLEL environment variable, not a Modelfile parameter`);
-  // The llama.cpp export's own 'Ollama: …' note says less than the one above.
-  return { engine: 'ollama', commands: lines, unsupported: [...unsupported, ...l.unsupported.filter((u) => !u.startsWith('Ollama:'))] };
+  // The llama.cpp export's own note on -ot/-nkvo for Ollama says less than the one above.
+  return { engine: 'ollama', commands: lines, unsupported: [...unsupported, ...l.unsupported.filter((u) => !u.startsWith('Ollama: tensor overrides'))] };
 }
 
 export function exportVllmCluster(cp: ClusterPlan, model: ModelShape, modelPath: string): EngineExport {
