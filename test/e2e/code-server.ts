@@ -57,6 +57,8 @@ const BASE_SETTINGS = {
 
 export interface Workbench {
   page: Page;
+  /** How long the start took: building the .vsix, installing it, code-server to a ready workbench. */
+  timings: { buildVsixMs: number; installExtensionMs: number; serverStartToWorkbenchReadyMs: number };
   userDataDir: string;
   extensionsDir: string;
   /** code-server's own output so far. */
@@ -74,12 +76,14 @@ export interface Workbench {
  */
 export async function startWorkbench(settings: Record<string, unknown>, files: Record<string, string>): Promise<Workbench> {
   mkdirSync(SCREENSHOTS, { recursive: true });
+  let t = Date.now();
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'fulcrum-e2e-'));
   const vsix = path.join(tmp, 'fulcrum.vsix');
   const bundle = spawnSync(process.execPath, ['scripts/bundle.mjs'], { cwd: repoRoot, encoding: 'utf8' });
   assert.equal(bundle.status, 0, `bundle failed:\n${bundle.stdout}\n${bundle.stderr}`);
   const pack = spawnSync(VSCE, ['package', '--no-dependencies', '--skip-license', '-o', vsix], { cwd: repoRoot, encoding: 'utf8' });
   assert.equal(pack.status, 0, `vsce package failed:\n${pack.stdout}\n${pack.stderr}`);
+  const buildVsixMs = Date.now() - t;
 
   const userDataDir = path.join(tmp, 'user-data');
   const extensionsDir = path.join(tmp, 'extensions');
@@ -91,11 +95,15 @@ export async function startWorkbench(settings: Record<string, unknown>, files: R
 
   const env = { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'xdg-config'), XDG_DATA_HOME: path.join(tmp, 'xdg-data') };
   const dirs = ['--user-data-dir', userDataDir, '--extensions-dir', extensionsDir];
+  t = Date.now();
   const inst = spawnSync(CODE_SERVER, [...dirs, '--install-extension', vsix, '--force'], { env, encoding: 'utf8' });
   assert.equal(inst.status, 0, `install-extension failed:\n${inst.stdout}\n${inst.stderr}`);
+  assert.match(inst.stdout, /successfully installed/);
+  const installExtensionMs = Date.now() - t;
 
   let serverLog = '';
   const port = await freePort();
+  t = Date.now();
   const server: ChildProcess = spawn(CODE_SERVER, [...dirs, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`,
     '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust',
     '--disable-getting-started-override', '--ignore-last-opened', workspace],
@@ -110,9 +118,9 @@ export async function startWorkbench(settings: Record<string, unknown>, files: R
       // code-server, its extension host and the engine share the process group spawned here.
       const pid = server.pid;
       const alive = () => { try { process.kill(-pid, 0); return true; } catch { return false; } };
-      const t = Date.now();
+      const tStop = Date.now();
       try { process.kill(-pid, 'SIGTERM'); } catch { /* gone */ }
-      while (alive() && Date.now() - t < 5000) await new Promise((r) => setTimeout(r, 50));
+      while (alive() && Date.now() - tStop < 5000) await new Promise((r) => setTimeout(r, 50));
       if (alive()) process.kill(-pid, 'SIGKILL');
     }
     writeFileSync(path.join(SCREENSHOTS, `${prefix}-code-server.log`), serverLog);
@@ -130,6 +138,7 @@ export async function startWorkbench(settings: Record<string, unknown>, files: R
     await page.locator('.explorer-folders-view .monaco-list-row', { hasText: Object.keys(files)[0]! }).waitFor({ state: 'visible', timeout: 60_000 });
     return {
       page, userDataDir, extensionsDir, log: () => serverLog, stop,
+      timings: { buildVsixMs, installExtensionMs, serverStartToWorkbenchReadyMs: Date.now() - t },
       updateSettings: (changes) => writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(readFileSync(settingsFile, 'utf8')), ...changes }, null, 2)),
     };
   } catch (err) {
