@@ -16,7 +16,8 @@ export const command: CliCommand = {
       if (args.options.has('json')) { process.stdout.write(`${JSON.stringify(cp, null, 2)}\n`); return 0; }
       process.stdout.write(`${formatClusterPlan(cp)}\n`);
       if (cp.whatIf?.length) process.stdout.write(`what if:\n${cp.whatIf.map((w) => `  ${w.change}: ${w.effect}`).join('\n')}\n`);
-      for (const s of cp.stages) process.stdout.write(`\n== host ${s.host}, layers ${s.firstLayer}–${s.endLayer - 1} ==\n${formatExplanation(s.plan)}`);
+      // Each host plans its range as a model of that many layers, so its own text counts from 0.
+      for (const s of cp.stages) process.stdout.write(`\n== host ${s.host}, layers ${s.firstLayer}–${s.endLayer - 1} (numbered 0–${s.endLayer - s.firstLayer - 1} below) ==\n${formatExplanation(s.plan)}`);
       return 0;
     }
     const plan = explainRequest(params);
