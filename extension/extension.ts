@@ -3,7 +3,7 @@
 import * as vscode from 'vscode';
 import { State, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelSummary } from '../engine/server/protocol';
-import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type FeedbackParams, type LoadModelParams, type StateParams, type ModelInfo } from '../engine/server/protocol';
+import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type FeedbackParams, type LoadModelParams, type RemoteStatusParams, type StateParams, type ModelInfo } from '../engine/server/protocol';
 import { completionOptions, createClient } from './client';
 import { statsLine } from './completion-stats';
 import { registerPlanViews } from './commands/plan-views';
@@ -74,6 +74,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       status.setFeedback(f.message, f.disagreements.length > 0);
       output.warn(`measured feedback: ${f.message}`);
     }),
+    languageClient.onNotification(FulcrumNotifications.remote, (r: RemoteStatusParams) => {
+      status.setRemoteStatus(r);
+      if (!r.ok) output.warn(`completion endpoint failed: ${r.reason ?? ''}; ${r.fallback === 'local' ? 'completed with the local model' : 'no local model to fall back to'}`);
+    }),
     languageClient.onNotification(FulcrumNotifications.stats, (s: CompletionStats) => {
       status.setStats(s);
       output.info(statsLine(s));
@@ -100,6 +104,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration('fulcrum.completions.enabled')) status.setCompletionsEnabled(readSettings().completionsEnabled);
+      if (e.affectsConfiguration('fulcrum.completions.endpoint')) status.setEndpoint(readSettings().endpoint);
       // The model file and thread count apply at load: reload with the new values.
       if (e.affectsConfiguration('fulcrum.modelPath') || e.affectsConfiguration('fulcrum.threads')) void loadConfiguredModel(output);
       // Completion settings apply from the next completion on, without reloading the model.
@@ -112,6 +117,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   status.setState('starting');
   status.setCompletionsEnabled(readSettings().completionsEnabled);
+  status.setEndpoint(readSettings().endpoint);
   try {
     await languageClient.start();
   } catch (err) {

@@ -2,8 +2,9 @@
 // the current plan ("GPU 18/28 · KV host"). Clicking opens the plan panel; the tooltip is the
 // menu of Fulcrum's commands.
 import * as vscode from 'vscode';
-import type { CompletionStats, EngineState } from '../engine/server/protocol';
+import type { CompletionStats, EngineState, RemoteStatusParams } from '../engine/server/protocol';
 import { statsLine, statsSummary } from './completion-stats';
+import { remoteText } from './remote-status';
 
 export type ShownState = EngineState | 'starting' | 'stopped';
 
@@ -44,6 +45,10 @@ export class StatusBar implements vscode.Disposable {
   private planLine: string | undefined;
   /** The last measured-feedback message (engine's fulcrum/feedback): the profile disagrees with what runs. */
   private feedback: { message: string; off: boolean } | undefined;
+  /** fulcrum.completions.endpoint (undefined: completions run on the local model). */
+  private endpoint: string | undefined;
+  /** What the last completion through the endpoint did (undefined: none since it was set). */
+  private remote: RemoteStatusParams | undefined;
 
   constructor() {
     this.item = vscode.window.createStatusBarItem('fulcrum.status', vscode.StatusBarAlignment.Right, 100);
@@ -66,6 +71,21 @@ export class StatusBar implements vscode.Disposable {
   /** Mirrors fulcrum.completions.enabled, so turning completions off is visible. */
   setCompletionsEnabled(enabled: boolean): void {
     this.completionsEnabled = enabled;
+    this.render();
+  }
+
+  /** The endpoint setting: the status bar says where completions run before the first one. */
+  setEndpoint(endpoint: string | undefined): void {
+    if (endpoint !== this.endpoint) this.remote = undefined;
+    this.endpoint = endpoint;
+    this.render();
+  }
+
+  /** Where the last completion ran when an endpoint is set, or why the endpoint failed. */
+  setRemoteStatus(status: RemoteStatusParams): void {
+    this.remote = status;
+    // Nothing completed: the speed of an earlier completion would read as this one's.
+    if (!status.ok && status.fallback === 'none') this.lastStats = undefined;
     this.render();
   }
 
@@ -98,11 +118,14 @@ export class StatusBar implements vscode.Disposable {
     const speed = this.lastStats ? ` · ${statsSummary(this.lastStats)}` : '';
     const off = this.completionsEnabled ? '' : ' · completions off';
     const split = this.split ? ` · ${this.split}` : '';
-    // Where the last completion ran: the engine's stats name a remote endpoint as 'remote HOST (PATH)'.
-    const remote = this.lastStats?.format?.startsWith('remote ') ? ` · on ${this.lastStats.format.slice('remote '.length)}` : '';
+    const remote = this.endpoint ? ` · ${remoteText(this.endpoint, this.remote)}` : '';
+    // With an endpoint, 'no model' means no local one: completions still run remotely.
+    const label = this.endpoint && this.state === 'no-model' ? 'no local model' : LABELS[this.state];
     const profileOff = this.feedback?.off ? ' · $(warning) profile off' : '';
-    this.item.text = `${ICONS[this.state]} Fulcrum: ${LABELS[this.state]}${speed}${remote}${split}${off}${profileOff}`;
-    const lines = [`Fulcrum engine: ${LABELS[this.state]}`];
+    this.item.text = `${ICONS[this.state]} Fulcrum: ${label}${speed}${remote}${split}${off}${profileOff}`;
+    const lines = [`Fulcrum engine: ${label}`];
+    if (this.endpoint) lines.push(`Completions go to ${this.endpoint} (fulcrum.completions.endpoint)`);
+    if (this.remote && !this.remote.ok) lines.push(`The endpoint failed: ${this.remote.reason ?? 'no reason given'}; ${this.remote.fallback === 'local' ? 'the local model completed instead' : 'no local model to fall back to'}`);
     if (this.planLine) lines.push(this.planLine);
     if (!this.completionsEnabled) lines.push('Inline completions are off (fulcrum.completions.enabled)');
     if (this.detail) lines.push(this.detail);
@@ -113,8 +136,9 @@ export class StatusBar implements vscode.Disposable {
     tooltip.isTrusted = { enabledCommands: MENU.map(([, command]) => command) };
     tooltip.supportThemeIcons = true;
     this.item.tooltip = tooltip;
+    // A failed endpoint with nothing to fall back to means no completions at all: make it stand out.
     this.item.backgroundColor = this.state === 'error'
       ? new vscode.ThemeColor('statusBarItem.errorBackground')
-      : undefined;
+      : this.remote?.ok === false && this.remote.fallback === 'none' ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
   }
 }

@@ -3,20 +3,21 @@
 import type { CliCommand } from './command';
 import { formatExplanation, parsePlanArgs, planUsage } from './plan-format';
 import { explainRequest } from '../plan/api';
-import { isClusterSpec } from '../hardware/cluster';
 import { formatClusterPlan } from '../plan/multihost/pipeline';
-import { clusterRequest } from '../plan/multihost/request';
+import { clusterExplainRequest, isClusterHardware } from '../plan/multihost/request';
 
 export const command: CliCommand = {
   async run(argv) {
     const { args, params } = parsePlanArgs(argv);
     if (args.options.has('help')) { process.stdout.write(planUsage('explain')); return 0; }
-    if (typeof params.hardware === 'string' && isClusterSpec(params.hardware)) {
-      // A cluster: the pipeline split with its reasons, then each host's own plan explained.
-      const { plan: cp } = clusterRequest(params);
+    if (isClusterHardware(params.hardware)) {
+      // A cluster: the pipeline split with its reasons and what-ifs, then each host's own plan explained.
+      const cp = clusterExplainRequest(params);
       if (args.options.has('json')) { process.stdout.write(`${JSON.stringify(cp, null, 2)}\n`); return 0; }
       process.stdout.write(`${formatClusterPlan(cp)}\n`);
-      for (const s of cp.stages) process.stdout.write(`\n== host ${s.host}, layers ${s.firstLayer}–${s.endLayer - 1} ==\n${formatExplanation(s.plan)}`);
+      if (cp.whatIf?.length) process.stdout.write(`what if:\n${cp.whatIf.map((w) => `  ${w.change}: ${w.effect}`).join('\n')}\n`);
+      // Each host plans its range as a model of that many layers, so its own text counts from 0.
+      for (const s of cp.stages) process.stdout.write(`\n== host ${s.host}, layers ${s.firstLayer}–${s.endLayer - 1} (numbered 0–${s.endLayer - s.firstLayer - 1} below) ==\n${formatExplanation(s.plan)}`);
       return 0;
     }
     const plan = explainRequest(params);

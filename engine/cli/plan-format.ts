@@ -13,7 +13,8 @@ export function planUsage(cmd: string, extra = ''): string {
 
   --model     GGUF file, or a preset (fulcrum presets), optionally PRESET:FORMAT (e.g. llama-3.1-8b:Q4_K)
   --hardware  'this' (measured profile from \`fulcrum profile\`), 'this+GPU' (this machine's CPU and memory with a
-              GPU preset, what-if), a preset (machine, GPU+HOST, or host), or a profile JSON
+              GPU preset, what-if), a preset (machine, GPU+HOST, or host), or a profile JSON; several hosts:
+              N×(HOST)@NETWORK (e.g. '2x(rtx4090+ryzen9-7950x)@10GbE') or a cluster JSON (examples/clusters/)
   --workload  batch, prompt and gen tokens; batches=N runs the batch as N batches of batch/N (paper 000
               Eq. 14: batch=50,batches=2 is its 2×25); vram overrides the VRAM budget (e.g. 8G);
               rate = requests/s (online serving simulation of 'requests' requests, default 64)

@@ -6,10 +6,9 @@ import { UsageError, type CliCommand } from './command';
 import { formatPlan, parsePlanArgs, planUsage } from './plan-format';
 import { planRequest, resolveHardware, resolveModel } from '../plan/api';
 import { exportLlamaCpp, formatLlamaCppExport } from '../plan/export-llamacpp';
-import { isClusterSpec } from '../hardware/cluster';
 import { exportLlamaCppCluster, exportOllamaCluster, exportOllamaSingle, exportVllmCluster, exportVllmSingle, formatEngineExport } from '../plan/multihost/export';
 import { formatClusterPlan } from '../plan/multihost/pipeline';
-import { clusterRequest } from '../plan/multihost/request';
+import { clusterRequest, isClusterHardware } from '../plan/multihost/request';
 
 const EXPORT_FORMATS = ['llama.cpp', 'vllm', 'ollama'];
 
@@ -35,7 +34,7 @@ export const command: CliCommand = {
     const { args, params } = parsePlanArgs(rest);
     if (args.options.has('help')) { process.stdout.write(planUsage('plan', ' [--export llama.cpp|vllm|ollama]')); return 0; }
     const modelPath = typeof params.model === 'string' ? params.model : 'MODEL';
-    if (typeof params.hardware === 'string' && isClusterSpec(params.hardware)) {
+    if (isClusterHardware(params.hardware)) {
       const { plan: cp, model } = clusterRequest(params);
       const title = `pipeline plan of ${cp.model} on ${cp.hardware}`;
       const out = format === 'vllm' ? exportVllmCluster(cp, model, modelPath)

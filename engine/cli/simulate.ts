@@ -4,11 +4,9 @@
 import { writeFileSync } from 'node:fs';
 import type { CliCommand } from './command';
 import { formatPlan, parsePlanArgs, planUsage } from './plan-format';
-import { resolveModel, simulateRequest } from '../plan/api';
-import { isClusterSpec } from '../hardware/cluster';
+import { simulateRequest } from '../plan/api';
 import { formatClusterPlan } from '../plan/multihost/pipeline';
-import { clusterRequest } from '../plan/multihost/request';
-import { simulateCluster } from '../sim/cluster-trace';
+import { clusterSimulateRequest, isClusterHardware } from '../plan/multihost/request';
 
 function ms(x: number): string { return x >= 10_000 ? `${(x / 1000).toFixed(2)} s` : `${x.toFixed(3)} ms`; }
 
@@ -17,17 +15,15 @@ export const command: CliCommand = {
     const { args, params } = parsePlanArgs(argv);
     if (args.options.has('help')) { process.stdout.write(planUsage('simulate', ' [--trace FILE]')); return 0; }
     const tracePath = args.options.get('trace');
-    if (typeof params.hardware === 'string' && isClusterSpec(params.hardware)) {
+    if (isClusterHardware(params.hardware)) {
       // A cluster: host and network lanes over the prefill and the first decode tokens.
-      const { plan: cp } = clusterRequest(params);
-      const tokens = Math.min(cp.stages[0]!.plan.workload.gen, 8);
-      const sim = simulateCluster(cp, resolveModel(params.model).nEmbd, tokens);
-      if (tracePath) {
-        try { writeFileSync(tracePath, JSON.stringify({ traceEvents: sim.events, displayTimeUnit: 'ms' })); } catch (e) { throw new Error(`--trace ${tracePath}: cannot write (${(e as Error).message})`); }
+      const { plan: cp, simulation: sim, trace } = clusterSimulateRequest({ ...params, trace: tracePath !== undefined });
+      if (tracePath && trace) {
+        try { writeFileSync(tracePath, JSON.stringify(trace)); } catch (e) { throw new Error(`--trace ${tracePath}: cannot write (${(e as Error).message})`); }
       }
-      if (args.options.has('json')) { process.stdout.write(`${JSON.stringify({ plan: cp, simulation: { ...sim, events: undefined } }, null, 2)}\n`); return 0; }
+      if (args.options.has('json')) { process.stdout.write(`${JSON.stringify({ plan: cp, simulation: sim }, null, 2)}\n`); return 0; }
       let text = `${formatClusterPlan(cp)}\n`;
-      text += `simulated: prefill ${ms(sim.prefillMs)}, decode step ${ms(sim.decodeStepMs)} over ${tokens} tokens; lanes busy: ${Object.entries(sim.busy).map(([k, v]) => `${k} ${ms(v)}`).join(', ')}\n`;
+      text += `simulated: prefill ${ms(sim.prefillMs)}, decode step ${ms(sim.decodeStepMs)} over ${sim.tokens} tokens; lanes busy: ${Object.entries(sim.busy).map(([k, v]) => `${k} ${ms(v)}`).join(', ')}\n`;
       if (tracePath) text += `trace written to ${tracePath} (open in https://ui.perfetto.dev)\n`;
       process.stdout.write(text);
       return 0;

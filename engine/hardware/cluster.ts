@@ -5,7 +5,7 @@
 // Each host part is anything resolveHost accepts (a machine preset or 'gpu+host').
 //
 // Decision: one network for all links (a switch); per-link bandwidth/latency differences are rare
-// in the small clusters Fulcrum plans for, and a JSON cluster file can be added later.
+// in the small clusters Fulcrum plans for. Cluster files (cluster-file.ts) say more per host.
 
 import { hardwarePreset } from './presets';
 import type { HardwareProfile } from './types';
@@ -22,6 +22,8 @@ export interface ClusterProfile {
   name: string;
   hosts: HardwareProfile[];
   network: NetworkProfile;
+  /** Network address of each host (cluster files' `address`), for the exports' commands. */
+  addresses?: (string | undefined)[];
 }
 
 // Payload rates ~90 % of line rate for TCP; latencies typical of a switched LAN / RDMA fabric.

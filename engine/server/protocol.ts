@@ -111,6 +111,20 @@ export interface FeedbackParams {
   remeasure: 'started' | 'running' | 'too soon' | 'not possible' | 'done' | 'failed';
 }
 
+/**
+ * Sent after every inline completion that tried the remote endpoint (fulcrum.completions.endpoint):
+ * where it ran, or why the endpoint failed and what answered instead, for the status bar.
+ */
+export interface RemoteStatusParams {
+  /** The endpoint as 'HOST' or 'HOST (PATH)' once the API is known. */
+  endpoint: string;
+  ok: boolean;
+  /** Why the endpoint failed (host, path, status or time limit). */
+  reason?: string;
+  /** What answered after a failure: the local model, or nothing (no model loaded). */
+  fallback?: 'local' | 'none';
+}
+
 export interface StateParams {
   state: EngineState;
   /** The model file the state refers to, when there is one. */
@@ -177,13 +191,14 @@ export interface HttpServerInfo {
 
 /**
  * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats),
- * fulcrum/feedback (FeedbackParams);
+ * fulcrum/feedback (FeedbackParams); fulcrum/remote (RemoteStatusParams);
  * client → server fulcrum/completionOptions (CompletionOptionsParams).
  */
 export const FulcrumNotifications = {
   state: 'fulcrum/state',
   stats: 'fulcrum/stats',
   feedback: 'fulcrum/feedback',
+  remote: 'fulcrum/remote',
   completionOptions: 'fulcrum/completionOptions',
 } as const;
 

@@ -5,84 +5,39 @@
 // the engine's speed, that the engine restarts after a crash, and that Show Model Layers draws
 // the model's layers. Screenshots go to test-artifacts/screenshots/.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import type { Browser, Frame, Page } from 'playwright-core';
+import type { Frame, Page } from 'playwright-core';
 import { readGguf } from '../../engine/model/gguf/index';
 import { layerSummaries } from '../../engine/model/summary';
 import { Completer } from '../../engine/runtime/completion/completer';
 import { explainRequest, planRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
-import { addonPath } from '../../engine/native/addon';
-import { repoRoot, sharedPath } from '../helpers/shared';
-import { SCREENSHOTS, launchChromium, skipUnlessChromium } from '../webview/browser';
+import { sharedPath } from '../helpers/shared';
+import { SCREENSHOTS } from '../webview/browser';
+import * as cs from './code-server';
 
-const CODE_SERVER = process.env.CODE_SERVER ?? path.join(repoRoot, '.vscode-e2e', 'code-server', 'node_modules', '.bin', 'code-server');
-const VSCE = path.join(repoRoot, 'node_modules', '.bin', 'vsce');
 const MODEL = sharedPath('models', 'stories260K.gguf');
 /** The document the test types into: the last keystroke completes a word, then the engine continues. */
 const DOC_BEFORE = 'Once upon a time, there was a littl';
 const TYPED = 'e';
 /** What the server asks the engine for (engine/server/handlers/completion.ts). */
 
-function skipReason(): false | string {
-  if (!existsSync(CODE_SERVER)) return `code-server not installed at ${CODE_SERVER} (run ../shared/tools/install-code-server.sh .vscode-e2e/code-server)`;
-  const chromium = skipUnlessChromium();
-  if (chromium) return chromium;
-  if (!existsSync(MODEL)) return `shared file ${MODEL} is absent`;
-  if (!existsSync(addonPath())) return `native addon ${addonPath()} is not built (npm run build:native)`;
-  return false;
-}
-const skip = skipReason();
+const skip = cs.e2eSkipReason([MODEL]);
 
 // The workload also fits the loaded stories260K (context 2048), which the status bar plans.
 const PLAN_INPUTS = { model: 'llama-3.1-8b:Q4_K', hardware: 'rtx4060-laptop-8gb+ryzen9-7950x', workload: 'batch=1,prompt=2048,gen=64,vram=4G' };
 
-let userDataDir = '';
-
 const metrics: Record<string, number> = {};
-let tmp: string;
-let server: ChildProcess | undefined;
-let serverLog = '';
-let browser: Browser | undefined;
+let wb: cs.Workbench | undefined;
 let page: Page;
-let extensionsDir: string;
+let userDataDir = '';
+let extensionsDir = '';
 /** The engine's HTTP API port (fulcrum.http.port), a free one found before the settings are written. */
 let HTTP_PORT = 0;
 
 const since = (t: number) => Date.now() - t;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    try { if ((await fetch(url)).ok) return; } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`code-server did not answer ${url} within ${timeoutMs} ms\n${serverLog}`);
-}
-
-/** Builds dist/ and packs the .vsix exactly as `npm run package` does (minus the native build). */
-function buildVsix(out: string): void {
-  const bundle = spawnSync(process.execPath, ['scripts/bundle.mjs'], { cwd: repoRoot, encoding: 'utf8' });
-  assert.equal(bundle.status, 0, `bundle failed:\n${bundle.stdout}\n${bundle.stderr}`);
-  const pack = spawnSync(VSCE, ['package', '--no-dependencies', '--skip-license', '-o', out], { cwd: repoRoot, encoding: 'utf8' });
-  assert.equal(pack.status, 0, `vsce package failed:\n${pack.stdout}\n${pack.stderr}`);
-}
 
 /** Webview content sits in nested iframes; search every frame. */
 async function findFrameWith(selector: string, timeoutMs: number): Promise<Frame> {
@@ -96,30 +51,8 @@ async function findFrameWith(selector: string, timeoutMs: number): Promise<Frame
   throw new Error(`no frame contains ${selector}`);
 }
 
-/**
- * Opens a quick input with `key`, types `text`, waits for a row showing `row` and picks it; then
- * waits for `settled` if given. A quick input closes when something else takes the focus (a
- * notification, a theme switch, an editor reopening — seen under CI load), so the whole sequence
- * is retried (Escape, reopen) up to three times.
- */
 async function pickInQuickInput(key: string, text: string, row: string, settled?: () => Promise<void>): Promise<void> {
-  const input = page.locator('.quick-input-widget .quick-input-box input');
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await page.keyboard.press(key);
-      await input.waitFor({ state: 'visible', timeout: 10_000 });
-      await input.fill(text, { timeout: 10_000 });
-      await page.locator('.quick-input-widget .monaco-list-row', { hasText: row }).first().waitFor({ state: 'visible', timeout: 20_000 });
-      await page.keyboard.press('Enter');
-      await settled?.();
-      return;
-    } catch (err) {
-      if (attempt === 3) throw err;
-      console.log(`# quick input '${text}' lost (attempt ${attempt}): ${String((err as Error).message).split('\n')[0]}`);
-      await page.keyboard.press('Escape');
-      await page.waitForTimeout(500);
-    }
-  }
+  await cs.pickInQuickInput(page, key, text, row, settled);
 }
 
 /** Runs a command from the palette. */
@@ -128,18 +61,11 @@ async function runCommand(title: string): Promise<void> {
 }
 
 function statusItem() {
-  return page.locator('.statusbar-item', { hasText: 'Fulcrum:' }).first();
+  return cs.statusItem(page);
 }
 
 async function waitForStatus(pattern: RegExp, timeoutMs: number): Promise<string> {
-  const end = Date.now() + timeoutMs;
-  let text = '';
-  while (Date.now() < end) {
-    text = (await statusItem().textContent().catch(() => '')) ?? '';
-    if (pattern.test(text)) return text;
-    await page.waitForTimeout(100);
-  }
-  throw new Error(`status bar never matched ${pattern}; last: '${text}'`);
+  return cs.waitForStatus(page, pattern, timeoutMs);
 }
 
 /** Opens story.txt (Ctrl+P) unless an editor shows it, focuses its editor by clicking (see the recipe's focus gotcha), cursor at the end. */
@@ -168,34 +94,8 @@ function e2e(name: string, fn: () => Promise<void>): void {
 
 before(async () => {
   if (skip) { console.log(`# e2e skipped: ${skip}`); return; }
-  const t0 = Date.now();
-  mkdirSync(SCREENSHOTS, { recursive: true });
-  tmp = mkdtempSync(path.join(os.tmpdir(), 'fulcrum-e2e-'));
-  const vsix = path.join(tmp, 'fulcrum.vsix');
-  buildVsix(vsix);
-  metrics.buildVsixMs = since(t0);
-
-  HTTP_PORT = await freePort();
-  const userData = path.join(tmp, 'user-data');
-  extensionsDir = path.join(tmp, 'extensions');
-  const workspace = path.join(tmp, 'ws');
-  for (const d of [userData, extensionsDir, workspace, path.join(userData, 'User')]) mkdirSync(d, { recursive: true });
-  writeFileSync(path.join(userData, 'User', 'settings.json'), JSON.stringify({
-    'workbench.startupEditor': 'none',
-    'workbench.tips.enabled': false,
-    'workbench.enableExperiments': false,
-    'telemetry.telemetryLevel': 'off',
-    'update.mode': 'none',
-    'extensions.autoCheckUpdates': false,
-    'extensions.autoUpdate': false,
-    'extensions.ignoreRecommendations': true,
-    'security.workspace.trust.enabled': false,
-    'editor.inlineSuggest.enabled': true,
-    // Only the engine's ghost text: no word-based suggest widget over it.
-    'editor.quickSuggestions': { other: false, comments: false, strings: false },
-    'editor.wordBasedSuggestions': 'off',
-    'git.enabled': false,
-    'chat.commandCenter.enabled': false,
+  HTTP_PORT = await cs.freePort();
+  wb = await cs.startWorkbench({
     'fulcrum.modelPath': MODEL,
     // The engine serves the model over HTTP too (fulcrum/startHttp), on a port chosen here.
     'fulcrum.http.enabled': true,
@@ -207,67 +107,18 @@ before(async () => {
     'fulcrum.plan.hardware': PLAN_INPUTS.hardware,
     'fulcrum.plan.model': PLAN_INPUTS.model,
     'fulcrum.plan.workload': PLAN_INPUTS.workload,
-  }, null, 2));
-  userDataDir = userData;
-  writeFileSync(path.join(workspace, 'story.txt'), DOC_BEFORE);
-
-  const env = { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'xdg-config'), XDG_DATA_HOME: path.join(tmp, 'xdg-data') };
-  const dirs = ['--user-data-dir', userData, '--extensions-dir', extensionsDir];
-  let t = Date.now();
-  const inst = spawnSync(CODE_SERVER, [...dirs, '--install-extension', vsix, '--force'], { env, encoding: 'utf8' });
-  assert.equal(inst.status, 0, `install-extension failed:\n${inst.stdout}\n${inst.stderr}`);
-  assert.match(inst.stdout, /successfully installed/);
-  metrics.installExtensionMs = since(t);
-
-  const port = await freePort();
-  t = Date.now();
-  server = spawn(CODE_SERVER, [...dirs, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`,
-    '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust',
-    '--disable-getting-started-override', '--ignore-last-opened', workspace],
-  { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true }); // own process group: see after()
-  server.stdout?.on('data', (b: Buffer) => { serverLog += b.toString(); });
-  server.stderr?.on('data', (b: Buffer) => { serverLog += b.toString(); });
-  await waitForHttp(`http://127.0.0.1:${port}/healthz`, 30_000);
-
-  browser = await launchChromium();
-  page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-  page.on('pageerror', (e) => console.log('[pageerror]', e.message));
-  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`);
-  await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60_000 });
-  await page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'story.txt' }).waitFor({ state: 'visible', timeout: 60_000 });
-  metrics.serverStartToWorkbenchReadyMs = since(t);
+  }, { 'story.txt': DOC_BEFORE });
+  ({ page, userDataDir, extensionsDir } = wb);
+  Object.assign(metrics, wb.timings);
 });
 
 after(async () => {
-  await browser?.close();
-  if (server?.pid !== undefined) {
-    // code-server, its extension host and our engine share the process group we spawned.
-    const pid = server.pid;
-    const alive = () => { try { process.kill(-pid, 0); return true; } catch { return false; } };
-    const t = Date.now();
-    try { process.kill(-pid, 'SIGTERM'); } catch { /* gone */ }
-    while (alive() && since(t) < 5000) await new Promise((r) => setTimeout(r, 50));
-    if (alive()) process.kill(-pid, 'SIGKILL');
-  }
+  // Writes e2e-code-server.log and e2e-fulcrum-output.log (Output › Fulcrum) for the artifacts.
+  await wb?.stop('e2e');
   if (!skip) {
-    writeFileSync(path.join(SCREENSHOTS, 'e2e-code-server.log'), serverLog);
     writeFileSync(path.join(SCREENSHOTS, 'e2e-metrics.json'), JSON.stringify(metrics, null, 2));
     console.log('# e2e metrics', JSON.stringify(metrics));
   }
-  // The extension's own log (Output › Fulcrum), for the artifacts.
-  if (!skip && userDataDir) {
-    const logs: string[] = [];
-    const walk = (dir: string): void => {
-      for (const name of readdirSync(dir, { withFileTypes: true })) {
-        const p = path.join(dir, name.name);
-        if (name.isDirectory()) walk(p);
-        else if (/Fulcrum/.test(name.name)) logs.push(readFileSync(p, 'utf8'));
-      }
-    };
-    try { walk(path.join(userDataDir, 'logs')); } catch { /* no logs */ }
-    writeFileSync(path.join(SCREENSHOTS, 'e2e-fulcrum-output.log'), logs.join('\n----\n'));
-  }
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
 e2e('the engine starts and loads fulcrum.modelPath (status bar: ready)', async () => {

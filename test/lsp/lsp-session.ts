@@ -12,7 +12,7 @@ import {
   type MessageConnection,
 } from 'vscode-languageserver-protocol/node';
 import type { InitializeResult, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver-protocol';
-import type { CompletionStats, FulcrumInitializationOptions, StateParams } from '../../engine/server/protocol';
+import type { CompletionStats, FulcrumInitializationOptions, RemoteStatusParams, StateParams } from '../../engine/server/protocol';
 import { repoRoot } from '../helpers/shared';
 
 export interface ProgressEvent { token: string | number; value: { kind: string; percentage?: number; message?: string; title?: string } }
@@ -21,6 +21,7 @@ export class LspSession {
   readonly progress: ProgressEvent[] = [];
   readonly states: StateParams[] = [];
   readonly stats: CompletionStats[] = [];
+  readonly remote: RemoteStatusParams[] = [];
   readonly logs: string[] = [];
   stderr = '';
   private exited = false;
@@ -33,6 +34,7 @@ export class LspSession {
     connection.onUnhandledProgress((p) => this.progress.push(p as ProgressEvent));
     connection.onNotification('fulcrum/state', (p: StateParams) => { this.states.push(p); });
     connection.onNotification('fulcrum/stats', (p: CompletionStats) => { this.stats.push(p); });
+    connection.onNotification('fulcrum/remote', (p: RemoteStatusParams) => { this.remote.push(p); });
     connection.onNotification('window/logMessage', (p: { message: string }) => { this.logs.push(p.message); });
     connection.listen();
   }

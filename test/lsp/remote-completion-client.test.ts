@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { RemoteCompletionClient, RemoteEndpointError } from '../../engine/runtime/completion/remote/client';
@@ -68,4 +69,22 @@ test('a dead endpoint and a bad URL are clear errors', async () => {
   await assert.rejects(c.complete(req), (e: Error) => e instanceof RemoteEndpointError && /127\.0\.0\.1:1\/infill/.test(e.message));
   assert.throws(() => new RemoteCompletionClient({ url: 'ftp://x' }), /only http and https/);
   assert.throws(() => new RemoteCompletionClient({ url: 'not a url' }), /not a URL/);
+});
+
+test('a slow endpoint: no answer within the time limit is an error naming the limit', async () => {
+  // An HTTP server that takes requests and never answers them: the slow endpoint.
+  const pending: http.ServerResponse[] = [];
+  const slow = http.createServer((_req, res) => { pending.push(res); });
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+  try {
+    const port = (slow.address() as { port: number }).port;
+    const c = new RemoteCompletionClient({ url: `http://127.0.0.1:${port}`, kind: 'infill', timeoutMs: 300 });
+    const t0 = performance.now();
+    await assert.rejects(c.complete(req), (e: Error) => e instanceof RemoteEndpointError && e.message === `127.0.0.1:${port}/infill: no answer within 300 ms`);
+    assert.ok(performance.now() - t0 < 3000, 'gave up at the limit');
+    assert.equal(pending.length, 1, 'the request reached the server');
+  } finally {
+    for (const r of pending) r.destroy();
+    slow.close();
+  }
 });

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { LspSession } from './lsp-session';
@@ -41,6 +42,7 @@ test('no local model: the completion comes from the remote Fulcrum; stats name t
     await lsp.waitFor(() => lsp.stats.length > 0, 'stats');
     assert.match(lsp.stats[0]!.format!, /^remote 127\.0\.0\.1:\d+ \(\/infill\)$/);
     assert.ok(lsp.stats[0]!.generatedTokens > 0, 'timings from the remote server');
+    assert.deepEqual(lsp.remote, [{ endpoint: lsp.stats[0]!.format!.slice('remote '.length), ok: true }], 'fulcrum/remote says where it ran');
   } finally { await lsp.stop(); }
 });
 
@@ -72,7 +74,49 @@ test('a dead endpoint falls back to the local model and the log says so', { skip
     assert.ok(lsp.logs.some((l) => /remote endpoint failed \(127\.0\.0\.1:1\/infill: .*\); completing with the local model/.test(l)), lsp.logs.join('\n'));
     await lsp.waitFor(() => lsp.stats.length > 0, 'stats');
     assert.ok(!/^remote/.test(lsp.stats[0]!.format ?? ''), 'the local model answered');
+    assert.equal(lsp.remote.length, 1);
+    assert.deepEqual({ ...lsp.remote[0], reason: undefined }, { endpoint: '127.0.0.1:1 (/infill)', ok: false, reason: undefined, fallback: 'local' });
+    assert.match(lsp.remote[0]!.reason!, /^127\.0\.0\.1:1\/infill: /);
     assert.ok(Array.isArray(list.items));
+  } finally { await lsp.stop(); }
+});
+
+test('a slow endpoint falls back to the local model at the completion time limit', { skip, timeout: 180_000 }, async () => {
+  // An HTTP server that takes requests and never answers them: the slow endpoint.
+  const pending: http.ServerResponse[] = [];
+  const slow = http.createServer((_req, res) => { pending.push(res); });
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+  const port = (slow.address() as { port: number }).port;
+  const lsp = LspSession.start();
+  try {
+    await lsp.initialize({ modelPath: MODEL, completionEndpoint: `http://127.0.0.1:${port}`, completionEndpointKind: 'infill', completionTimeLimitMs: 400, maxCompletionTokens: 8 });
+    await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'local model ready', 120_000);
+    lsp.openDocument(URI, TEXT, 'python');
+    await lsp.inlineCompletion(URI, 1, 11);
+    assert.equal(pending.length, 1, 'the endpoint was asked first');
+    assert.deepEqual(lsp.remote.map((r) => [r.ok, r.fallback, r.reason]), [[false, 'local', `127.0.0.1:${port}/infill: no answer within 400 ms`]]);
+    await lsp.waitFor(() => lsp.stats.length > 0, 'stats');
+    assert.ok(!/^remote/.test(lsp.stats[0]!.format ?? ''), 'the local model answered');
+  } finally {
+    await lsp.stop();
+    for (const r of pending) r.destroy();
+    slow.close();
+  }
+});
+
+test('a dead endpoint without a local model: no ghost text, no error, and fulcrum/remote says nothing could answer', { skip, timeout: 60_000 }, async () => {
+  const lsp = LspSession.start();
+  try {
+    await lsp.initialize({ completionEndpoint: 'http://127.0.0.1:1', completionEndpointKind: 'infill', maxCompletionTokens: 8 });
+    lsp.openDocument(URI, TEXT, 'python');
+    const list = await lsp.inlineCompletion(URI, 1, 11);
+    assert.deepEqual(list.items, []);
+    await lsp.waitFor(() => lsp.remote.length > 0, 'fulcrum/remote');
+    assert.equal(lsp.remote[0]!.ok, false);
+    assert.equal(lsp.remote[0]!.fallback, 'none');
+    assert.match(lsp.remote[0]!.reason!, /^127\.0\.0\.1:1\/infill: /);
+    assert.ok(lsp.logs.some((l) => /remote endpoint failed .*; no local model to fall back to/.test(l)), lsp.logs.join('\n'));
+    assert.equal(lsp.stats.length, 0, 'nothing completed');
   } finally { await lsp.stop(); }
 });
 

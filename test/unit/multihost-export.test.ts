@@ -76,6 +76,18 @@ test('Ollama: single host Modelfile with num_gpu/num_ctx/num_thread; clusters ar
   assert.match(c.unsupported[0]!, /one host/);
 });
 
+test('Ollama: num_gpu counts only the layers the plan keeps in VRAM when the llama.cpp flags need tensor overrides', () => {
+  // 70B Q4_K on a 24 GB GPU: the plan streams some layers' weights; llama.cpp gets -ngl 81 and -ot
+  // keeping those tensors on the CPU, but a Modelfile has no -ot: num_gpu 81 would load every layer
+  // into VRAM.
+  const plan = planRequest({ model: 'llama-3.1-70b:Q4_K', hardware: 'rtx4090+ryzen9-7950x', workload: 'batch=1,prompt=2048,gen=128' });
+  const resident = plan.stages.decode.layers.filter((l) => l.weights === 'gpu').length;
+  assert.ok(resident > 0 && resident < plan.model.nLayers, `the plan splits (${resident} of ${plan.model.nLayers} resident)`);
+  const e = exportOllamaSingle(plan, './llama.gguf', 16);
+  assert.ok(e.commands.includes(`PARAMETER num_gpu ${resident}`), e.commands.join('\n'));
+  assert.ok(e.unsupported.some((u) => /num_gpu \d+ counts the layers whose weights the plan keeps in VRAM/.test(u)), e.unsupported.join('\n'));
+});
+
 test('vLLM single host: pipeline 1 and a CPU offload when the plan keeps layers off the GPU', () => {
   const plan = planRequest({ model: 'qwen2.5-coder-32b', hardware: 'rtx4090+ryzen9-7950x', workload: 'batch=1,prompt=4096,gen=128' });
   const e = exportVllmSingle(plan, modelPreset('qwen2.5-coder-32b'), 'Qwen/Qwen2.5-Coder-32B');

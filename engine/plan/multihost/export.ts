@@ -60,27 +60,40 @@ export function exportVllmSingle(plan: Plan, model: ModelShape, modelPath: strin
 
 export function exportOllamaSingle(plan: Plan, modelPath: string, threads: number): EngineExport {
   const l = exportLlamaCpp(plan);
-  const ngl = l.args[l.args.indexOf('-ngl') + 1]!;
   const w = plan.workload;
+  const unsupported: string[] = [];
+  let ngl = l.args[l.args.indexOf('-ngl') + 1]!;
+  if (l.args.includes('-ot') || l.args.includes('-nkvo')) {
+    // llama.cpp's -ngl there counts layers whose tensors -ot sends back to the CPU; without -ot
+    // that count would load them all into VRAM. Only the layers the plan keeps in VRAM go there.
+    const resident = plan.stages.decode.layers.filter((x) => x.weights === 'gpu').length;
+    ngl = String(resident);
+    unsupported.push(`tensor overrides (-ot) and -nkvo of the llama.cpp export have no Modelfile parameter: num_gpu ${resident} counts the layers whose weights the plan keeps in VRAM (Ollama offloads the last ${resident}); the others run on the CPU instead of being streamed to the GPU`);
+  }
   const lines = [`FROM ${modelPath}`, `PARAMETER num_gpu ${ngl}`, `PARAMETER num_ctx ${w.prompt + w.gen}`, `PARAMETER num_thread ${threads}`];
-  const unsupported = l.args.includes('-ot') || l.args.includes('-nkvo') ? ['tensor overrides (-ot) and -nkvo of the llama.cpp export have no Modelfile parameter'] : [];
   if (w.batch > 1) unsupported.push(`batch ${w.batch}: parallel requests are the server's OLLAMA_NUM_PARALLEL environment variable, not a Modelfile parameter`);
-  return { engine: 'ollama', commands: lines, unsupported: [...unsupported, ...l.unsupported] };
+  // The llama.cpp export's own note on -ot/-nkvo for Ollama says less than the one above.
+  return { engine: 'ollama', commands: lines, unsupported: [...unsupported, ...l.unsupported.filter((u) => !u.startsWith('Ollama: tensor overrides'))] };
 }
 
 export function exportVllmCluster(cp: ClusterPlan, model: ModelShape, modelPath: string): EngineExport {
   const { args, unsupported } = vllmCommand(modelPath, model, cp.stages.map((s) => s.plan), cp.stages.length);
   const sizes = cp.stages.map((s) => s.endLayer - s.firstLayer);
   const even = sizes.every((n) => Math.abs(n - sizes[0]!) <= 1);
-  const cmds = ['# on every host: one Ray cluster (ray start --head on host 0, ray start --address=HOST0:6379 on the others)'];
+  const cmds = [`# on every host: one Ray cluster (ray start --head on host 0, ray start --address=${hostAddress(cp, 0)}:6379 on the others)`];
   if (!even) cmds.push(`export VLLM_PP_LAYER_PARTITION=${sizes.join(',')}`);
   cmds.push(args.map(quote).join(' '));
   return { engine: 'vllm', commands: cmds, unsupported };
 }
 
+/** A host's address from the cluster file, else a placeholder the user replaces (HOST1, …). */
+function hostAddress(cp: ClusterPlan, host: number): string {
+  return cp.addresses?.[host] ?? `HOST${host}`;
+}
+
 export function exportLlamaCppCluster(cp: ClusterPlan, modelPath: string): EngineExport {
   const unsupported: string[] = [];
-  const remotes = cp.stages.slice(1).map((s) => `HOST${s.host}:${DEFAULT_RPC_PORT}`);
+  const remotes = cp.stages.slice(1).map((s) => `${hostAddress(cp, s.host)}:${DEFAULT_RPC_PORT}`);
   const cmds = cp.stages.slice(1).map((s) => `# on host ${s.host} (${s.hardware}): rpc-server -H 0.0.0.0 -p ${DEFAULT_RPC_PORT}`);
   // Host 0 is the main host: llama.cpp keeps its first (N - ngl) layers on the main host's CPU,
   // which is where host 0's plan keeps its off-GPU layers (the first ones). Remote hosts run

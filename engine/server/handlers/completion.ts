@@ -4,7 +4,7 @@ import type { CancellationToken, InlineCompletionList, InlineCompletionParams } 
 import type { TextDocument } from 'vscode-languageserver-textdocument';
 import { ChunkRing } from '../../runtime/completion/extra-context';
 import type { ServerContext } from '../context';
-import { FulcrumNotifications, type CompletionStats } from '../protocol';
+import { FulcrumNotifications, type CompletionStats, type RemoteStatusParams } from '../protocol';
 import { parseCompletionOptions } from '../completion-options';
 import { completeRemotely } from './remote-completion';
 import { invalidParams, requireInteger, requireObject, requireString } from '../validate';
@@ -57,6 +57,7 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
     if (options.remote) {
       const r = await completeRemotely(ctx, before, after, abort.signal);
       if (r.ok) {
+        void ctx.connection.sendNotification(FulcrumNotifications.remote, { endpoint: r.where, ok: true } satisfies RemoteStatusParams);
         void ctx.connection.sendNotification(FulcrumNotifications.stats, r.stats);
         ctx.connection.console.log(`completion: remote ${r.where}, ${r.text.length} characters in ${(r.stats.totalMs ?? 0).toFixed(0)} ms`);
         if (r.text.length === 0) return { items: [] };
@@ -64,7 +65,11 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
         return { items: [{ insertText: (selected ? selected.text : '') + r.text, range: { start, end: document.positionAt(cursor) } }] };
       }
       if (r.cancelled) return { items: [] };
-      ctx.connection.console.warn(`completion: remote endpoint failed (${r.reason}); ${ctx.host.servingEngine() ? 'completing with the local model' : 'no local model to fall back to'}`);
+      const local = ctx.host.servingEngine() !== undefined;
+      ctx.connection.console.warn(`completion: remote endpoint failed (${r.reason}); ${local ? 'completing with the local model' : 'no local model to fall back to'}`);
+      void ctx.connection.sendNotification(FulcrumNotifications.remote, { endpoint: r.where, ok: false, reason: r.reason, fallback: local ? 'local' : 'none' } satisfies RemoteStatusParams);
+      // Decision: no ghost text rather than a NoModel error per keystroke; the notification and the log say why.
+      if (!local) return { items: [] };
     }
     const result = await ctx.host.complete((completer, signal) => completer.complete({
       document: document.uri,

@@ -14,7 +14,7 @@ function clientFor(config: RemoteEndpointConfig, timeoutMs: number): RemoteCompl
   return cached.client;
 }
 
-export type RemoteOutcome = { ok: true; text: string; stats: CompletionStats; where: string } | { ok: false; reason: string; cancelled: boolean };
+export type RemoteOutcome = { ok: true; text: string; stats: CompletionStats; where: string } | { ok: false; reason: string; cancelled: boolean; where: string };
 
 /**
  * Decision: without a local model there is no tokenizer to count with, so a token is taken as 2.5
@@ -46,6 +46,6 @@ export async function completeRemotely(ctx: ServerContext, before: string, after
     };
     return { ok: true, text: r.text, stats, where: client.describe() };
   } catch (e) {
-    return { ok: false, reason: (e as Error).message, cancelled: signal.aborted };
+    return { ok: false, reason: (e as Error).message, cancelled: signal.aborted, where: client.describe() };
   }
 }
