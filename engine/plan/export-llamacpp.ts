@@ -123,8 +123,12 @@ export function exportLlamaCpp(plan: Plan): LlamaCppExport {
   args.push('-c', String(ctxPerSeq * Math.max(1, w.batch)));
   if (w.batch > 1) args.push('-np', String(w.batch));
 
-  const ollama = [`PARAMETER num_gpu ${ngl}`, `PARAMETER num_ctx ${ctxPerSeq}`];
-  if (args.includes('-ot') || args.includes('-nkvo')) unsupported.push('Ollama: tensor overrides (-ot) and -nkvo have no Modelfile parameter; only num_gpu and num_ctx carry over');
+  // A Modelfile has no -ot: with overrides, -ngl's count would load every layer into VRAM, so
+  // Ollama gets the layers whose weights the plan keeps there.
+  const overrides = args.includes('-ot');
+  const ollamaLayers = overrides ? layerOnGpu.filter(Boolean).length : ngl;
+  const ollama = [`PARAMETER num_gpu ${ollamaLayers}`, `PARAMETER num_ctx ${ctxPerSeq}`];
+  if (overrides || args.includes('-nkvo')) unsupported.push(`Ollama: tensor overrides (-ot) and -nkvo have no Modelfile parameter; num_gpu ${ollamaLayers} counts the layers whose weights the plan keeps in VRAM`);
   return { args, commandLine: args.map(shellQuote).join(' '), ollama, unsupported };
 }
 

@@ -110,3 +110,13 @@ test('CLI: plan --export llama.cpp prints the flags; an unknown format is a usag
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /--export: unknown format 'tgi' \(known: llama\.cpp, vllm, ollama\)/);
 });
+
+test('Ollama from the llama.cpp export: with tensor overrides, num_gpu counts the layers kept in VRAM (a Modelfile has no -ot)', () => {
+  const plan = planRequest({ model: 'llama-3.1-70b:Q4_K', hardware: 'rtx4090+ryzen9-7950x', workload: 'batch=1,prompt=2048,gen=128', policy: 'gpu-only' });
+  const e = exportLlamaCpp(plan);
+  assert.ok(e.args.includes('-ot'), e.commandLine);
+  const resident = plan.stages.decode.layers.filter((l) => l.ops.every((o) => o.weights === undefined || (o.device === 'gpu' && o.weights === 'gpu'))).length;
+  assert.ok(resident < plan.model.nLayers, `${resident} of ${plan.model.nLayers} layers resident`);
+  assert.ok(e.ollama.includes(`PARAMETER num_gpu ${resident}`), e.ollama.join('\n'));
+  assert.ok(!e.ollama.includes(`PARAMETER num_gpu ${plan.model.nLayers + 1}`));
+});
