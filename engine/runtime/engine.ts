@@ -224,6 +224,8 @@ export class Engine {
     if (!isDeviceError(e)) return false;
     const reason = (e as Error).message;
     if (this.replan(reason)) {
+      // The op list changed with the placement (feedback maps trace events through it).
+      this.ops = undefined;
       this.kvTokens.length = 0;
       return true;
     }
