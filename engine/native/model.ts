@@ -144,7 +144,15 @@ export interface NativeDeviceStats {
 }
 
 /** One op of the compiled op list. */
+/** The placement prompt steps run under, and from how many rows a step is one. */
+export interface NativePrefillPlacement {
+  placement: NativePlacement;
+  rows: number;
+}
+
 export interface NativeCompiledOp {
+  /** Which placement's op list the op belongs to (decode ops come first in compiledOps). */
+  stage: 'decode' | 'prefill';
   kind: string;
   lane: 'cpu' | 'device' | 'h2d' | 'd2h';
   layer: number;
@@ -169,7 +177,11 @@ export interface NativeModel {
    * Executes on `device` with `placement` (null, null: the CPU only). Throws with `deviceError`
    * set when the device refuses the memory; the model is then back on the CPU. Forgets the KV cache.
    */
-  setPlacement(placement: NativePlacement | null, device: NativeDevice | null): void;
+  /**
+   * Places the model (null: the CPU alone). `prefill`: a second placement for steps of at least
+   * `rows` rows (prompt chunks); it shares the decode placement's KV and attention.
+   */
+  setPlacement(placement: NativePlacement | null, device: NativeDevice | null, prefill?: NativePrefillPlacement): void;
   /** [step, op, startNs, endNs] per executed op since tracing was switched on or last taken. */
   takeTrace(): Float64Array;
   compiledOps(): NativeCompiledOp[];

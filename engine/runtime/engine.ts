@@ -108,7 +108,7 @@ export class Engine {
       deviceOf = setup.device;
       if (setup.placement) {
         try {
-          native.setPlacement(setup.placement, setup.device);
+          native.setPlacement(setup.placement, setup.device, setup.prefill);
           setup.sequenceKv.forEach((loc, seq) => native.setSequenceKv(seq, loc));
           // What the device changed in the plan (e.g. a weight format it has no kernel for runs on the CPU).
           const changed = native.placementNotes();
@@ -260,7 +260,7 @@ export class Engine {
         model.setPlacement(null, null);
         this.device = null;
       } else {
-        model.setPlacement(next.placement, this.device);
+        model.setPlacement(next.placement, this.device, next.prefill);
         if (next.placement.layers.some((l) => l.kvBySequence)) sequenceKvAssignment(next.plan, this.maxSequences).forEach((loc, seq) => model.setSequenceKv(seq, loc));
       }
     } catch (e) {

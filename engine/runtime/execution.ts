@@ -6,7 +6,8 @@ import type { GgufFile } from '../model/gguf';
 import type { ModelHparams } from '../model/hparams';
 import { shapeFromGguf } from '../model/shape';
 import { planRequest } from '../plan/api';
-import type { NativeDevice, NativePlacement } from '../native/model';
+import type { NativeDevice, NativePlacement, NativePrefillPlacement } from '../native/model';
+import { prefillPlacement } from './prefill-placement';
 import { cpuForThreads, defaultLinkGBps, deviceWorkspaceBytes, DEFAULT_LOOPBACK_VRAM, loopbackDevice, loopbackHardware, resolveDevice, vulkanHardware, vulkanWorkspaceBytes } from './devices';
 import { lowerPlan, sequenceKvAssignment } from './lowering';
 import { sizeText } from '../plan/predict';
@@ -18,6 +19,8 @@ export interface ExecutionSetup {
   device: NativeDevice | null;
   /** Where each sequence keeps its KV in layers placed by sequence (NEO/APEX); empty otherwise. */
   sequenceKv: ('host' | 'device')[];
+  /** The plan's prefill placement and from how many rows a step runs it (absent: prompt steps run the decode placement). */
+  prefill?: NativePrefillPlacement;
 }
 
 export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions, maxSequences = 1, threads?: number): Promise<ExecutionSetup> {
@@ -64,11 +67,13 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
   // the model runs on the CPU, and says why rather than naming a split that does not happen.
   const idle = !lowered.usesDevice;
   const idleWhy = workspaceBytes >= vramBytes ? 'the device budget is used up by the executor\'s reserve' : plan.chosenPolicy === 'cpu-only' ? 'predicted faster on the CPU' : 'nothing it places on the device is predicted to pay off';
+  const prefill = idle ? { notes: [] } : prefillPlacement(planParams, plan, lowered);
   return {
+    ...(prefill.prefill ? { prefill: prefill.prefill } : {}),
     info: {
       device: idle ? 'cpu' : choice.device,
       deviceReason: idle ? `${choice.reason}; the ${plan.chosenPolicy} plan keeps every op on the CPU: ${idleWhy}` : choice.reason,
-      policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: [...notes, ...lowered.notes], planParams,
+      policy: plan.chosenPolicy, plan, split: lowered.splitSummary, notes: [...notes, ...lowered.notes, ...prefill.notes], planParams,
     },
     placement: lowered.usesDevice ? lowered.placement : null,
     device,
@@ -92,3 +97,4 @@ function oneThreadCopyGBps(hw: import('../hardware/types').HardwareProfile): num
   const one = hw.cpu.memory.byThreads?.find((t) => t.threads === 1);
   return Math.max(0.1, one?.copyGBps ?? hw.cpu.memory.copyGBps);
 }
+

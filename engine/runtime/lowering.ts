@@ -22,6 +22,8 @@ function matmuls(): ReadonlySet<NativePlanOp> {
 
 export interface Lowered {
   placement: NativePlacement;
+  /** The prefill stage's placement, where the plan places prompt steps otherwise (KV and attention as decode's). */
+  prefill?: NativePlacement;
   /** Whether anything runs on the device (else the executor runs the CPU path alone). */
   usesDevice: boolean;
   /** Where the lowering had to decide something the plan leaves open, in words. */
@@ -94,13 +96,8 @@ function lowerLayer(layer: LayerPlan, notes: Set<string>, toNative: ReadonlyMap<
   return { ops, kv, ...(recompute > 0 && kv === 'host' && attention === 'device' ? { recomputePrefix: recompute } : {}) };
 }
 
-/** The decode stage's placement (the steady state); prefill runs under it too. */
-export function lowerPlan(plan: Plan, nLayers: number): Lowered {
-  const stage: PlanStage = plan.stages.decode;
-  if (stage.layers.length !== nLayers) {
-    throw new Error(`plan for ${plan.model.name} has ${stage.layers.length} layers, the loaded model has ${nLayers}: plan for the same model`);
-  }
-  const notes = new Set<string>();
+/** One stage's placement. */
+function lowerStage(stage: PlanStage, notes: Set<string>): NativePlacement {
   const toNative = planToNative();
   const matmulOps = matmuls();
   const layers = stage.layers.map((l) => lowerLayer(l, notes, toNative, matmulOps));
@@ -113,15 +110,54 @@ export function lowerPlan(plan: Plan, nLayers: number): Lowered {
     notes.add('the LM head, whose weights the plan streams, runs on the CPU next to its weights');
     head = { loc: 'host' };
   }
-  const placement: NativePlacement = { layers, head };
-  const usesDevice = head.loc === 'device' || layers.some((l) => l.kv === 'device' || Object.values(l.ops).some((o) => o?.loc === 'device'));
-  if (plan.stages.prefill.layers.some((l, i) => JSON.stringify(l.ops.map((o) => o.device)) !== JSON.stringify(stage.layers[i]!.ops.map((o) => o.device)))) {
-    // Decision: one placement for both stages. Switching placements between prefill and decode
-    // would move the KV cache between memories at every completion; the decode placement is the
-    // one that runs for every generated token.
-    notes.add('prefill runs under the decode placement (the plan places prefill differently)');
+  return { layers, head };
+}
+
+/** The same placement, whatever the order of the ops' keys. */
+function samePlacement(a: NativePlacement, b: NativePlacement): boolean {
+  const op = (o: NativeOpPlacement | undefined) => JSON.stringify(o ? { loc: o.loc, f: o.deviceFraction ?? 1, w: o.loc === 'device' ? o.weights ?? 'resident' : undefined } : { loc: 'host' });
+  if (op(a.head) !== op(b.head) || a.layers.length !== b.layers.length) return false;
+  return a.layers.every((l, i) => {
+    const m = b.layers[i]!;
+    const keys = new Set([...Object.keys(l.ops), ...Object.keys(m.ops)]);
+    return l.kv === m.kv && [...keys].every((k) => op(l.ops[k]) === op(m.ops[k]));
+  });
+}
+
+function placesOnDevice(p: NativePlacement): boolean {
+  return p.head.loc === 'device' || p.layers.some((l) => l.kv === 'device' || Object.values(l.ops).some((o) => o?.loc === 'device'));
+}
+
+/**
+ * The decode stage's placement, and the prefill stage's where the plan places prompt steps
+ * otherwise (for instance streaming weights to the device for the big matmuls while decode reads
+ * them on the CPU, as llama.cpp does for large batches). Decision: the prefill placement keeps the
+ * decode placement's KV and attention (KV does not move between steps: moving it at every
+ * completion would cost more than the prompt's matmuls gain); the executor picks a placement per
+ * step by its rows (the threshold comes from the cost model, engine/plan/stage-crossover.ts).
+ */
+export function lowerPlan(plan: Plan, nLayers: number): Lowered {
+  const stage: PlanStage = plan.stages.decode;
+  if (stage.layers.length !== nLayers) {
+    throw new Error(`plan for ${plan.model.name} has ${stage.layers.length} layers, the loaded model has ${nLayers}: plan for the same model`);
   }
-  return { placement, usesDevice, notes: [...notes], splitSummary: splitSummary(placement) };
+  const notes = new Set<string>();
+  const placement = lowerStage(stage, notes);
+  const prefillNotes = new Set<string>();
+  const lowered = plan.stages.prefill.layers.length === nLayers ? lowerStage(plan.stages.prefill, prefillNotes) : undefined;
+  let prefill: NativePlacement | undefined;
+  if (lowered) {
+    const shared: NativePlacement = {
+      head: lowered.head,
+      layers: lowered.layers.map((l, i) => {
+        const d = placement.layers[i]!;
+        return { ops: { ...l.ops, Attention: d.ops.Attention ?? { loc: 'host' } }, kv: d.kv, ...(d.recomputePrefix ? { recomputePrefix: d.recomputePrefix } : {}), ...(d.kvBySequence ? { kvBySequence: true } : {}) };
+      }),
+    };
+    if (!samePlacement(shared, placement)) prefill = shared;
+  }
+  const usesDevice = placesOnDevice(placement) || (prefill !== undefined && placesOnDevice(prefill));
+  return { placement, ...(prefill ? { prefill } : {}), usesDevice, notes: [...notes], splitSummary: splitSummary(placement) };
 }
 
 /** "GPU 3/5 layers · KV host", "CPU only", "GPU 5/5 layers + head". */

@@ -11,6 +11,8 @@ import { planRequest } from '../plan/api';
 import type { Plan } from '../plan/types';
 import type { NativePlacement } from '../native/model';
 import { lowerPlan } from './lowering';
+import { prefillPlacement } from './prefill-placement';
+import type { NativePrefillPlacement } from '../native/model';
 
 /** One re-planning decision, as the log, the trace and the status bar show it. */
 export interface ReplanEvent {
@@ -47,6 +49,8 @@ export interface Replanned {
   plan: Plan;
   /** null: the new plan keeps everything on the CPU. */
   placement: NativePlacement | null;
+  /** The new plan's prefill placement, when it has one that pays (execution.ts prefillPlacement). */
+  prefill?: NativePrefillPlacement;
   split: string;
   notes: string[];
   params: PlanParams;
@@ -72,5 +76,6 @@ export function replanFor(params: PlanParams, workload: Workload, nLayers: numbe
   const notes = own ? [] : [`policy ${params.policy} has no plan for a context of ${workload.prompt + workload.gen} positions at this budget; re-planned with auto`];
   const lowered = lowerPlan(made.plan, nLayers);
   if (!lowered.usesDevice) return { plan: made.plan, placement: null, split: 'CPU only (re-planned)', notes: [...notes, ...lowered.notes], params: made.params };
-  return { plan: made.plan, placement: lowered.placement, split: lowered.splitSummary, notes: [...notes, ...lowered.notes], params: made.params };
+  const prefill = prefillPlacement(made.params, made.plan, lowered);
+  return { plan: made.plan, placement: lowered.placement, ...(prefill.prefill ? { prefill: prefill.prefill } : {}), split: lowered.splitSummary, notes: [...notes, ...lowered.notes, ...prefill.notes], params: made.params };
 }

@@ -37,13 +37,15 @@ export function measuredChromeTrace(t: MeasuredTrace, label: (step: number) => s
   const first = steps[0] ?? 0;
   for (const s of steps) {
     const pid = s - first + 1;
-    out.push({ name: 'process_name', ph: 'M', ts: 0, pid, tid: 0, args: { name: label(s) } });
+    // Which of the plan's placements the step ran (prompt steps may run the prefill one).
+    const stage = t.events.find((e) => e.step === s && t.ops[e.op]?.stage === 'prefill') ? ' (prefill placement)' : '';
+    out.push({ name: 'process_name', ph: 'M', ts: 0, pid, tid: 0, args: { name: `${label(s)}${stage}` } });
     const lanes = new Set(t.events.filter((e) => e.step === s).map((e) => t.ops[e.op]!.lane));
     for (const l of lanes) out.push({ name: 'thread_name', ph: 'M', ts: 0, pid, tid: LANE_TID[l], args: { name: LANE_NAME[l] } });
   }
   for (const e of t.events) {
     const op = t.ops[e.op]!;
-    const args: Record<string, unknown> = { kind: op.kind, op: op.planOp, loc: op.loc };
+    const args: Record<string, unknown> = { kind: op.kind, op: op.planOp, loc: op.loc, placement: op.stage ?? 'decode' };
     if (op.layer >= 0) args.layer = op.layer;
     if (op.weight) args.weight = op.weight;
     out.push({

@@ -382,7 +382,8 @@ void Model::compile() {
     std::vector<std::vector<Op>> prefetch(static_cast<size_t>(cfg_.n_layers) + 1);
     auto add_weight = [&](int layer, int plan_op, const Weight* w) {
       const OpPlacement pp = place(layer, plan_op);
-      if (pp.loc != Loc::Dev || pp.weights != WeightHome::Streamed || !w->data) return;
+      // (A weight the other placement keeps resident is read from its copy, not streamed.)
+      if (pp.loc != Loc::Dev || pp.weights != WeightHome::Streamed || !w->data || resident_.count(w)) return;
       Op c{OpKind::CopyWeight};
       c.w = w;
       c.loc = Loc::Dev;
@@ -550,8 +551,11 @@ void Model::build_deps() {
 }
 
 Model::OpInfo Model::op_info(int32_t i) const {
-  const Op& op = ops_[static_cast<size_t>(i)];
+  const std::vector<Op>& decode = decode_program_ops();
+  const bool prefill = static_cast<size_t>(i) >= decode.size();
+  const Op& op = prefill ? prefill_program_ops()[static_cast<size_t>(i) - decode.size()] : decode[static_cast<size_t>(i)];
   OpInfo o;
+  o.stage = prefill ? "prefill" : "decode";
   o.kind = op_kind_name(static_cast<int>(op.kind));
   o.lane = lane_name(op.lane);
   o.layer = op.layer;

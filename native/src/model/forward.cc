@@ -142,6 +142,9 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
 
 void Model::forward(bool want_all, float* logits_out) {
   if (device_) device_->check();
+  // The placement for this step's rows: prompt steps of prefill_rows or more run the prefill one.
+  const bool want_prefill = has_prefill_ && step_state_.n >= prefill_rows_;
+  if (want_prefill != prefill_active_) swap_program();
   step_state_.want_all = want_all;
   step_state_.logits_out = logits_out;
   const bool timing = profiling_ || tracing_;
@@ -165,7 +168,9 @@ void Model::forward(bool want_all, float* logits_out) {
         op_ns_[i] += static_cast<uint64_t>(end_ns_[i] - start_ns_[i]);
         op_calls_[i] += 1;
       }
-      if (tracing_ && trace_.size() < max_trace_) trace_.push_back(TraceEvent{step_, static_cast<int32_t>(i), start_ns_[i], end_ns_[i]});
+      // Prefill ops are numbered after the decode ones (op_info).
+      const int32_t id = static_cast<int32_t>(i + (prefill_active_ ? other_.ops.size() : 0));
+      if (tracing_ && trace_.size() < max_trace_) trace_.push_back(TraceEvent{step_, id, start_ns_[i], end_ns_[i]});
     }
   }
   ++step_;

@@ -241,15 +241,35 @@ void Model::set_profiling(bool on) {
   profiling_ = on;
   op_ns_.assign(ops_.size(), 0);
   op_calls_.assign(ops_.size(), 0);
+  other_.op_ns.assign(other_.ops.size(), 0);
+  other_.op_calls.assign(other_.ops.size(), 0);
 }
 
+// Both placements' ops (decode first, as op_info numbers them), with their accumulated times.
 std::vector<Model::OpTiming> Model::op_timings() const {
   std::vector<OpTiming> out;
-  for (size_t i = 0; i < ops_.size() && i < op_ns_.size(); ++i) {
-    const Op& op = ops_[i];
-    out.push_back(OpTiming{op_kind_name(static_cast<int>(op.kind)), op.layer, op.w ? op.w->name.c_str() : nullptr, op_ns_[i], op_calls_[i]});
-  }
+  auto add = [&](const std::vector<Op>& ops, const std::vector<uint64_t>& ns, const std::vector<uint64_t>& calls) {
+    for (size_t i = 0; i < ops.size() && i < ns.size(); ++i) {
+      const Op& op = ops[i];
+      out.push_back(OpTiming{op_kind_name(static_cast<int>(op.kind)), op.layer, op.w ? op.w->name.c_str() : nullptr, ns[i], calls[i]});
+    }
+  };
+  const bool swapped = prefill_active_;
+  add(swapped ? other_.ops : ops_, swapped ? other_.op_ns : op_ns_, swapped ? other_.op_calls : op_calls_);
+  if (has_prefill_) add(swapped ? ops_ : other_.ops, swapped ? op_ns_ : other_.op_ns, swapped ? op_calls_ : other_.op_calls);
   return out;
+}
+
+void Model::swap_program() {
+  std::swap(ops_, other_.ops);
+  std::swap(lanes_, other_.lanes);
+  std::swap(deps_, other_.deps);
+  std::swap(sync_after_, other_.sync_after);
+  std::swap(start_ns_, other_.start_ns);
+  std::swap(end_ns_, other_.end_ns);
+  std::swap(op_ns_, other_.op_ns);
+  std::swap(op_calls_, other_.op_calls);
+  prefill_active_ = !prefill_active_;
 }
 
 }  // namespace fulcrum

@@ -192,6 +192,15 @@ class Model {
   // device's budget; a refusal throws DeviceError and leaves the model on the host. Forgets the KV
   // cache (positions are re-evaluated under the new placement).
   void set_placement(const Placement& placement, std::unique_ptr<Device> device);
+  // The same with a second placement for prompt steps (issue 21: prefill is compute-bound, decode
+  // memory-bound, so a plan may place them apart): steps of at least `prefill_rows` rows run the
+  // prefill placement's op list, the others the decode one. Both share the decode placement's KV
+  // (the prefill placement's KV fields are overwritten with it) and the device: its resources are
+  // the union of both (resident weights of either, streaming slots for the larger). When the
+  // union does not fit, the model runs the decode placement alone, noted (placement_notes).
+  void set_placements(const Placement& decode, const Placement* prefill, int64_t prefill_rows, std::unique_ptr<Device> device);
+  // Steps of at least this many rows run the prefill placement (0: there is none).
+  int64_t prefill_rows() const { return has_prefill_ ? prefill_rows_ : 0; }
   const Placement& placement() const { return placement_; }
   Device* device() const { return device_.get(); }
   // Per-op trace of the steps run while tracing is on (at most `max_events` kept).
@@ -206,9 +215,12 @@ class Model {
     const char* plan_op;
     const char* weight;
     const char* loc;
+    const char* stage;  // "decode", or "prefill" for the prefill placement's ops
   };
+  // Ops are numbered across both placements: the decode op list first, then the prefill one's
+  // (trace events use these numbers).
   OpInfo op_info(int32_t i) const;
-  size_t op_count() const { return ops_.size(); }
+  size_t op_count() const { return decode_program_ops().size() + prefill_program_ops().size(); }
   // What set_placement changed in the placement it was given, and why (e.g. a matmul whose
   // weight format the device has no kernel for runs on the CPU).
   const std::vector<std::string>& placement_notes() const { return placement_notes_; }
@@ -311,6 +323,21 @@ class Model {
   void release_device();
   void op_resources(const Op& op, std::vector<int>* reads, std::vector<int>* writes) const;
   void build_deps();
+  // After compile(): streamed and resident matmuls read their device copies, prefetches fill them.
+  void bind_device_weights();
+  // One compiled op list and what runs it; the model runs one at a time (ops_ … end_ns_) and
+  // keeps the other here.
+  struct Program {
+    std::vector<Op> ops;
+    std::vector<Lane> lanes;
+    std::vector<LaneDeps> deps;
+    std::vector<uint8_t> sync_after;
+    std::vector<int64_t> start_ns, end_ns;
+    std::vector<uint64_t> op_ns, op_calls;
+  };
+  void swap_program();
+  const std::vector<Op>& decode_program_ops() const { return prefill_active_ ? other_.ops : ops_; }
+  const std::vector<Op>& prefill_program_ops() const { return !has_prefill_ ? other_empty_ : prefill_active_ ? ops_ : other_.ops; }
   void relocate_matmul_weights();
 
   // Anonymous, huge-page-advised copy of the matmul weights (see relocate_matmul_weights).
@@ -390,6 +417,12 @@ class Model {
   std::vector<uint8_t> sync_after_;
   std::vector<std::string> placement_notes_;
   Executor executor_;
+  Program other_;                 // the op list not running now (see Program)
+  const std::vector<Op> other_empty_;
+  bool has_prefill_ = false;      // a prefill placement is compiled
+  bool prefill_active_ = false;   // ops_ … end_ns_ hold the prefill placement's program
+  int64_t prefill_rows_ = 0;
+  Placement prefill_placement_;
   std::vector<Lane> lanes_;      // per op
   std::vector<LaneDeps> deps_;   // per op
   std::vector<int64_t> start_ns_, end_ns_;

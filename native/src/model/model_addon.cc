@@ -404,12 +404,23 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     return *shared_->model;
   }
 
-  // setPlacement(placement | null, device | null): see engine/native/model.ts (NativePlacement).
+  // setPlacement(placement | null, device | null, prefill? {placement, rows}): see
+  // engine/native/model.ts (NativePlacement).
   Napi::Value SetPlacement(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     Placement p;
     std::unique_ptr<Device> dev;
     if (info.Length() > 0 && info[0].IsObject()) p = parse_placement(info[0].As<Napi::Object>(), model(env).config().n_layers);
+    Placement prefill;
+    int64_t prefill_rows = 0;
+    const bool has_prefill = info.Length() > 2 && info[2].IsObject();
+    if (has_prefill) {
+      Napi::Object pf = info[2].As<Napi::Object>();
+      Napi::Value pp = pf.Get("placement");
+      if (!pp.IsObject()) throw Napi::TypeError::New(env, "setPlacement: prefill.placement must be a placement");
+      prefill = parse_placement(pp.As<Napi::Object>(), model(env).config().n_layers);
+      prefill_rows = get_int(pf, "rows", true);
+    }
     if (info.Length() > 1 && info[1].IsObject()) {
       Napi::Object d = info[1].As<Napi::Object>();
       Napi::Value kind = d.Get("kind");
@@ -435,7 +446,8 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     }
     Shared& s = acquire(env);
     try {
-      s.model->set_placement(p, std::move(dev));
+      if (has_prefill) s.model->set_placements(p, &prefill, prefill_rows, std::move(dev));
+      else s.model->set_placement(p, std::move(dev));
     } catch (const DeviceError& e) {
       s.busy.store(false);
       throw device_error(env, e.what());
@@ -545,6 +557,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       o.Set("planOp", oi.plan_op);
       if (oi.weight) o.Set("weight", oi.weight);
       o.Set("loc", oi.loc);
+      o.Set("stage", oi.stage);
       out.Set(static_cast<uint32_t>(i), o);
     }
     return out;

@@ -61,8 +61,19 @@ void Model::release_device() {
   dev_moe_ = DeviceMoe{};
 }
 
-void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
+void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) { set_placements(p, nullptr, 0, std::move(device)); }
+
+void Model::set_placements(const Placement& p, const Placement* prefill, int64_t prefill_rows, std::unique_ptr<Device> device) {
   const int64_t nl = cfg_.n_layers;
+  if (prefill) {
+    if (static_cast<int64_t>(prefill->layers.size()) != nl || p.layers.empty())
+      throw std::runtime_error("placement: the prefill placement has " + std::to_string(prefill->layers.size()) + " layers, the model " + std::to_string(nl) +
+                               (p.layers.empty() ? ", and there is no decode placement beside it" : ""));
+    if (prefill_rows < 1) throw std::runtime_error("placement: prefill rows must be at least 1, got " + std::to_string(prefill_rows));
+  }
+  if (prefill_active_) swap_program();
+  has_prefill_ = false;
+  other_ = Program{};
   if (!p.layers.empty() && static_cast<int64_t>(p.layers.size()) != nl)
     throw std::runtime_error("placement: " + std::to_string(p.layers.size()) + " layers given, the model has " + std::to_string(nl));
   for (size_t l = 0; l < p.layers.size(); ++l) {
@@ -78,13 +89,17 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       throw std::runtime_error("placement: layer " + std::to_string(l) +
                                " places its KV by sequence, which needs attention on the device for device-KV sequences and no KV recompute");
   }
-  if (p.uses_device() && !device) throw std::runtime_error("placement: ops are placed on the device but no device was given");
+  const bool uses_device = p.uses_device() || (prefill && prefill->uses_device());
+  if (uses_device && !device) throw std::runtime_error("placement: ops are placed on the device but no device was given");
 
   release_device();
   placement_ = Placement{};
   device_.reset();
   for (auto& q : seqs_) q->kv_loc = Loc::Host;
   auto host_only = [&] {
+    if (prefill_active_) swap_program();
+    has_prefill_ = false;
+    other_ = Program{};
     release_device();
     placement_notes_.clear();
     placement_ = Placement{};
@@ -94,31 +109,52 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     compile();
     build_deps();
   };
-  if (!p.uses_device()) {
+  if (!uses_device) {
     host_only();
     return;
   }
   placement_ = p;
   device_ = std::move(device);
   placement_notes_.clear();
+  if (prefill) {
+    // Prefill shares the decode placement's KV (where it lives, by sequence, KVPR's prefix) and
+    // so its attention: KV does not move between steps.
+    prefill_placement_ = *prefill;
+    prefill_placement_.head.dev_fraction = std::max(0.0, std::min(1.0, prefill_placement_.head.dev_fraction));
+    for (int64_t l = 0; l < nl; ++l) {
+      LayerPlacement& q = prefill_placement_.layers[static_cast<size_t>(l)];
+      const LayerPlacement& dl = placement_.layers[static_cast<size_t>(l)];
+      for (int o = 0; o < kPlanOps; ++o) q.op[o].dev_fraction = std::max(0.0, std::min(1.0, q.op[o].dev_fraction));
+      q.kv = dl.kv;
+      q.kv_by_sequence = dl.kv_by_sequence;
+      q.recompute_prefix = dl.recompute_prefix;
+      q.op[kAttention] = dl.op[kAttention];
+    }
+    has_prefill_ = true;
+    prefill_rows_ = prefill_rows;
+  }
+  std::vector<Placement*> targets{&placement_};
+  if (has_prefill_) targets.push_back(&prefill_placement_);
   try {
     Device& d = *device_;
     dk_ = d.kernels();
+    for (Placement* P : targets) {
+    const char* const stage = P == &placement_ ? "" : "prefill: ";
     // MoE layers: the MoE FFN (router and every expert) runs on the device with its weights
     // resident there. Streaming expert weights is not executed: such a layer's experts run on
     // the CPU, noted.
     if (variant_->ffn == FfnKind::Moe)
       for (int64_t l = 0; l < nl; ++l) {
-        OpPlacement& o = placement_.layers[static_cast<size_t>(l)].op[kUp];
+        OpPlacement& o = P->layers[static_cast<size_t>(l)].op[kUp];
         if (o.loc != Loc::Dev) continue;
         if (o.weights != WeightHome::Resident) {
-          placement_notes_.push_back("layer " + std::to_string(l) + " experts: the plan streams expert weights, which the executor does not; they run on the CPU");
+          placement_notes_.push_back(stage + std::string("layer ") + std::to_string(l) + " experts: the plan streams expert weights, which the executor does not; they run on the CPU");
           o = OpPlacement{};
         } else if (o.dev_fraction < 1.0) {
           // Decision: a layer's experts run on one side; a plan that keeps some of them in VRAM
           // and the rest in host memory runs the layer's experts on the CPU (within the budget
           // the plan made) until the executor splits an MoE layer by expert.
-          placement_notes_.push_back("layer " + std::to_string(l) + " experts: the plan splits them between the GPU and the CPU, which the executor does not; they run on the CPU");
+          placement_notes_.push_back(stage + std::string("layer ") + std::to_string(l) + " experts: the plan splits them between the GPU and the CPU, which the executor does not; they run on the CPU");
           o = OpPlacement{};
         }
       }
@@ -127,25 +163,26 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       auto demote = [&](OpPlacement& o, const Weight& w, const std::string& where) {
         if (o.loc != Loc::Dev || !w.data || dk_->runs(w.type)) return;
         o = OpPlacement{};
-        placement_notes_.push_back(where + " (" + w.name + ", " + type_traits(w.type).name + "): the " + d.info().name +
+        placement_notes_.push_back(stage + where + " (" + w.name + ", " + type_traits(w.type).name + "): the " + d.info().name +
                                    " device has no kernel for this format; it runs on the CPU");
       };
       for (int64_t l = 0; l < nl; ++l) {
         Layer& L = layers_[static_cast<size_t>(l)];
-        LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
+        LayerPlacement& lp = P->layers[static_cast<size_t>(l)];
         const std::pair<int, const Weight*> ws[] = {{kQ, &L.wq}, {kK, &L.wk}, {kV, &L.wv}, {kOutput, &L.wo}, {kGate, &L.gate}, {kUp, &L.up}, {kDown, &L.down}};
         for (auto& [op, w] : ws) demote(lp.op[op], *w, "layer " + std::to_string(l) + " " + plan_op_name(op));
       }
-      demote(placement_.head, output_, "LM head");
+      demote(P->head, output_, "LM head");
       if (variant_->ffn == FfnKind::Moe)
         for (int64_t l = 0; l < nl; ++l) {
           Layer& L = layers_[static_cast<size_t>(l)];
-          OpPlacement& o = placement_.layers[static_cast<size_t>(l)].op[kUp];
+          OpPlacement& o = P->layers[static_cast<size_t>(l)].op[kUp];
           for (const Weight* w : {&L.router, &L.gate_exps, &L.up_exps, &L.down_exps}) demote(o, *w, "layer " + std::to_string(l) + " experts");
         }
-      if (cfg_.head_dim > 256 || cfg_.head_dim % 2)
-        throw DeviceError(d.info().name + ": attention kernels need an even head size of at most 256; this model's is " + std::to_string(cfg_.head_dim));
     }
+    }
+    if (dk_ && (cfg_.head_dim > 256 || cfg_.head_dim % 2))
+      throw DeviceError(d.info().name + ": attention kernels need an even head size of at most 256; this model's is " + std::to_string(cfg_.head_dim));
     auto alloc = [&](size_t bytes, const std::string& what) {
       void* q = d.alloc(bytes, what);
       dev_allocs_.push_back(q);
@@ -158,39 +195,52 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     // Logits rows: one per sequence, or every row of a step that wants all logits (speculative
     // verification), capped so the vocabulary-wide buffer stays small (64 rows of 152k = 39 MiB).
     dev_logit_rows_ = std::min(B, std::max<int64_t>(cfg_.max_sequences, 16));
-    if (placement_.head.loc == Loc::Dev) dev_logits_ = static_cast<float*>(alloc(static_cast<size_t>(dev_logit_rows_ * cfg_.n_vocab) * sizeof(float), "device logits"));
-    // Resident weights, and the per-layer bytes of streamed ones (two slots of the largest layer).
-    std::vector<std::pair<const Weight*, OpPlacement>> mats;
-    for (int64_t l = 0; l < nl; ++l) {
-      Layer& L = layers_[static_cast<size_t>(l)];
-      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
-      mats.push_back({&L.wq, lp.op[kQ]});
-      mats.push_back({&L.wk, lp.op[kK]});
-      mats.push_back({&L.wv, lp.op[kV]});
-      mats.push_back({&L.wo, lp.op[kOutput]});
-      mats.push_back({&L.gate, lp.op[kGate]});
-      mats.push_back({&L.up, lp.op[kUp]});
-      mats.push_back({&L.down, lp.op[kDown]});
-    }
-    mats.push_back({&output_, placement_.head});
+    if (placement_.head.loc == Loc::Dev || (has_prefill_ && prefill_placement_.head.loc == Loc::Dev)) dev_logits_ = static_cast<float*>(alloc(static_cast<size_t>(dev_logit_rows_ * cfg_.n_vocab) * sizeof(float), "device logits"));
+    // Resident weights (of either placement, with the more rows), and the per-layer bytes of
+    // streamed ones (two slots of the largest layer of either placement).
+    auto mats_of = [&](const Placement& P) {
+      std::vector<std::pair<const Weight*, OpPlacement>> mats;
+      for (int64_t l = 0; l < nl; ++l) {
+        Layer& L = layers_[static_cast<size_t>(l)];
+        const LayerPlacement& lp = P.layers[static_cast<size_t>(l)];
+        for (auto [w, op] : {std::pair<const Weight*, int>{&L.wq, kQ}, {&L.wk, kK}, {&L.wv, kV}, {&L.wo, kOutput}, {&L.gate, kGate}, {&L.up, kUp}, {&L.down, kDown}})
+          mats.push_back({w, lp.op[op]});
+      }
+      mats.push_back({&output_, P.head});
+      return mats;
+    };
     std::set<GgmlType> dev_types;
     size_t slot_bytes = 0;
-    std::vector<size_t> layer_stream(static_cast<size_t>(nl) + 1, 0);
-    for (size_t i = 0; i < mats.size(); ++i) {
-      const Weight* w = mats[i].first;
-      const OpPlacement& o = mats[i].second;
-      const int64_t r = device_rows(*w, o);
-      if (r == 0) continue;
-      dev_types.insert(type_traits(w->type).vec_dot_type);
-      const size_t bytes = w->row_bytes * static_cast<size_t>(r);
-      if (o.weights == WeightHome::Resident) {
-        auto* q = static_cast<uint8_t*>(alloc(bytes, "resident weight '" + w->name + "'"));
-        d.copy_to_device(q, device_weight_bytes(*w), bytes);
-        resident_[w] = q;
-      } else {
-        const size_t g = i / 7 < static_cast<size_t>(nl) ? i / 7 : static_cast<size_t>(nl);
-        layer_stream[g] += (bytes + 63) / 64 * 64;
+    std::map<const Weight*, int64_t> resident_rows;
+    for (Placement* P : targets)
+      for (auto& [w, o] : mats_of(*P)) {
+        const int64_t r = device_rows(*w, o);
+        if (r == 0) continue;
+        dev_types.insert(type_traits(w->type).vec_dot_type);
+        if (o.weights == WeightHome::Resident) resident_rows[w] = std::max(resident_rows[w], r);
       }
+    // A weight resident for one placement is read from its copy by the other too (never streamed
+    // beside it): the copy holds the rows either places on the device.
+    for (Placement* P : targets)
+      for (auto& [w, o] : mats_of(*P))
+        if (auto it = resident_rows.find(w); it != resident_rows.end()) it->second = std::max(it->second, device_rows(*w, o));
+    for (auto [w, r] : resident_rows) {
+      const size_t bytes = w->row_bytes * static_cast<size_t>(r);
+      auto* q = static_cast<uint8_t*>(alloc(bytes, "resident weight '" + w->name + "'"));
+      d.copy_to_device(q, device_weight_bytes(*w), bytes);
+      resident_[w] = q;
+    }
+    for (Placement* P : targets) {
+      std::vector<size_t> layer_stream(static_cast<size_t>(nl) + 1, 0);
+      const auto mats = mats_of(*P);
+      for (size_t i = 0; i < mats.size(); ++i) {
+        const Weight* w = mats[i].first;
+        const int64_t r = device_rows(*w, mats[i].second);
+        if (r == 0 || mats[i].second.weights == WeightHome::Resident || resident_.count(w)) continue;
+        const size_t g = i / 7 < static_cast<size_t>(nl) ? i / 7 : static_cast<size_t>(nl);
+        layer_stream[g] += (w->row_bytes * static_cast<size_t>(r) + 63) / 64 * 64;
+      }
+      for (size_t sb : layer_stream) slot_bytes = std::max(slot_bytes, sb);
     }
     // MoE layers with their experts on the device: router and expert tensors resident, and the
     // MoE scratch of a device step (the host's routing decisions and, for a device with its own
@@ -198,7 +248,9 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
     bool moe_on_device = false;
     if (variant_->ffn == FfnKind::Moe)
       for (int64_t l = 0; l < nl; ++l) {
-        if (placement_.layers[static_cast<size_t>(l)].op[kUp].loc != Loc::Dev) continue;
+        if (placement_.layers[static_cast<size_t>(l)].op[kUp].loc != Loc::Dev &&
+            !(has_prefill_ && prefill_placement_.layers[static_cast<size_t>(l)].op[kUp].loc == Loc::Dev))
+          continue;
         Layer& L = layers_[static_cast<size_t>(l)];
         for (const Weight* w : {&L.router, &L.gate_exps, &L.up_exps, &L.down_exps}) {
           const size_t bytes = w->row_bytes * static_cast<size_t>(w->rows);
@@ -223,7 +275,6 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
         dev_moe_.idx = static_cast<uint32_t*>(alloc(static_cast<size_t>(2 * B * ms.n_used) * sizeof(uint32_t), "MoE row indices"));
       }
     }
-    for (size_t s : layer_stream) slot_bytes = std::max(slot_bytes, s);
     if (slot_bytes > 0)
       for (int s = 0; s < 2; ++s) slots_[s] = static_cast<uint8_t*>(alloc(slot_bytes, "a streamed-weight slot"));
     for (GgmlType t : dev_types)
@@ -295,34 +346,49 @@ void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) {
       }
     }
     dev_attn_scratch_.reserve(attention_shape(), cfg_.context_length, B, d.pool().size());
-    compile();
-    // Streamed weights' places in their slot (the same offsets in both slots).
-    std::map<int, size_t> fill;
-    for (Op& op : ops_) {
-      if (op.kind != OpKind::MatMul || op.loc != Loc::Dev) continue;
-      auto it = resident_.find(op.w);
-      if (it != resident_.end()) {
-        op.wdata = it->second;
-        continue;
-      }
-      const int g = op.layer < 0 ? static_cast<int>(nl) : op.layer;
-      size_t& off = fill[g];
-      op.wdata = slots_[g % 2] + off;
-      off += (op.w->row_bytes * static_cast<size_t>(op.r1) + 63) / 64 * 64;
+    if (has_prefill_) {
+      // The prefill placement's op list first (kept aside), then the decode one's (running).
+      std::swap(placement_, prefill_placement_);
+      compile();
+      bind_device_weights();
+      build_deps();
+      std::swap(placement_, prefill_placement_);
+      swap_program();        // the prefill program aside...
+      prefill_active_ = false;  // ...and the decode one, compiled next, running
     }
-    for (Op& c : ops_)
-      if (c.kind == OpKind::CopyWeight)
-        for (const Op& m : ops_)
-          if (m.kind == OpKind::MatMul && m.loc == Loc::Dev && m.w == c.w) {
-            c.r1 = m.r1;
-            c.wdata = m.wdata;
-          }
+    compile();
+    bind_device_weights();
     build_deps();
     d.reset_peak();
   } catch (...) {
     host_only();
     throw;
   }
+}
+
+void Model::bind_device_weights() {
+  // Streamed weights' places in their slot (the same offsets in both slots); resident ones read
+  // their copy.
+  std::map<int, size_t> fill;
+  for (Op& op : ops_) {
+    if (op.kind != OpKind::MatMul || op.loc != Loc::Dev) continue;
+    auto it = resident_.find(op.w);
+    if (it != resident_.end()) {
+      op.wdata = it->second;
+      continue;
+    }
+    const int g = op.layer < 0 ? static_cast<int>(cfg_.n_layers) : op.layer;
+    size_t& off = fill[g];
+    op.wdata = slots_[g % 2] + off;
+    off += (op.w->row_bytes * static_cast<size_t>(op.r1) + 63) / 64 * 64;
+  }
+  for (Op& c : ops_)
+    if (c.kind == OpKind::CopyWeight)
+      for (const Op& m : ops_)
+        if (m.kind == OpKind::MatMul && m.loc == Loc::Dev && m.w == c.w) {
+          c.r1 = m.r1;
+          c.wdata = m.wdata;
+        }
 }
 
 void Model::set_tracing(bool on, size_t max_events) {
