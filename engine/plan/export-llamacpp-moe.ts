@@ -78,7 +78,11 @@ export function exportLlamaCppMoe(plan: Plan): LlamaCppExport {
   const ctxPerSeq = w.prompt + w.gen;
   args.push('-c', String(ctxPerSeq * Math.max(1, w.batch)));
   if (w.batch > 1) args.push('-np', String(w.batch));
-  const ollama = [`PARAMETER num_gpu ${n + 1}`, `PARAMETER num_ctx ${ctxPerSeq}`];
-  unsupported.push('Ollama: expert placement (--n-cpu-moe, -ot) has no Modelfile parameter; only num_gpu and num_ctx carry over');
+  // A Modelfile cannot keep experts in host memory: num_gpu n+1 would load every layer's experts
+  // into VRAM. Ollama offloads whole layers (the last N), so it gets the layers whose experts
+  // the plan keeps in VRAM; the other layers run on the CPU, attention included.
+  const ollamaLayers = cpuLayers.length === 0 ? n + 1 : gpuSet.size;
+  const ollama = [`PARAMETER num_gpu ${ollamaLayers}`, `PARAMETER num_ctx ${ctxPerSeq}`];
+  if (cpuLayers.length > 0) unsupported.push(`Ollama: expert placement (--n-cpu-moe, -ot) has no Modelfile parameter; num_gpu ${ollamaLayers} counts the layers whose experts the plan keeps in VRAM (Ollama offloads whole layers: the others run on the CPU, attention included)`);
   return { args, commandLine: args.map(shellQuote).join(' '), ollama, unsupported };
 }

@@ -97,3 +97,14 @@ test('vLLM single host: pipeline 1 and a CPU offload when the plan keeps layers 
   const off = plan.stages.decode.layers.filter((l) => l.weights !== 'gpu').length;
   assert.equal(line.includes('--cpu-offload-gb'), off > 0);
 });
+
+test('Ollama for an MoE plan: num_gpu counts the layers whose experts stay in VRAM (a Modelfile cannot keep experts in host memory)', () => {
+  // Qwen3-Coder-30B-A3B on an 8 GB laptop GPU: the plan keeps the experts of layers 0–27 (of 48)
+  // in host memory; llama.cpp gets -ngl 49 --n-cpu-moe 28, but num_gpu 49 would load every
+  // expert into 8 GB.
+  const plan = planRequest({ model: 'qwen3-coder-30b-a3b:Q4_K', hardware: 'rtx4060-laptop-8gb+ryzen9-7950x', workload: 'batch=1,prompt=2048,gen=128' });
+  const e = exportOllamaSingle(plan, './qwen3-coder.gguf', 16);
+  const numGpu = Number(/PARAMETER num_gpu (\d+)/.exec(e.commands.join('\n'))![1]);
+  assert.ok(numGpu > 0 && numGpu < plan.model.nLayers, `num_gpu ${numGpu}`);
+  assert.ok(e.unsupported.some((u) => /num_gpu \d+ counts the layers whose experts the plan keeps in VRAM/.test(u)), e.unsupported.join('\n'));
+});

@@ -8,6 +8,7 @@
 
 import { layerWeightBytes, type ModelShape } from '../../model/shape';
 import { exportLlamaCpp } from '../export-llamacpp';
+import { hasExpertPlacement } from '../export-llamacpp-moe';
 import type { Plan } from '../types';
 import type { ClusterPlan } from './pipeline';
 
@@ -63,7 +64,10 @@ export function exportOllamaSingle(plan: Plan, modelPath: string, threads: numbe
   const w = plan.workload;
   const unsupported: string[] = [];
   let ngl = l.args[l.args.indexOf('-ngl') + 1]!;
-  if (l.args.includes('-ot') || l.args.includes('-nkvo')) {
+  if (hasExpertPlacement(plan)) {
+    // MoE: the llama.cpp export's Modelfile count (layers whose experts stay in VRAM; see there).
+    ngl = /PARAMETER num_gpu (\d+)/.exec(l.ollama.join('\n'))![1]!;
+  } else if (l.args.includes('-ot') || l.args.includes('-nkvo')) {
     // llama.cpp's -ngl there counts layers whose tensors -ot sends back to the CPU; without -ot
     // that count would load them all into VRAM. Only the layers the plan keeps in VRAM go there.
     const resident = plan.stages.decode.layers.filter((x) => x.weights === 'gpu').length;
