@@ -6,7 +6,7 @@
 // within the rows a step can hold.
 import type { ModelShape } from '../model/shape';
 import type { HardwareProfile } from '../hardware/types';
-import type { OpTimes, Workload } from '../cost/types';
+import type { LayerCostTable, OpTimes, OpWork, Workload } from '../cost/types';
 import { makeContext } from './context';
 import { opOn, sequentialLayerMs } from './build';
 import type { PlanContext } from './policy';
@@ -30,12 +30,18 @@ function repriced(ctx: PlanContext, op: OpPlan, t: OpTimes): OpPlan {
   return (cpu.predictedMs.cpu ?? 0) <= (gpu.predictedMs.gpu ?? 0) + (gpu.predictedMs.h2d ?? 0) ? cpu : gpu;
 }
 
-/** Predicted time of one step of `rows` rows (one sequence, context `context`) under `stage`'s decisions. */
-export function stageStepMs(ctx: PlanContext, stage: PlanStage, rows: number, context: number): number {
+/** One step shape's op times, shared by both stages' pricing. */
+interface StepCosts { table: LayerCostTable; work: OpWork[]; byName: Map<string, OpTimes> }
+
+function stepCosts(ctx: PlanContext, rows: number, context: number): StepCosts {
   const step = { batch: 1, newTokens: rows, context };
   const table = ctx.cost.layerTimes(step, rows > 1 ? 'prefill' : 'decode');
-  const work = ctx.cost.layerWork(step);
-  const byName = new Map(table.ops.map((t) => [t.name, t]));
+  return { table, work: ctx.cost.layerWork(step), byName: new Map(table.ops.map((t) => [t.name, t])) };
+}
+
+/** Predicted time of one step (op times `c`) under `stage`'s decisions. */
+export function stageStepMs(ctx: PlanContext, stage: PlanStage, c: StepCosts): number {
+  const { table, work, byName } = c;
   let ms = 0;
   for (const layer of stage.layers) {
     const ops = layer.ops.map((o) => { const t = byName.get(o.name); return t ? repriced(ctx, o, t) : o; });
@@ -58,8 +64,9 @@ export function prefillCrossover(model: ModelShape, hardware: HardwareProfile, w
   const ctx = makeContext(model, hardware, workload);
   const context = Math.max(0, Math.floor(workload.prompt / 2));
   for (let rows = 1; rows <= maxRows; rows *= 2) {
-    const decodeMs = stageStepMs(ctx, plan.stages.decode, rows, context);
-    const prefillMs = stageStepMs(ctx, plan.stages.prefill, rows, context);
+    const costs = stepCosts(ctx, rows, context);
+    const decodeMs = stageStepMs(ctx, plan.stages.decode, costs);
+    const prefillMs = stageStepMs(ctx, plan.stages.prefill, costs);
     if (prefillMs < decodeMs) return { rows, decodeMs, prefillMs };
   }
   return undefined;

@@ -313,12 +313,15 @@ void Model::exec_op(int32_t oi) {
       for_rows([&](int64_t r) { add_row(d + r * w, s + r * w, w); });
       break;
     }
-    case OpKind::SwiGlu: {
+    case OpKind::SwiGlu:
+    case OpKind::GeGlu: {
+      // The gated activations: gate ← act(gate) · up, SiLU or GELU.
       const int64_t w = cfg_.n_ff;
       float* g = buf_at(Buf::Gate, op.loc);
       const float* u = buf_at(Buf::Up, op.loc);
+      void (*const act)(const float*, const float*, float*, int64_t) = op.kind == OpKind::SwiGlu ? swiglu_row : geglu_row;
       for_rows([&](int64_t r) {
-        swiglu_row(g + r * w, u + r * w, g + r * w, w);
+        act(g + r * w, u + r * w, g + r * w, w);
         convert_fused(g + r * w, r, w);
       });
       break;
@@ -351,16 +354,6 @@ void Model::exec_op(int32_t oi) {
       for_rows([&](int64_t r) {
         gelu_row(x + r * w, x + r * w, w);
         convert_fused(x + r * w, r, w);
-      });
-      break;
-    }
-    case OpKind::GeGlu: {
-      const int64_t w = cfg_.n_ff;
-      float* g = buf_at(Buf::Gate, op.loc);
-      const float* u = buf_at(Buf::Up, op.loc);
-      for_rows([&](int64_t r) {
-        geglu_row(g + r * w, u + r * w, g + r * w, w);
-        convert_fused(g + r * w, r, w);
       });
       break;
     }
