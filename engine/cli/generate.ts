@@ -3,7 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { parseBytes, simulateRequest } from '../plan/api';
 import { Engine } from '../runtime/engine';
-import { thisMachineProfile } from '../hardware/profiler';
+import { thisMachineProfile } from '../profile/profiler';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { measuredChromeTrace } from '../runtime/trace';
 import { executionLine, numberOption, parseArgs, UsageError, type CliCommand } from './command';

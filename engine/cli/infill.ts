@@ -2,7 +2,7 @@
 // completion; prints the middle to stdout and the prompt/generation counts to stderr.
 import { DEFAULT_SPECULATE } from '../runtime/completion/completer';
 import { Engine } from '../runtime/engine';
-import { thisMachineProfile } from '../hardware/profiler';
+import { thisMachineProfile } from '../profile/profiler';
 import { PromptBuilder } from '../runtime/completion/prompt';
 import { runCompletion } from '../runtime/completion/runner';
 import { numberOption, parseArgs, UsageError, type CliCommand } from './command';

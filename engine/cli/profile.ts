@@ -6,7 +6,7 @@ import path from 'node:path';
 
 import { readCachedProfile, writeCachedProfile } from '../hardware/cache';
 import { currentFingerprint } from '../hardware/machine';
-import { runProfile } from '../hardware/profiler';
+import { runProfile } from '../profile/profiler';
 import type { HardwareProfile } from '../hardware/types';
 import { parseArgs, UsageError, type CliCommand } from './command';
 

@@ -8,7 +8,7 @@ import { createHttpServer, modelAliasesOf } from '../server/http/server';
 import { ChatFormatter } from '../server/http/chat';
 import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
-import { thisMachineProfile } from '../hardware/profiler';
+import { thisMachineProfile } from '../profile/profiler';
 import { PromptBuilder } from '../runtime/completion/prompt';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } from './command';

@@ -6,11 +6,34 @@
 import type { HardwareProfile } from '../hardware/types';
 import { profileNoise } from '../hardware/validate';
 import { formatBytesPerElement, layerWeightBytes, type ModelShape } from '../model/shape';
-import type { CostModel } from '../plan/policy';
 import { cpuOpMs, gpuOpMs, s2dMs, transferMs } from './device';
 import { correctionFactor, correctionFactorOf, correctionKey, correctionSourceText, type CostCorrection } from './feedback';
 import { headWork, layerWork } from './ops';
 import type { LayerCostTable, OpTimes, OpWork, StageCosts, StepShape } from './types';
+
+/** The cost model the planner's policies price their decisions with; ProfileCostModel below is it. */
+export interface CostModel {
+  readonly model: ModelShape;
+  readonly hardware: HardwareProfile;
+  /** Work (FLOPs, bytes) of every op of one decoder layer for a step shape. */
+  layerWork(step: StepShape): OpWork[];
+  /** Times of every op of one layer on each lane (modelled, or measured for decode with --costs). */
+  layerTimes(step: StepShape, stage: 'prefill' | 'decode'): LayerCostTable;
+  /** Work + times + LM head + byte totals for a stage's step. */
+  stage(stage: 'prefill' | 'decode', step: StepShape): StageCosts;
+  /** Time of one op's work on one device; `contended`: while an h2d transfer runs (paper 000). */
+  opMs(work: OpWork, device: 'cpu' | 'gpu', contended?: boolean): number;
+  /** Time to move `bytes` over the link. `pinned` false = pageable. */
+  transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned?: boolean): number;
+  /** LM head (+ final norm) times for `tokens` rows. */
+  headTimes(tokens: number): OpTimes;
+  /** True when decode costs come from a measured --costs table, not the model. */
+  readonly measured: boolean;
+  /** The modelled costs' source as plans report it ('model', or with a measured correction). */
+  readonly source?: string;
+  /** The measured correction applied to the profile's times (engine/cost/feedback.ts), if any. */
+  readonly correction?: CostCorrection;
+}
 
 export class ProfileCostModel implements CostModel {
   readonly measured: boolean;

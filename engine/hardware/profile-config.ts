@@ -43,7 +43,7 @@ export interface ProfileConfig {
   contention: { format: ProfileFormat; threads: number; disturb: 'host-memcpy'; disturbBytes: number } & RunCounts;
   /** Bytes of data copies that memory-bound kernels walk (≥ 2× LLC where memory allows). */
   ringBytes: number;
-  /** End-to-end calibration run of the executor (engine/hardware/calibration-run.ts); absent = skipped. */
+  /** End-to-end calibration run of the executor (engine/profile/calibration-run.ts); absent = skipped. */
   calibration?: { promptTokens: number; genTokens: number; runs: number; maxRuns?: number; threads: number };
 }
 

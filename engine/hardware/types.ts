@@ -1,5 +1,5 @@
 // HardwareProfile: what the planner knows about one machine. Either measured on this machine by
-// the profiler (engine/hardware/profiler.ts, cached per fingerprint) or a preset built from a
+// the profiler (engine/profile/profiler.ts, cached per fingerprint) or a preset built from a
 // paper's table / a public specification (engine/hardware/presets.ts). Plain JSON, versioned.
 //
 // Units are fixed by the field names: *Bytes = bytes, *GBps = 1e9 bytes/s, *Gflops = 1e9 FLOP/s,

@@ -14,9 +14,9 @@ import {
   metaString,
   tensorMap,
 } from './gguf/index';
+import { SUPPORTED_ARCHITECTURES, type ModelArchitecture } from '../native/architectures';
 
-export type ModelArchitecture = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'gemma2' | 'gemma3' | 'qwen3moe';
-export const SUPPORTED_ARCHITECTURES: readonly ModelArchitecture[] = ['llama', 'qwen2', 'qwen3', 'phi3', 'starcoder2', 'gemma', 'gemma2', 'gemma3', 'qwen3moe'];
+export { SUPPORTED_ARCHITECTURES, type ModelArchitecture };
 
 export type RopeScalingType = 'none' | 'linear' | 'yarn' | 'longrope';
 /** 'normal': rotate adjacent pairs (x[2i], x[2i+1]); 'neox': rotate halves (x[i], x[i + dims/2]). */

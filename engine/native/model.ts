@@ -3,7 +3,7 @@
 // raw addon objects.
 import { loadAddon } from './addon';
 import { nativeOpTable } from './op-table';
-import type { ModelArchitecture } from '../model/hparams';
+import type { ModelArchitecture } from './architectures';
 
 /** One tensor of the GGUF file as the native side needs it. */
 export interface NativeTensorEntry {

@@ -3,7 +3,7 @@
 
 import type { HardwareProfile } from '../hardware/types';
 import type { ModelShape } from '../model/shape';
-import type { LayerCostTable, OpTimes, OpWork, StageCosts, StepShape, Workload } from '../cost/types';
+import type { StepShape, Workload } from '../cost/types';
 import type { Plan, PolicyName } from './types';
 import type { OnlineSimResult, SimTask } from '../sim/types';
 
@@ -11,28 +11,8 @@ import type { OnlineSimResult, SimTask } from '../sim/types';
  * The cost model as policies see it (engine/cost/model.ts implements it). All times in ms.
  * When the user passes `--costs FILE`, `stage('decode')` returns the measured table instead.
  */
-export interface CostModel {
-  readonly model: ModelShape;
-  readonly hardware: HardwareProfile;
-  /** Work (FLOPs, bytes) of every op of one decoder layer for a step shape. */
-  layerWork(step: StepShape): OpWork[];
-  /** Times of every op of one layer on each lane (modelled, or measured for decode with --costs). */
-  layerTimes(step: StepShape, stage: 'prefill' | 'decode'): LayerCostTable;
-  /** Work + times + LM head + byte totals for a stage's step. */
-  stage(stage: 'prefill' | 'decode', step: StepShape): StageCosts;
-  /** Time of one op's work on one device; `contended`: while an h2d transfer runs (paper 000). */
-  opMs(work: OpWork, device: 'cpu' | 'gpu', contended?: boolean): number;
-  /** Time to move `bytes` over the link. `pinned` false = pageable. */
-  transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned?: boolean): number;
-  /** LM head (+ final norm) times for `tokens` rows. */
-  headTimes(tokens: number): OpTimes;
-  /** True when decode costs come from a measured --costs table, not the model. */
-  readonly measured: boolean;
-  /** The modelled costs' source as plans report it ('model', or with a measured correction). */
-  readonly source?: string;
-  /** The measured correction applied to the profile's times (engine/cost/feedback.ts), if any. */
-  readonly correction?: import('../cost/feedback').CostCorrection;
-}
+import type { CostModel } from '../cost/model';
+export type { CostModel };
 
 export interface PlanContext {
   model: ModelShape;

@@ -75,7 +75,7 @@ export interface ExecutionOptions {
   /**
    * This machine's profile to plan with, or a function that gets it (called only when a device
    * needs a plan). The runtime does not profile by itself: its callers (CLI, LSP server) pass
-   * engine/hardware/profiler.ts's thisMachineProfile, so the runtime never imports the profiler
+   * engine/profile/profiler.ts's thisMachineProfile, so the runtime never imports the profiler
    * (which runs the runtime's benchmark: a circle).
    */
   hardware?: import('../hardware/types').HardwareProfile | (() => Promise<import('../hardware/types').HardwareProfile>);

@@ -5,7 +5,7 @@
 import { describeDisagreement, MeasuredCorrection, type Disagreement } from '../cost/feedback';
 import { readFeedback, writeFeedback } from '../cost/feedback-store';
 import { loadCachedProfile } from '../hardware/cache';
-import { BackgroundRemeasure } from '../hardware/remeasure';
+import { BackgroundRemeasure } from '../profile/remeasure';
 import type { HardwareProfile } from '../hardware/types';
 import type { RuntimeFeedbackOptions } from '../runtime/feedback';
 import type { FeedbackParams } from './protocol';

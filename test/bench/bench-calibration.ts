@@ -6,14 +6,14 @@
 //
 // Options: --shapes 0.5B,1.3B  --types Q8_0,Q4_K  --prompt N (default 256)  --gen N (default 64)
 //          --runs N (default 2: each measurement repeated, min..max printed)
-//          --recalibrate: re-run the profiler's calibration step (engine/hardware/calibration-run.ts)
+//          --recalibrate: re-run the profiler's calibration step (engine/profile/calibration-run.ts)
 //            first and predict with it (the cache is not rewritten) — on a shared machine the load
 //            changes by the minute, so fit and check then see the same conditions.
 import { parseArgs } from '../../engine/cli/command';
 import { ggmlTypeByName, ggmlTypeName } from '../../engine/model/ggml-types';
 import { planRequest } from '../../engine/plan/api';
 import { CHILD_FLAG, childMain, runBenchChild } from './bench-child';
-import { calibrateCpu } from '../../engine/hardware/calibration-run';
+import { calibrateCpu } from '../../engine/profile/calibration-run';
 import { loadThisProfile } from '../../engine/hardware/this';
 import type { HardwareProfile } from '../../engine/hardware/types';
 import { BENCH_SHAPES, benchModelFile, unsupportedReason } from './bench-models';

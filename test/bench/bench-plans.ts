@@ -16,7 +16,7 @@ import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf/index';
 import { readHparams } from '../../engine/model/hparams';
-import { getProfile } from '../../engine/hardware/profiler';
+import { getProfile } from '../../engine/profile/profiler';
 import { nativeKernels } from '../../engine/native/model';
 import { parseBytes } from '../../engine/plan/api';
 import { Engine, PREFILL_CHUNK } from '../../engine/runtime/engine';

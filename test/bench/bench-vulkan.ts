@@ -25,7 +25,7 @@ import { benchTokens } from '../../engine/runtime/bench';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
-import { thisMachineProfile } from '../../engine/hardware/profiler';
+import { thisMachineProfile } from '../../engine/profile/profiler';
 import { sharedPath } from '../helpers/shared';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

@@ -1,6 +1,6 @@
 // fulcrum/plan, fulcrum/explain, fulcrum/simulate and fulcrum/profile over LSP: the server
 // wires the planner's request API (engine/plan/api.ts) and the profiler
-// (engine/hardware/profiler.ts); these check the wiring, params and errors, not the planner.
+// (engine/profile/profiler.ts); these check the wiring, params and errors, not the planner.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';

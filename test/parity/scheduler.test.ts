@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 
 import { Engine } from '../../engine/runtime/engine';
 import { SchedulerError } from '../../engine/runtime/scheduler/scheduler';
-import { thisMachineProfile } from '../../engine/hardware/profiler';
+import { thisMachineProfile } from '../../engine/profile/profiler';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');

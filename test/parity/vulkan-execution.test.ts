@@ -27,7 +27,7 @@ import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
-import { thisMachineProfile } from '../../engine/hardware/profiler';
+import { thisMachineProfile } from '../../engine/profile/profiler';
 import { checkModel, CTX, deviceComparison, planHardware, THREADS, withinDeviceTolerance } from '../helpers/policy-runs';
 
 const LAYER_JSON = ['/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json', '/usr/share/vulkan/explicit_layer.d/VkLayer_KHRONOS_validation.json'];

@@ -2,7 +2,7 @@
 // recovers the scales that produced it, and the cost model applies them to every format.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fitCalibration } from '../../engine/cost/calibrate';
+import { fitCalibration } from '../../engine/profile/calibrate';
 import { cpuKernelRate } from '../../engine/cost/device';
 import { hardwarePreset } from '../../engine/hardware/presets';
 import { validateProfile } from '../../engine/hardware/validate';

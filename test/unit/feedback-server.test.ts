@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { hardwarePreset } from '../../engine/hardware/presets';
-import { BackgroundRemeasure, type RemeasureResult } from '../../engine/hardware/remeasure';
+import { BackgroundRemeasure, type RemeasureResult } from '../../engine/profile/remeasure';
 import type { HardwareProfile } from '../../engine/hardware/types';
 import { ServerFeedback } from '../../engine/server/feedback';
 import type { FeedbackParams } from '../../engine/server/protocol';

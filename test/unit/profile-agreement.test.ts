@@ -3,7 +3,7 @@
 // minutes apart fitted prefill at 1261 and 397 tok/s.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { agreement, calibrationDisagreement, runUntilAgreed, type RunFigures } from '../../engine/hardware/calibration-run';
+import { agreement, calibrationDisagreement, runUntilAgreed, type RunFigures } from '../../engine/profile/calibration-run';
 import type { CpuCalibration } from '../../engine/hardware/types';
 
 test('two fastest runs agree within 10 %, whatever the slow ones did', () => {

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { benchAddon, type BenchAddon } from '../../engine/hardware/bench-native';
-import { runProfile } from '../../engine/hardware/profiler';
+import { runProfile } from '../../engine/profile/profiler';
 import type { ProfileConfig } from '../../engine/hardware/profile-config';
 import { summarize } from '../../engine/hardware/stats';
 import { validateProfile } from '../../engine/hardware/validate';

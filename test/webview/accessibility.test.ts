@@ -16,7 +16,7 @@ import { layerSummaries, summarizeModel } from '../../engine/model/summary';
 import { explainRequest, simulateRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
 import { measureRun, type MeasureResult } from '../../engine/runtime/measure';
-import { thisMachineProfile } from '../../engine/hardware/profiler';
+import { thisMachineProfile } from '../../engine/profile/profiler';
 import type { ViewName } from '../../webviews/shared/page';
 import { GPU_PRESETS } from '../../engine/hardware/presets';
 import type { PresetsResult } from '../../engine/server/protocol';

@@ -1,9 +1,9 @@
 // fulcrum/profile: measures (or returns the cached) hardware profile of this machine with the
-// native microbenchmarks (engine/hardware/profiler.ts), reporting $/progress; $/cancelRequest
+// native microbenchmarks (engine/profile/profiler.ts), reporting $/progress; $/cancelRequest
 // stops it between runs. Decision: profiling does not wait for or stop completions; a completion
 // that runs meanwhile disturbs the timings, as any other load on the machine would.
 import { LSPErrorCodes, ResponseError, type CancellationToken, type WorkDoneProgressReporter } from 'vscode-languageserver';
-import { ProfileAbortedError, getProfile } from '../../hardware/profiler';
+import { ProfileAbortedError, getProfile } from '../../profile/profiler';
 import type { ServerContext } from '../context';
 import { FulcrumRequests } from '../protocol';
 import { invalidParams, requireObject } from '../validate';

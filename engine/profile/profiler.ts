@@ -9,17 +9,17 @@ import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 
 import { calibrateCpu, calibrationDisagreement } from './calibration-run';
-import { benchAddon, type BenchAddon, type KernelBenchResult, type ThreadSamples } from './bench-native';
-import { readCachedProfile, writeCachedProfile } from './cache';
-import { cpuIsa, cpuinfoFlags } from './fingerprint';
-import { profileVulkan } from './vulkan-profile';
-import { currentFingerprint, type ThisMachine } from './machine';
-import { FORMAT_TYPE_ID, gemmRows, profileConfig, type ProfileConfig, type ProfileFormat } from './profile-config';
-import { rateOf, sig, summarize, type RateSummary } from './stats';
+import { benchAddon, type BenchAddon, type KernelBenchResult, type ThreadSamples } from '../hardware/bench-native';
+import { readCachedProfile, writeCachedProfile } from '../hardware/cache';
+import { cpuIsa, cpuinfoFlags } from '../hardware/fingerprint';
+import { profileVulkan } from '../hardware/vulkan-profile';
+import { currentFingerprint, type ThisMachine } from '../hardware/machine';
+import { FORMAT_TYPE_ID, gemmRows, profileConfig, type ProfileConfig, type ProfileFormat } from '../hardware/profile-config';
+import { rateOf, sig, summarize, type RateSummary } from '../hardware/stats';
 import {
   HARDWARE_PROFILE_VERSION, type ContentionMeasurement, type CpuAttentionRate, type CpuCalibration, type CpuKernelRate, type CpuProfile, type GpuProfile,
   type HardwareProfile, type LinkProfile, type Spread,
-} from './types';
+} from '../hardware/types';
 
 export type ProgressFn = (fraction: number, message: string) => void;
 

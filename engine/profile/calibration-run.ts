@@ -1,6 +1,6 @@
 // The profiler's end-to-end calibration run (issue 14 item 4): the native executor
 // (engine/runtime/bench.ts, the one generation uses) prefills and decodes a synthetic model on the
-// CPU, and engine/cost/calibrate.ts fits the profile's GEMV/GEMM scales to it.
+// CPU, and engine/profile/calibrate.ts fits the profile's GEMV/GEMM scales to it.
 //
 // Decision — the calibration models (a second, small-matrix one below fits the per-op cost): a llama-shaped synthetic model of 8 layers, d 1536, 12/4
 // heads, FFN 4096, vocabulary 32000, Q8_0 (≈ 270 MB): larger than any CPU's last-level cache of
@@ -10,14 +10,14 @@
 
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
-import { fitCalibration } from '../cost/calibrate';
+import { fitCalibration } from './calibrate';
 import { readGguf } from '../model/gguf';
 import { GgmlType } from '../model/ggml-types';
 import { shapeFromGguf } from '../model/shape';
 import { writeSyntheticModel, type SyntheticModelSpec } from '../model/synthetic';
 import { benchModel } from '../runtime/bench';
-import { profileCacheDir } from './cache';
-import type { CpuCalibration, HardwareProfile } from './types';
+import { profileCacheDir } from '../hardware/cache';
+import type { CpuCalibration, HardwareProfile } from '../hardware/types';
 
 export interface CalibrationConfig {
   promptTokens: number;

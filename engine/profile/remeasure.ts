@@ -1,14 +1,14 @@
 // Re-measuring a profile in the background when executed steps disagree with it (issue 21 item
-// 4): the profiler's own calibration run (engine/hardware/calibration-run.ts) fits the CPU rates
+// 4): the profiler's own calibration run (engine/profile/calibration-run.ts) fits the CPU rates
 // again; a result whose runs agree replaces the cached profile, one whose runs disagree is not
 // cached (the measured correction keeps covering the gap). At most one run at a time and one per
 // interval; the caller never waits for it (serving goes on).
 import { calibrateCpu, calibrationDisagreement } from './calibration-run';
-import { writeCachedProfile } from './cache';
-import { currentFingerprint } from './machine';
-import { profileConfig } from './profile-config';
+import { writeCachedProfile } from '../hardware/cache';
+import { currentFingerprint } from '../hardware/machine';
+import { profileConfig } from '../hardware/profile-config';
 import { availableMemoryBytes, lastLevelCacheBytes } from './profiler';
-import type { HardwareProfile } from './types';
+import type { HardwareProfile } from '../hardware/types';
 
 export interface RemeasureResult {
   profile: HardwareProfile;
