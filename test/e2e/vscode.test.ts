@@ -107,6 +107,9 @@ before(async () => {
     'fulcrum.plan.hardware': PLAN_INPUTS.hardware,
     'fulcrum.plan.model': PLAN_INPUTS.model,
     'fulcrum.plan.workload': PLAN_INPUTS.workload,
+    // The panels are shot in a dark theme first, then a light one (below). Named here because
+    // the workbench's own default follows the browser's colour scheme, which is light headless.
+    'workbench.colorTheme': 'Default Dark Modern',
   }, { 'story.txt': DOC_BEFORE });
   ({ page, userDataDir, extensionsDir } = wb);
   Object.assign(metrics, wb.timings);
@@ -206,6 +209,9 @@ e2e('Fulcrum: Show Offload Plan draws the heatmap of the engine\'s plan', async 
   const cells = plan.stages.decode.layers.reduce((n, l) => n + l.ops.length, 0) + 1;
   assert.equal(await frame.locator('#heatmap g.cell').count(), cells);
   assert.match(await frame.locator('#plan-summary').textContent() ?? '', new RegExp(`${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s`));
+  // The dark shots show a dark workbench and a panel drawn in its dark colours.
+  await page.locator('.monaco-workbench.vs-dark').waitFor({ timeout: 20_000 });
+  await frame.locator('body.vscode-dark').waitFor({ timeout: 10_000 });
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-plan-dark.png') });
 });
 
@@ -290,6 +296,8 @@ e2e('the panels follow a light theme', async () => {
   const settings = JSON.parse(readFileSync(settingsFile, 'utf8'));
   writeFileSync(settingsFile, JSON.stringify({ ...settings, 'workbench.colorTheme': 'Default Light Modern' }, null, 2));
   await page.locator('.monaco-workbench.vs').waitFor({ timeout: 20_000 });
+  // The profiling test before this one leaves a 'profiling cancelled' toast over the panels.
+  await runCommand('Notifications: Clear All Notifications');
   await panel('Fulcrum: Show Offload Plan', '#heatmap g.cell', 'commandToPlanLightMs');
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-plan-light.png') });
   await panel('Fulcrum: Show Timeline', '#timeline g.span', 'commandToTimelineLightMs');
