@@ -8,7 +8,7 @@ import { checkCorrection, type CostCorrection } from '../cost/feedback';
 import { readFeedback } from '../cost/feedback-store';
 import { withExpertStats, withGgufExperts } from '../cost/moe';
 import type { LayerCostTable, Workload } from '../cost/types';
-import { whatIfs } from '../explain/what-if';
+import { whatIfs } from './what-if';
 import { hardwarePreset, withGpuPreset } from '../hardware/presets';
 import { loadThisProfile } from '../hardware/this';
 import type { HardwareProfile } from '../hardware/types';
