@@ -332,6 +332,7 @@ export class Engine {
     if (!workload) return undefined;
     this.batchTried = sequences;
     const reason = `a step of ${sequences} sequences is past the plan's batch of ${old.batch}`;
+    const fromSplit = this.execution.split;
     const r = this.replanTo(workload, reason, 'batch', this.heldPositions());
     if (r === 'no-plan') return undefined;  // the old placement runs on; nothing moved
     this.ops = undefined;
@@ -342,7 +343,7 @@ export class Engine {
       this.device = null;
       this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device refused the re-plan)' };
       this.onFallback?.(reason);
-      return { trigger: 'batch', reason, atNs: monotonicNs(), atPosition: 0, fromSplit: this.execution.split, toSplit: 'CPU only', workload };
+      return { trigger: 'batch', reason, atNs: monotonicNs(), atPosition: 0, fromSplit, toSplit: 'CPU only', workload };
     }
     return this.execution.replans![this.execution.replans!.length - 1]!;
   }

@@ -90,3 +90,43 @@ test('a step past the plan\'s batch re-plans, logs why, shows in the trace, and 
     cleanup();
   }
 });
+
+test('a context past the plan\'s KV re-plans with trigger "context", and the trace shows it between the steps', { timeout: 300_000 }, async () => {
+  // As test/parity/replan.test.ts: KV large next to the weights, planned for a short workload at a
+  // budget that puts the KV on the loopback device, which refuses a page hundreds of positions on.
+  const { dir, cleanup } = tempDir();
+  try {
+    const file = path.join(dir, 'kv-heavy.gguf');
+    writeSyntheticModel(file, { architecture: 'llama', nLayers: 4, nEmbd: 256, nHeads: 8, nKvHeads: 8, nFf: 256, nVocab: 512, contextLength: 1024, seed: 5, weightType: GgmlType.Q8_0 });
+    const vram = 3200 * 1024;
+    const events: ReplanEvent[] = [];
+    const engine = await Engine.load(file, {
+      threads: 1, contextLength: 1024, device: 'loopback', vramBytes: vram, policy: 'gpu-only', hardware: planHardware('loopback'),
+      workload: { batch: 1, prompt: 24, gen: 8, vramBytes: vram }, onReplan: (e) => events.push(e),
+    });
+    try {
+      engine.setTracing(true);
+      const seq = Array.from({ length: 400 }, (_, i) => 1 + ((i * 37) % 500));
+      await engine.logits(seq);
+      assert.ok(events.length >= 1, 'no re-plan');
+      assert.equal(events[0]!.trigger, 'context');
+      const t = engine.takeTrace();
+      const json = measuredChromeTrace(t, (s) => `step ${s}`);
+      const inst = json.traceEvents.filter((e) => e.ph === 'i');
+      assert.equal(inst.length, events.length);
+      assert.match(inst[0]!.name, /^re-plan \(context\): .* → /);
+      assert.match(String((inst[0]!.args as { reason: string }).reason), /cannot allocate .* KV cache page/);
+      // Steps before the re-plan ran under the first placement's ops, those after under the new one's.
+      const before = json.traceEvents.filter((e) => e.ph === 'X' && e.pid < inst[0]!.pid);
+      const after = json.traceEvents.filter((e) => e.ph === 'X' && e.pid >= inst[0]!.pid);
+      assert.ok(before.length > 0 && after.length > 0, 'traced steps on both sides of the re-plan');
+      // A later trace does not repeat it.
+      await engine.logits([...seq, 3]);
+      assert.equal(engine.takeTrace().marks, undefined);
+    } finally {
+      engine.dispose();
+    }
+  } finally {
+    cleanup();
+  }
+});
