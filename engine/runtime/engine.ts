@@ -14,8 +14,9 @@ import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
 import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
 import { planExecution } from './execution';
-import { grownWorkload, isMemoryRefusal, replanFor } from './replan';
+import { BatchReplanned, grownBatch, grownWorkload, isMemoryRefusal, monotonicNs, replanFor, type ReplanEvent } from './replan';
 import { parseWorkload } from '../plan/api';
+import type { Workload } from '../cost/types';
 import { sequenceKvAssignment } from './lowering';
 import type { NativeDevice } from '../native/model';
 import { measuredTrace, type MeasuredTrace } from './trace';
@@ -158,7 +159,9 @@ export class Engine {
   /** Whether a caller asked for traces (setTracing); feedback traces every step regardless. */
   private userTracing = false;
   /** Traces taken for feedback while a caller traces too, kept for its takeTrace(). */
-  private retained: Float64Array[] = [];
+  private retained: { raw: Float64Array; ops: NativeCompiledOp[] }[] = [];
+  /** Re-plans after this time (ns, the trace's clock) belong to the next takeTrace(). */
+  private marksSinceNs = 0;
   private ops: NativeCompiledOp[] | undefined;
 
   /** Before a native evaluation: per-op timing on when a caller traces or feedback samples this one. */
@@ -175,9 +178,9 @@ export class Engine {
     if (!this.feedback || !this.native || (!sampled && !this.userTracing)) return;
     const raw = this.native.takeTrace();
     // Kept for the caller up to the native trace's own limit (2^20 events of 4 numbers).
-    if (this.userTracing && this.retained.reduce((n, r) => n + r.length, 0) + raw.length <= RETAINED_TRACE_LIMIT) this.retained.push(raw);
-    if (!sampled) return;
     this.ops ??= this.native.compiledOps();
+    if (this.userTracing && this.retained.reduce((n, r) => n + r.raw.length, 0) + raw.length <= RETAINED_TRACE_LIMIT) this.retained.push({ raw, ops: this.ops });
+    if (!sampled) return;
     this.feedback.observe(measuredTrace(this.ops, raw), seqs, outRows);
   }
 
@@ -213,7 +216,7 @@ export class Engine {
    * native model.
    */
   scheduler(opts: SchedulerOptions = {}): Scheduler {
-    this.sched ??= new Scheduler(this.observed(this.model()), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
+    this.sched ??= new Scheduler(this.batchGuarded(this.observed(this.model())), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
     return this.sched;
   }
 
@@ -222,6 +225,8 @@ export class Engine {
    * the placement), execution says why, and true is returned so the caller rebuilds its KV.
    */
   private deviceFailed(e: unknown): boolean {
+    // A re-plan for a larger batch moved the placement before the step: the KV is rebuilt.
+    if (e instanceof BatchReplanned) return true;
     if (!isDeviceError(e)) return false;
     const reason = (e as Error).message;
     if (this.replan(reason)) {
@@ -248,13 +253,29 @@ export class Engine {
   private replan(reason: string): boolean {
     const params = this.execution.planParams;
     if (!isMemoryRefusal(reason) || !params || !this.device || this.execution.fallback !== undefined) return false;
-    const model = this.model();
-    const needed = Math.max(this.kvTokens.length, ...Array.from({ length: this.maxSequences }, (_, s) => model.sequencePast(s)));
+    const needed = this.heldPositions();
     const old = typeof params.workload === 'string' ? parseWorkload(params.workload) : params.workload;
     const workload = grownWorkload(old, needed, this.contextLength);
     if (!workload) return false;
+    return this.replanTo(workload, reason, 'context', needed) === 'moved';
+  }
+
+  /** The most KV positions any sequence holds. */
+  private heldPositions(): number {
+    const model = this.model();
+    return Math.max(this.kvTokens.length, ...Array.from({ length: this.maxSequences }, (_, s) => model.sequencePast(s)));
+  }
+
+  /**
+   * Plans for `workload` and moves to it. 'no-plan': nothing changed; 'refused': the device refused
+   * the new placement (the model's placement is then in no known state: the caller falls back).
+   */
+  private replanTo(workload: Workload, reason: string, trigger: ReplanEvent['trigger'], atPosition: number): 'moved' | 'no-plan' | 'refused' {
+    const params = this.execution.planParams!;
+    const model = this.model();
     const next = replanFor(params, workload, this.hparams.nLayers);
-    if (!next) return false;
+    if (!next) return 'no-plan';
+    this.keepTraceOfPlacement();
     try {
       if (next.placement === null) {
         // The plan for the longer context keeps everything on the CPU (the device cannot hold its share).
@@ -266,9 +287,9 @@ export class Engine {
       }
     } catch (e) {
       if (!isDeviceError(e)) throw e;
-      return false;
+      return 'refused';
     }
-    const event = { reason, atPosition: needed, fromSplit: this.execution.split, toSplit: next.split, workload };
+    const event: ReplanEvent = { trigger, reason, atNs: monotonicNs(), atPosition, fromSplit: this.execution.split, toSplit: next.split, workload };
     this.execution = {
       ...this.execution, policy: next.plan.chosenPolicy, plan: next.plan, split: next.split, planParams: next.params,
       ...(next.placement === null ? { device: 'cpu' as const } : {}),
@@ -276,7 +297,67 @@ export class Engine {
       replans: [...(this.execution.replans ?? []), event],
     };
     this.onReplan?.(event);
-    return true;
+    return 'moved';
+  }
+
+  /** The largest step (sequences) a batch re-plan was tried for: each size is tried once. */
+  private batchTried = 0;
+
+  /**
+   * The scheduler's model: a step of more sequences than the plan's batch re-plans first (the
+   * plan was made for fewer; issue 21 item 3) and then throws BatchReplanned, so the scheduler
+   * rebuilds every running request's KV under the new placement and runs the step again.
+   */
+  private batchGuarded(model: NativeModel): NativeModel {
+    const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all) => {
+      const event = this.replanForBatch(inputs.length);
+      if (event) throw new BatchReplanned(event);
+      return model.evalBatchAsync(inputs, all);
+    };
+    return new Proxy(model, {
+      get: (target, prop) => {
+        if (prop === 'evalBatchAsync') return evalBatchAsync;
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+      set: (target, prop, value) => Reflect.set(target, prop, value, target),
+    });
+  }
+
+  /** Re-plans for a step of `sequences` sequences when the plan assumed fewer; the event when the placement moved. */
+  private replanForBatch(sequences: number): ReplanEvent | undefined {
+    const params = this.execution.planParams;
+    if (!params || !this.device || this.execution.fallback !== undefined || sequences <= this.batchTried) return undefined;
+    const old = typeof params.workload === 'string' ? parseWorkload(params.workload) : params.workload;
+    const workload = grownBatch(old, sequences, this.maxSequences);
+    if (!workload) return undefined;
+    this.batchTried = sequences;
+    const reason = `a step of ${sequences} sequences is past the plan's batch of ${old.batch}`;
+    const fromSplit = this.execution.split;
+    const r = this.replanTo(workload, reason, 'batch', this.heldPositions());
+    if (r === 'no-plan') return undefined;  // the old placement runs on; nothing moved
+    this.ops = undefined;
+    this.kvTokens.length = 0;
+    if (r === 'refused') {
+      // The device refused the larger plan's memory mid-move: the CPU takes over, as after a failure.
+      this.model().setPlacement(null, null);
+      this.device = null;
+      this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device refused the re-plan)' };
+      this.onFallback?.(reason);
+      return { trigger: 'batch', reason, atNs: monotonicNs(), atPosition: 0, fromSplit, toSplit: 'CPU only', workload };
+    }
+    return this.execution.replans![this.execution.replans!.length - 1]!;
+  }
+
+  /**
+   * Before the placement changes: a tracing caller's ops so far are kept with the op list they
+   * ran under (the new placement compiles another; takeTrace joins both).
+   */
+  private keepTraceOfPlacement(): void {
+    const m = this.model();
+    if (!this.userTracing) return;
+    const raw = m.takeTrace();
+    if (raw.length) this.retained.push({ raw, ops: m.compiledOps() });
   }
 
   /** Switches per-op tracing of executed steps on or off (clears what was recorded). */
@@ -284,6 +365,7 @@ export class Engine {
     const m = this.model();
     this.userTracing = on;
     this.retained = [];
+    this.marksSinceNs = monotonicNs();
     m.tracing = on;
     if (!on) m.takeTrace();
   }
@@ -291,12 +373,16 @@ export class Engine {
   /** The ops executed since tracing was switched on (or last taken), with their lanes and times. */
   takeTrace(): MeasuredTrace {
     const m = this.model();
-    const parts = [...this.retained, m.takeTrace()];
+    const earlier = this.retained;
     this.retained = [];
-    const raw = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) { raw.set(p, at); at += p.length; }
-    return measuredTrace(m.compiledOps(), raw);
+    // Re-plans while tracing appear in the trace as instant events between the steps.
+    const since = this.marksSinceNs;
+    this.marksSinceNs = monotonicNs();
+    const marks = (this.execution.replans ?? []).filter((e) => e.atNs >= since).map((e) => ({
+      name: `re-plan (${e.trigger}): ${e.fromSplit} → ${e.toSplit}`, atNs: e.atNs,
+      args: { reason: e.reason, trigger: e.trigger, atPosition: e.atPosition, from: e.fromSplit, to: e.toSplit, batch: e.workload.batch, context: e.workload.prompt + e.workload.gen },
+    }));
+    return measuredTrace(m.compiledOps(), m.takeTrace(), marks, earlier);
   }
 
   /** KV cache bytes held by every sequence (host and device pages). */

@@ -5,6 +5,9 @@
 // there, instead of dropping to the CPU. The new plan may keep some layers' KV in host memory,
 // stream it, or recompute a longer prefix (KVPR follows the context). A device that is lost, or
 // a context the budget cannot hold under any plan, still falls back to the CPU.
+// A step that carries more sequences than the plan's batch re-plans the same way (for at least
+// twice the batch, at most the engine's sequences) before it runs; the running requests rebuild
+// their KV under the new placement, as after a refusal.
 import type { Workload } from '../cost/types';
 import type { PlanParams } from '../plan/api';
 import { planRequest } from '../plan/api';
@@ -16,8 +19,15 @@ import type { NativePrefillPlacement } from '../native/model';
 
 /** One re-planning decision, as the log, the trace and the status bar show it. */
 export interface ReplanEvent {
-  /** Why: the device's refusal. */
+  /** What left the plan's assumptions: the context (a refused KV page) or the batch. */
+  trigger: 'context' | 'batch';
+  /** Why, in words: the device's refusal, or the batch against the plan's. */
   reason: string;
+  /**
+   * When, in ns of the monotonic clock the native trace's op times use (steady_clock, which is
+   * process.hrtime's clock on Linux, macOS and Windows), so the trace can place it among the ops.
+   */
+  atNs: number;
   /** KV positions held when it happened. */
   atPosition: number;
   /** The split before and after (e.g. 'GPU 5/5 layers · KV GPU' → 'GPU 5/5 layers · KV host · streamed'). */
@@ -43,6 +53,34 @@ export function grownWorkload(old: Workload, needed: number, contextLength: numb
   if (context <= oldContext) return undefined;  // nothing larger to plan for
   const gen = Math.min(old.gen, Math.max(1, context - 1));
   return { ...old, prompt: Math.max(1, context - gen), gen };
+}
+
+/** Now on the native trace's clock (ns). */
+export function monotonicNs(): number {
+  return Number(process.hrtime.bigint());
+}
+
+/**
+ * The workload for a step of `sequences` sequences when the plan assumed fewer: at least twice
+ * the planned batch (a growing batch re-plans O(log n) times), at most the engine's sequences;
+ * undefined when the plan already covers it.
+ */
+export function grownBatch(old: Workload, sequences: number, maxSequences: number): Workload | undefined {
+  if (sequences <= old.batch) return undefined;
+  const batch = Math.min(Math.max(maxSequences, sequences), Math.max(2 * old.batch, sequences));
+  return { ...old, batch };
+}
+
+/**
+ * Thrown into the scheduler's step (before anything ran) after a re-plan for a larger batch moved
+ * the placement: every sequence's KV went with it, so the running requests rebuild theirs and go
+ * on, exactly as after a device refusal.
+ */
+export class BatchReplanned extends Error {
+  constructor(readonly event: ReplanEvent) {
+    super(`re-planned: ${event.reason}`);
+    this.name = 'BatchReplanned';
+  }
 }
 
 export interface Replanned {

@@ -14,20 +14,56 @@ export interface MeasuredOp {
   endMs: number;
 }
 
+/** Something that happened between steps (a re-plan), placed on the trace's time axis. */
+export interface TraceMark {
+  name: string;
+  /** ms from the trace's first op start (may be before it or after the last op). */
+  atMs: number;
+  /** The first traced step that started at or after it (the last step when none did). */
+  step: number;
+  args: Record<string, unknown>;
+}
+
 export interface MeasuredTrace {
   ops: NativeCompiledOp[];
   events: MeasuredOp[];
+  marks?: TraceMark[];
 }
 
-/** Native [step, op, startNs, endNs] quadruples as events in ms from the first op's start. */
-export function measuredTrace(ops: NativeCompiledOp[], raw: Float64Array): MeasuredTrace {
+/** A mark's time on the native trace's clock (ns; see ReplanEvent.atNs). */
+export interface RawMark { name: string; atNs: number; args: Record<string, unknown> }
+
+/**
+ * Native [step, op, startNs, endNs] quadruples as events in ms from the first op's start. Parts
+ * recorded under different placements (a re-plan compiles a new op list) each come with their
+ * own ops; their op indices are offset into one list.
+ */
+export function measuredTrace(ops: NativeCompiledOp[], raw: Float64Array, marks: RawMark[] = [], earlier: { ops: NativeCompiledOp[]; raw: Float64Array }[] = []): MeasuredTrace {
+  const parts = [...earlier, { ops, raw }];
+  const allOps: NativeCompiledOp[] = [];
   const events: MeasuredOp[] = [];
   let t0 = Infinity;
-  for (let i = 0; i < raw.length; i += 4) t0 = Math.min(t0, raw[i + 2]!);
-  for (let i = 0; i < raw.length; i += 4) {
-    events.push({ step: raw[i]!, op: raw[i + 1]!, startMs: (raw[i + 2]! - t0) / 1e6, endMs: (raw[i + 3]! - t0) / 1e6 });
+  for (const p of parts) for (let i = 0; i < p.raw.length; i += 4) t0 = Math.min(t0, p.raw[i + 2]!);
+  for (const p of parts) {
+    const base = allOps.length;
+    allOps.push(...p.ops);
+    for (let i = 0; i < p.raw.length; i += 4) {
+      events.push({ step: p.raw[i]!, op: base + p.raw[i + 1]!, startMs: (p.raw[i + 2]! - t0) / 1e6, endMs: (p.raw[i + 3]! - t0) / 1e6 });
+    }
   }
-  return { ops, events };
+  const out: MeasuredTrace = { ops: allOps, events };
+  if (marks.length && events.length) {
+    // Each step's start, to place a mark in the step it precedes.
+    const starts = new Map<number, number>();
+    for (const e of events) starts.set(e.step, Math.min(starts.get(e.step) ?? Infinity, e.startMs));
+    const steps = [...starts.entries()].sort((a, b) => a[0] - b[0]);
+    out.marks = marks.map((m) => {
+      const atMs = (m.atNs - t0) / 1e6;
+      const next = steps.find(([, start]) => start >= atMs) ?? steps[steps.length - 1]!;
+      return { name: m.name, atMs, step: next[0], args: m.args };
+    });
+  }
+  return out;
 }
 
 /** Chrome trace of the measured steps; `label(step)` names each step's process (e.g. 'decode step 3'). */
@@ -42,6 +78,12 @@ export function measuredChromeTrace(t: MeasuredTrace, label: (step: number) => s
     out.push({ name: 'process_name', ph: 'M', ts: 0, pid, tid: 0, args: { name: `${label(s)}${stage}` } });
     const lanes = new Set(t.events.filter((e) => e.step === s).map((e) => t.ops[e.op]!.lane));
     for (const l of lanes) out.push({ name: 'thread_name', ph: 'M', ts: 0, pid, tid: LANE_TID[l], args: { name: LANE_NAME[l] } });
+  }
+  // Re-plans (and other marks between steps) as global instant events: Perfetto draws a line
+  // across every lane, and the timeline panel does too.
+  for (const m of t.marks ?? []) {
+    if (!steps.includes(m.step)) continue;
+    out.push({ name: m.name, cat: 'replan', ph: 'i', s: 'g', ts: Math.round(m.atMs * 1e6) / 1e3, pid: m.step - first + 1, tid: 0, args: m.args });
   }
   for (const e of t.events) {
     const op = t.ops[e.op]!;

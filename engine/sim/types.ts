@@ -59,11 +59,13 @@ export interface WorkloadSimResult {
   decode: SimResult;
 }
 
-/** One Chrome trace event (phase 'X' complete events; 'M' metadata names lanes). */
+/** One Chrome trace event (phase 'X' complete events; 'M' metadata names lanes; 'i' instants, e.g. a re-plan). */
 export interface TraceEvent {
   name: string;
   cat?: string;
-  ph: 'X' | 'M';
+  ph: 'X' | 'M' | 'i';
+  /** Scope of an instant event: 'g' draws it across every process and lane. */
+  s?: 'g' | 'p' | 't';
   /** Microseconds. */
   ts: number;
   dur?: number;

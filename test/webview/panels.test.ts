@@ -16,8 +16,13 @@ import { whatIfInputs } from '../../extension/whatif-params';
 import { deviceMark, expertShareRows, opBusyMs, ratioColour, timeColour, timeScale } from '../../webviews/plan/heatmap';
 import type { WhatIfSettings, WhatIfViewData } from '../../webviews/whatif/types';
 import { repoRoot } from '../helpers/shared';
-import { joinPlanOps } from '../../engine/runtime/trace';
 import { nativeOpTable } from '../../engine/native/op-table';
+import { joinPlanOps, measuredChromeTrace } from '../../engine/runtime/trace';
+import { Engine } from '../../engine/runtime/engine';
+import { writeSyntheticModel } from '../../engine/model/synthetic';
+import { GgmlType } from '../../engine/model/ggml-types';
+import { planHardware } from '../helpers/policy-runs';
+import { tempDir } from '../helpers/shared';
 import { launchChromium, skipUnlessChromium } from './browser';
 import { startHarness, type Harness } from './harness';
 import { contrastRatio, cspBlocksInline, openView, postData, screenshot, unnamedFocusables } from './views';
@@ -300,6 +305,52 @@ describe('timeline panel', { skip }, () => {
       assert.deepEqual(pageErrors, []);
       await page.context().close();
     }
+  });
+});
+
+describe('timeline panel: a re-plan between measured steps', { skip }, () => {
+  test('a batch re-plan of a real run (loopback) is a line across the measured lanes, at its time, with its reason', { timeout: 300_000 }, async () => {
+    // A real run: a synthetic model planned for batch 1 on the loopback device serves 4 requests at
+    // once, so the first step of 4 sequences re-plans (engine/runtime/replan.ts) while tracing.
+    const { dir, cleanup } = tempDir();
+    let measured;
+    let reason = '';
+    try {
+      const file = path.join(dir, 'batch.gguf');
+      writeSyntheticModel(file, { architecture: 'llama', nLayers: 2, nEmbd: 128, nHeads: 4, nKvHeads: 4, nFf: 256, nVocab: 320, contextLength: 128, seed: 3, weightType: GgmlType.Q8_0 });
+      const engine = await Engine.load(file, { threads: 1, contextLength: 128, device: 'loopback', maxSequences: 4, policy: 'gpu-only', hardware: planHardware('loopback'), workload: { batch: 1, prompt: 16, gen: 8 } });
+      try {
+        engine.setTracing(true);
+        await Promise.all([[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]].map((p) => engine.scheduler().submit({ prompt: p, maxTokens: 4, temperature: 0, onlyStopIds: true, stopIds: new Set() }).result));
+        reason = engine.execution.replans![0]!.reason;
+        measured = measuredChromeTrace(engine.takeTrace(), (st) => `measured step ${st}`);
+      } finally {
+        engine.dispose();
+      }
+    } finally {
+      cleanup();
+    }
+    const mark = measured.traceEvents.find((e) => e.ph === 'i')!;
+    assert.ok(mark, 'the trace has the re-plan');
+    const { page, pageErrors } = await openView(browser!, harness!, 'timeline', 'dark', 1000, 700);
+    await postData(page, { predicted: simulateRequest({ ...INPUTS, trace: true }).trace, measured, title: 'synthetic, gpu-only: batch re-plan' });
+    await page.locator('#timeline').waitFor();
+    const drawn = await page.locator('#timeline g.mark-event').evaluateAll((nodes) => nodes.map((n) => ({
+      label: n.getAttribute('aria-label'), at: Number(n.getAttribute('data-at-us')), x: Number(n.querySelector('line')!.getAttribute('x1')),
+    })));
+    assert.equal(drawn.length, 1);
+    assert.equal(drawn[0]!.at, mark.ts);
+    assert.ok(drawn[0]!.label!.includes(reason), drawn[0]!.label!);
+    assert.match(drawn[0]!.label!, /Measured \(runtime\) · re-plan \(batch\)/);
+    // At its time on the measured steps' axis: between the spans before and after it.
+    const spans = await page.locator('#timeline g.span').evaluateAll((nodes) => nodes.map((n) => ({ ts: Number(n.getAttribute('data-start-us')), x: Number(n.querySelector('rect')!.getAttribute('x')) })));
+    const after = spans.filter((sp) => sp.ts >= mark.ts && sp.x > 170);
+    assert.ok(after.length > 0 && after.every((sp) => sp.x >= drawn[0]!.x - 1e-6), 'spans after the re-plan start right of its line');
+    await page.locator('#timeline g.mark-event').dispatchEvent('mouseover');
+    assert.ok((await page.locator('#span-details').textContent() ?? '').includes(reason));
+    await screenshot(page, 'webview-timeline-replan-dark');
+    assert.deepEqual(pageErrors, []);
+    await page.context().close();
   });
 });
 

@@ -32,13 +32,14 @@ function laneClass(lane: string): string {
 /** A trace restricted to one section (process), e.g. 'decode step (layer-split)'. */
 function onlySection(parsed: ParsedTrace, section: string, fallbackAll: boolean): ParsedTrace {
   let lanes = parsed.lanes.filter((l) => l.section === section);
-  if (lanes.length === 0 && fallbackAll) lanes = parsed.lanes;
+  const all = lanes.length === 0 && fallbackAll;
+  if (all) lanes = parsed.lanes;
   const spans = lanes.flatMap((l) => l.spans);
-  return {
-    lanes,
-    startUs: spans.length ? Math.min(...spans.map((x) => x.startUs)) : 0,
-    endUs: spans.length ? Math.max(...spans.map((x) => x.startUs + x.durUs)) : 0,
-  };
+  // Marks (re-plans) of the shown sections, inside the time they span.
+  const startUs = spans.length ? Math.min(...spans.map((x) => x.startUs)) : 0;
+  const endUs = spans.length ? Math.max(...spans.map((x) => x.startUs + x.durUs)) : 0;
+  const marks = parsed.marks.filter((m) => (all || m.section === section) && m.atUs >= startUs && m.atUs <= endUs);
+  return { lanes, startUs, endUs, marks };
 }
 
 export function renderTimeline(root: HTMLElement, data: TimelineViewData, act: Action, sectionChoice?: string): void {
@@ -126,6 +127,7 @@ export function renderTimeline(root: HTMLElement, data: TimelineViewData, act: A
         drawLane(chart, lane, AXIS_HEIGHT + row * ROW_HEIGHT, t.label);
         row++;
       }
+      drawMarks(chart, t.parsed, y0, AXIS_HEIGHT + row * ROW_HEIGHT, t.label);
     }
     chart.addEventListener('keydown', (e: KeyboardEvent) => {
       if (e.target !== chart) return;
@@ -160,13 +162,28 @@ export function renderTimeline(root: HTMLElement, data: TimelineViewData, act: A
       draw();
     });
     const show = (e: Event) => {
-      const g = (e.target as Element).closest('.span');
+      const g = (e.target as Element).closest('.span, .mark-event');
       if (g) details.textContent = g.getAttribute('aria-label') ?? '';
     };
     chart.addEventListener('mouseover', show);
     chart.addEventListener('focusin', show);
     container.replaceChildren(chart);
     if (focusedKey === 'chart') chart.focus();
+  }
+
+  /** A re-plan (instant event) as a line across its trace's lanes, focusable, with its reason. */
+  function drawMarks(chart: SVGSVGElement, parsed: ParsedTrace, top: number, bottom: number, traceLabel: string): void {
+    for (const m of parsed.marks) {
+      if (m.atUs < view.startUs || m.atUs > view.endUs) continue;
+      const x = xOf(m.atUs, view);
+      const reason = typeof m.args.reason === 'string' ? `: ${m.args.reason}` : '';
+      const label = `${traceLabel} · ${m.name} at ${formatUs(m.atUs - full.startUs)}${reason}`;
+      const g = svg('g', { class: 'mark-event', role: 'img', tabindex: -1, 'aria-label': label, 'data-at-us': m.atUs });
+      g.append(svg('line', { class: 'mark-line', x1: x, x2: x, y1: top + 2, y2: bottom }));
+      g.append(svg('path', { class: 'mark-flag', d: `M ${x} ${top + 2} l 7 4 l -7 4 z` }));
+      g.append(svg('text', { class: 'mark-label', x: x + 9, y: top + ROW_HEIGHT / 2 + 4 }, 're-plan'));
+      chart.append(g);
+    }
   }
 
   function drawLane(chart: SVGSVGElement, lane: TraceLane, y: number, traceLabel: string): void {

@@ -5,7 +5,9 @@ import type { ChromeTrace } from '../../engine/server/protocol';
 
 export interface Span { name: string; startUs: number; durUs: number; args: Record<string, unknown> }
 export interface TraceLane { key: string; section: string; lane: string; spans: Span[]; busyUs: number }
-export interface ParsedTrace { lanes: TraceLane[]; startUs: number; endUs: number }
+/** An instant event (a re-plan between steps), drawn as a line across its trace's lanes. */
+export interface TraceMark { name: string; section: string; atUs: number; args: Record<string, unknown> }
+export interface ParsedTrace { lanes: TraceLane[]; startUs: number; endUs: number; marks: TraceMark[] }
 
 export function parseTrace(trace: ChromeTrace): ParsedTrace {
   if (!trace || !Array.isArray(trace.traceEvents)) throw new Error('not a Chrome trace: traceEvents is missing');
@@ -40,7 +42,12 @@ export function parseTrace(trace: ChromeTrace): ParsedTrace {
     endUs = Math.max(endUs, e.ts + e.dur);
   }
   if (!Number.isFinite(startUs)) { startUs = 0; endUs = 0; }
-  return { lanes: [...lanes.values()], startUs, endUs };
+  const marks: TraceMark[] = [];
+  for (const e of trace.traceEvents) {
+    if (e.ph !== 'i' || typeof e.ts !== 'number') continue;
+    marks.push({ name: e.name, section: processNames.get(e.pid) ?? `process ${e.pid}`, atUs: e.ts, args: e.args ?? {} });
+  }
+  return { lanes: [...lanes.values()], startUs, endUs, marks };
 }
 
 /** Round tick step (1-2-5 × 10^k µs) giving about `target` ticks over `spanUs`. */
