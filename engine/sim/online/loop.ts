@@ -4,14 +4,9 @@
 // leave. Reports throughput and per-token latency as NEO §5.1 / APEX §5.3 define them.
 
 import type { OnlineCosts } from '../../plan/neo/costs';
-import type { IterationMode, IterationPlan, OnlineQueues } from '../../plan/neo/scheduler';
+import type { IterationMode, IterationPlan, OnlineDecider, OnlineQueues } from '../../plan/online/decider';
 import type { OnlineRequest } from '../../plan/neo/request';
 import { executeIteration } from './execute';
-
-export interface OnlineScheduler {
-  readonly limits: { nLayers: number };
-  schedule(q: OnlineQueues): IterationPlan;
-}
 
 export interface OnlineRunOptions {
   /**
@@ -43,7 +38,7 @@ export interface OnlineResult {
 }
 
 /** Runs the requests (copied; the input is not modified) to completion. */
-export function runOnline(input: readonly OnlineRequest[], scheduler: OnlineScheduler, costs: OnlineCosts, opt: OnlineRunOptions = {}): OnlineResult {
+export function runOnline(input: readonly OnlineRequest[], scheduler: OnlineDecider, costs: OnlineCosts, opt: OnlineRunOptions = {}): OnlineResult {
   if (input.length === 0) throw new Error('online run: no requests');
   const reqs = input.map((r) => ({ ...r, generated: 0, where: 'waiting' as const, aoLayer: 0, firstTokenMs: undefined, finishMs: undefined }))
     .sort((a, b) => a.arrivalMs - b.arrivalMs);
