@@ -49,5 +49,5 @@ export function liveDecider(kv: KvMover, params: PlanParams, policy: string, exe
     gpuKvTokens = Math.min(gpuKvTokens, Math.max(0, pages) * exec.pageTokens);
   }
   const limits: SchedulerLimits = { ...setup.limits, gpuKvTokens, maxBatchTokens: exec.stepRows, ...opt.limits };
-  return new LiveDecider(kind, makeDecider(kind, limits, setup.predictors), kv, opt.onIteration);
+  return new LiveDecider(kind, makeDecider(kind, limits, setup.predictors), kv, limits, opt.onIteration);
 }

@@ -22,7 +22,7 @@
 //     picked up in a later one): a step evaluates every layer of every row it carries, so a CPU
 //     request the decider puts in the unified batch runs its whole token in this step, its
 //     attention on the CPU beside the device's. The mirror therefore never carries partial layers.
-import type { IterationMode, IterationPlan, OnlineDecider, OnlineQueues } from '../../plan/online/decider';
+import type { DeciderKind, IterationMode, IterationPlan, OnlineDecider, OnlineQueues, SchedulerLimits } from '../../plan/online/decider';
 import type { OnlineRequest } from '../../plan/neo/request';
 import type { NativeLoc } from '../../native/model';
 
@@ -79,7 +79,8 @@ export class LiveDecider {
   private nextId = 0;
   readonly stats: LiveStats = { iterations: 0, modes: { 'gpu-only': 0, 'two-batch': 0, 'async-overlap': 0 }, deviceAttended: 0, cpuAttended: 0, swaps: 0, refused: 0 };
 
-  constructor(readonly kind: string, private readonly decider: OnlineDecider, private readonly kv: KvMover, private readonly onIteration?: (rec: IterationRecord) => void) {}
+  /** `limits`: what the decider was built with (the simulator replays the same arrivals with them). */
+  constructor(readonly kind: DeciderKind, private readonly decider: OnlineDecider, private readonly kv: KvMover, readonly limits: SchedulerLimits, private readonly onIteration?: (rec: IterationRecord) => void) {}
 
   /**
    * Decides one iteration over the running requests (admission order) and executes its KV moves;
