@@ -11,7 +11,7 @@
 // loopback (and Vulkan when present) next to the online simulator's prediction for the same
 // arrivals (test/bench/serve-online.ts):
 //   npm run bench:serve -- --online [--model FILE] [--requests 16] [--prompt 48] [--gen 32] [--rate inf|R]
-//                          [--parallel 8] [--vram BYTES | --kv-factor 0.95] [--hardware PRESET|this] [--no-vulkan]
+//                          [--parallel 8] [--vram BYTES | --kv-factor 0.95] [--hardware PRESET|this] [--repeat 3] [--no-vulkan]
 import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { nativeKernels } from '../../engine/native/model';

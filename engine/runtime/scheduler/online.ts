@@ -22,7 +22,7 @@
 //     picked up in a later one): a step evaluates every layer of every row it carries, so a CPU
 //     request the decider puts in the unified batch runs its whole token in this step, its
 //     attention on the CPU beside the device's. The mirror therefore never carries partial layers.
-import type { DeciderKind, IterationMode, IterationPlan, OnlineDecider, OnlineQueues, SchedulerLimits } from '../../plan/online/decider';
+import type { DeciderKind, IterationMode, OnlineDecider, OnlineQueues, SchedulerLimits } from '../../plan/online/decider';
 import type { OnlineRequest } from '../../plan/neo/request';
 import type { NativeLoc } from '../../native/model';
 
@@ -140,12 +140,6 @@ export class LiveDecider {
     return stepping;
   }
 
-  /** The last decision of this iteration, for callers that want the whole plan (tests, the trace). */
-  where(seq: number): 'waiting' | 'gpu' | 'cpu' | undefined {
-    for (const { r, seq: s } of this.mirror.values()) if (s === seq) return r.where === 'done' ? undefined : r.where;
-    return undefined;
-  }
-
   /** Brings the mirror up to date: new requests wait for admission, ended ones leave, tokens count. */
   private reconcile(live: readonly LiveRequest[]): void {
     const keys = new Set(live.map((l) => l.key));
@@ -212,4 +206,3 @@ export function iterationLine(kind: string, rec: IterationRecord): string {
   return parts.join(', ');
 }
 
-export type { IterationPlan };

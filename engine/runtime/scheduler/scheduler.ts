@@ -20,6 +20,10 @@
 //   after its pending token; the step then returns every row's logits, and the drafts that equal
 //   the greedy choice stand (a step's rows are bit for bit what single-token steps give, so the
 //   output is exactly plain greedy). The KV of rejected drafts is cleared before the next step.
+// - NEO / APEX plans (KV placed by sequence): before every step the plan's online decider
+//   (engine/plan/online, the simulator's) decides which running requests step, where each one's KV
+//   lives (hence whether its attention runs on the CPU or the device), which KV moves, and which
+//   prompts are admitted; scheduler/online.ts executes it. Slots and prompt chunks stay as above.
 // - A device that fails mid-step (DeviceError): the engine moves the model to the CPU
 //   (onDeviceError) and every running request rebuilds its KV there from the tokens it held,
 //   then goes on; nothing it already streamed changes.
