@@ -4,7 +4,8 @@
 // the loopback device (and Vulkan when one is found) with each decider — NEO's 'gpu-only' baseline
 // (SwiftLLM: KV that does not fit on the device is swapped out and waits, no CPU attention), NEO
 // and APEX — on the NEO/APEX placement (weights on the device, KV by request), and played by the
-// online simulator (engine/sim/online) with the same decider, limits and the plan's cost model.
+// online simulator (engine/sim/online) with the same decider, limits, slots and the plan's cost
+// model.
 // Measured: generated tokens per second from the first arrival to the last completion, and the
 // mean per-token latency (finish − arrival) / tokens, as NEO §5.1 defines them.
 import os from 'node:os';
@@ -71,12 +72,12 @@ async function serve(engine: Engine, kind: DeciderKind, reqs: OnlineRequest[], v
   };
 }
 
-function simulate(engine: Engine, kind: DeciderKind, reqs: OnlineRequest[], limits: Parameters<typeof makeDecider>[1]): Simulated | string {
+function simulate(engine: Engine, kind: DeciderKind, reqs: OnlineRequest[], limits: Parameters<typeof makeDecider>[1], slots: number): Simulated | string {
   const params = engine.execution.planParams;
   if (!params) return 'no plan';
   const setup = onlineSetup(resolve(params).ctx);
   try {
-    const r = runOnline(reqs, makeDecider(kind, limits, setup.predictors), setup.truth);
+    const r = runOnline(reqs, makeDecider(kind, limits, setup.predictors), setup.truth, { maxRunning: slots });
     return { tokensPerS: r.throughputTokensPerS, perTokenMs: r.perTokenLatencyMs, iterations: r.iterations, modes: modesText(r.modes) };
   } catch (e) {
     return (e as Error).message;
@@ -127,7 +128,7 @@ export async function onlineBench(): Promise<void> {
         for (let i = 0; i < repeat; i++) runs.push(await serve(engine, kind, reqs, hp.nVocab));
         runs.sort((a, b) => a.m.tokensPerS - b.m.tokensPerS);
         const { m, limits } = runs[Math.floor(runs.length / 2)]!;
-        const sim = simulate(engine, kind, reqs, limits);
+        const sim = simulate(engine, kind, reqs, limits, slots);
         const simTok = typeof sim === 'string' ? '—' : sim.tokensPerS.toFixed(1);
         const ratio = typeof sim === 'string' ? '—' : (sim.tokensPerS / m.tokensPerS).toFixed(2);
         const lat = `${m.perTokenMs.toFixed(1)} / ${typeof sim === 'string' ? '—' : sim.perTokenMs.toFixed(1)}`;

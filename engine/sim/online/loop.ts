@@ -17,6 +17,12 @@ export interface OnlineRunOptions {
    * APEX on its T4 preset, 500 requests of 800 tokens.
    */
   maxIterations?: number;
+  /**
+   * Most requests in the system at once (waiting for prefill or decoding); later arrivals queue
+   * outside until one finishes. The runtime's slots (one KV sequence per request) are such a
+   * bound; default: none.
+   */
+  maxRunning?: number;
   /** Called after every iteration (tracing, the timeline view). */
   onIteration?: (plan: IterationPlan, startMs: number, ms: number) => void;
 }
@@ -52,8 +58,9 @@ export function runOnline(input: readonly OnlineRequest[], scheduler: OnlineDeci
   let it = 0;
   let idle = 0;
   while (done < reqs.length) {
-    while (next < reqs.length && reqs[next]!.arrivalMs <= now) q.waiting.push(reqs[next++]!);
-    if (q.waiting.length + q.gpu.length + q.cpu.length === 0) { now = reqs[next]!.arrivalMs; continue; }
+    const cap = opt.maxRunning ?? Infinity;
+    while (next < reqs.length && reqs[next]!.arrivalMs <= now && q.waiting.length + q.gpu.length + q.cpu.length < cap) q.waiting.push(reqs[next++]!);
+    if (q.waiting.length + q.gpu.length + q.cpu.length === 0) { now = Math.max(now, reqs[next]!.arrivalMs); continue; }
     if (++it > maxIt) throw new Error(`online run: more than ${maxIt} iterations (${done}/${reqs.length} requests done) — the scheduler makes no progress`);
     const plan = scheduler.schedule(q);
     const res = executeIteration(plan, costs);
