@@ -3,7 +3,7 @@
 // the decode batch; when it does not, CPU attention runs asynchronously across the whole GPU
 // iteration and its result is consumed by the same layer of the next iteration.
 
-import type { Decision } from '../explain/types';
+import type { Decision } from './explanation';
 import type { Policy } from './policy';
 import type { Plan } from './types';
 import { ApexScheduler } from './apex/scheduler';

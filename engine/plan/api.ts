@@ -8,7 +8,8 @@ import { checkCorrection, type CostCorrection } from '../cost/feedback';
 import { readFeedback } from '../cost/feedback-store';
 import { withExpertStats, withGgufExperts } from '../cost/moe';
 import type { LayerCostTable, Workload } from '../cost/types';
-import { whatIfs } from '../explain/what-if';
+import { whatIfs } from './what-if';
+import { neoGainDecision } from './neo-gain';
 import { hardwarePreset, withGpuPreset } from '../hardware/presets';
 import { loadThisProfile } from '../hardware/this';
 import type { HardwareProfile } from '../hardware/types';
@@ -198,6 +199,8 @@ export function explainRequest(params: PlanParams): Plan {
   // would mix measured and modelled costs, so what-ifs are left out and the summary says so.
   if (r.ctx.cost.measured) plan.explanation.summary += ' (No what-ifs: they need the cost model, and this plan uses a measured --costs table.)';
   else plan.explanation.whatIf = whatIfs(r.policy, plan, r.ctx.model, r.ctx.hardware, r.ctx.workload, r.ctx.cost.correction);
+  const gain = neoGainDecision(plan, r.ctx);
+  if (gain) plan.explanation.decisions.push(gain);
   return plan;
 }
 

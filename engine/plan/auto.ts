@@ -14,7 +14,7 @@
 // - No plan that does not fit in memory is chosen; when none fits, auto refuses with the numbers.
 
 import { PlanDoesNotFitError, overflowOf, withSimulatedPrediction } from './predict';
-import type { Alternative } from '../explain/types';
+import type { Alternative } from './explanation';
 import type { Policy, PlanContext } from './policy';
 import type { Plan } from './types';
 

@@ -3,7 +3,7 @@
 
 import type { LayerCostTable, OpTimes, OpWork, StepShape } from '../cost/types';
 import { formatBytesPerElement, layerWeightBytes, weightBytes } from '../model/shape';
-import type { Explanation } from '../explain/types';
+import type { Explanation } from './explanation';
 import type { PlanContext } from './policy';
 import {
   PLAN_VERSION, type KvPlacement, type LaneTimes, type LayerPlan, type MemoryUse, type OpPlan, type Plan, type PlanStage,

@@ -1,6 +1,6 @@
 // cpu-only: every op on the CPU, weights used in place from (pageable) host memory.
 
-import { bindingOf } from '../explain/binding';
+import { bindingOf } from './binding';
 import { headOn, kvBytesPerLayer, layerBytes, headBytes, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from './build';
 import type { Policy, PlanContext } from './policy';
 import type { LayerPlan } from './types';

@@ -2,8 +2,8 @@
 // that do not fit stream their weights and KV from pinned host memory every step (FlexGen-style
 // offloading with all compute on the GPU — paper 000's "GPU-only" baseline, digest 000 §4).
 
-import { bindingOf } from '../explain/binding';
-import type { Decision } from '../explain/types';
+import { bindingOf } from './binding';
+import type { Decision } from './explanation';
 import { headBytes, headOn, kvBytesPerLayer, layerBytes, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs, workspaceBytes } from './build';
 import type { Policy, PlanContext } from './policy';
 import type { LayerPlan, Plan } from './types';

@@ -16,8 +16,8 @@
 //   part uses Eq. 11's max(recompute, KV) where recompute waits only for X.
 // - Not applicable with a measured --costs table (KVPR plans from v_com and v_gpu).
 
-import { bindingOf } from '../explain/binding';
-import type { Alternative } from '../explain/types';
+import { bindingOf } from './binding';
+import type { Alternative } from './explanation';
 import { formatBytesPerElement, modelWeightBytes, weightBytes } from '../model/shape';
 import { headBytes, headOn, kvBytesPerLayer, layerBytes, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs, workspaceBytes } from './build';
 import { gpuStageLayers } from './gpu-only';

@@ -2,8 +2,8 @@
 // llama.cpp's -ngl, with the count chosen as `--fit` does: the most layers that fit in VRAM.
 // llama.cpp offloads the *last* n layers (i_gpu_start = n_layer − n_gpu_layers); we do the same.
 
-import { bindingOf } from '../explain/binding';
-import type { Alternative } from '../explain/types';
+import { bindingOf } from './binding';
+import type { Alternative } from './explanation';
 import { headBytes, headOn, kvBytesPerLayer, layerBytes, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs, workspaceBytes } from './build';
 import type { Policy, PlanContext } from './policy';
 import type { LayerPlan, PlanStage } from './types';

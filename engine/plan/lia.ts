@@ -9,8 +9,8 @@
 // policies on the same costs (the paper's scalar form is engine/plan/lia/cost.ts table1Terms, used
 // by the paper tests); the token embedding is a lookup in host memory and is not placed.
 
-import { bindingOf } from '../explain/binding';
-import type { Alternative, Decision } from '../explain/types';
+import { bindingOf } from './binding';
+import type { Alternative, Decision } from './explanation';
 import { headBytes, headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from './build';
 import type { Policy, PlanContext } from './policy';
 import type { LayerPlan, Plan, PlanStage } from './types';

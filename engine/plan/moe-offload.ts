@@ -20,8 +20,8 @@
 // - Not applicable without a GPU, for dense models, or when attention + router + shared expert
 //   + KV of all layers + LM head do not fit in VRAM (then layer-split or other policies apply).
 
-import { bindingOf } from '../explain/binding';
-import type { Alternative } from '../explain/types';
+import { bindingOf } from './binding';
+import type { Alternative } from './explanation';
 import { layerActivation, readProbability } from '../cost/moe';
 import type { OpTimes, OpWork } from '../cost/types';
 import { expertBytes, layerWeightBytes, weightBytes } from '../model/shape';

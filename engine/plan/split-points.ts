@@ -11,8 +11,8 @@
 //   need a table at batch/nb) or exactly the workload's `batches=N`, chunking {none, Scores/8, Scores/8 + WV/8}. Best L wins; ties go
 //   to the simpler variant (fewer batches, fewer chunks).
 
-import { bindingOf } from '../explain/binding';
-import type { Alternative } from '../explain/types';
+import { bindingOf } from './binding';
+import type { Alternative } from './explanation';
 import type { LayerCostTable, OpTimes } from '../cost/types';
 import { headBytes, headOn, kvBytesPerLayer, layerBytes, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs, workspaceBytes } from './build';
 import { gpuStageLayers } from './gpu-only';

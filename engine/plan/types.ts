@@ -4,7 +4,7 @@
 // predicted.stepMs, predicted.tokensPerSecond, stages.decode.layers[i].ops[j].{name,device}.
 
 import type { OpKind, Workload } from '../cost/types';
-import type { Explanation } from '../explain/types';
+import type { Explanation } from './explanation';
 
 /** Bump when a field changes meaning. */
 export const PLAN_VERSION = 1;

@@ -177,6 +177,7 @@ export class Engine {
 
   /** Before a native evaluation: per-op timing on when a caller traces or feedback samples this one. */
   private beforeEval(): boolean {
+    this.feedback!.evaluating();
     const sampled = this.feedback!.nextIsSampled();
     const on = sampled || this.userTracing;
     if (this.native && this.native.tracing !== on) this.native.tracing = on;

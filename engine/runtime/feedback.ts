@@ -19,6 +19,8 @@ export interface RuntimeFeedbackOptions {
   correction?: MeasuredCorrection;
   /** The profile to predict with when the engine has no device plan (the CPU alone). */
   profile?: HardwareProfile;
+  /** Told before every evaluation (sampled or not): work is running (a background re-measure yields to it). */
+  onEvaluation?: () => void;
   /** Told when a class of ops disagrees with the profile by more than the tolerance over a window. */
   onDisagreement?: (found: Disagreement[]) => void;
   /** Told with the correction at most every `persistEveryMs` of folding, and at dispose (to save it). */
@@ -82,6 +84,11 @@ export class StepFeedback {
     if (found.length) this.opts.onDisagreement?.(found);
     if (this.opts.persist && Date.now() - this.lastPersist >= (this.opts.persistEveryMs ?? 30_000)) this.persist();
     return found;
+  }
+
+  /** An evaluation starts (see RuntimeFeedbackOptions.onEvaluation). */
+  evaluating(): void {
+    this.opts.onEvaluation?.();
   }
 
   persist(): void {

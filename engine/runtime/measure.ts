@@ -12,12 +12,16 @@ import { benchTokens } from './bench';
 import { cpuForThreads } from './devices';
 import { PREFILL_CHUNK, type Engine } from './engine';
 import { nativeOpTable } from '../native/op-table';
-import { measuredChromeTrace, stepBreakdown } from './trace';
+import { joinPlanOps, measuredChromeTrace, stepBreakdown, type MeasuredPlanOp } from './trace';
 
-/** Measured ms per plan op of one decode step (the plan's op names; ops matched by layer index). */
+/**
+ * Measured ms per plan op of one decode step (the plan's op names; ops matched by layer index).
+ * A fused kernel (one native op over several plan ops, e.g. Attention = Scores + Softmax + WV)
+ * is one entry with `covers`: measured as a whole, shown as one cell spanning its plan ops.
+ */
 export interface MeasuredOps {
   source: string;
-  layers: { index: number; ops: { name: string; ms: number }[] }[];
+  layers: { index: number; ops: MeasuredPlanOp[] }[];
   headMs?: number;
 }
 
@@ -32,14 +36,6 @@ export interface MeasureResult {
   /** Measured and predicted decode step, ms. */
   decodeStepMs: number;
   predictedStepMs: number;
-}
-
-const ATTENTION_PARTS = ['Scores', 'Softmax', 'WV'];
-
-/** An op's predicted busy time over every lane it uses, ms (as the plan panel colours it). */
-function busyMs(op: { predictedMs: { cpu?: number; gpu?: number; h2d?: number; d2h?: number; dc?: number; s2d?: number } }): number {
-  const p = op.predictedMs;
-  return (p.cpu ?? 0) + (p.gpu ?? 0) + (p.h2d ?? 0) + (p.d2h ?? 0) + (p.dc ?? 0) + (p.s2d ?? 0);
 }
 
 export async function measureRun(engine: Engine, opts: { promptTokens?: number; decodeSteps?: number; signal?: AbortSignal; hardware: () => Promise<HardwareProfile> }): Promise<MeasureResult> {
@@ -82,23 +78,11 @@ export async function measureRun(engine: Engine, opts: { promptTokens?: number; 
   // The first decode step warms caches after the prompt; the rest are averaged.
   const decode = steps.slice(prefill + 1);
   const b = stepBreakdown(trace, decode.length ? decode : steps.slice(prefill), hp.nLayers);
-  const layers = plan.stages.decode.layers.map((l) => {
-    const m = b.opMs[l.index] ?? {};
-    const attention = m.Attention ?? 0;
-    const parts = l.ops.filter((o) => ATTENTION_PARTS.includes(o.name));
-    const partPredicted = parts.reduce((s, o) => s + busyMs(o), 0);
-    return {
-      index: l.index,
-      ops: l.ops.map((o) => ({
-        name: o.name,
-        // Attention runs as one fused kernel; its time is shared among the plan's three parts
-        // in the ratio the plan predicts for them.
-        ms: ATTENTION_PARTS.includes(o.name)
-          ? attention * (partPredicted > 0 ? busyMs(o) / partPredicted : 1 / Math.max(1, parts.length))
-          : m[o.name] ?? 0,
-      })),
-    };
-  });
+  const table = nativeOpTable().planOps;
+  const layers = plan.stages.decode.layers.map((l) => ({
+    index: l.index,
+    ops: joinPlanOps(l.ops.map((o) => o.name), b.opMs[l.index] ?? {}, table),
+  }));
   const head = b.opMs[hp.nLayers] ?? {};
   const measured: MeasuredOps = {
     source: `runtime: ${decode.length || steps.length - prefill} decode steps after a ${promptTokens}-token prompt, ${new Date().toISOString().slice(0, 19).replace('T', ' ')}`,

@@ -152,3 +152,34 @@ export function planOpTimes(t: MeasuredTrace, step: number): PlanOpTime[] {
   }
   return [...out.values()];
 }
+
+/**
+ * One measured time joined to the plan: `name` is the plan op it times, or — for a fused kernel
+ * that executes several of the layer's plan ops (the op table's `covers`) — the native op's name
+ * with `covers` listing the plan ops it spans. A fused kernel's time is one number: it is never
+ * split among its parts (their shares were not measured).
+ */
+export interface MeasuredPlanOp {
+  name: string;
+  ms: number;
+  covers?: string[];
+}
+
+/**
+ * A layer's measured times in the plan's vocabulary, in the order of the plan's ops: each native
+ * plan op that ran (`opMs`, by native name) joined to the plan ops it covers. Plan ops no native
+ * op covers get no entry (nothing measured them).
+ */
+export function joinPlanOps(planOps: readonly string[], opMs: Readonly<Record<string, number>>, table: readonly { name: string; covers: readonly string[] }[]): MeasuredPlanOp[] {
+  const out: MeasuredPlanOp[] = [];
+  const done = new Set<string>();
+  for (const name of planOps) {
+    const native = table.find((t) => t.covers.includes(name));
+    if (!native || done.has(native.name)) continue;
+    done.add(native.name);
+    const covered = planOps.filter((n) => native.covers.includes(n));
+    const ms = opMs[native.name] ?? 0;
+    out.push(covered.length === 1 ? { name: covered[0]!, ms } : { name: native.name, ms, covers: covered });
+  }
+  return out;
+}

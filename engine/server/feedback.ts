@@ -1,7 +1,8 @@
 // The server's side of measured feedback (issue 21 item 4): each loaded engine folds its steps
 // into the correction persisted beside this machine's cached profile; a disagreement of more than
-// 25 % is logged, sent to the client (fulcrum/feedback: the status bar shows it) and starts a
-// background re-measure of the profile's calibration, at most once per interval.
+// 25 % is logged, sent to the client (fulcrum/feedback: the status bar shows it) and queues a
+// background re-measure of the profile's calibration, at most once per interval, which runs only
+// while the engine evaluates nothing (every evaluation tells it: onEvaluation).
 import { describeDisagreement, MeasuredCorrection, type Disagreement } from '../cost/feedback';
 import { readFeedback, writeFeedback } from '../cost/feedback-store';
 import { loadCachedProfile } from '../hardware/cache';
@@ -40,6 +41,7 @@ export class ServerFeedback {
         try { writeFeedback(p, c); } catch (e) { this.events.onLog?.(`measured feedback: not saved (${(e as Error).message})`); }
       },
       onDisagreement: (d) => this.disagreed(p, correction, d),
+      onEvaluation: () => this.remeasure.activity(),
     };
   }
 
@@ -58,7 +60,7 @@ export class ServerFeedback {
         this.send({ message: `profile ${r.note}`, disagreements: [], remeasure: 'done' });
       });
     }
-    const why = remeasure === 'started' ? 're-measuring the profile\'s calibration in the background'
+    const why = remeasure === 'started' ? 're-measuring the profile\'s calibration in the background while the engine is idle'
       : remeasure === 'running' ? 'a re-measure is running' : remeasure === 'too soon' ? 'the profile was re-measured a short while ago'
       : 'device and link figures are re-measured by `fulcrum profile`';
     this.send({

@@ -223,7 +223,7 @@ export const FulcrumErrorCodes = {
 // ---- Planner results as the extension and the webviews see them. Re-exported here so that
 // extension/ and webviews/ import no other engine file.
 export type { Plan, PlanStage, LayerPlan, OpPlan, OpPredicted, LaneTimes, Lane, Device, WeightResidency, PolicyName } from '../plan/types';
-export type { Explanation, Decision, Alternative, WhatIf, Resource } from '../explain/types';
+export type { Explanation, Decision, Alternative, WhatIf, Resource } from '../plan/explanation';
 export type { PlanParams, SimulateParams, SimulateResult } from '../plan/api';
 export type { TraceEvent } from '../sim/types';
 

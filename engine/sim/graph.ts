@@ -7,8 +7,13 @@
 //   transfers are queued when layer k starts and may begin once layer k−1 has finished.
 //   Decision: two layer buffers (double buffering, as paper 000, KVPR and LIA use), so prefetch
 //   depth is one layer;
-// - sub-batches (multi-batch zig-zag): weights are transferred once per layer and reused, KV and
-//   computations are per sub-batch;
+// - sub-batches (multi-batch zig-zag, paper 000 §3.2, Fig. 7b): weights are transferred once per
+//   layer and reused, KV and computations are per sub-batch. A layer is emitted segment by segment
+//   (a segment: consecutive ops on the same device), each segment for every sub-batch before the
+//   next segment, so the CPU runs batch 1's prefix while the GPU runs batch 0's middle. Only one
+//   batch's KV is on the GPU at a time (§3.2): batch s's KV for an op is sent after batch s−1's
+//   GPU run of that op, which gives Eq. 14's serial chain ΣH + (n−1)(ΣG + KV) on the H2D lane;
+//   the next layer's transfers queue behind this layer's last KV (FIFO lane);
 // - a 'split' op runs its CPU and GPU parts concurrently; KV written back to the host goes over d2h.
 
 import type { OpWork } from '../cost/types';
@@ -43,8 +48,11 @@ function devicesOf(op: OpPlan): ReadonlySet<'cpu' | 'gpu'> {
   return op.device === 'split' ? BOTH_SET : op.device === 'cpu' ? CPU_SET : GPU_SET;
 }
 
-/** Transfers of one layer (weights once; per-sub-batch data for each sub-batch). Returns op → task ids. */
-function issueTransfers(b: Builder, stage: PlanStage, layer: LayerPlan, nb: number, gate: number[]): Map<string, number[]> {
+/**
+ * Transfers of one layer (weights once; per-sub-batch data for the first `kvBatches` sub-batches;
+ * the rest are issued by `issueKv` once the GPU buffer is free). Returns op → task ids.
+ */
+function issueTransfers(b: Builder, stage: PlanStage, layer: LayerPlan, nb: number, gate: number[], kvBatches = nb): Map<string, number[]> {
   const byOp = new Map<string, number[]>();
   const order = layer.weightOrder
     ? [...layer.ops].sort((x, y) => rank(layer.weightOrder!, x.name) - rank(layer.weightOrder!, y.name))
@@ -57,13 +65,27 @@ function issueTransfers(b: Builder, stage: PlanStage, layer: LayerPlan, nb: numb
     const L = layer.index;
     if (weights > 0) ids.push(add(b, stage.name, 'h2d', `L${L} W:${op.name}`, weights, gate, L, op.name, undefined, 'weights'));
     if ((p.s2d ?? 0) > 0) ids.push(add(b, stage.name, 'nvme', `L${L} S2D:${op.name}`, p.s2d!, gate, L, op.name, undefined, 'weights'));
-    for (let s = 0; s < nb && data > 0; s++) {
-      ids.push(add(b, stage.name, 'h2d', nb > 1 ? `L${L} KV:${op.name} b${s}` : `L${L} KV:${op.name}`, data, gate, L, op.name, nb > 1 ? s : undefined, 'kv'));
-    }
+    for (let s = 0; s < kvBatches && data > 0; s++) ids.push(issueKv(b, stage, L, op, nb, s, gate));
     if ((p.dc ?? 0) > 0 && ids.length) ids.push(add(b, stage.name, 'gpu', `L${L} DC:${op.name}`, p.dc!, [...ids], L, op.name, undefined, 'decompress'));
     if (ids.length) byOp.set(op.name, ids);
   }
   return byOp;
+}
+
+/** One sub-batch's KV of one op over H2D. */
+function issueKv(b: Builder, stage: PlanStage, L: number, op: OpPlan, nb: number, s: number, deps: number[]): number {
+  return add(b, stage.name, 'h2d', nb > 1 ? `L${L} KV:${op.name} b${s}` : `L${L} KV:${op.name}`, op.predictedMs.h2dKv ?? 0, deps, L, op.name, nb > 1 ? s : undefined, 'kv');
+}
+
+/** [start, end) ranges of consecutive ops that run on the same device(s). */
+function segmentsOf(ops: OpPlan[]): [number, number][] {
+  const out: [number, number][] = [];
+  for (let j = 0; j < ops.length; j++) {
+    const last = out[out.length - 1];
+    if (last && devicesOf(ops[j - 1]!) === devicesOf(ops[j]!)) last[1] = j + 1;
+    else out.push([j, j + 1]);
+  }
+  return out;
 }
 
 function rank(order: string[], name: string): number {
@@ -82,11 +104,12 @@ export function stageTasks(ctx: PlanContext, stage: PlanStage, startId = 0): Sim
   let prev: { ids: number[]; devices: ReadonlySet<'cpu' | 'gpu'> }[] = Array.from({ length: nb }, () => ({ ids: [], devices: new Set() }));
   const layerEnd: number[][] = [];
   const pending = new Map<number, Map<string, number[]>>();
+  const gateOf = (k: number): number[] => (k >= 2 ? layerEnd[k - 2] ?? [] : []);
   const transfersFor = (k: number): Map<string, number[]> => {
     let m = pending.get(k);
     if (!m) {
-      const gate = k >= 2 ? layerEnd[k - 2] ?? [] : [];
-      m = issueTransfers(b, stage, layers[k]!, nb, gate);
+      // Multi-batch: only batch 0's KV now; later batches' KV waits for the GPU buffer (below).
+      m = issueTransfers(b, stage, layers[k]!, nb, gateOf(k), nb > 1 ? 1 : nb);
       pending.set(k, m);
     }
     return m;
@@ -94,36 +117,50 @@ export function stageTasks(ctx: PlanContext, stage: PlanStage, startId = 0): Sim
   for (let k = 0; k < layers.length; k++) {
     const layer = layers[k]!;
     const mine = transfersFor(k);
-    if (k + 1 < layers.length) {
-      // Prefetch: the next layer's transfers may start once layer k−1 is done (two buffers).
-      transfersFor(k + 1);
-    }
-    for (let s = 0; s < nb; s++) {
-      for (let j = 0; j < layer.ops.length; j++) {
-        const op = layer.ops[j]!;
-        const p = op.predictedMs;
-        const devs = devicesOf(op);
-        const deps = [...prev[s]!.ids];
-        const t = mine.get(op.name);
-        if (t) {
-          // weights (first entries) plus this sub-batch's data
-          for (const id of t) {
-            const task = b.tasks[id - startId]!;
-            if (task.subBatch === undefined || task.subBatch === s) deps.push(id);
+    // Prefetch: the next layer's transfers may start once layer k−1 is done (two buffers). With
+    // sub-batches they are issued after this layer's tasks, so on the FIFO H2D lane they queue
+    // behind this layer's later-batch KV instead of holding it back a whole layer.
+    if (nb === 1 && k + 1 < layers.length) transfersFor(k + 1);
+    // The GPU task of (previous sub-batch, op): batch s's KV for op may load once it has run.
+    const gpuRunOf = new Map<string, number>();
+    const segments = nb > 1 ? segmentsOf(layer.ops) : [[0, layer.ops.length] as [number, number]];
+    for (const [from, to] of segments) {
+      for (let s = 0; s < nb; s++) {
+        for (let j = from; j < to; j++) {
+          const op = layer.ops[j]!;
+          const p = op.predictedMs;
+          const devs = devicesOf(op);
+          const deps = [...prev[s]!.ids];
+          const t = mine.get(op.name);
+          if (t) {
+            // weights (first entries) plus this sub-batch's data
+            for (const id of t) {
+              const task = b.tasks[id - startId]!;
+              if (task.subBatch === undefined || task.subBatch === s) deps.push(id);
+            }
           }
+          if (s > 0 && (p.h2dKv ?? 0) > 0) {
+            const freed = gpuRunOf.get(op.name);
+            deps.push(issueKv(b, stage, layer.index, op, nb, s, freed === undefined ? gateOf(k) : [...gateOf(k), freed]));
+          }
+          const crosses = prev[s]!.ids.length > 0 && [...devs].some((d) => !prev[s]!.devices.has(d));
+          const delay = crosses ? handoffDelay(ctx, work, op, j) : 0;
+          const ids: number[] = [];
+          const sb = nb > 1 ? s : undefined;
+          const label = `L${layer.index} ${op.name}`;
+          if (devs.has('gpu')) {
+            const g = add(b, stage.name, 'gpu', label, p.gpu ?? 0, deps, layer.index, op.name, sb, 'compute', delay);
+            ids.push(g);
+            gpuRunOf.set(op.name, g);
+          }
+          if (devs.has('cpu')) ids.push(add(b, stage.name, 'cpu', label, p.cpu ?? 0, deps, layer.index, op.name, sb, 'compute', delay));
+          if ((p.d2h ?? 0) > 0) add(b, stage.name, 'd2h', `L${layer.index} KV↓:${op.name}`, p.d2h!, ids.slice(), layer.index, op.name, sb, 'kv');
+          prev[s] = { ids, devices: devs };
         }
-        const crosses = prev[s]!.ids.length > 0 && [...devs].some((d) => !prev[s]!.devices.has(d));
-        const delay = crosses ? handoffDelay(ctx, work, op, j) : 0;
-        const ids: number[] = [];
-        const sb = nb > 1 ? s : undefined;
-        const label = `L${layer.index} ${op.name}`;
-        if (devs.has('gpu')) ids.push(add(b, stage.name, 'gpu', label, p.gpu ?? 0, deps, layer.index, op.name, sb, 'compute', delay));
-        if (devs.has('cpu')) ids.push(add(b, stage.name, 'cpu', label, p.cpu ?? 0, deps, layer.index, op.name, sb, 'compute', delay));
-        if ((p.d2h ?? 0) > 0) add(b, stage.name, 'd2h', `L${layer.index} KV↓:${op.name}`, p.d2h!, ids.slice(), layer.index, op.name, sb, 'kv');
-        prev[s] = { ids, devices: devs };
       }
     }
     layerEnd[k] = prev.flatMap((p) => p.ids);
+    if (nb > 1 && k + 1 < layers.length) transfersFor(k + 1);
   }
   // LM head after the last layer, per sub-batch.
   const h = stage.head;

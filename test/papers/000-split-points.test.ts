@@ -178,3 +178,70 @@ test('the paper000 preset reproduces Fig. 6a\'s measured per-op CPU and H2D time
     assert.ok(Math.abs(o.h2d! / FIG6A_H2D[k]! - 1) < 0.05, `${name} H2D ${o.h2d!.toFixed(3)} ms vs paper ${FIG6A_H2D[k]} ms`);
   }
 });
+
+// Eq. 14 from the paper's own columns for a CPU prefix [0, i), GPU middle [i, j), CPU suffix [j, n)
+// over `nb` batches, written out here rather than taken from the search (digest 000 §2.2; the
+// ranges are [i..j−1] as in Eq. 7). KV is the K and V cache of the GPU range (Scores, WV).
+function eq14(cpu: number[], h2d: number[], gpu: number[], i: number, j: number, nb: number): { cpu: number; h2d: number; L: number } {
+  let c = 0, h = 0, g = 0, kv = 0;
+  for (let k = 0; k < NAMES.length; k++) {
+    if (k < i || k >= j) { c += cpu[k]!; continue; }
+    h += h2d[k]!;
+    g += gpu[k]!;
+    if (NAMES[k] === 'Scores' || NAMES[k] === 'WV') kv += h2d[k]!;
+  }
+  const H = h + (nb - 1) * g + (nb - 1) * kv;
+  const C = nb * c; // every batch's CPU ops run on the one CPU
+  return { cpu: C, h2d: H, L: Math.max(C, H) };
+}
+
+test('Sec. 3.2 / Fig. 7b (2x25): the simulator pipelines the batches, so layerMs is Eq. 14\'s L plus at most one layer\'s tail', () => {
+  const costs = { unit: 'ms' as const, ops: NAMES.map((name, k) => ({ name, cpu: FIG7A_CPU[k]!, h2d: FIG7A_H2D[k]!, gpu: FIG7A_GPU[k]! })) };
+  const sim = simulateRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=2,prompt=512,gen=32', policy: 'split-points', costs, trace: true });
+  const split = sim.plan.details!.split as { i: number; j: number };
+  const ref = eq14(FIG7A_CPU, FIG7A_H2D, FIG7A_GPU, split.i, split.j, 2);
+  close(ref.h2d, 59.594);
+  close(ref.L, 60.412);
+  // 48 streamed layers (all of them with --costs): the span is ≥ 48 L, and the pipeline's fill and
+  // drain add at most one layer (the first layer's CPU waits for its first transfer once).
+  const nLayers = 48;
+  const layerMs = sim.simulation.layerMs;
+  assert.ok(layerMs >= ref.L - 1e-6, `${layerMs} < L ${ref.L}`);
+  assert.ok(layerMs * nLayers <= ref.L * (nLayers + 1), `layerMs ${layerMs}: span ${layerMs * nLayers} > ${nLayers} L + one layer (${ref.L * (nLayers + 1)})`);
+  assert.equal(sim.plan.predicted.layerMs, layerMs);
+  // Fig. 7b's order in a middle layer: the CPU runs batch 1's prefix while the GPU runs batch 0's
+  // middle, and only then the suffixes; batch 1's KV is sent after batch 0's GPU run of that op.
+  type Ev = { name: string; ph: string; ts: number; dur: number; tid: number; args: { layer?: number; op?: string; subBatch?: number; stage: string } };
+  const evs = (sim.trace!.traceEvents as unknown as Ev[]).filter((e) => e.ph === 'X' && e.args.stage === 'decode' && e.args.layer === 20);
+  const cpuOrder = evs.filter((e) => e.tid === 1).sort((a, b) => a.ts - b.ts).map((e) => `${e.args.op}/b${e.args.subBatch}`);
+  const prefix = NAMES.slice(0, split.i), suffix = NAMES.slice(split.j);
+  assert.deepEqual(cpuOrder, [...prefix.map((o) => `${o}/b0`), ...prefix.map((o) => `${o}/b1`), ...suffix.map((o) => `${o}/b0`), ...suffix.map((o) => `${o}/b1`)]);
+  const at = (tid: number, op: string, sb: number) => evs.find((e) => e.tid === tid && e.args.op === op && e.args.subBatch === sb)!;
+  const gpuB0 = evs.filter((e) => e.tid === 2 && e.args.subBatch === 0);
+  const cpuB1 = prefix.map((o) => at(1, o, 1));
+  assert.ok(gpuB0.every((e) => e.ts >= at(1, prefix[prefix.length - 1]!, 0).ts + at(1, prefix[prefix.length - 1]!, 0).dur - 1e-3), 'batch 0 on the GPU after its CPU prefix');
+  assert.ok(Math.min(...gpuB0.map((e) => e.ts)) < Math.max(...cpuB1.map((e) => e.ts + e.dur)), 'batch 0\'s GPU middle overlaps batch 1\'s CPU prefix');
+  const kvB1 = evs.find((e) => e.tid === 3 && e.name.includes('KV:Scores b1'))!;
+  assert.ok(kvB1.ts >= at(2, 'Scores', 0).ts + at(2, 'Scores', 0).dur - 1e-3, 'one batch\'s KV on the GPU at a time');
+});
+
+test('Eq. 14 with the cost model (paper000 preset, batch=50,batches=2): headline layerMs within one layer\'s tail of the layers\' Eq. 14 / resident times', () => {
+  const sim = simulateRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,batches=2,prompt=512,gen=32', policy: 'split-points' });
+  const layers = sim.plan.stages.decode.layers;
+  const R = sim.plan.details!.residentLayers as number;
+  // Eq. 14 from the streamed layer's own op times (per batch of 25), independent of the search.
+  const ops = layers[layers.length - 1]!.ops;
+  const i = ops.findIndex((o) => o.device !== 'cpu'), j = ops.length - [...ops].reverse().findIndex((o) => o.device !== 'cpu');
+  // The preset's GDS NVMe takes weights off H2D (Eq. 10–12), paid once per layer like H2D weights.
+  let c = 0, h = 0, g = 0, kv = 0, s2d = 0;
+  ops.forEach((o, k) => {
+    if (k < i || k >= j) { c += o.predictedMs.cpu ?? 0; return; }
+    h += (o.predictedMs.h2d ?? 0); g += o.predictedMs.gpu ?? 0; kv += o.predictedMs.h2dKv ?? 0; s2d += o.predictedMs.s2d ?? 0;
+  });
+  const L14 = Math.max(2 * c, h + g + kv, s2d);
+  close(L14, (sim.plan.details!.split as { L: number }).L, 1e-6);
+  const residentMs = R > 0 ? layers[0]!.predictedMs : 0;
+  const ideal = (R * residentMs + (48 - R) * L14) / 48;
+  assert.ok(sim.simulation.layerMs >= ideal - 1e-6, `${sim.simulation.layerMs} vs ${ideal}`);
+  assert.ok(sim.simulation.layerMs <= ideal + L14 / 48, `${sim.simulation.layerMs} vs ${ideal} + one layer ${L14}/48`);
+});

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { explainRequest, planRequest } from '../../engine/plan/api';
-import { busiestLane } from '../../engine/explain/binding';
+import { busiestLane } from '../../engine/plan/binding';
 
 test('binding resource: PCIe for streamed GPU-only, VRAM capacity for layer-split, memory bandwidth when resident', () => {
   const streamed = planRequest({ model: 'opt-30b', hardware: 'paper000', workload: 'batch=50,prompt=512,gen=32', policy: 'gpu-only' });

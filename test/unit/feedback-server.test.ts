@@ -1,6 +1,6 @@
 // Measured feedback on the server (issue 21 item 4): a disagreement is logged and sent with both
 // figures, and starts one background re-measure of the profile's calibration at most once per
-// interval, without the step that found it waiting.
+// interval, without the step that found it waiting, and only while the engine is idle.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -33,6 +33,47 @@ test('the re-measure starts at once without being awaited, runs one at a time, a
   assert.equal(r.request(profile, (x) => done.push(x)), 'started');
   await new Promise((res) => setImmediate(res));
   assert.equal(runs, 2);
+});
+
+test('the re-measure waits for the engine to be idle and gives way to a step that starts while it runs', async () => {
+  let clock = 100_000;
+  const signals: AbortSignal[] = [];
+  const finishers: ((r: RemeasureResult) => void)[] = [];
+  const r = new BackgroundRemeasure((p, signal) => {
+    signals.push(signal);
+    return new Promise((resolve, reject) => {
+      finishers.push(resolve);
+      signal.addEventListener('abort', () => reject(new Error('aborted')));
+    });
+  }, 60_000, () => clock, 5_000);
+  const done: (RemeasureResult | Error)[] = [];
+  r.activity(); // the engine evaluated a step just now
+  assert.equal(r.request(profile, (x) => done.push(x)), 'started');
+  await new Promise((res) => setImmediate(res));
+  assert.equal(signals.length, 0, 'not started while the engine was busy less than idleMs ago');
+  assert.equal(r.request(profile, (x) => done.push(x)), 'running', 'a queued re-measure counts as running');
+  clock += 5_000;
+  r.activity(); // another step: the idle wait starts again
+  clock += 4_999;
+  // The timer set for the old idle moment finds the engine busy again and waits on.
+  (r as unknown as { startQueued(): void }).startQueued();
+  assert.equal(signals.length, 0);
+  clock += 1;
+  (r as unknown as { startQueued(): void }).startQueued();
+  assert.equal(signals.length, 1, 'starts once the engine has been idle for idleMs');
+  r.activity(); // a completion arrives while it runs: it stops
+  assert.equal(signals[0]!.aborted, true);
+  assert.equal(r.yields, 1);
+  await new Promise((res) => setImmediate(res));
+  assert.equal(done.length, 0, 'a run that gave way is not reported as failed');
+  clock += 5_000;
+  (r as unknown as { startQueued(): void }).startQueued();
+  assert.equal(signals.length, 2, 'run again at the next idle moment');
+  finishers[1]!({ profile, cached: true, note: 'calibration re-measured and cached' });
+  await new Promise((res) => setImmediate(res));
+  assert.equal(done.length, 1);
+  assert.ok(!(done[0] instanceof Error));
+  r.stop();
 });
 
 test('a disagreement is logged and sent with the op class and both figures, and the re-measure result follows', async () => {

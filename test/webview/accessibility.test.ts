@@ -103,5 +103,13 @@ test('the plan panel shows the measured run beside its predictions (real runtime
   const focused = page.locator('#heatmap g.cell[tabindex="0"]');
   await focused.focus();
   assert.match(await page.locator('#cell-details').textContent() ?? '', /predicted .*; measured .*vs predicted/);
+  // The runtime's fused attention kernel: one measured cell per layer over Scores, Softmax and WV,
+  // with the measured kernel time as the runtime reported it.
+  const spans = await page.locator('#heatmap g.measured-span').evaluateAll((nodes) => nodes.map((n) => ({ layer: Number(n.getAttribute('data-layer')), covers: n.getAttribute('data-covers'), ms: Number(n.getAttribute('data-measured-ms')) })));
+  assert.equal(spans.length, measured.plan.stages.decode.layers.length);
+  for (const sp of spans) {
+    assert.equal(sp.covers, 'Scores Softmax WV');
+    assert.equal(sp.ms, measured.measured.layers.find((l) => l.index === sp.layer)!.ops.find((o) => o.name === 'Attention')!.ms);
+  }
   await page.context().close();
 });

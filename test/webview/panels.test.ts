@@ -16,6 +16,8 @@ import { whatIfInputs } from '../../extension/whatif-params';
 import { deviceMark, expertShareRows, opBusyMs, ratioColour, timeColour, timeScale } from '../../webviews/plan/heatmap';
 import type { WhatIfSettings, WhatIfViewData } from '../../webviews/whatif/types';
 import { repoRoot } from '../helpers/shared';
+import { joinPlanOps } from '../../engine/runtime/trace';
+import { nativeOpTable } from '../../engine/native/op-table';
 import { launchChromium, skipUnlessChromium } from './browser';
 import { startHarness, type Harness } from './harness';
 import { contrastRatio, cspBlocksInline, openView, postData, screenshot, unnamedFocusables } from './views';
@@ -184,6 +186,54 @@ describe('plan panel', { skip }, () => {
     assert.match(await page.locator('#cell-details').textContent() ?? '', onCpu ? /predicted .*; measured .*\(\+50 % vs predicted\)/ : /predicted .*; measured .*\((\+|-)?0\.0 % vs predicted\)/);
     assert.match(await page.locator('#measured-note').textContent() ?? '', /not a measurement/);
     assert.match(await page.locator('#legend').getAttribute('aria-label') ?? '', /measured ÷ predicted/);
+    assert.deepEqual(pageErrors, []);
+    await page.context().close();
+  });
+
+  test('a fused kernel is one measured cell across the ops it covers (Attention = Scores + Softmax + WV), never split by the prediction', async () => {
+    // Test input shaped as the runtime sends it (engine/runtime/trace.ts joinPlanOps): every op
+    // measured as predicted, and the fused Attention kernel measured at 2× its parts' sum.
+    const table = nativeOpTable().planOps;
+    const measured = {
+      source: 'test input: predictions, Attention kernel × 2 (not a measurement)',
+      layers: plan.stages.decode.layers.map((l) => {
+        const opMs: Record<string, number> = Object.fromEntries(l.ops.map((o) => [o.name, opBusyMs(o)]));
+        opMs.Attention = 2 * l.ops.filter((o) => ['Scores', 'Softmax', 'WV'].includes(o.name)).reduce((s, o) => s + opBusyMs(o), 0);
+        return { index: l.index, ops: joinPlanOps(l.ops.map((o) => o.name), opMs, table) };
+      }),
+    };
+    const { page, pageErrors } = await openView(browser!, harness!, 'plan', 'dark', 900, 1000);
+    await postData(page, { plan, measured });
+    await page.locator('#mode-select').selectOption('ratio');
+    const spans = await page.locator('#heatmap g.measured-span').evaluateAll((nodes) => nodes.map((n) => {
+      const r = n.querySelector('rect.heat')!;
+      return {
+        layer: Number(n.getAttribute('data-layer')), covers: n.getAttribute('data-covers'), fill: r.getAttribute('fill'),
+        x: Number(r.getAttribute('x')), width: Number(r.getAttribute('width')), off: n.classList.contains('off-prediction'), text: n.textContent,
+      };
+    }));
+    assert.equal(spans.length, plan.stages.decode.layers.length, 'one fused cell per layer');
+    const cellGeom = await page.locator('#heatmap g.cell').evaluateAll((nodes) => nodes.map((n) => ({
+      layer: Number(n.getAttribute('data-layer')), op: n.getAttribute('data-op'), measured: n.getAttribute('data-measured-ms'),
+      x: Number(n.querySelector('rect.heat')!.getAttribute('x')), width: Number(n.querySelector('rect.heat')!.getAttribute('width')),
+    })));
+    for (const sp of spans) {
+      assert.equal(sp.covers, 'Scores Softmax WV');
+      assert.equal(sp.fill, ratioColour(2));
+      assert.ok(sp.off, 'twice the prediction is outlined');
+      assert.match(sp.text ?? '', /Attention \(fused\)/);
+      const parts = cellGeom.filter((c) => c.layer === sp.layer && ['Scores', 'Softmax', 'WV'].includes(c.op!));
+      // Spans the three cells exactly: from the first one's left edge to the last one's right edge.
+      assert.equal(sp.x, Math.min(...parts.map((c) => c.x)));
+      assert.equal(sp.x + sp.width, Math.max(...parts.map((c) => c.x + c.width)));
+      for (const c of parts) assert.equal(c.measured, null, `${c.op} L${c.layer} has no measured time of its own`);
+      for (const c of cellGeom.filter((c) => c.layer === sp.layer && !['Scores', 'Softmax', 'WV'].includes(c.op!))) assert.notEqual(c.measured, null);
+    }
+    // A covered cell's details give the kernel's numbers, not a share.
+    const scores = page.locator('#heatmap g.cell[data-op="Scores"]').first();
+    await scores.dispatchEvent('mouseover');
+    assert.match(await page.locator('#cell-details').textContent() ?? '', /Scores: .*measured only as one fused kernel, Attention \(Scores \+ Softmax \+ WV\): .* \(\+100 %\)/);
+    await screenshot(page, 'webview-plan-measured-fused-dark');
     assert.deepEqual(pageErrors, []);
     await page.context().close();
   });

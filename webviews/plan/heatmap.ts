@@ -124,9 +124,30 @@ export interface HeatCell {
   y: number;
 }
 
+/**
+ * A fused kernel's measured time: one native op that executes several plan ops of a layer (the
+ * op table's `covers`, e.g. Attention = Scores + Softmax + WV), drawn as one cell across their
+ * columns. Its time is compared with the sum of their predictions, never split among them.
+ */
+export interface MeasuredSpan {
+  layer: number;
+  /** The native op's name, and the plan ops (columns) it spans. */
+  name: string;
+  covers: string[];
+  columns: number[];
+  measuredMs: number;
+  /** Sum of the covered ops' predicted busy time, ms. */
+  predictedMs: number;
+  x: number;
+  y: number;
+  width: number;
+}
+
 export interface HeatLayout {
   columns: string[];
   cells: HeatCell[];
+  /** Measured fused kernels, one per layer and kernel; their cells carry no measured time of their own. */
+  spans: MeasuredSpan[];
   /** The LM head, drawn as one wide cell under the layers. */
   head: HeatCell;
   columnTotals: number[];
@@ -148,8 +169,9 @@ export const HEADER_HEIGHT = 64;
 export const TOTAL_WIDTH = 70;
 export const KV_WIDTH = 64;
 
+/** The measured time of one plan op, when it was measured alone (not inside a fused kernel). */
 function measuredFor(measured: MeasuredOps | undefined, layer: number, name: string): number | undefined {
-  return measured?.layers.find((l) => l.index === layer)?.ops.find((o) => o.name === name)?.ms;
+  return measured?.layers.find((l) => l.index === layer)?.ops.find((o) => o.name === name && !o.covers)?.ms;
 }
 
 export function layoutHeatmap(stage: PlanStage, measured?: MeasuredOps): HeatLayout {
@@ -157,13 +179,26 @@ export function layoutHeatmap(stage: PlanStage, measured?: MeasuredOps): HeatLay
   const columns: string[] = [];
   for (const l of stage.layers) for (const o of l.ops) if (!columns.includes(o.name)) columns.push(o.name);
   const cells: HeatCell[] = [];
+  const spans: MeasuredSpan[] = [];
   stage.layers.forEach((l, row) => {
+    const y = HEADER_HEIGHT + row * CELL_HEIGHT;
     for (const op of l.ops) {
       const column = columns.indexOf(op.name);
       const m = measuredFor(measured, l.index, op.name);
       cells.push({
         layer: l.index, column, op, ms: opBusyMs(op), ...(m !== undefined ? { measuredMs: m } : {}),
-        x: LABEL_WIDTH + column * CELL_WIDTH, y: HEADER_HEIGHT + row * CELL_HEIGHT,
+        x: LABEL_WIDTH + column * CELL_WIDTH, y,
+      });
+    }
+    for (const f of measured?.layers.find((x) => x.index === l.index)?.ops ?? []) {
+      if (!f.covers?.length) continue;
+      const ops = l.ops.filter((o) => f.covers!.includes(o.name));
+      if (!ops.length) continue;
+      const cols = ops.map((o) => columns.indexOf(o.name)).sort((a, b) => a - b);
+      spans.push({
+        layer: l.index, name: f.name, covers: ops.map((o) => o.name), columns: cols, measuredMs: f.ms,
+        predictedMs: ops.reduce((sum, o) => sum + opBusyMs(o), 0),
+        x: LABEL_WIDTH + cols[0]! * CELL_WIDTH, y, width: (cols[cols.length - 1]! - cols[0]! + 1) * CELL_WIDTH,
       });
     }
   });
@@ -176,7 +211,7 @@ export function layoutHeatmap(stage: PlanStage, measured?: MeasuredOps): HeatLay
   };
   const columnTotals = columns.map((_, c) => cells.filter((cell) => cell.column === c).reduce((s, cell) => s + cell.ms, 0));
   return {
-    columns, cells, head, columnTotals,
+    columns, cells, spans, head, columnTotals,
     scale: timeScale([...cells.map((c) => c.ms), head.ms]),
     width: gridRight + TOTAL_WIDTH + KV_WIDTH,
     height: rowsBottom + 4 + CELL_HEIGHT + 6 + CELL_HEIGHT + 4,

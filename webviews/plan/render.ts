@@ -6,7 +6,7 @@ import { el, svg } from '../shared/dom';
 import { formatBytes, formatMs, formatPercent } from '../shared/format';
 import {
   CELL_HEIGHT, KV_WIDTH, TOTAL_WIDTH, sequentialColour, deviceMark, deviceWords, kvWords, layoutHeatmap, legendTicks,
-  ratioColour, scalePosition, textOn, timeColour, timeScale, type HeatCell, type HeatLayout,
+  ratioColour, scalePosition, textOn, timeColour, timeScale, type HeatCell, type HeatLayout, type MeasuredSpan,
 } from './heatmap';
 
 export type ColourMode = 'predicted' | 'measured' | 'ratio';
@@ -81,16 +81,44 @@ function cellFill(cell: HeatCell, mode: ColourMode, layout: HeatLayout, measured
   return timeColour(mode === 'measured' ? measuredScale : layout.scale, v);
 }
 
-function describe(cell: HeatCell, label: string): string {
+function describe(cell: HeatCell, label: string, span: MeasuredSpan | undefined): string {
   const p = cell.op.predictedMs;
   const lanes = (['cpu', 'gpu', 'h2d', 'd2h', 'dc', 's2d'] as const).filter((k) => (p[k] ?? 0) > 0).map((k) => `${k} ${formatMs(p[k]!)}`).join(', ');
   let s = `${label} · ${cell.op.name}: ${deviceWords(cell.op)}; predicted ${formatMs(cell.ms)}${lanes ? ` (${lanes})` : ''}`;
   if (cell.measuredMs !== undefined) s += `; measured ${formatMs(cell.measuredMs)} (${formatPercent(cell.measuredMs / cell.ms - 1)} vs predicted)`;
+  // A fused kernel's parts were not timed apart: the cell says so and gives the kernel's numbers.
+  else if (span) s += `; measured only as one fused kernel, ${span.name} (${span.covers.join(' + ')}): ${formatMs(span.measuredMs)} vs ${formatMs(span.predictedMs)} predicted for the ${span.covers.length} (${formatPercent(span.measuredMs / span.predictedMs - 1)})`;
   return s;
 }
 
+function spanValue(span: MeasuredSpan, mode: ColourMode): number | undefined {
+  if (mode === 'measured') return span.measuredMs;
+  if (mode === 'ratio') return span.predictedMs > 0 ? span.measuredMs / span.predictedMs : undefined;
+  return undefined;
+}
+
+/** A fused kernel's one measured cell, drawn over the columns of the plan ops it covers. */
+function spanNode(span: MeasuredSpan, mode: ColourMode, measuredScale: ReturnType<typeof timeScale>): SVGGElement {
+  const v = spanValue(span, mode);
+  const fill = v === undefined ? 'none' : mode === 'ratio' ? ratioColour(v) : timeColour(measuredScale, v);
+  const ratio = span.predictedMs > 0 ? span.measuredMs / span.predictedMs : 1;
+  // Not a tab stop: the covered cells under it are, and their details carry the kernel's numbers.
+  const g = svg('g', {
+    class: 'measured-span', 'pointer-events': 'none', 'aria-hidden': 'true',
+    'data-layer': span.layer, 'data-name': span.name, 'data-covers': span.covers.join(' '), 'data-columns': span.columns.join(' '),
+    'data-measured-ms': span.measuredMs, 'data-predicted-ms': span.predictedMs, 'data-fill': fill,
+  });
+  if (Math.abs(Math.log2(ratio)) > Math.log2(1.25)) g.classList.add('off-prediction');
+  g.append(svg('rect', { class: 'heat', x: span.x + 1, y: span.y + 1, width: span.width - 2, height: CELL_HEIGHT - 2, fill: fill === 'none' ? 'transparent' : fill, rx: 2 }));
+  g.append(svg('text', {
+    class: `mark on-${textOn(fill)}`, x: span.x + span.width / 2, y: span.y + CELL_HEIGHT / 2, 'text-anchor': 'middle', 'dominant-baseline': 'middle',
+  }, `${span.name} (fused)`));
+  return g;
+}
+
 function heatmapSvg(stage: PlanStage, layout: HeatLayout, mode: ColourMode, details: HTMLElement, initialFocus: number, onFocus: (i: number) => void): SVGSVGElement {
-  const measuredScale = timeScale(layout.cells.map((c) => c.measuredMs ?? 0));
+  const measuredScale = measuredTimeScale(layout);
+  const spanOf = new Map(layout.spans.flatMap((sp) => sp.covers.map((name) => [`${sp.layer}/${name}`, sp] as const)));
   const chart = svg('svg', {
     id: 'heatmap', class: 'heatmap', viewBox: `0 0 ${layout.width} ${layout.height}`, role: 'group',
     'aria-label': `Predicted time per operation for each of ${stage.layers.length} layers (${stage.name}); arrow keys move between cells`,
@@ -116,7 +144,7 @@ function heatmapSvg(stage: PlanStage, layout: HeatLayout, mode: ColourMode, deta
     const w = isHead ? layout.gridRight - layout.labelWidth : layout.cellWidth;
     const label = isHead ? 'LM head' : `Layer ${cell.layer}`;
     const fill = cellFill(cell, mode, layout, measuredScale);
-    const text = describe(cell, label);
+    const text = describe(cell, label, spanOf.get(`${cell.layer}/${cell.op.name}`));
     const g = svg('g', {
       class: `cell device-${cell.op.device}`, tabindex: i === initialFocus ? 0 : -1, role: 'img', 'aria-label': text,
       'data-index': i, 'data-layer': cell.layer, 'data-op': cell.op.name, 'data-device': cell.op.device,
@@ -133,6 +161,8 @@ function heatmapSvg(stage: PlanStage, layout: HeatLayout, mode: ColourMode, deta
     chart.append(g);
     nodes.push(g);
   });
+  // Fused kernels' measured cells over the cells of the ops they cover (measured and ratio colours).
+  if (mode !== 'predicted') for (const sp of layout.spans) chart.append(spanNode(sp, mode, measuredScale));
   // Per-op totals (sum over layers) under the head row.
   const totalsY = layout.head.y + CELL_HEIGHT + 6;
   chart.append(svg('text', { class: 'row-label', x: layout.labelWidth - 6, y: totalsY + CELL_HEIGHT / 2, 'text-anchor': 'end', 'dominant-baseline': 'middle' }, 'Σ'));
@@ -164,6 +194,11 @@ function heatmapSvg(stage: PlanStage, layout: HeatLayout, mode: ColourMode, deta
   return chart;
 }
 
+/** The measured colour scale: every measured cell, fused kernels' included. */
+function measuredTimeScale(layout: HeatLayout): ReturnType<typeof timeScale> {
+  return timeScale([...layout.cells.map((c) => c.measuredMs ?? 0), ...layout.spans.map((sp) => sp.measuredMs), layout.head.measuredMs ?? 0]);
+}
+
 function shortMs(ms: number): string {
   return formatMs(ms).replace(' ms', '');
 }
@@ -184,7 +219,7 @@ function legend(layout: HeatLayout, mode: ColourMode): SVGSVGElement {
     g.append(svg('text', { class: 'legend-title', x: barX, y: 12 }, 'Measured ÷ predicted time'));
     return g;
   }
-  const scale = mode === 'measured' ? timeScale(layout.cells.map((c) => c.measuredMs ?? 0)) : layout.scale;
+  const scale = mode === 'measured' ? measuredTimeScale(layout) : layout.scale;
   g.setAttribute('aria-label', `Colour legend: ${mode} time per op in milliseconds, log scale from ${formatMs(scale.minMs)} (dark) to ${formatMs(scale.maxMs)} (bright)`);
   g.append(svg('text', { class: 'legend-title', x: barX, y: 12 }, `${mode === 'measured' ? 'Measured' : 'Predicted'} time per op (ms, log scale; busy time over all lanes)`));
   for (let i = 0; i < steps; i++) {

@@ -15,7 +15,7 @@
 // token (nEmbd × 2 bytes, f16) is charged once per link.
 
 import type { Workload } from '../../cost/types';
-import type { WhatIf } from '../../explain/types';
+import type { WhatIf } from '../explanation';
 import { networkMs, type ClusterProfile } from '../../hardware/cluster';
 import type { ModelShape } from '../../model/shape';
 import { planRequest } from '../api';

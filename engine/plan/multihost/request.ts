@@ -3,7 +3,7 @@
 // plan over hosts (pipeline.ts); shared by the CLI commands and the LSP planner worker.
 
 import type { Workload } from '../../cost/types';
-import type { WhatIf } from '../../explain/types';
+import type { WhatIf } from '../explanation';
 import { isClusterSpec, networkMs, NETWORK_PRESETS, parseClusterSpec, type ClusterProfile } from '../../hardware/cluster';
 import { isClusterFile, readClusterFile } from '../../hardware/cluster-file';
 import type { ModelShape } from '../../model/shape';

@@ -5,9 +5,9 @@
 
 import type { OpPlan, Plan, PlanStage, SubBatch as PlanSubBatch } from '../types';
 import type { PlanContext } from '../policy';
-import type { Decision, Resource } from '../../explain/types';
+import type { Decision, Resource } from '../explanation';
 import type { OnlineSimResult } from '../../sim/types';
-import { bindingOf } from '../../explain/binding';
+import { bindingOf } from '../binding';
 import { headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from '../build';
 import { kvBytesPerToken } from '../../model/shape';
 import { executeIteration } from '../../sim/online/execute';

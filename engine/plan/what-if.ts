@@ -6,15 +6,15 @@
 // (×2, one PCIe generation), a CPU with 2× memory bandwidth — each planned with the same policy
 // (auto re-chooses). Only changes that alter the prediction by ≥ 1 % are reported, best first.
 
-import { withSimulatedPrediction } from '../plan/predict';
+import { withSimulatedPrediction } from './predict';
 import type { Workload } from '../cost/types';
 import type { CostCorrection } from '../cost/feedback';
 import type { HardwareProfile } from '../hardware/types';
 import type { ModelShape, WeightRole } from '../model/shape';
-import { makeContext } from '../plan/context';
-import type { Policy } from '../plan/policy';
-import type { Plan } from '../plan/types';
-import type { WhatIf } from './types';
+import { makeContext } from './context';
+import type { Policy } from './policy';
+import type { Plan } from './types';
+import type { WhatIf } from './explanation';
 
 interface Change { change: string; model?: ModelShape; hardware?: HardwareProfile; workload?: Workload }
 

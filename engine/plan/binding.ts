@@ -2,9 +2,9 @@
 // lane (bandwidth or compute), or VRAM capacity when the plan could not keep everything on the GPU.
 
 import type { OpWork } from '../cost/types';
-import type { PlanContext } from '../plan/policy';
-import type { Lane, LaneTimes, PlanStage } from '../plan/types';
-import type { Resource } from './types';
+import type { PlanContext } from './policy';
+import type { Lane, LaneTimes, PlanStage } from './types';
+import type { Resource } from './explanation';
 
 export function busiestLane(l: LaneTimes): Lane {
   let best: Lane = 'cpu';
