@@ -8,6 +8,7 @@ import { createHttpServer, modelAliasesOf } from '../server/http/server';
 import { ChatFormatter } from '../server/http/chat';
 import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
+import { iterationLine } from '../runtime/scheduler/online';
 import { thisMachineProfile } from '../profile/profiler';
 import { PromptBuilder } from '../runtime/completion/prompt';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
@@ -16,6 +17,7 @@ import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } f
 const USAGE = `usage: fulcrum serve --lsp --stdio
        fulcrum serve --http --model FILE [--port N] [--token T | --no-auth] [--parallel N]
                      [--ctx N] [--threads N] [--device D] [--vram BYTES] [--policy NAME] [--max-body BYTES] [--cors ORIGIN] [--cache-reuse]
+                     [--log-iterations]
 
 --lsp --stdio   the engine as a language server (LSP 3.18 inline completions plus fulcrum/*
                 requests) on stdin/stdout; model and threads come from initializationOptions
@@ -27,6 +29,12 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
                 without --token a random token is printed at start; --no-auth disables it.
   --parallel N  requests decoded together, each with its own KV (default 4)
   --max-body B  largest request body (default 1M)
+  --policy P    the plan executed on the device (auto, gpu-only, neo, apex, ...); with neo or apex
+                their per-iteration decider runs live: each step it picks which requests attend on
+                the CPU over host KV and which on the device, swaps KV between them and admits
+                prompts. The log shows each change of mode (two-batch, gpu-only, async-overlap)
+                with how many requests attended on the CPU
+  --log-iterations  log every iteration's decision, not only changes of mode
   --cache-reuse /infill requests with cache_prompt reuse the cached KV of text that moved (the
                 suffix after a keystroke, the cursor's prompt after new input_extra) at shifted
                 positions, keys re-rotated, as llama-server's --cache-reuse: fast, not bit-exact
@@ -39,7 +47,7 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
 
 export const command: CliCommand = {
   async run(argv: string[]): Promise<number> {
-    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body', 'cors'], ['lsp', 'stdio', 'http', 'no-auth', 'help', 'cache-reuse']);
+    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body', 'cors'], ['lsp', 'stdio', 'http', 'no-auth', 'help', 'cache-reuse', 'log-iterations']);
     if (args.options.has('help')) { process.stdout.write(USAGE); return 0; }
     if (args.positionals.length > 0) throw new UsageError(`serve: unexpected argument '${args.positionals[0]}'\n${USAGE}`);
     if (args.options.has('http')) return serveHttp(args);
@@ -82,7 +90,19 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
     onFallback: (reason) => process.stderr.write(`fulcrum: the device failed, continuing on the CPU: ${reason}\n`),
     onReplan: (e) => process.stderr.write(`fulcrum: re-planned at ${e.atPosition} positions (${e.reason}): ${e.fromSplit} → ${e.toSplit}\n`),
   });
-  const scheduler = engine.scheduler();
+  // NEO/APEX deciding live: each iteration's mode and where its requests attended, in the log.
+  const everyIteration = args.options.has('log-iterations');
+  let lastMode = '';
+  const scheduler = engine.scheduler({
+    online: {
+      onIteration: (r) => {
+        if (!everyIteration && r.mode === lastMode) return;
+        lastMode = r.mode;
+        process.stderr.write(`fulcrum: ${iterationLine(engine.execution.policy, r)}\n`);
+      },
+    },
+  });
+  if (scheduler.onlineDecider) process.stderr.write(`fulcrum: ${scheduler.onlineDecider.kind} decides every iteration live (which requests attend on the CPU over host KV, swaps, prompt admission)\n`);
   const chat = new ChatFormatter(engine.tokenizer, engine.chatTemplate);
   if (chat.source === 'chatml') process.stderr.write('fulcrum: the model has no chat template (tokenizer.chat_template); /v1/chat/completions uses ChatML\n');
   const { server } = createHttpServer({

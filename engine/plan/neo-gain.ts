@@ -14,7 +14,8 @@
 
 import type { HardwareProfile } from '../hardware/types';
 import { makeContext } from './context';
-import { onlineSetup, steadyStateQueues } from './neo/plan-online';
+import { steadyStateQueues } from './neo/plan-online';
+import { onlineSetup } from './online/setup';
 import { NeoScheduler } from './neo/scheduler';
 import type { PlanContext } from './policy';
 import type { Plan } from './types';

@@ -21,6 +21,17 @@ import { sequenceKvAssignment } from './lowering';
 import type { NativeDevice } from '../native/model';
 import { measuredTrace, type MeasuredTrace } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
+import type { LiveDecider } from './scheduler/online';
+import { isDeciderKind, liveDecider, type LiveDeciderOptions } from './scheduler/live-setup';
+
+export interface EngineSchedulerOptions extends SchedulerOptions {
+  /**
+   * The online decider of a NEO/APEX plan (default: on, the plan's own policy): `kind` runs
+   * another (NEO's baselines 'gpu-only' and 'offload-all' on the same placement), `off` runs the
+   * placement's fixed KV assignment without per-iteration decisions.
+   */
+  online?: LiveDeciderOptions & { off?: boolean };
+}
 import { StepFeedback, type SequenceStep } from './feedback';
 import { shapeFromGguf } from '../model/shape';
 import { cpuForThreads } from './devices';
@@ -101,6 +112,7 @@ export class Engine {
     const native = createNativeModel(path, tensors, config);
     let execution: ExecutionInfo;
     let deviceOf: NativeDevice | null = null;
+    let bySequence = 0;
     try {
       progress(0.7, 'planning the split');
       const correction = opts.correction ?? (opts.feedback ? opts.feedback.correction?.snapshot() : undefined);
@@ -111,6 +123,7 @@ export class Engine {
         try {
           native.setPlacement(setup.placement, setup.device, setup.prefill);
           setup.sequenceKv.forEach((loc, seq) => native.setSequenceKv(seq, loc));
+          bySequence = setup.placement.layers.filter((l) => l.kvBySequence).length;
           // What the device changed in the plan (e.g. a weight format it has no kernel for runs on the CPU).
           const changed = native.placementNotes();
           if (changed.length) execution = { ...execution, notes: [...execution.notes, ...changed] };
@@ -132,6 +145,7 @@ export class Engine {
     progress(1, 'ready');
     const engine = new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption, opts.onReplan);
     engine.device = execution.fallback === undefined ? deviceOf : null;
+    engine.bySequence = execution.fallback === undefined ? bySequence : 0;
     engine.maxSequences = opts.maxSequences ?? 1;
     engine.attachFeedback(opts, threads);
     return engine;
@@ -215,10 +229,35 @@ export class Engine {
    * it serves, generate() and logits() must not be used on the same engine: both drive the one
    * native model.
    */
-  scheduler(opts: SchedulerOptions = {}): Scheduler {
-    this.sched ??= new Scheduler(this.batchGuarded(this.observed(this.model())), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
+  scheduler(opts: EngineSchedulerOptions = {}): Scheduler {
+    if (!this.sched) {
+      this.sched = new Scheduler(this.batchGuarded(this.observed(this.model())), this.tokenizer, this.contextLength, { ...opts, onStepError: (e) => this.deviceFailed(e) });
+      this.onlineOptions = { ...(opts.online ?? {}), stepRows: Math.max(1, opts.stepRows ?? 64) };
+      this.sched.setOnline(this.makeLiveDecider());
+    }
     return this.sched;
   }
+  private onlineOptions: (LiveDeciderOptions & { off?: boolean; stepRows: number }) | undefined;
+
+  /**
+   * NEO and APEX decide live (issue 21 item 2): with a plan of theirs whose layers keep the KV by
+   * sequence, the scheduler runs their per-iteration decider (engine/plan/online) over the live
+   * requests. Undefined for every other plan, on the CPU, or when the caller turned it off.
+   */
+  private makeLiveDecider(): LiveDecider | undefined {
+    const o = this.onlineOptions;
+    const params = this.execution.planParams;
+    if (!o || o.off || !params || !this.bySequence || this.execution.fallback !== undefined) return undefined;
+    if (!isDeciderKind(o.kind ?? this.execution.policy)) return undefined;
+    const model = this.model();
+    const kvh = this.hparams.nKvHeads, hd = this.hparams.headDim;
+    return liveDecider(model, params, this.execution.policy, {
+      device: model.deviceStats, kvBytesPerToken: this.bySequence * 2 * kvh * hd * 2, pageTokens: model.kvPageTokens,
+      maxSequences: this.maxSequences, stepRows: o.stepRows,
+    }, o);
+  }
+  /** Layers whose KV lives where each sequence says (NEO/APEX placements); 0 otherwise. */
+  private bySequence = 0;
 
   /**
    * A step failed: when the device did, the model moves to the CPU (every sequence's KV goes with
@@ -226,16 +265,24 @@ export class Engine {
    */
   private deviceFailed(e: unknown): boolean {
     // A re-plan for a larger batch moved the placement before the step: the KV is rebuilt.
-    if (e instanceof BatchReplanned) return true;
+    if (e instanceof BatchReplanned) {
+      // The decider's limits (KV pages, batch) were the old plan's: it starts again on the new one.
+      this.sched?.setOnline(this.makeLiveDecider());
+      return true;
+    }
     if (!isDeviceError(e)) return false;
     const reason = (e as Error).message;
     if (this.replan(reason)) {
       // The op list changed with the placement (feedback maps trace events through it).
       this.ops = undefined;
       this.kvTokens.length = 0;
+      // Every sequence's KV went with the old placement: the decider starts again on the new one.
+      this.sched?.setOnline(this.makeLiveDecider());
       return true;
     }
     this.model().setPlacement(null, null);
+    this.bySequence = 0;
+    this.sched?.setOnline(undefined);
     this.ops = undefined;
     this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device failed)' };
     this.onFallback?.(reason);
@@ -281,9 +328,11 @@ export class Engine {
         // The plan for the longer context keeps everything on the CPU (the device cannot hold its share).
         model.setPlacement(null, null);
         this.device = null;
+        this.bySequence = 0;
       } else {
         model.setPlacement(next.placement, this.device, next.prefill);
         if (next.placement.layers.some((l) => l.kvBySequence)) sequenceKvAssignment(next.plan, this.maxSequences).forEach((loc, seq) => model.setSequenceKv(seq, loc));
+        this.bySequence = next.placement.layers.filter((l) => l.kvBySequence).length;
       }
     } catch (e) {
       if (!isDeviceError(e)) throw e;

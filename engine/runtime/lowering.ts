@@ -20,6 +20,9 @@ function matmuls(): ReadonlySet<NativePlanOp> {
   return new Set(nativeOpTable().planOps.filter((o) => o.matmul).map((o) => o.name));
 }
 
+/** Policies whose per-iteration decider places each request's KV (engine/plan/online). */
+const ONLINE_POLICIES: ReadonlySet<string> = new Set(['neo', 'apex']);
+
 export interface Lowered {
   placement: NativePlacement;
   /** The prefill stage's placement, where the plan places prompt steps otherwise (KV and attention as decode's). */
@@ -59,7 +62,7 @@ function lowerOp(op: OpPlan, nativeOp: NativePlanOp, notes: Set<string>, matmulO
   return fraction >= 0.5 ? { loc: 'device', weights: weights() } : { loc: 'host' };
 }
 
-function lowerLayer(layer: LayerPlan, notes: Set<string>, toNative: ReadonlyMap<string, NativePlanOp>, matmulOps: ReadonlySet<NativePlanOp>): NativeLayerPlacement {
+function lowerLayer(layer: LayerPlan, notes: Set<string>, toNative: ReadonlyMap<string, NativePlanOp>, matmulOps: ReadonlySet<NativePlanOp>, online: boolean): NativeLayerPlacement {
   const ops: Partial<Record<NativePlanOp, NativeOpPlacement>> = {};
   for (const op of layer.ops) {
     const n = toNative.get(op.name);
@@ -76,7 +79,9 @@ function lowerLayer(layer: LayerPlan, notes: Set<string>, toNative: ReadonlyMap<
   const attention = ops.Attention?.loc ?? 'host';
   let kv: 'host' | 'device';
   let bySequence = false;
-  switch (layer.kv.device) {
+  // NEO/APEX decide per iteration where each request's KV lives (the runtime's live decider), so
+  // their layers keep the KV by sequence whatever split the plan's steady state shows.
+  switch (online ? 'split' : layer.kv.device) {
     case 'gpu': kv = 'device'; break;
     case 'cpu': kv = 'host'; break;
     default:
@@ -97,10 +102,10 @@ function lowerLayer(layer: LayerPlan, notes: Set<string>, toNative: ReadonlyMap<
 }
 
 /** One stage's placement. */
-function lowerStage(stage: PlanStage, notes: Set<string>): NativePlacement {
+function lowerStage(stage: PlanStage, notes: Set<string>, online: boolean): NativePlacement {
   const toNative = planToNative();
   const matmulOps = matmuls();
-  const layers = stage.layers.map((l) => lowerLayer(l, notes, toNative, matmulOps));
+  const layers = stage.layers.map((l) => lowerLayer(l, notes, toNative, matmulOps, online));
   let head = lowerOp(stage.head, 'Output', notes, matmulOps);
   if (head.loc === 'device' && head.weights === 'streamed') {
     // Decision: an LM head whose weights the plan streams runs on the CPU. Streaming it costs
@@ -142,9 +147,10 @@ export function lowerPlan(plan: Plan, nLayers: number): Lowered {
     throw new Error(`plan for ${plan.model.name} has ${stage.layers.length} layers, the loaded model has ${nLayers}: plan for the same model`);
   }
   const notes = new Set<string>();
-  const placement = lowerStage(stage, notes);
+  const online = ONLINE_POLICIES.has(plan.chosenPolicy);
+  const placement = lowerStage(stage, notes, online);
   const prefillNotes = new Set<string>();
-  const lowered = plan.stages.prefill.layers.length === nLayers ? lowerStage(plan.stages.prefill, prefillNotes) : undefined;
+  const lowered = plan.stages.prefill.layers.length === nLayers ? lowerStage(plan.stages.prefill, prefillNotes, online) : undefined;
   let prefill: NativePlacement | undefined;
   if (lowered) {
     const shared: NativePlacement = {
@@ -181,7 +187,7 @@ export function splitSummary(p: NativePlacement): string {
  */
 export function sequenceKvAssignment(plan: Plan, n: number): ('host' | 'device')[] {
   const split = plan.stages.decode.layers.find((l) => l.kv.device === 'split');
-  if (!split) return new Array<'host' | 'device'>(n).fill('host');
+  if (!split) return new Array<'host' | 'device'>(n).fill(plan.stages.decode.layers.some((l) => l.kv.device === 'gpu') ? 'device' : 'host');
   let onDevice = Math.round((split.kv.gpuFraction ?? 0.5) * n);
   if (n >= 2) onDevice = Math.min(n - 1, Math.max(1, onDevice));
   return Array.from({ length: n }, (_, i) => (i < onDevice ? 'device' : 'host'));

@@ -6,11 +6,18 @@
 // a test: it prints.
 //
 // Run: npm run bench:serve [-- --model FILE] [--clients 1,4,16] [--prompt 128] [--gen 32] [--requests 2] [--threads 2]
+//
+// With --online: measured throughput of NEO's gpu-only baseline, NEO and APEX deciding live on
+// loopback (and Vulkan when present) next to the online simulator's prediction for the same
+// arrivals (test/bench/serve-online.ts):
+//   npm run bench:serve -- --online [--model FILE] [--requests 16] [--prompt 48] [--gen 32] [--rate inf|R]
+//                          [--parallel 8] [--vram BYTES | --kv-factor 0.95] [--hardware PRESET|this] [--repeat 3] [--no-vulkan]
 import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { nativeKernels } from '../../engine/native/model';
 import { Engine } from '../../engine/runtime/engine';
 import { BENCH_SHAPES, benchModelFile } from './bench-models';
+import { onlineBench } from './serve-online';
 
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const dynamicImport = new Function('m', 'return import(m)') as (m: string) => Promise<Any>;
@@ -106,4 +113,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((e) => { process.stderr.write(`${(e as Error).stack}\n`); process.exitCode = 1; });
+(process.argv.includes('--online') ? onlineBench() : main()).catch((e) => { process.stderr.write(`${(e as Error).stack}\n`); process.exitCode = 1; });

@@ -137,7 +137,7 @@ test('a long serving run on the T4 preset completes (issue 21 item 5: a fixed 50
 // queued at once (rate 1e6), VRAM the preset's own (16 GB less the reserve).
 test('T4 preset: asynchronous overlap wherever inequality (5) fails (and §4.2\'s 8× rule allows CPU attention); never below NEO', async () => {
   const { makeContext } = await import('../../engine/plan/context');
-  const { onlineSetup } = await import('../../engine/plan/neo/plan-online');
+  const { onlineSetup } = await import('../../engine/plan/online/setup');
   const ctx = makeContext(modelPreset('llama-2-7b'), hardwarePreset('apex-t4'), { batch: 64, prompt: 512, gen: 800, rate: 1e6, requests: 100 });
   const s = onlineSetup(ctx);
   const w = generateWorkload({ rate: Infinity, count: 100, prompt: { kind: 'uniform-10pct', mean: 512 }, output: { kind: 'uniform-10pct', mean: 800 }, seed: 1 });

@@ -11,42 +11,20 @@ import { bindingOf } from '../binding';
 import { headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from '../build';
 import { kvBytesPerToken } from '../../model/shape';
 import { executeIteration } from '../../sim/online/execute';
-import { type OnlineScheduler, runOnline } from '../../sim/online/loop';
+import { runOnline } from '../../sim/online/loop';
 import { generateWorkload } from '../../sim/online/workload';
-import { type OnlineCosts, type OnlinePredictors, profilePredictors } from './costs';
-import { costModelOnlineCosts, neoGpuFixedBytes, tabulatedCosts } from './from-cost-model';
+import type { OnlinePredictors } from './costs';
+import { neoGpuFixedBytes } from './from-cost-model';
+import type { OnlineDecider } from '../online/decider';
+import { onlineSetup } from '../online/setup';
 import { type OnlineRequest, blocksFor, contextTokens, makeRequest } from './request';
 import type { IterationPlan, OnlineQueues, SchedulerLimits } from './scheduler';
 
 export interface OnlinePolicySpec {
   policy: 'neo' | 'apex';
-  makeScheduler(limits: SchedulerLimits, predictors: OnlinePredictors): OnlineScheduler;
+  makeScheduler(limits: SchedulerLimits, predictors: OnlinePredictors): OnlineDecider;
   /** Policy-specific decisions about the steady-state iteration (e.g. APEX's inequality). */
-  modeDecisions(it: IterationPlan, scheduler: OnlineScheduler): Decision[];
-}
-
-export interface OnlineSetup { costs: OnlineCosts; truth: OnlineCosts; predictors: OnlinePredictors; limits: SchedulerLimits }
-
-const setups = new WeakMap<PlanContext, OnlineSetup>();
-
-/**
- * Costs, truth and predictors for one planning context, computed once and shared by NEO and
- * APEX (auto plans both on the same context). Decision: the truth is the cost model tabulated at
- * 4 points per octave; the schedulers' predictors are a 2-per-octave grid profile of that truth,
- * as NEO profiles a real machine.
- */
-export function onlineSetup(ctx: PlanContext): OnlineSetup {
-  const hit = setups.get(ctx);
-  if (hit) return hit;
-  const costs = costModelOnlineCosts(ctx);
-  const truth = tabulatedCosts(costs, 4);
-  const s: OnlineSetup = {
-    costs, truth,
-    predictors: profilePredictors(truth),
-    limits: { nLayers: costs.nLayers, gpuKvTokens: costs.gpuKvTokens, cpuKvTokens: costs.cpuKvTokens, maxBatchTokens: costs.maxBatchTokens },
-  };
-  setups.set(ctx, s);
-  return s;
+  modeDecisions(it: IterationPlan, scheduler: OnlineDecider): Decision[];
 }
 
 /** `batch` requests mid-generation, GPU KV filled first (NEO §3.1), the rest on the CPU. */

@@ -168,11 +168,19 @@ export class NeoScheduler {
         popCpuDecode(b0);
         skipped++;
       }
-      // Progress guarantee (decision): with nothing else to run, batch-0 takes the first CPU
-      // decode even though the CPU cannot be hidden (else the iteration would be empty forever).
+      // Progress guarantee (decision): with nothing else to run, there is no GPU work to hide the
+      // CPU behind and nothing that waits for it, so batch-0 takes every CPU decode, up to the
+      // activation budget (at least one; before, only the first, which left the others idle for
+      // as many iterations as the live runtime showed: seven requests served one at a time).
+      // FastDecode⁺ ('offload-all') keeps the one-decode rule: the paper reproduction
+      // (test/papers/003-neo.test.ts, Fig. 8b's collapse at long outputs) is calibrated on it.
       if (requestsIn(b0) + requestsIn(b1) === 0 && q.cpu.length > 0) {
-        const r = q.cpu.find((x) => !moved.has(x));
-        if (r) { addCpuDecode(b0, r); skipped--; }
+        for (const r of q.cpu) {
+          if (moved.has(r)) continue;
+          if (b0.cpuDecodes.length > 0 && (this.variant === 'offload-all' || b0.tokens + 1 > this.limits.maxBatchTokens)) break;
+          addCpuDecode(b0, r);
+          skipped--;
+        }
       }
     }
     // 5. GPU-only candidate = batch-0 without the CPU decodes of step 4 (Appendix A: CPU prefills

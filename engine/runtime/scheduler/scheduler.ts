@@ -20,6 +20,10 @@
 //   after its pending token; the step then returns every row's logits, and the drafts that equal
 //   the greedy choice stand (a step's rows are bit for bit what single-token steps give, so the
 //   output is exactly plain greedy). The KV of rejected drafts is cleared before the next step.
+// - NEO / APEX plans (KV placed by sequence): before every step the plan's online decider
+//   (engine/plan/online, the simulator's) decides which running requests step, where each one's KV
+//   lives (hence whether its attention runs on the CPU or the device), which KV moves, and which
+//   prompts are admitted; scheduler/online.ts executes it. Slots and prompt chunks stay as above.
 // - A device that fails mid-step (DeviceError): the engine moves the model to the CPU
 //   (onDeviceError) and every running request rebuilds its KV there from the tokens it held,
 //   then goes on; nothing it already streamed changes.
@@ -29,6 +33,7 @@ import type { Tokenizer } from '../../model/tokenizer';
 import { Sampler, topKIds } from '../sampler';
 import { StopStringFilter } from '../stop-strings';
 import type { SamplingOptions, StopReason } from '../types';
+import type { LiveDecider } from './online';
 
 export interface ServeRequest extends SamplingOptions {
   /** Prompt text, or token ids (then addBos/parseSpecial do not apply). */
@@ -218,6 +223,8 @@ export class Scheduler {
   private readonly stepRows: number;
   private readonly onStepError: ((e: unknown) => boolean) | undefined;
   private admissions = 0;
+  /** NEO/APEX deciding per iteration, when the engine's plan is one of theirs (setOnline). */
+  private online: LiveDecider | undefined;
   /** Whether the model can move KV positions (host KV); false after the first refusal. */
   private canShift = true;
 
@@ -292,6 +299,18 @@ export class Scheduler {
       },
     };
     return iterable;
+  }
+
+  /**
+   * The online decider that decides every following iteration (undefined: every running request
+   * steps, its KV where the placement put it). The engine sets it at load and after a re-plan.
+   */
+  setOnline(decider: LiveDecider | undefined): void {
+    this.online = decider;
+  }
+
+  get onlineDecider(): LiveDecider | undefined {
+    return this.online;
   }
 
   /** Forgets the prompts idle slots hold (their KV is cleared before the next step): the next requests evaluate every token. */
@@ -454,7 +473,7 @@ export class Scheduler {
       }
       const stepping = this.slots.filter((s) => s.running);
       if (!stepping.length) continue;
-      const inputs = this.buildStep(stepping);
+      const inputs = this.buildStep(this.decided(stepping));
       const wantAll = inputs.some((i) => i.draft.length > 0);
       let logits: Float32Array[];
       try {
@@ -496,6 +515,21 @@ export class Scheduler {
       inputs.forEach((inp, k) => this.afterStep(inp, logits[k]!, wantAll ? nVocab : 0));
       this.stats.running = this.slots.filter((x) => x.running).length;
     }
+  }
+
+  /**
+   * With an online decider (NEO, APEX): the running requests it lets step this iteration, after
+   * it moved their KV (engine/runtime/scheduler/online.ts); without one, all of them.
+   */
+  private decided(stepping: Slot[]): Slot[] {
+    if (!this.online) return stepping;
+    const byAdmission = [...stepping].sort((a, b) => a.running!.admittedAt - b.running!.admittedAt);
+    const allowed = this.online.decide(byAdmission.map((s) => {
+      const r = s.running!;
+      return { key: r, seq: s.seq, promptTokens: r.prompt.length, generated: r.generated, maxTokens: r.req.maxTokens };
+    }));
+    const chosen = stepping.filter((s) => allowed.has(s.seq));
+    return chosen.length ? chosen : stepping;
   }
 
   /**

@@ -4,14 +4,9 @@
 // leave. Reports throughput and per-token latency as NEO §5.1 / APEX §5.3 define them.
 
 import type { OnlineCosts } from '../../plan/neo/costs';
-import type { IterationMode, IterationPlan, OnlineQueues } from '../../plan/neo/scheduler';
+import type { IterationMode, IterationPlan, OnlineDecider, OnlineQueues } from '../../plan/online/decider';
 import type { OnlineRequest } from '../../plan/neo/request';
 import { executeIteration } from './execute';
-
-export interface OnlineScheduler {
-  readonly limits: { nLayers: number };
-  schedule(q: OnlineQueues): IterationPlan;
-}
 
 export interface OnlineRunOptions {
   /**
@@ -22,6 +17,12 @@ export interface OnlineRunOptions {
    * APEX on its T4 preset, 500 requests of 800 tokens.
    */
   maxIterations?: number;
+  /**
+   * Most requests in the system at once (waiting for prefill or decoding); later arrivals queue
+   * outside until one finishes. The runtime's slots (one KV sequence per request) are such a
+   * bound; default: none.
+   */
+  maxRunning?: number;
   /** Called after every iteration (tracing, the timeline view). */
   onIteration?: (plan: IterationPlan, startMs: number, ms: number) => void;
 }
@@ -43,7 +44,7 @@ export interface OnlineResult {
 }
 
 /** Runs the requests (copied; the input is not modified) to completion. */
-export function runOnline(input: readonly OnlineRequest[], scheduler: OnlineScheduler, costs: OnlineCosts, opt: OnlineRunOptions = {}): OnlineResult {
+export function runOnline(input: readonly OnlineRequest[], scheduler: OnlineDecider, costs: OnlineCosts, opt: OnlineRunOptions = {}): OnlineResult {
   if (input.length === 0) throw new Error('online run: no requests');
   const reqs = input.map((r) => ({ ...r, generated: 0, where: 'waiting' as const, aoLayer: 0, firstTokenMs: undefined, finishMs: undefined }))
     .sort((a, b) => a.arrivalMs - b.arrivalMs);
@@ -57,8 +58,9 @@ export function runOnline(input: readonly OnlineRequest[], scheduler: OnlineSche
   let it = 0;
   let idle = 0;
   while (done < reqs.length) {
-    while (next < reqs.length && reqs[next]!.arrivalMs <= now) q.waiting.push(reqs[next++]!);
-    if (q.waiting.length + q.gpu.length + q.cpu.length === 0) { now = reqs[next]!.arrivalMs; continue; }
+    const cap = opt.maxRunning ?? Infinity;
+    while (next < reqs.length && reqs[next]!.arrivalMs <= now && q.waiting.length + q.gpu.length + q.cpu.length < cap) q.waiting.push(reqs[next++]!);
+    if (q.waiting.length + q.gpu.length + q.cpu.length === 0) { now = Math.max(now, reqs[next]!.arrivalMs); continue; }
     if (++it > maxIt) throw new Error(`online run: more than ${maxIt} iterations (${done}/${reqs.length} requests done) — the scheduler makes no progress`);
     const plan = scheduler.schedule(q);
     const res = executeIteration(plan, costs);

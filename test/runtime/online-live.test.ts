@@ -1,0 +1,110 @@
+// NEO and APEX deciding live in the runtime (issue 21 item 2): the continuous-batching scheduler
+// runs the plan's per-iteration decider (the simulator's) over eight requests of mixed prompt
+// lengths on the loopback device, at a device budget where the decider keeps some requests' KV
+// on the device and attends over the others' on the CPU; every request's greedy tokens equal the
+// same request run alone on the CPU. A second test squeezes the device's KV budget so the decider
+// moves running requests' KV host↔device mid-generation, and the tokens stay the same.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { hardwarePreset } from '../../engine/hardware/presets';
+import { readGguf } from '../../engine/model/gguf/index';
+import { readHparams } from '../../engine/model/hparams';
+import { Engine } from '../../engine/runtime/engine';
+import { deviceWorkspaceBytes } from '../../engine/runtime/devices';
+import type { IterationRecord } from '../../engine/runtime/scheduler/online';
+import type { NativeModel } from '../../engine/native/model';
+import { sharedPath, skipUnlessShared } from '../helpers/shared';
+
+const MODEL = sharedPath('models', 'stories260K.gguf');
+const BASE = hardwarePreset('ryzen9-7950x');
+const CTX = 256;
+const SEQS = 8;
+const GEN = 24;
+const LENGTHS = [5, 60, 12, 44, 20, 36, 28, 52];
+const PROMPTS = LENGTHS.map((n, k) => Array.from({ length: n }, (_, i) => 1 + ((i * 31 + k * 7) % 511)));
+// Exactly GEN tokens each: no end-of-generation token ends a request early.
+const REQ = { maxTokens: GEN, temperature: 0, onlyStopIds: true, stopIds: new Set<number>() };
+
+async function alone(): Promise<number[][]> {
+  const cpu = await Engine.load(MODEL, { threads: 1, contextLength: CTX, device: 'cpu', maxSequences: 1 });
+  try {
+    const s = cpu.scheduler();
+    const out: number[][] = [];
+    for (const p of PROMPTS) out.push((await s.submit({ prompt: p, ...REQ }).result).tokens);
+    return out;
+  } finally {
+    cpu.dispose();
+  }
+}
+
+/** A device budget of the model's weights × f plus the executor's workspace. */
+function budget(f: number): number {
+  const g = readGguf(MODEL);
+  const size = g.tensors.reduce((s, t) => s + t.byteSize, 0);
+  return Math.round(size * f + deviceWorkspaceBytes(readHparams(g), 512, true, SEQS));
+}
+
+async function serveAll(policy: string, vram: number, online: NonNullable<Parameters<Engine['scheduler']>[0]>['online'], onEngine?: (e: Engine) => void): Promise<{ tokens: number[][]; records: IterationRecord[]; split: string; executed: string } | undefined> {
+  let engine: Engine;
+  try {
+    engine = await Engine.load(MODEL, { threads: 1, contextLength: CTX, device: 'loopback', vramBytes: vram, policy, hardware: BASE, linkGBps: 10, workload: { batch: SEQS, prompt: 48, gen: GEN, vramBytes: vram }, maxSequences: SEQS });
+  } catch {
+    return undefined; // the policy does not apply at this budget
+  }
+  try {
+    onEngine?.(engine);
+    const records: IterationRecord[] = [];
+    const s = engine.scheduler({ online: { ...online, onIteration: (r) => { records.push(r); online?.onIteration?.(r); } } });
+    const tokens = (await Promise.all(PROMPTS.map((p) => s.submit({ prompt: p, ...REQ }).result))).map((r) => r.tokens);
+    return { tokens, records, split: engine.execution.split, executed: engine.execution.policy };
+  } finally {
+    engine.dispose();
+  }
+}
+
+for (const policy of ['neo', 'apex']) {
+  test(`${policy} decides live at batch 8 with mixed prompt lengths on loopback: every request equals itself alone on the CPU`, { skip: skipUnlessShared(MODEL) }, async () => {
+    const want = await alone();
+    let found = false;
+    // The smallest budgets at which the policy applies leave the device's KV short of the eight
+    // requests: the decider then attends over some on the CPU while the device attends over the rest.
+    for (let f = 1.76; f <= 2.6 && !found; f += 0.03) {
+      const run = await serveAll(policy, budget(f), {});
+      if (!run) continue;
+      assert.equal(run.executed, policy);
+      assert.match(run.split, /KV split by request/);
+      assert.ok(run.records.length > 0, `${policy}: the decider ran`);
+      for (let i = 0; i < SEQS; i++) assert.deepEqual(run.tokens[i], want[i], `${policy} (budget ×${f.toFixed(2)}): request ${i} (prompt ${LENGTHS[i]}) differs from alone on the CPU`);
+      const cpu = run.records.reduce((n, r) => n + r.cpuAttended, 0), dev = run.records.reduce((n, r) => n + r.deviceAttended, 0);
+      const both = run.records.filter((r) => r.cpuAttended > 0 && r.deviceAttended > 0).length;
+      if (cpu > 0 && dev > 0 && both > 0) {
+        found = true;
+        const modes = [...new Set(run.records.map((r) => r.mode))].join(', ');
+        console.log(`  ${policy}: budget ×${f.toFixed(2)}, ${run.records.length} iterations (${modes}), ${dev} device / ${cpu} CPU attentions, ${both} iterations with both`);
+      }
+    }
+    assert.ok(found, `${policy}: no budget made the decider attend on both the device and the CPU`);
+  });
+}
+
+test('a running request\'s KV moved host↔device by the decider mid-generation keeps its tokens identical', { skip: skipUnlessShared(MODEL) }, async () => {
+  const want = await alone();
+  let native: NativeModel | undefined;
+  const moved: { seq: number; positions: number; to: 'host' | 'device' }[] = [];
+  // A device KV budget of 192 tokens (12 of NEO's 16-token blocks): the requests outgrow it as
+  // they generate, so the decider swaps the newest out to the host and, as others finish, back in.
+  const run = await serveAll('neo', budget(2.4), {
+    limits: { gpuKvTokens: 192 },
+    onIteration: (r) => {
+      for (const seq of r.swappedOut) moved.push({ seq, positions: native!.sequencePast(seq), to: 'host' });
+      for (const seq of r.swappedIn) moved.push({ seq, positions: native!.sequencePast(seq), to: 'device' });
+    },
+  }, (e) => { native = (e as unknown as { native: NativeModel }).native; });
+  assert.ok(run, 'neo applies at this budget');
+  for (let i = 0; i < SEQS; i++) assert.deepEqual(run.tokens[i], want[i], `request ${i} (prompt ${LENGTHS[i]}) differs from alone on the CPU`);
+  const out = moved.filter((m) => m.to === 'host' && m.positions > 0), back = moved.filter((m) => m.to === 'device' && m.positions > 0);
+  assert.ok(out.length > 0, `a running request's KV went to the host (moves: ${JSON.stringify(moved)})`);
+  assert.ok(back.length > 0, `a running request's KV came back to the device (moves: ${JSON.stringify(moved)})`);
+  console.log(`  ${out.length} swaps out, ${back.length} swaps in of non-empty KV (e.g. seq ${out[0]!.seq} at ${out[0]!.positions} positions)`);
+});
