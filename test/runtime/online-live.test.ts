@@ -3,7 +3,9 @@
 // lengths on the loopback device, at a device budget where the decider keeps some requests' KV
 // on the device and attends over the others' on the CPU; every request's greedy tokens equal the
 // same request run alone on the CPU. A second test squeezes the device's KV budget so the decider
-// moves running requests' KV host↔device mid-generation, and the tokens stay the same.
+// moves running requests' KV host↔device mid-generation, and the tokens stay the same. A third
+// replays the same requests in the online simulator with the engine's decider, limits and slots:
+// both make the same decision in every iteration (one implementation, not a copy).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -15,6 +17,11 @@ import { deviceWorkspaceBytes } from '../../engine/runtime/devices';
 import type { IterationRecord } from '../../engine/runtime/scheduler/online';
 import type { NativeModel } from '../../engine/native/model';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
+import { resolve } from '../../engine/plan/api';
+import { makeDecider } from '../../engine/plan/online/decider';
+import { onlineSetup } from '../../engine/plan/online/setup';
+import { makeRequest } from '../../engine/plan/neo/request';
+import { runOnline } from '../../engine/sim/online/loop';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');
 const BASE = hardwarePreset('ryzen9-7950x');
@@ -45,7 +52,25 @@ function budget(f: number): number {
   return Math.round(size * f + deviceWorkspaceBytes(readHparams(g), 512, true, SEQS));
 }
 
-async function serveAll(policy: string, vram: number, online: NonNullable<Parameters<Engine['scheduler']>[0]>['online'], onEngine?: (e: Engine) => void): Promise<{ tokens: number[][]; records: IterationRecord[]; split: string; executed: string } | undefined> {
+interface Served { tokens: number[][]; records: IterationRecord[]; split: string; executed: string; simulated: string[] }
+
+/** The simulator's decisions for the same requests (all at t = 0) with the engine's decider, limits and slots. */
+function simulated(engine: Engine, kind: 'neo' | 'apex'): string[] {
+  const live = engine.scheduler().onlineDecider!;
+  const setup = onlineSetup(resolve(engine.execution.planParams!).ctx);
+  const out: string[] = [];
+  runOnline(LENGTHS.map((n, i) => makeRequest(i, 0, n, GEN)), makeDecider(kind, live.limits, setup.predictors), setup.truth, {
+    maxRunning: SEQS,
+    onIteration: (plan) => {
+      let cpu = 0, dev = 0;
+      for (const b of plan.batches) { cpu += b.cpuDecodes.length + b.cpuPrefills.length; dev += b.gpuDecodes.length + b.gpuPrefills.length; }
+      out.push(`${plan.mode} ${dev}/${cpu}`);
+    },
+  });
+  return out;
+}
+
+async function serveAll(policy: string, vram: number, online: NonNullable<Parameters<Engine['scheduler']>[0]>['online'], onEngine?: (e: Engine) => void): Promise<Served | undefined> {
   let engine: Engine;
   try {
     engine = await Engine.load(MODEL, { threads: 1, contextLength: CTX, device: 'loopback', vramBytes: vram, policy, hardware: BASE, linkGBps: 10, workload: { batch: SEQS, prompt: 48, gen: GEN, vramBytes: vram }, maxSequences: SEQS });
@@ -57,7 +82,8 @@ async function serveAll(policy: string, vram: number, online: NonNullable<Parame
     const records: IterationRecord[] = [];
     const s = engine.scheduler({ online: { ...online, onIteration: (r) => { records.push(r); online?.onIteration?.(r); } } });
     const tokens = (await Promise.all(PROMPTS.map((p) => s.submit({ prompt: p, ...REQ }).result))).map((r) => r.tokens);
-    return { tokens, records, split: engine.execution.split, executed: engine.execution.policy };
+    const sim = online?.limits ? [] : simulated(engine, policy as 'neo' | 'apex');
+    return { tokens, records, split: engine.execution.split, executed: engine.execution.policy, simulated: sim };
   } finally {
     engine.dispose();
   }
@@ -80,6 +106,9 @@ for (const policy of ['neo', 'apex']) {
       const both = run.records.filter((r) => r.cpuAttended > 0 && r.deviceAttended > 0).length;
       if (cpu > 0 && dev > 0 && both > 0) {
         found = true;
+        // Refused moves would make the runtime differ (none at these budgets: the limits are the device's).
+        assert.equal(run.records.reduce((n, r) => n + r.refused, 0), 0);
+        assert.deepEqual(run.records.map((r) => `${r.mode} ${r.deviceAttended}/${r.cpuAttended}`), run.simulated, `${policy}: the runtime's decisions (mode, device/CPU attentions per iteration) differ from the simulator's`);
         const modes = [...new Set(run.records.map((r) => r.mode))].join(', ');
         console.log(`  ${policy}: budget ×${f.toFixed(2)}, ${run.records.length} iterations (${modes}), ${dev} device / ${cpu} CPU attentions, ${both} iterations with both`);
       }
