@@ -19,7 +19,7 @@ import { onlineSetup } from './online/setup';
 import { NeoScheduler } from './neo/scheduler';
 import type { PlanContext } from './policy';
 import type { Plan } from './types';
-import { executeIteration } from '../sim/online/execute';
+import { executeIteration } from './online/execute';
 import type { Decision } from './explanation';
 
 /** The paper's figures for one of its testbeds (digest 003 §4). */

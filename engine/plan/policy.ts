@@ -5,7 +5,7 @@ import type { HardwareProfile } from '../hardware/types';
 import type { ModelShape } from '../model/shape';
 import type { StepShape, Workload } from '../cost/types';
 import type { Plan, PolicyName } from './types';
-import type { OnlineSimResult, SimTask } from '../sim/types';
+import type { OnlineSimResult, SimTask } from './sim/types';
 
 /**
  * The cost model as policies see it (engine/cost/model.ts implements it). All times in ms.
@@ -44,7 +44,7 @@ export interface Policy {
   plan(ctx: PlanContext): Plan;
   /**
    * Optional: the simulator task graph of one decode step for this plan. Without it the
-   * simulator builds a generic graph from the plan's op placement (engine/sim/graph.ts).
+   * simulator builds a generic graph from the plan's op placement (engine/plan/sim/graph.ts).
    */
   simulate?(plan: Plan, ctx: PlanContext): SimTask[];
   /** Optional: serving simulation for online workloads (ctx.workload.rate set) — NEO, APEX, gpu-only. */

@@ -2,16 +2,16 @@
 // `--policy X`, for `auto` choosing X, for `simulate` and for what-ifs alike.
 //
 // Decision — which estimate is the truth: the discrete-event simulation of the plan
-// (engine/sim/simulate.ts). It plays every policy's placement on the same lanes with the same
+// (engine/plan/sim/simulate.ts). It plays every policy's placement on the same lanes with the same
 // overlap rules, so figures compare across policies; a policy's own closed-form estimate (paper
 // 000's L, LIA's Eq. 2, KVPR's Eq. 11) models only its own overlap and is kept beside it as
 // details.analytic. Serving policies (NEO, APEX: Policy.simulatesItself) are the exception: the
 // op graph cannot express their per-iteration sub-batches, so their iteration executor
-// (engine/sim/online/execute.ts) — itself a simulation on the same per-op costs — gives the decode
+// (engine/plan/online/execute.ts) — itself a simulation on the same per-op costs — gives the decode
 // figures, and the op-graph simulation only the prefill.
 
-import { simulatePlan } from '../sim/simulate';
-import type { WorkloadSimResult } from '../sim/types';
+import { simulatePlan } from './sim/simulate';
+import type { WorkloadSimResult } from './sim/types';
 import type { PlanContext, Policy } from './policy';
 import type { Plan, Predicted } from './types';
 

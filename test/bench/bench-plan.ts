@@ -5,7 +5,7 @@ import { hardwarePreset } from '../../engine/hardware/presets';
 import { modelPreset } from '../../engine/model/model-presets';
 import { makeContext } from '../../engine/plan/context';
 import { AUTO, POLICIES } from '../../engine/plan/registry';
-import { simulatePlan } from '../../engine/sim/simulate';
+import { simulatePlan } from '../../engine/plan/sim/simulate';
 
 function median(xs: number[]): number { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]!; }
 

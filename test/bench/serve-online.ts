@@ -4,7 +4,7 @@
 // the loopback device (and Vulkan when one is found) with each decider — NEO's 'gpu-only' baseline
 // (SwiftLLM: KV that does not fit on the device is swapped out and waits, no CPU attention), NEO
 // and APEX — on the NEO/APEX placement (weights on the device, KV by request), and played by the
-// online simulator (engine/sim/online) with the same decider, limits, slots and the plan's cost
+// online simulator (engine/plan/online/loop.ts) with the same decider, limits, slots and the plan's cost
 // model.
 // Measured: generated tokens per second from the first arrival to the last completion, and the
 // mean per-token latency (finish − arrival) / tokens, as NEO §5.1 defines them.
@@ -16,8 +16,8 @@ import type { HardwareProfile } from '../../engine/hardware/types';
 import { resolve } from '../../engine/plan/api';
 import { makeDecider, type DeciderKind } from '../../engine/plan/online/decider';
 import { onlineSetup } from '../../engine/plan/online/setup';
-import { runOnline } from '../../engine/sim/online/loop';
-import { generateWorkload } from '../../engine/sim/online/workload';
+import { runOnline } from '../../engine/plan/online/loop';
+import { generateWorkload } from '../../engine/plan/online/workload';
 import type { OnlineRequest } from '../../engine/plan/neo/request';
 import { Engine } from '../../engine/runtime/engine';
 import { deviceWorkspaceBytes, resolveDevice, vulkanWorkspaceBytes } from '../../engine/runtime/devices';

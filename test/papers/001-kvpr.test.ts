@@ -12,7 +12,7 @@ import { kvBytesPerToken } from '../../engine/model/shape';
 import { kvprBreakpoint, kvprSolve, kvprTimes, type KvprProblem } from '../../engine/plan/kvpr-solve';
 import { makeContext } from '../../engine/plan/context';
 import { planKvpr, policy as kvpr } from '../../engine/plan/kvpr';
-import { simulatePlan } from '../../engine/sim/simulate';
+import { simulatePlan } from '../../engine/plan/sim/simulate';
 
 const GiB = 2 ** 30;
 const MiB = 2 ** 20;

@@ -9,8 +9,8 @@ import { hardwarePreset } from '../../engine/hardware/presets';
 import { modelPreset } from '../../engine/model/model-presets';
 import { profilePredictors, rooflineOnlineCosts } from '../../engine/plan/neo/costs';
 import { NeoScheduler } from '../../engine/plan/neo/scheduler';
-import { generateWorkload } from '../../engine/sim/online/workload';
-import { runOnline } from '../../engine/sim/online/loop';
+import { generateWorkload } from '../../engine/plan/online/workload';
+import { runOnline } from '../../engine/plan/online/loop';
 import { planRequest, simulateRequest } from '../../engine/plan/api';
 
 const GiB = 2 ** 30;

@@ -21,7 +21,7 @@ import { resolve } from '../../engine/plan/api';
 import { makeDecider } from '../../engine/plan/online/decider';
 import { onlineSetup } from '../../engine/plan/online/setup';
 import { makeRequest } from '../../engine/plan/neo/request';
-import { runOnline } from '../../engine/sim/online/loop';
+import { runOnline } from '../../engine/plan/online/loop';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');
 const BASE = hardwarePreset('ryzen9-7950x');

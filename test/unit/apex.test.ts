@@ -7,7 +7,7 @@ import { profilePredictors } from '../../engine/plan/neo/costs';
 import type { OnlineQueues } from '../../engine/plan/neo/scheduler';
 import { makeRequest } from '../../engine/plan/neo/request';
 import { ApexScheduler } from '../../engine/plan/apex/scheduler';
-import { executeIteration } from '../../engine/sim/online/execute';
+import { executeIteration } from '../../engine/plan/online/execute';
 import { policy as apex } from '../../engine/plan/apex';
 import { makeContext } from '../../engine/plan/context';
 import { modelPreset } from '../../engine/model/model-presets';

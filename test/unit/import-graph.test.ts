@@ -68,3 +68,20 @@ test('the circle finder finds a circle', () => {
   const g = new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]]);
   assert.deepEqual(circles(g).map((c) => c.sort()), [['a', 'b', 'c']]);
 });
+
+/** Pairs of the engine's rooms (its top-level folders) that import each other both ways. */
+function roomsBothWays(graph: Map<string, string[]>, root: string): string[] {
+  const room = (f: string): string => path.relative(root, f).split(path.sep)[0]!;
+  const arrows = new Set<string>();
+  for (const [from, deps] of graph) for (const to of deps) if (room(from) !== room(to)) arrows.add(`${room(from)}→${room(to)}`);
+  return [...arrows].filter((a) => { const [x, y] = a.split('→'); return x! < y! && arrows.has(`${y}→${x}`); }).sort();
+}
+
+test('the engine\'s rooms stand on each other one way (issue 22 item 6): no two folders import each other', () => {
+  const root = path.join(repoRoot, 'engine');
+  const graph = importGraph(root);
+  assert.deepEqual(roomsBothWays(graph, root), []);
+  // The finder sees such a pair.
+  const g = new Map([[path.join(root, 'a', 'x.ts'), [path.join(root, 'b', 'y.ts')]], [path.join(root, 'b', 'y.ts'), [path.join(root, 'a', 'z.ts')]]]);
+  assert.deepEqual(roomsBothWays(g, root), ['a→b']);
+});

@@ -15,7 +15,7 @@ import { expertBytes, layerWeightBytes, modelWeightBytes } from '../../engine/mo
 import { explainRequest, planRequest, resolve } from '../../engine/plan/api';
 import { exportLlamaCpp } from '../../engine/plan/export-llamacpp';
 import { moeBudget } from '../../engine/plan/moe-offload';
-import { simulatePlan } from '../../engine/sim/simulate';
+import { simulatePlan } from '../../engine/plan/sim/simulate';
 import { getPolicy } from '../../engine/plan/registry';
 import { liaShapeOf } from '../../engine/plan/lia/terms';
 

@@ -7,8 +7,8 @@ import { type OnlineCosts, profilePredictors } from '../../engine/plan/neo/costs
 import { cpuHidden, stageTimes, twoBatchLayerMs } from '../../engine/plan/neo/batch';
 import { NeoScheduler, type NeoVariant, type OnlineQueues } from '../../engine/plan/neo/scheduler';
 import { blocksFor, contextTokens, makeRequest } from '../../engine/plan/neo/request';
-import { generateWorkload } from '../../engine/sim/online/workload';
-import { runOnline } from '../../engine/sim/online/loop';
+import { generateWorkload } from '../../engine/plan/online/workload';
+import { runOnline } from '../../engine/plan/online/loop';
 import { policy as neo } from '../../engine/plan/neo';
 import { makeContext } from '../../engine/plan/context';
 import { modelPreset } from '../../engine/model/model-presets';

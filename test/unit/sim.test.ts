@@ -2,10 +2,10 @@
 // multi-batch reuses weights, and the Chrome trace is well formed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { simulateTasks } from '../../engine/sim/engine';
-import { toChromeTrace } from '../../engine/sim/trace';
-import { stageTasks } from '../../engine/sim/graph';
-import type { SimTask } from '../../engine/sim/types';
+import { simulateTasks } from '../../engine/plan/sim/engine';
+import { toChromeTrace } from '../../engine/plan/sim/trace';
+import { stageTasks } from '../../engine/plan/sim/graph';
+import type { SimTask } from '../../engine/plan/sim/types';
 import { hardwarePreset } from '../../engine/hardware/presets';
 import { modelPreset } from '../../engine/model/model-presets';
 import { makeContext } from '../../engine/plan/context';

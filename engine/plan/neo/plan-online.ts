@@ -6,13 +6,13 @@
 import type { OpPlan, Plan, PlanStage, SubBatch as PlanSubBatch } from '../types';
 import type { PlanContext } from '../policy';
 import type { Decision, Resource } from '../explanation';
-import type { OnlineSimResult } from '../../sim/types';
+import type { OnlineSimResult } from '../sim/types';
 import { bindingOf } from '../binding';
 import { headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from '../build';
 import { kvBytesPerToken } from '../../model/shape';
-import { executeIteration } from '../../sim/online/execute';
-import { runOnline } from '../../sim/online/loop';
-import { generateWorkload } from '../../sim/online/workload';
+import { executeIteration } from '../online/execute';
+import { runOnline } from '../online/loop';
+import { generateWorkload } from '../online/workload';
 import type { OnlinePredictors } from './costs';
 import { neoGpuFixedBytes } from './from-cost-model';
 import type { OnlineDecider } from '../online/decider';

@@ -1,5 +1,5 @@
 // The per-iteration decider of the online policies (NEO, APEX and the baselines NEO compares
-// against), as its two callers see it: the simulator (engine/sim/online) plays each decision on
+// against), as its two callers see it: the simulator (engine/plan/online/loop.ts) plays each decision on
 // modelled costs, the runtime scheduler (engine/runtime/scheduler) executes it on the native
 // model. Both build the decider here, so they run one implementation, never a copy.
 

@@ -3,9 +3,9 @@
 // batch and mode, the simulator plays it on the true costs, tokens are emitted, finished requests
 // leave. Reports throughput and per-token latency as NEO §5.1 / APEX §5.3 define them.
 
-import type { OnlineCosts } from '../../plan/neo/costs';
-import type { IterationMode, IterationPlan, OnlineDecider, OnlineQueues } from '../../plan/online/decider';
-import type { OnlineRequest } from '../../plan/neo/request';
+import type { OnlineCosts } from '../neo/costs';
+import type { IterationMode, IterationPlan, OnlineDecider, OnlineQueues } from './decider';
+import type { OnlineRequest } from '../neo/request';
 import { executeIteration } from './execute';
 
 export interface OnlineRunOptions {

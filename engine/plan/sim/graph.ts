@@ -16,9 +16,9 @@
 //   the next layer's transfers queue behind this layer's last KV (FIFO lane);
 // - a 'split' op runs its CPU and GPU parts concurrently; KV written back to the host goes over d2h.
 
-import type { OpWork } from '../cost/types';
-import type { PlanContext } from '../plan/policy';
-import type { LayerPlan, OpPlan, PlanStage } from '../plan/types';
+import type { OpWork } from '../../cost/types';
+import type { PlanContext } from '../policy';
+import type { LayerPlan, OpPlan, PlanStage } from '../types';
 import type { SimTask } from './types';
 
 interface Builder { tasks: SimTask[]; next: number }

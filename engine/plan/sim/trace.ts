@@ -1,7 +1,7 @@
 // Chrome trace-event JSON (the "JSON Object Format" with traceEvents), which chrome://tracing and
 // Perfetto (ui.perfetto.dev) open: one process per simulated stage, one thread per lane.
 
-import type { Lane } from '../plan/types';
+import type { Lane } from '../types';
 import type { SimResult, TraceEvent } from './types';
 import { LANES } from './engine';
 

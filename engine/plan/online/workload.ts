@@ -1,7 +1,7 @@
 // Online workloads for NEO/APEX simulation: Poisson arrivals at a rate, prompt and output
 // lengths from a distribution, all from one seed so runs repeat exactly.
 
-import { type OnlineRequest, makeRequest } from '../../plan/neo/request';
+import { type OnlineRequest, makeRequest } from '../neo/request';
 
 /** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)). */
 export function seededRandom(seed: number): () => number {

@@ -1,8 +1,8 @@
 // Plays a plan on the simulator: one prefill step and one decode step at the planned context,
 // then the offline workload total = prefill + gen × decode step.
 
-import type { Policy, PlanContext } from '../plan/policy';
-import type { Plan } from '../plan/types';
+import type { Policy, PlanContext } from '../policy';
+import type { Plan } from '../types';
 import { simulateTasks } from './engine';
 import { stageTasks } from './graph';
 import type { WorkloadSimResult } from './types';

@@ -4,7 +4,7 @@
 // Builders emit tasks in an order where every dependency has a smaller id, so one pass in id
 // order is an exact event simulation of this model.
 
-import type { Lane, LaneTimes } from '../plan/types';
+import type { Lane, LaneTimes } from '../types';
 import type { SimEvent, SimResult, SimTask } from './types';
 
 export const LANES: Lane[] = ['cpu', 'gpu', 'h2d', 'd2h', 'nvme'];

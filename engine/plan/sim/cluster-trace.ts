@@ -5,8 +5,8 @@
 // for each other; each host's stage time is its own single-host plan's simulated step, and each
 // link carries the activations of the step (prefill: prompt × nEmbd × 2 bytes; decode: nEmbd × 2 × batch).
 
-import { networkMs } from '../hardware/cluster';
-import type { ClusterPlan } from '../plan/multihost/pipeline';
+import { networkMs } from '../../hardware/cluster';
+import type { ClusterPlan } from '../multihost/pipeline';
 import type { TraceEvent } from './types';
 
 export interface ClusterTimeline {

@@ -2,10 +2,10 @@
 // predictors; the simulator plays the decision on the "true" costs (OnlineCosts) with lanes GPU,
 // CPU and PCIe, and applies the non-blocking CPU check of APEX's asynchronous overlap.
 
-import type { OnlineCosts } from '../../plan/neo/costs';
-import type { SubBatch } from '../../plan/neo/batch';
-import type { IterationPlan } from '../../plan/neo/scheduler';
-import { type OnlineRequest, contextTokens } from '../../plan/neo/request';
+import type { OnlineCosts } from '../neo/costs';
+import type { SubBatch } from '../neo/batch';
+import type { IterationPlan } from '../neo/scheduler';
+import { type OnlineRequest, contextTokens } from '../neo/request';
 
 export interface IterationResult {
   ms: number;
