@@ -22,6 +22,8 @@ export const DEFAULT_TIME_LIMIT_MS = 1500;
  * faster on the synthetic 0.5B Q8_0/Q4_0 models, 8 no faster than 4 (more rejected drafts).
  */
 export const DEFAULT_SPECULATE = 4;
+/** Texts whose tokens the Completer remembers (a keystroke's budget fit and prompt use about four). */
+const ENCODE_MEMO_ENTRIES = 8;
 
 export interface CursorCompletionRequest {
   /** Identifies the document (its URI) for the cache. */
@@ -96,6 +98,7 @@ export class Completer {
   private readonly chunkMemo = new Map<string, number[]>();
   /** The running cache warm-up, if any (at most one: a newer one or any completion cancels it). */
   private warming: AbortController | undefined;
+  private readonly encodeMemo = new Map<string, number[]>();
 
   constructor(private readonly engine: Engine, log?: (message: string) => void) {
     this.prompts = new PromptBuilder(engine.tokenizer);
@@ -198,11 +201,13 @@ export class Completer {
     // The prompt and every token the completion may add must fit the context.
     const budget = Math.min(request.budget ?? DEFAULT_PROMPT_BUDGET, this.engine.contextLength - maxTokens - 1);
     const fim = this.prompts.fim;
-    const count = (text: string) => this.prompts.encodePart(text, true).length;
+    const count = (text: string) => this.encodePart(text, true).length;
     // Without FIM the suffix cannot be used, so the prefix gets the whole budget.
     const extra = fim && request.extraContext ? this.extraTokens(request.extraContext, Math.floor(budget / 4)) : [];
     const fitted = fitContext(request.before, fim ? request.after : '', budget - extra.length, this.prompts.overheadTokens, count);
-    const prompt = this.prompts.build(fitted.prefix, fitted.suffix, extra);
+    const prompt = fim
+      ? this.prompts.buildTokens(this.encodePart(fitted.prefix, fim.prefixSpace), this.encodePart(fitted.suffix, fim.suffixSpace), extra)
+      : this.prompts.build(fitted.prefix, '', extra);
     const shifted = !(request.exact ?? false);
     // Extra-context chunks go right after BOS (PromptBuilder.build): the cursor's prompt follows them.
     const farContextEnd = extra.length ? (fim?.addBos && this.engine.tokenizer.bos !== undefined ? 1 : 0) + extra.length : 0;
@@ -210,6 +215,24 @@ export class Completer {
       ids: prompt.ids, format: prompt.format, maxTokens,
       run: { stopIds: prompt.stopIds, ...(shifted ? { reuseShiftedKv: true, ...(farContextEnd ? { farContextEnd } : {}) } : {}) },
     };
+  }
+
+  /**
+   * PromptBuilder.encodePart, remembered for the last few texts: the budget fit counts the very
+   * suffix and prefix the prompt then encodes, and the suffix is the same on every keystroke, so
+   * a keystroke tokenizes only its new prefix window (the ids are the tokenizer's own).
+   */
+  private encodePart(text: string, space: boolean): number[] {
+    const key = `${space ? 1 : 0}${text}`;
+    let ids = this.encodeMemo.get(key);
+    if (ids === undefined) {
+      ids = this.prompts.encodePart(text, space);
+      if (this.encodeMemo.size >= ENCODE_MEMO_ENTRIES) this.encodeMemo.delete(this.encodeMemo.keys().next().value as string);
+    } else {
+      this.encodeMemo.delete(key);
+    }
+    this.encodeMemo.set(key, ids);
+    return ids;
   }
 
   /** The newest chunks whose tokens fit `budget`, in their original (oldest-first) order. */
