@@ -244,6 +244,28 @@ async function warmedFirst(completer: Completer): Promise<{ warmMs: number; warm
   return { warmMs, warmEvaluated: w.evaluatedTokens, first: phasesOf(performance.now() - t, r.stats), sameText: r.text === cold.text };
 }
 
+/**
+ * The user types the ghost text: a completion at a.py's cursor (completion cache on), then one
+ * request per character of its text (up to `n`). Each is served from the completion cache
+ * (type-through) without running the model, as llama.vscode's cache of suggestions does.
+ */
+async function typeThrough(completer: Completer, n: number): Promise<{ shown: string; ms: number[]; modelRuns: number }> {
+  const a = pythonFile(50_000);
+  const at = a.indexOf('\n\n', Math.floor(a.length / 2)) + 1;
+  const before = a.slice(0, at), after = a.slice(at);
+  completer.cache.clear();
+  const first = await completer.complete({ document: 'a.py', before, after, maxTokens: 64 });
+  const ms: number[] = [];
+  let modelRuns = 0;
+  for (let k = 1; k <= Math.min(n, first.text.length); k++) {
+    const t = performance.now();
+    const r = await completer.complete({ document: 'a.py', before: before + first.text.slice(0, k), after, maxTokens: 64 });
+    ms.push(performance.now() - t);
+    if (r.stats.stopReason !== 'cached') modelRuns++;
+  }
+  return { shown: first.text, ms, modelRuns };
+}
+
 /** Median of each phase over `runs`. */
 function medianPhases(runs: readonly Phases[]): Phases {
   const m = (f: (p: Phases) => number) => percentile(runs.map(f), 50);
@@ -284,7 +306,7 @@ function targetTable(rows: readonly Target[]): void {
   }
 }
 
-interface ModelFigures { byMode: Map<string, EditingFigures>; warmed: Awaited<ReturnType<typeof warmedFirst>> }
+interface ModelFigures { byMode: Map<string, EditingFigures>; warmed: Awaited<ReturnType<typeof warmedFirst>>; typed: Awaited<ReturnType<typeof typeThrough>> }
 
 /** Prints the editing table of one model and its phase breakdown; returns the figures by mode (the first mode's first completion is the first after loading). */
 async function editingTable(modelPath: string, label: string): Promise<ModelFigures> {
@@ -313,7 +335,10 @@ async function editingTable(modelPath: string, label: string): Promise<ModelFigu
     console.log(phaseLine('first after warm-up, exact', warmed.first, sampling));
     console.log(`  warm-up on focus (fulcrum/warmCompletion, before the first completion): ${warmed.warmEvaluated} tokens in ${warmed.warmMs.toFixed(0)} ms; ` +
       `the completion's text ${warmed.sameText ? 'equals' : 'DIFFERS from'} the cold completion's; sampling ${(sampling * 1000).toFixed(1)} µs per token (argmax over ${engine.tokenizer.vocabSize})`);
-    return { byMode, warmed };
+    const typed = await typeThrough(completer, keystrokes);
+    console.log(`  typing the ghost text (${JSON.stringify(typed.shown.slice(0, 24))}…): ${typed.ms.length} keystrokes, p50 ${percentile(typed.ms.length ? typed.ms : [0], 50).toFixed(2)} ms, ` +
+      `${typed.modelRuns} ran the model (the rest served from the completion cache)`);
+    return { byMode, warmed, typed };
   } finally {
     engine.dispose();
   }
@@ -348,6 +373,7 @@ async function main(): Promise<void> {
     { what: 'keystroke p50 (shifted suffix, 16 tokens: a one-line suggestion)', target: 300, measured: percentile(oneLine.keystrokeMs, 50), note: 'a line of code, as a trained model stops' },
     { what: 'keystroke p50 before decoding (shifted suffix)', target: 300, measured: percentile(shifted.keystrokes.map((p) => p.ms - p.generateMs), 50), note: 'what the keystroke costs besides generating: build + prefill' },
     { what: 'keystroke p50 (exact, 64 tokens)', target: 300, measured: percentile(exact.keystrokeMs, 50), note: 'the exact mode evaluates the suffix again' },
+    { what: 'keystroke p50 while typing the ghost text (type-through)', target: 300, measured: percentile(figures.typed.ms.length ? figures.typed.ms : [Infinity], 50), note: `${figures.typed.modelRuns} of ${figures.typed.ms.length} keystrokes ran the model` },
     { what: 'switch back a.py → b.py → a.py (shifted suffix, 64 tokens)', target: 350, measured: shifted.switchBackMs, note: `reused ${shifted.switchBackReused}/${shifted.switchBackPrompt} prompt tokens` },
     { what: 'first completion, cold (exact, 64 tokens)', target: 1500, measured: exact.firstMs, note: `prefill ${exact.firstPrefillTokens} tokens at ${exact.firstPrefillTokS.toFixed(0)} tok/s` },
     { what: 'first completion after warm-up on focus (exact, 64 t.)', target: 1500, measured: figures.warmed.first.ms, note: `the warm-up evaluated ${figures.warmed.warmEvaluated} tokens in ${figures.warmed.warmMs.toFixed(0)} ms before it` },

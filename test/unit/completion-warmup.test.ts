@@ -79,3 +79,18 @@ test('a warm-up that is aborted by its caller ends without generating', { skip }
   assert.equal(w.stopReason, 'cancelled');
   assert.equal(engine.scheduler().stats.running, 0);
 });
+
+test('a completion\'s phases add up to its time, and a keystroke evaluates only its new tokens', { skip }, async () => {
+  completer.clearKvCache();
+  const first = await completer.complete({ ...CURSOR, exact: false });
+  const keystroke = await completer.complete({ ...CURSOR, before: `${CURSOR.before}de`, exact: false });
+  for (const s of [first.stats, keystroke.stats]) {
+    const phases = s.buildMs + s.queuedMs + s.promptMs + s.generateMs;
+    assert.ok(s.buildMs > 0 && s.queuedMs >= 0 && phases <= s.totalMs + 0.5, JSON.stringify(s));
+    assert.equal(s.evaluatedTokens, s.promptTokens - s.reusedTokens);
+    assert.ok(s.decodeSteps <= s.generatedTokens && s.acceptedDraftTokens <= s.draftedTokens, JSON.stringify(s));
+  }
+  console.log(`  keystroke: ${keystroke.stats.evaluatedTokens} of ${keystroke.stats.promptTokens} prompt tokens evaluated (the suffix's KV moved), build ${keystroke.stats.buildMs.toFixed(2)} ms`);
+  // The new characters (one or two tokens) and the prompt's last token; the suffix is not evaluated again.
+  assert.ok(keystroke.stats.evaluatedTokens <= 4, JSON.stringify(keystroke.stats));
+});
