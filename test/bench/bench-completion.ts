@@ -16,7 +16,7 @@
 // prefill, decode (steps, tokens, drafts that stood, ms per step), greedy sampling (argmax,
 // timed apart) and what is left (rules, cache, promise hops); the first completion after a
 // warm-up on focus (fulcrum/warmCompletion); and for the 0.5B model the issue's targets with pass/miss.
-//   node --import tsx test/bench/bench-completion.ts [--threads N] [--keystrokes N] [--quick] [--no-peer]
+//   node --import tsx test/bench/bench-completion.ts [--threads N] [--keystrokes N] [--quick] [--no-peer] [--editing-only]
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { GgmlType } from '../../engine/model/ggml-types';
@@ -42,6 +42,8 @@ const option = (name: string, fallback: number): number => {
 };
 const quick = args.includes('--quick');
 const peer = !args.includes('--no-peer');
+/** Only the editing tables, breakdowns and targets (skips the cache latency and speculation parts). */
+const editingOnly = args.includes('--editing-only');
 const threads = option('threads', 2);
 const keystrokes = option('keystrokes', quick ? 6 : 20);
 const VOCAB = sharedPath('vocab', 'ggml-vocab-deepseek-coder.gguf');
@@ -379,6 +381,10 @@ async function main(): Promise<void> {
     { what: 'first completion after warm-up on focus (exact, 64 t.)', target: 1500, measured: figures.warmed.first.ms, note: `the warm-up evaluated ${figures.warmed.warmEvaluated} tokens in ${figures.warmed.warmMs.toFixed(0)} ms before it` },
   ]);
   if (existsSync(TINY)) await editingTable(TINY, 'tiny-fim-coder (13M, Q8_0)');
+  if (editingOnly) {
+    console.log(`load average now ${loadAverage()}`);
+    return;
+  }
   console.log(`completion latency with the completion cache (type-through), ${keystrokes} keystrokes per file`);
   const engine = await Engine.load(file, { threads, maxSequences: 4 });
   try {
