@@ -16,6 +16,7 @@ import { planInputs, requestPlan } from './planner';
 import { RestartPolicy } from './restart-policy';
 import { COMPLETION_SETTING_KEYS, readSettings } from './settings';
 import { StatusBar } from './status-bar';
+import { registerWarmUp, warmActiveEditor } from './warm-up';
 
 let client: LanguageClient | undefined;
 /** The model file the engine has loaded (from fulcrum/state), for planner requests. */
@@ -46,6 +47,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     },
   });
   client = languageClient;
+  // Warm-ups are for the local model (an endpoint warms its own cache when asked).
+  const localCompletionsWanted = () => readSettings().completionsEnabled && readSettings().endpoint === undefined && (status.current === 'ready' || status.current === 'generating');
 
   context.subscriptions.push(
     languageClient.onDidChangeState((e) => {
@@ -60,6 +63,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       // completion must not redraw the panels (they would flash and lose their scroll position).
       if (p.state === 'ready' && (previous === 'loading' || previous === 'starting' || loadedModel !== p.modelPath)) {
         loadedModel = p.modelPath;
+        // The model is ready: the focused document's prompt is evaluated before the first completion asks.
+        warmActiveEditor(languageClient, localCompletionsWanted);
         if (vscode.workspace.getConfiguration('fulcrum').get<boolean>('http.enabled', false)) {
           startHttpServer(languageClient, output, false).catch((e: unknown) => output.warn(`HTTP API: ${e instanceof Error ? e.message : String(e)}`));
         }
@@ -70,6 +75,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (p.state === 'error' && p.message) void vscode.window.showErrorMessage(`Fulcrum: ${p.message}`, 'Show Log')
         .then((choice) => { if (choice) output.show(); });
     }),
+    registerWarmUp(() => client, localCompletionsWanted),
     languageClient.onNotification(FulcrumNotifications.feedback, (f: FeedbackParams) => {
       status.setFeedback(f.message, f.disagreements.length > 0);
       output.warn(`measured feedback: ${f.message}`);

@@ -51,6 +51,8 @@ export class ModelHost {
   private lastError: string | undefined;
   private generating = false;
   private readonly completions = new LatestCompletionWins();
+  /** The running or waiting cache warm-up (fulcrum/warmCompletion); any completion or load aborts it. */
+  private warmUp: AbortController | undefined;
   private readonly engineLock = new Mutex();
 
   private readonly engineListeners: ((engine: Engine | undefined) => void | Promise<void>)[] = [];
@@ -110,6 +112,7 @@ export class ModelHost {
       throw new ResponseError(FulcrumErrorCodes.LoadFailed, `cannot load the model: ${problem}`);
     }
     this.completions.abort('cancelled: a model load started');
+    this.warmUp?.abort();
     const release = await this.engineLock.lock();
     try {
       try {
@@ -167,6 +170,8 @@ export class ModelHost {
    */
   async complete<T>(run: (completer: Completer, signal: AbortSignal) => Promise<T>, signal: AbortSignal): Promise<T> {
     this.requireEngine();
+    // A warm-up gives way at once (within one step); the KV it evaluated stays for this completion.
+    this.warmUp?.abort();
     const mine = this.completions.begin(signal);
     const release = await this.engineLock.lock();
     try {
@@ -189,6 +194,27 @@ export class ModelHost {
       }
     } finally {
       mine.end();
+      release();
+    }
+  }
+
+  /**
+   * Runs a cache warm-up (`run`, e.g. Completer.warm) when the engine is free: after any earlier
+   * engine user, before none (a completion or a load that arrives aborts it, and it ends within
+   * one step). A newer warm-up replaces a waiting or running one. undefined when no model is
+   * loaded or it was aborted before it started.
+   */
+  async warm<T>(run: (completer: Completer, signal: AbortSignal) => Promise<T>): Promise<T | undefined> {
+    if (!this.engine) return undefined;
+    this.warmUp?.abort();
+    const mine = new AbortController();
+    this.warmUp = mine;
+    const release = await this.engineLock.lock();
+    try {
+      if (mine.signal.aborted || !this.completer) return undefined;
+      return await run(this.completer, mine.signal);
+    } finally {
+      if (this.warmUp === mine) this.warmUp = undefined;
       release();
     }
   }

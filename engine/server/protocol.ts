@@ -192,7 +192,7 @@ export interface HttpServerInfo {
 /**
  * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats),
  * fulcrum/feedback (FeedbackParams); fulcrum/remote (RemoteStatusParams);
- * client → server fulcrum/completionOptions (CompletionOptionsParams).
+ * client → server fulcrum/completionOptions (CompletionOptionsParams), fulcrum/warmCompletion (WarmCompletionParams).
  */
 export const FulcrumNotifications = {
   state: 'fulcrum/state',
@@ -200,7 +200,18 @@ export const FulcrumNotifications = {
   feedback: 'fulcrum/feedback',
   remote: 'fulcrum/remote',
   completionOptions: 'fulcrum/completionOptions',
+  warmCompletion: 'fulcrum/warmCompletion',
 } as const;
+
+/**
+ * fulcrum/warmCompletion (client → server): a document got focus (or opened) with the cursor at
+ * `position`; the engine evaluates the prompt a completion there would have, generating nothing,
+ * so the first completion evaluates only what changed since. Ignored without a local model.
+ */
+export interface WarmCompletionParams {
+  textDocument: { uri: string };
+  position: { line: number; character: number };
+}
 
 /**
  * Server-defined JSON-RPC error codes (the range -32099..-32000 is reserved for servers).

@@ -8,7 +8,7 @@ import type { ContextChunk } from './extra-context';
 import type { FimFamily } from './fim';
 import { PromptBuilder } from './prompt';
 import { applyRules, cursorContext, stopRule } from './rules';
-import { runCompletion, type CompletionStopReason } from './runner';
+import { runCompletion, type CompletionStopReason, type RunOptions } from './runner';
 
 export const DEFAULT_MAX_TOKENS = 64;
 export const DEFAULT_TIME_LIMIT_MS = 1500;
@@ -22,6 +22,8 @@ export const DEFAULT_TIME_LIMIT_MS = 1500;
  * faster on the synthetic 0.5B Q8_0/Q4_0 models, 8 no faster than 4 (more rejected drafts).
  */
 export const DEFAULT_SPECULATE = 4;
+/** Texts whose tokens the Completer remembers (a keystroke's budget fit and prompt use about four). */
+const ENCODE_MEMO_ENTRIES = 8;
 
 export interface CursorCompletionRequest {
   /** Identifies the document (its URI) for the cache. */
@@ -57,13 +59,32 @@ export interface CursorCompletionStats {
   /** Prompt tokens whose KV was reused from the previous completion. */
   reusedTokens: number;
   generatedTokens: number;
+  /** Prompt tokens the model evaluated (promptTokens - reusedTokens). */
+  evaluatedTokens: number;
+  /** Fitting the text to the budget, tokenizing it and assembling the FIM prompt. */
+  buildMs: number;
+  /** Waiting for a KV slot (a superseded request's slot, a busy scheduler). */
+  queuedMs: number;
   promptMs: number;
   generateMs: number;
   totalMs: number;
   tokensPerSecond: number;
   /** 'cached': served from the completion cache without running the model. */
   stopReason: CompletionStopReason | 'cached';
+  /** Model evaluations while decoding (fewer than generated tokens when drafts stood). */
+  decodeSteps: number;
+  draftedTokens: number;
   acceptedDraftTokens: number;
+}
+
+/** What a cache warm-up did: the prompt it evaluated for the completions to come. */
+export interface CursorWarmUp {
+  promptTokens: number;
+  reusedTokens: number;
+  evaluatedTokens: number;
+  promptMs: number;
+  /** 'cancelled' when a completion superseded it (its KV so far stays for that completion). */
+  stopReason: CompletionStopReason;
 }
 
 export interface CursorCompletion {
@@ -75,6 +96,9 @@ export class Completer {
   readonly prompts: PromptBuilder;
   readonly cache = new CompletionCache();
   private readonly chunkMemo = new Map<string, number[]>();
+  /** The running cache warm-up, if any (at most one: a newer one or any completion cancels it). */
+  private warming: AbortController | undefined;
+  private readonly encodeMemo = new Map<string, number[]>();
 
   constructor(private readonly engine: Engine, log?: (message: string) => void) {
     this.prompts = new PromptBuilder(engine.tokenizer);
@@ -92,6 +116,8 @@ export class Completer {
 
   async complete(request: CursorCompletionRequest): Promise<CursorCompletion> {
     const t0 = performance.now();
+    // A warm-up still evaluating gives way (its KV so far is this completion's to reuse).
+    this.cancelWarmUp();
     const useCache = request.useCache ?? true;
     const cached = useCache ? this.cache.lookup(request.document, request.before, request.after) : undefined;
     if (cached !== undefined) {
@@ -100,24 +126,14 @@ export class Completer {
     if (this.prompts.fim === undefined && request.before.length === 0) {
       return { text: '', stats: { ...emptyStats(this.format()), totalMs: performance.now() - t0, stopReason: 'length' } };
     }
-    const maxTokens = request.maxTokens ?? DEFAULT_MAX_TOKENS;
-    // The prompt and every token the completion may add must fit the context.
-    const budget = Math.min(request.budget ?? DEFAULT_PROMPT_BUDGET, this.engine.contextLength - maxTokens - 1);
-    const fim = this.prompts.fim;
-    const count = (text: string) => this.prompts.encodePart(text, true).length;
-    // Without FIM the suffix cannot be used, so the prefix gets the whole budget.
-    const extra = fim && request.extraContext ? this.extraTokens(request.extraContext, Math.floor(budget / 4)) : [];
-    const fitted = fitContext(request.before, fim ? request.after : '', budget - extra.length, this.prompts.overheadTokens, count);
-    const prompt = this.prompts.build(fitted.prefix, fitted.suffix, extra);
+    const p = this.prepare(request);
+    const buildMs = performance.now() - t0;
     const ctx = cursorContext(request.before, request.after);
-    const result = await runCompletion(this.engine, prompt.ids, {
-      maxTokens,
-      stopIds: prompt.stopIds,
+    const result = await runCompletion(this.engine, p.ids, {
+      ...p.run,
+      maxTokens: p.maxTokens,
       timeLimitMs: request.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS,
       speculate: request.speculate ?? DEFAULT_SPECULATE,
-      reuseShiftedKv: !(request.exact ?? false),
-      // Extra-context chunks go right after BOS (PromptBuilder.build): the cursor's prompt follows them.
-      farContextEnd: extra.length ? (fim?.addBos && this.engine.tokenizer.bos !== undefined ? 1 : 0) + extra.length : 0,
       shouldStop: stopRule(ctx),
       ...(request.signal ? { signal: request.signal } : {}),
     });
@@ -126,18 +142,97 @@ export class Completer {
     return {
       text,
       stats: {
-        format: prompt.format,
+        format: p.format,
         promptTokens: result.promptTokens,
         reusedTokens: result.reusedTokens,
+        evaluatedTokens: result.promptTokens - result.reusedTokens,
         generatedTokens: result.generatedTokens,
+        buildMs,
+        queuedMs: result.queuedMs,
         promptMs: result.promptMs,
         generateMs: result.generateMs,
         totalMs: performance.now() - t0,
         tokensPerSecond: result.generateMs > 0 ? (result.generatedTokens / result.generateMs) * 1000 : 0,
         stopReason: result.stopReason,
+        decodeSteps: result.decodeSteps,
+        draftedTokens: result.draftedTokens,
         acceptedDraftTokens: result.acceptedDraftTokens,
       },
     };
+  }
+
+  /**
+   * Evaluates the prompt a completion at this cursor would have, generating nothing (as
+   * llama.vscode warms llama-server's cache with n_predict 0), so that the completion, when
+   * asked, evaluates only what changed since. For a document that opens or gets focus. Runs in
+   * the background class; a completion that arrives meanwhile cancels it and takes over its KV.
+   * The completion's text is the same as without the warm-up: the warm-up only fills the KV
+   * cache with the prompt's own tokens (as a previous completion at this cursor would).
+   */
+  async warm(request: CursorCompletionRequest): Promise<CursorWarmUp> {
+    this.cancelWarmUp();
+    if (this.prompts.fim === undefined && request.before.length === 0) {
+      return { promptTokens: 0, reusedTokens: 0, evaluatedTokens: 0, promptMs: 0, stopReason: 'length' };
+    }
+    const p = this.prepare(request);
+    const mine = new AbortController();
+    this.warming = mine;
+    const onAbort = () => mine.abort();
+    request.signal?.addEventListener('abort', onAbort, { once: true });
+    if (request.signal?.aborted) mine.abort();
+    try {
+      const r = await runCompletion(this.engine, p.ids, { ...p.run, maxTokens: 0, priority: 'background', signal: mine.signal });
+      return { promptTokens: r.promptTokens, reusedTokens: r.reusedTokens, evaluatedTokens: r.promptTokens - r.reusedTokens, promptMs: r.promptMs, stopReason: r.stopReason };
+    } finally {
+      request.signal?.removeEventListener('abort', onAbort);
+      if (this.warming === mine) this.warming = undefined;
+    }
+  }
+
+  /** Cancels a running warm-up (it ends within one step; the KV it evaluated stays in its slot). */
+  cancelWarmUp(): void {
+    this.warming?.abort();
+    this.warming = undefined;
+  }
+
+  /** The budgeted FIM prompt of a request and the runner options that depend on it (shared by complete and warm). */
+  private prepare(request: CursorCompletionRequest): { ids: number[]; format: FimFamily | 'prefix-only'; maxTokens: number; run: Pick<RunOptions, 'stopIds' | 'reuseShiftedKv' | 'farContextEnd'> } {
+    const maxTokens = request.maxTokens ?? DEFAULT_MAX_TOKENS;
+    // The prompt and every token the completion may add must fit the context.
+    const budget = Math.min(request.budget ?? DEFAULT_PROMPT_BUDGET, this.engine.contextLength - maxTokens - 1);
+    const fim = this.prompts.fim;
+    const count = (text: string) => this.encodePart(text, true).length;
+    // Without FIM the suffix cannot be used, so the prefix gets the whole budget.
+    const extra = fim && request.extraContext ? this.extraTokens(request.extraContext, Math.floor(budget / 4)) : [];
+    const fitted = fitContext(request.before, fim ? request.after : '', budget - extra.length, this.prompts.overheadTokens, count);
+    const prompt = fim
+      ? this.prompts.buildTokens(this.encodePart(fitted.prefix, fim.prefixSpace), this.encodePart(fitted.suffix, fim.suffixSpace), extra)
+      : this.prompts.build(fitted.prefix, '', extra);
+    const shifted = !(request.exact ?? false);
+    // Extra-context chunks go right after BOS (PromptBuilder.build): the cursor's prompt follows them.
+    const farContextEnd = extra.length ? (fim?.addBos && this.engine.tokenizer.bos !== undefined ? 1 : 0) + extra.length : 0;
+    return {
+      ids: prompt.ids, format: prompt.format, maxTokens,
+      run: { stopIds: prompt.stopIds, ...(shifted ? { reuseShiftedKv: true, ...(farContextEnd ? { farContextEnd } : {}) } : {}) },
+    };
+  }
+
+  /**
+   * PromptBuilder.encodePart, remembered for the last few texts: the budget fit counts the very
+   * suffix and prefix the prompt then encodes, and the suffix is the same on every keystroke, so
+   * a keystroke tokenizes only its new prefix window (the ids are the tokenizer's own).
+   */
+  private encodePart(text: string, space: boolean): number[] {
+    const key = `${space ? 1 : 0}${text}`;
+    let ids = this.encodeMemo.get(key);
+    if (ids === undefined) {
+      ids = this.prompts.encodePart(text, space);
+      if (this.encodeMemo.size >= ENCODE_MEMO_ENTRIES) this.encodeMemo.delete(this.encodeMemo.keys().next().value as string);
+    } else {
+      this.encodeMemo.delete(key);
+    }
+    this.encodeMemo.set(key, ids);
+    return ids;
   }
 
   /** The newest chunks whose tokens fit `budget`, in their original (oldest-first) order. */
@@ -172,7 +267,7 @@ export class Completer {
 
 function emptyStats(format: FimFamily | 'prefix-only'): CursorCompletionStats {
   return {
-    format, promptTokens: 0, reusedTokens: 0, generatedTokens: 0, promptMs: 0, generateMs: 0, totalMs: 0,
-    tokensPerSecond: 0, stopReason: 'cached', acceptedDraftTokens: 0,
+    format, promptTokens: 0, reusedTokens: 0, evaluatedTokens: 0, generatedTokens: 0, buildMs: 0, queuedMs: 0, promptMs: 0, generateMs: 0, totalMs: 0,
+    tokensPerSecond: 0, stopReason: 'cached', decodeSteps: 0, draftedTokens: 0, acceptedDraftTokens: 0,
   };
 }

@@ -25,6 +25,8 @@ export interface RunOptions {
   reuseShiftedKv?: boolean;
   /** Prompt tokens before this index are other files' context (see ServeRequest.farContextEnd). */
   farContextEnd?: number;
+  /** Scheduler class (default 'foreground', an editor completion; cache warm-ups run 'background'). */
+  priority?: 'foreground' | 'background';
   signal?: AbortSignal;
 }
 
@@ -35,6 +37,8 @@ export interface RunResult {
   /** Prompt tokens whose KV was already in the cache (not evaluated again). */
   reusedTokens: number;
   generatedTokens: number;
+  /** From submission to admission into a KV slot (waiting for a busy engine or a superseded request's slot). */
+  queuedMs: number;
   promptMs: number;
   generateMs: number;
   /** Model evaluations during decoding (one per token without speculation). */
@@ -67,7 +71,7 @@ export async function runCompletion(engine: Engine, promptIds: readonly number[]
     repeatPenalty: 1,
     stopIds: opts.stopIds,
     onlyStopIds: true,
-    priority: 'foreground',
+    priority: opts.priority ?? 'foreground',
     ...(opts.timeLimitMs !== undefined && Number.isFinite(opts.timeLimitMs) ? { generateTimeLimitMs: opts.timeLimitMs } : {}),
     ...(opts.shouldStop ? { shouldStop: opts.shouldStop } : {}),
     ...(opts.speculate ? { speculate: opts.speculate } : {}),
@@ -78,7 +82,7 @@ export async function runCompletion(engine: Engine, promptIds: readonly number[]
   const stopReason: CompletionStopReason = r.stopReason === 'stop' ? 'rule' : r.stopReason;
   return {
     text: r.text, tokens: r.tokens, promptTokens: r.promptTokens, reusedTokens: r.reusedTokens, generatedTokens: r.generatedTokens,
-    promptMs: r.promptMs, generateMs: r.generateMs, decodeSteps: r.decodeSteps, draftedTokens: r.draftedTokens,
+    queuedMs: r.queuedMs, promptMs: r.promptMs, generateMs: r.generateMs, decodeSteps: r.decodeSteps, draftedTokens: r.draftedTokens,
     acceptedDraftTokens: r.acceptedDraftTokens, stopReason,
   };
 }

@@ -756,14 +756,44 @@ interface ReusedChunk { cacheFrom: number; promptFrom: number; length: number }
  * Runs of the slot's cached prompt that reappear, moved, in `prompt` after the first `shared`
  * tokens, in order: the FIM suffix after a keystroke in the prefix; the FIM prefix and suffix
  * after extra-context chunks were added, dropped or rotated ahead of them; the chunks that stayed.
- * Greedy, left to right: at each prompt position the longest run of at least MIN_TAIL_TOKENS
- * that starts in the cache after the previous run (so sources and destinations are both in
- * order, which makes the moves safe to apply one by one). The prompt's last token is never
+ * At each prompt position the longest cached run of at least MIN_TAIL_TOKENS, then the set of
+ * them with the most tokens whose sources and destinations are both in order (which makes the
+ * moves safe to apply one by one). The prompt's last token is never
  * reused (its logits are needed). `staleTokens`: near-context tokens (after `farContextEnd`)
  * evaluated before the last run, which its cached KV has not seen. Undefined when nothing is
  * worth moving or the slot's reused KV has gone too stale.
  */
 type ReusableChunks = { moves: ReusedChunk[]; staleTokens: number };
+
+/**
+ * The runs (in prompt order, not overlapping there) whose sources are also in order and do not
+ * overlap, with the most tokens in all; a run whose source begins inside the previous one's is
+ * cut at its front (its end stays, so what follows it is unaffected) if MIN_TAIL_TOKENS remain.
+ * Code repeats itself: a short run of a new chunk can match the middle of the cached prefix, and
+ * taking it first (greedy) put the cursor's whole prompt out of order (issue 23 item 6: a turned
+ * extra-context ring then evaluated all 934 tokens). Quadratic in the runs (at most the prompt
+ * length / MIN_TAIL_TOKENS).
+ */
+function longestInOrder(runs: readonly ReusedChunk[]): ReusedChunk[] {
+  const total: number[] = [], from: number[] = [], cut: number[] = [];
+  let bestEnd = -1;
+  for (let j = 0; j < runs.length; j++) {
+    const r = runs[j]!;
+    total[j] = r.length; from[j] = -1; cut[j] = 0;
+    for (let i = 0; i < j; i++) {
+      const overlap = Math.max(0, runs[i]!.cacheFrom + runs[i]!.length - r.cacheFrom);
+      if (r.length - overlap < (overlap > 0 ? MIN_TAIL_TOKENS : 1)) continue;
+      if (total[i]! + r.length - overlap > total[j]!) { total[j] = total[i]! + r.length - overlap; from[j] = i; cut[j] = overlap; }
+    }
+    if (bestEnd < 0 || total[j]! > total[bestEnd]!) bestEnd = j;
+  }
+  const out: ReusedChunk[] = [];
+  for (let j = bestEnd; j >= 0; j = from[j]!) {
+    const r = runs[j]!, c = cut[j]!;
+    out.unshift({ cacheFrom: r.cacheFrom + c, promptFrom: r.promptFrom + c, length: r.length - c });
+  }
+  return out;
+}
 
 function reusableChunks(slot: Slot, prompt: readonly number[], shared: number, farContextEnd: number): ReusableChunks | undefined {
   const cl = slot.promptLength;
@@ -776,20 +806,19 @@ function reusableChunks(slot: Slot, prompt: readonly number[], shared: number, f
     const list = where.get(k);
     if (list) { if (list.length < 8) list.push(c); } else where.set(k, [c]);
   }
-  const moves: ReusedChunk[] = [];
-  let cacheLo = shared;
+  // Candidates, left to right in the prompt: at each position the longest cached run, anywhere.
+  const candidates: ReusedChunk[] = [];
   for (let i = shared; i + MIN_TAIL_TOKENS <= end;) {
     let best: ReusedChunk | undefined;
     for (const c of where.get(key(prompt, i)) ?? []) {
-      if (c < cacheLo) continue;
       const length = runLength(cached, c, cl, prompt, i, end);
       if (!best || length > best.length) best = { cacheFrom: c, promptFrom: i, length };
     }
     if (!best) { i++; continue; }
-    moves.push(best);
+    candidates.push(best);
     i += best.length;
-    cacheLo = best.cacheFrom + best.length;
   }
+  const moves = longestInOrder(candidates);
   if (!moves.length) return undefined;
   // Near-context tokens evaluated (not reused) before the last run: what the reused KV missed.
   const last = moves[moves.length - 1]!;

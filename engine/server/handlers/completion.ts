@@ -25,6 +25,10 @@ export function registerCompletionHandlers(ctx: ServerContext): void {
   ctx.documents.onDidClose((e) => ring.forget(e.document.uri));
   ctx.connection.languages.inlineCompletion.on(
     (params: InlineCompletionParams, token: CancellationToken) => complete(ctx, ring, params, token));
+  // A document got focus: evaluate its prompt at the cursor before the first completion asks.
+  ctx.connection.onNotification(FulcrumNotifications.warmCompletion, (raw: unknown) => {
+    void warmUp(ctx, ring, raw).catch((err: unknown) => ctx.connection.console.error(`warm-up: ${err instanceof Error ? err.message : String(err)}`));
+  });
   // New settings apply from the next completion on; a bad value is logged and ignored.
   ctx.connection.onNotification(FulcrumNotifications.completionOptions, (raw: unknown) => {
     const method = FulcrumNotifications.completionOptions;
@@ -34,6 +38,36 @@ export function registerCompletionHandlers(ctx: ServerContext): void {
       ctx.connection.console.error(err instanceof Error ? err.message : String(err));
     }
   });
+}
+
+/**
+ * fulcrum/warmCompletion: the prompt a completion at the cursor would have (same budget, token
+ * cap, extra context and mode), evaluated with nothing generated. Skipped when completions go to
+ * an endpoint, without a local model, for a document the engine does not have open, and when a
+ * completion or a newer warm-up arrives first.
+ */
+async function warmUp(ctx: ServerContext, ring: ChunkRing, raw: unknown): Promise<void> {
+  const { options } = ctx;
+  if (options.remote || ctx.host.servingEngine() === undefined) return;
+  const method = FulcrumNotifications.warmCompletion;
+  const params = requireObject(method, raw);
+  const uri = requireString(method, requireObject(method, params.textDocument, 'params.textDocument'), 'uri', 'params.textDocument.uri');
+  const document = ctx.documents.get(uri);
+  if (!document) return;
+  const cursor = offsetOf(document, params.position, 'params.position', method);
+  const text = document.getText();
+  const before = text.slice(0, cursor), after = text.slice(cursor);
+  if (before.length === 0 && after.trim().length === 0) return;
+  const extraContext = options.extraContext ? ring.chunksFor(uri) : undefined;
+  const w = await ctx.host.warm((completer, signal) => completer.warm({
+    document: uri, before, after,
+    budget: options.promptBudget,
+    maxTokens: options.maxCompletionTokens,
+    exact: options.exactPrompt,
+    ...(extraContext ? { extraContext } : {}),
+    signal,
+  }));
+  if (w) ctx.connection.console.log(`warm-up: ${uri}, prompt ${w.promptTokens} tokens (${w.reusedTokens} reused, ${w.evaluatedTokens} evaluated in ${w.promptMs.toFixed(0)} ms), ${w.stopReason === 'cancelled' ? 'cut short by a completion' : 'done'}`);
 }
 
 async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token: CancellationToken): Promise<InlineCompletionList> {
@@ -130,12 +164,12 @@ function parse(ctx: ServerContext, raw: unknown): ParsedRequest {
   return { document, cursor, selected: { startOffset, text: selectedText } };
 }
 
-function offsetOf(document: TextDocument, raw: unknown, what: string): number {
-  const position = requireObject(METHOD, raw, what);
-  const line = requireInteger(METHOD, position, 'line', 0, 2 ** 31 - 1, `${what}.line`);
-  const character = requireInteger(METHOD, position, 'character', 0, 2 ** 31 - 1, `${what}.character`);
+function offsetOf(document: TextDocument, raw: unknown, what: string, method: string = METHOD): number {
+  const position = requireObject(method, raw, what);
+  const line = requireInteger(method, position, 'line', 0, 2 ** 31 - 1, `${what}.line`);
+  const character = requireInteger(method, position, 'character', 0, 2 ** 31 - 1, `${what}.character`);
   if (line >= document.lineCount) {
-    throw invalidParams(METHOD, `${what}.line ${line} is past the end of ${document.uri} (${document.lineCount} lines)`);
+    throw invalidParams(method, `${what}.line ${line} is past the end of ${document.uri} (${document.lineCount} lines)`);
   }
   return document.offsetAt({ line, character });
 }
