@@ -1,10 +1,10 @@
 // `fulcrum infill --model FILE --prefix TEXT --suffix TEXT [-n N]`: greedy fill-in-the-middle
 // completion; prints the middle to stdout and the prompt/generation counts to stderr.
-import { DEFAULT_SPECULATE } from '../runtime/completion/completer';
+import { DEFAULT_SPECULATE } from '../completion/completer';
 import { Engine } from '../runtime/engine';
 import { thisMachineProfile } from '../profile/profiler';
-import { PromptBuilder } from '../runtime/completion/prompt';
-import { runCompletion } from '../runtime/completion/runner';
+import { PromptBuilder } from '../completion/prompt';
+import { runCompletion } from '../completion/runner';
 import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
 const USAGE = `usage: fulcrum infill --model FILE --prefix TEXT [--suffix TEXT] [-n N] [--speculate K]

@@ -3,9 +3,9 @@
 // format. Reads only the vocabulary, so a vocab-only GGUF works.
 import { readGguf } from '../model/gguf';
 import { createTokenizer } from '../model/tokenizer';
-import { PromptBuilder } from '../runtime/completion/prompt';
+import { PromptBuilder } from '../completion/prompt';
 import { readFileSync } from 'node:fs';
-import { DEFAULT_PROMPT_BUDGET, fitContext } from '../runtime/completion/budget';
+import { DEFAULT_PROMPT_BUDGET, fitContext } from '../completion/budget';
 import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
 const USAGE = `usage: fulcrum prompt --model FILE (--prefix TEXT | --prefix-file F) [--suffix TEXT | --suffix-file F]

@@ -10,7 +10,7 @@ import { parseBytes } from '../plan/api';
 import { Engine } from '../runtime/engine';
 import { iterationLine } from '../runtime/scheduler/online';
 import { thisMachineProfile } from '../profile/profiler';
-import { PromptBuilder } from '../runtime/completion/prompt';
+import { PromptBuilder } from '../completion/prompt';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } from './command';
 

@@ -1,4 +1,4 @@
-import type { RemoteEndpointConfig } from '../runtime/completion/remote/client';
+import type { RemoteEndpointConfig } from '../completion/remote/client';
 // What every request handler gets: the connection, the open documents, the model host and the
 // options the client sent in `initialize`.
 import type { Connection, TextDocuments } from 'vscode-languageserver';

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { Engine } from '../runtime/engine';
-import { PromptBuilder } from '../runtime/completion/prompt';
+import { PromptBuilder } from '../completion/prompt';
 import { createHttpServer, modelAliasesOf } from './http/server';
 import { ChatFormatter } from './http/chat';
 import type { HttpServerInfo, StartHttpParams } from './protocol';

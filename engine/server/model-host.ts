@@ -1,6 +1,6 @@
 // Owns the loaded model for the server: loading and swapping it, and giving one completion at
 // a time the engine. Policy (the spec left it open):
-// - Completions follow engine/runtime/completion's supersede rule (a newer request aborts the
+// - Completions follow engine/completion's supersede rule (a newer request aborts the
 //   running one; it ends within one decode step and answers RequestCancelled, "superseded").
 // - Loading a model aborts a running completion and waits for it. The new file is checked first
 //   (GGUF header, hyperparameters, tokenizer, what the executor supports), so a file that is not
@@ -16,8 +16,8 @@ import { readGguf } from '../model/gguf';
 import { readHparams } from '../model/hparams';
 import { availableMemoryBytes } from '../profile/profiler';
 import { createTokenizer } from '../model/tokenizer';
-import { Completer } from '../runtime/completion/completer';
-import { abortMessage, LatestCompletionWins } from '../runtime/completion/supersede';
+import { Completer } from '../completion/completer';
+import { abortMessage, LatestCompletionWins } from '../completion/supersede';
 import { defaultThreads, Engine, nativeConfig } from '../runtime/engine';
 import { measureRun, type MeasureResult } from '../runtime/measure';
 import { thisMachineProfile } from '../profile/profiler';

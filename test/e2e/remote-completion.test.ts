@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { Completer } from '../../engine/runtime/completion/completer';
+import { Completer } from '../../engine/completion/completer';
 import { Engine } from '../../engine/runtime/engine';
 import { repoRoot, sharedPath } from '../helpers/shared';
 import { SCREENSHOTS } from '../webview/browser';

@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import type { Frame, Page } from 'playwright-core';
 import { readGguf } from '../../engine/model/gguf/index';
 import { layerSummaries } from '../../engine/model/summary';
-import { Completer } from '../../engine/runtime/completion/completer';
+import { Completer } from '../../engine/completion/completer';
 import { explainRequest, planRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
 import { sharedPath } from '../helpers/shared';

@@ -4,11 +4,11 @@
 // same ghost text as a cold completion. A real LSP client process, tiny-fim-coder.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { fitContext, DEFAULT_PROMPT_BUDGET } from '../../engine/runtime/completion/budget';
-import { DEFAULT_MAX_TOKENS } from '../../engine/runtime/completion/completer';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
-import { applyRules, cursorContext } from '../../engine/runtime/completion/rules';
-import { runCompletion } from '../../engine/runtime/completion/runner';
+import { fitContext, DEFAULT_PROMPT_BUDGET } from '../../engine/completion/budget';
+import { DEFAULT_MAX_TOKENS } from '../../engine/completion/completer';
+import { PromptBuilder } from '../../engine/completion/prompt';
+import { applyRules, cursorContext } from '../../engine/completion/rules';
+import { runCompletion } from '../../engine/completion/runner';
 import { Engine } from '../../engine/runtime/engine';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 import { LspSession } from './lsp-session';

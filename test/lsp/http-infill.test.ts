@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../../engine/runtime/engine';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
+import { PromptBuilder } from '../../engine/completion/prompt';
 import { indentCut, projectFields } from '../../engine/server/http/infill';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 import { HttpServerProcess } from './http-server';

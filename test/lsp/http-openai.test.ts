@@ -14,7 +14,7 @@ import { readGguf, type GgufFile } from '../../engine/model/gguf';
 import { writeGguf } from '../../engine/model/gguf/writer';
 import { GgufValueType } from '../../engine/model/gguf/types';
 import { Engine } from '../../engine/runtime/engine';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
+import { PromptBuilder } from '../../engine/completion/prompt';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 import { HttpServerProcess } from './http-server';
 

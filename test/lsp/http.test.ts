@@ -192,8 +192,8 @@ test('/infill: the FIM middle of a model with FIM tokens (equal to the completio
   assert.match(((await r.json()) as { error: { message: string } }).error.message, /no fill-in-the-middle tokens/);
   const fimModel = sharedPath('models', 'tiny-fim-coder.q8_0.gguf');
   if (skipUnlessShared(fimModel)) return;
-  const { PromptBuilder } = await import('../../engine/runtime/completion/prompt');
-  const { runCompletion } = await import('../../engine/runtime/completion/runner');
+  const { PromptBuilder } = await import('../../engine/completion/prompt');
+  const { runCompletion } = await import('../../engine/completion/runner');
   const cases = [{ prefix: 'def add(a, b):\n    ', suffix: '\n\nprint(add(1, 2))\n' }, { prefix: 'import os\n\nclass Config:\n    def __init__(self', suffix: '' }];
   const e = await Engine.load(fimModel, { threads: 1, contextLength: 512, device: 'cpu' });
   const want: string[] = [];

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { RemoteCompletionClient, RemoteEndpointError } from '../../engine/runtime/completion/remote/client';
+import { RemoteCompletionClient, RemoteEndpointError } from '../../engine/completion/remote/client';
 
 const repoRoot = path.resolve(__dirname, '../..');
 const MODEL = path.resolve(repoRoot, '../shared/models/tiny-fim-coder.q8_0.gguf');

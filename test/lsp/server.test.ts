@@ -10,7 +10,7 @@ import { readGguf } from '../../engine/model/gguf/index';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { layerSummaries } from '../../engine/model/summary';
 import { addonPath } from '../../engine/native/addon';
-import { applyRules, cursorContext } from '../../engine/runtime/completion/rules';
+import { applyRules, cursorContext } from '../../engine/completion/rules';
 import { Engine } from '../../engine/runtime/engine';
 import type { LayerSummary, ModelSummary } from '../../engine/runtime/types';
 import { FulcrumErrorCodes, type LayersResult, type ModelInfo } from '../../engine/server/protocol';

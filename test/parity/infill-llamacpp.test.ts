@@ -5,8 +5,8 @@
 // with prompt-lookup speculation off and on.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
-import { runCompletion } from '../../engine/runtime/completion/runner';
+import { PromptBuilder } from '../../engine/completion/prompt';
+import { runCompletion } from '../../engine/completion/runner';
 import { Engine } from '../../engine/runtime/engine';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 

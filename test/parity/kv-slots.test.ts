@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { Engine } from '../../engine/runtime/engine';
-import { runCompletion } from '../../engine/runtime/completion/runner';
+import { runCompletion } from '../../engine/completion/runner';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');

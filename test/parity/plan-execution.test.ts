@@ -125,7 +125,7 @@ for (const policy of ['neo', 'apex']) {
 }
 
 test('a completion on a device that fails mid-way finishes on the CPU with the same text', { skip: skipUnlessShared(sharedPath('models', 'stories260K.gguf')) }, async () => {
-  const { runCompletion } = await import('../../engine/runtime/completion/runner');
+  const { runCompletion } = await import('../../engine/completion/runner');
   const file = sharedPath('models', 'stories260K.gguf');
   const prompt = [1, 415, 251, 263, 91, 30, 12, 99, 7];
   const cpu = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'cpu' });

@@ -79,7 +79,7 @@ test('cancellation, refusals, priorities and KV reuse', { skip: skipUnlessShared
 });
 
 test('speculating requests batched with others (mixed draft and prompt rows) equal each alone, plain greedy', { skip: skipUnlessShared(sharedPath('models', 'stories260K.gguf')) }, async () => {
-  const { runCompletion } = await import('../../engine/runtime/completion/runner');
+  const { runCompletion } = await import('../../engine/completion/runner');
   const file = sharedPath('models', 'stories260K.gguf');
   // Repetitive prompts (drafts come from earlier occurrences) of different lengths, so one request
   // drafts while another is still in its prompt.

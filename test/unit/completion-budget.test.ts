@@ -1,11 +1,11 @@
-// How the server fits the text before the cursor into the context (engine/runtime/completion/budget.ts),
+// How the server fits the text before the cursor into the context (engine/completion/budget.ts),
 // with the real tokenizer of stories260K.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 import { readGguf } from '../../engine/model/gguf/index';
 import { createTokenizer } from '../../engine/model/tokenizer/index';
-import { fitContext, fitPrefix, fitSuffix, keepEndWithinBytes, keepStartWithinBytes } from '../../engine/runtime/completion/budget';
+import { fitContext, fitPrefix, fitSuffix, keepEndWithinBytes, keepStartWithinBytes } from '../../engine/completion/budget';
 import { sharedPath } from '../helpers/shared';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');

@@ -3,7 +3,7 @@
 // changed, and LRU eviction.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CompletionCache } from '../../engine/runtime/completion/cache';
+import { CompletionCache } from '../../engine/completion/cache';
 
 test('exact hit and type-through', () => {
   const cache = new CompletionCache();

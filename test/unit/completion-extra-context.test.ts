@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { readGguf } from '../../engine/model/gguf';
 import { createTokenizer } from '../../engine/model/tokenizer';
-import { ChunkRing } from '../../engine/runtime/completion/extra-context';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
+import { ChunkRing } from '../../engine/completion/extra-context';
+import { PromptBuilder } from '../../engine/completion/prompt';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const lines = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag}_${i} = ${i}`).join('\n');

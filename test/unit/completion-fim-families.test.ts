@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { readGguf, writeGguf, type GgufValue, type GgufValueType, type GgufWriteKv } from '../../engine/model/gguf';
 import { createTokenizer, type Tokenizer } from '../../engine/model/tokenizer';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
+import { PromptBuilder } from '../../engine/completion/prompt';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 
 const CONTROL = 3;

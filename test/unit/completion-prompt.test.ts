@@ -8,8 +8,8 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { readGguf } from '../../engine/model/gguf';
 import { createTokenizer } from '../../engine/model/tokenizer';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
-import { fitContext } from '../../engine/runtime/completion/budget';
+import { PromptBuilder } from '../../engine/completion/prompt';
+import { fitContext } from '../../engine/completion/budget';
 import { repoRoot, sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 
 const SEP = '\n__ggml_vocab_test__\n';

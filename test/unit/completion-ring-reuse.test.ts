@@ -8,7 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../../engine/runtime/engine';
-import { Completer } from '../../engine/runtime/completion/completer';
+import { Completer } from '../../engine/completion/completer';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const MODEL = sharedPath('models', 'tiny-fim-coder.q8_0.gguf');

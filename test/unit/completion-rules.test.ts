@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { applyRules, cursorContext, stopRule } from '../../engine/runtime/completion/rules';
+import { applyRules, cursorContext, stopRule } from '../../engine/completion/rules';
 
 const DIR = path.join(__dirname, 'golden', 'completion-rules');
 const CURSOR = '█';

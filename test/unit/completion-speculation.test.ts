@@ -3,9 +3,9 @@
 // the real tiny-fim-coder model, which repeats itself) in fewer model evaluations.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
-import { runCompletion } from '../../engine/runtime/completion/runner';
-import { findDraft } from '../../engine/runtime/completion/speculate';
+import { PromptBuilder } from '../../engine/completion/prompt';
+import { runCompletion } from '../../engine/completion/runner';
+import { findDraft } from '../../engine/runtime/scheduler/speculate';
 import { Engine } from '../../engine/runtime/engine';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 

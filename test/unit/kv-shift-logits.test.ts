@@ -16,7 +16,7 @@ import { readGguf } from '../../engine/model/gguf';
 import { readHparams } from '../../engine/model/hparams';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { Engine, nativeConfig } from '../../engine/runtime/engine';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
+import { PromptBuilder } from '../../engine/completion/prompt';
 import { createNativeModel, type NativeModel } from '../../engine/native/model';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 

@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../../engine/runtime/engine';
-import { PromptBuilder } from '../../engine/runtime/completion/prompt';
+import { PromptBuilder } from '../../engine/completion/prompt';
 import type { ServeResult } from '../../engine/runtime/scheduler/scheduler';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
@@ -74,7 +74,7 @@ test('the exact mode evaluates the suffix again and equals a fresh evaluation bi
 });
 
 test('a new extra-context chunk does not cost the cursor\'s prompt its cache (issue 23 item 6)', { skip }, async () => {
-  const { Completer } = await import('../../engine/runtime/completion/completer');
+  const { Completer } = await import('../../engine/completion/completer');
   const completer = new Completer(shifted);
   completer.clearKvCache();
   const chunk = (i: number) => ({ name: `lib_${i}.py`, text: `def helper_${i}(x):\n    return x * ${i} + ${i * 7}\n\n\nclass Store${i}:\n    def get(self, key):\n        return self.data.get(key)\n` });

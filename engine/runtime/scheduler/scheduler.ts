@@ -28,7 +28,7 @@
 //   (onDeviceError) and every running request rebuilds its KV there from the tokens it held,
 //   then goes on; nothing it already streamed changes.
 import type { NativeModel } from '../../native/model';
-import { findDraft, DEFAULT_DRAFT } from '../completion/speculate';
+import { findDraft, DEFAULT_DRAFT } from './speculate';
 import type { Tokenizer } from '../../model/tokenizer';
 import { Sampler, topKIds } from '../sampler';
 import { StopStringFilter } from '../stop-strings';

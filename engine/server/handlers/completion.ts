@@ -1,8 +1,8 @@
 // textDocument/inlineCompletion (LSP 3.18): ghost text from the loaded model at the cursor, built
-// by engine/runtime/completion (FIM prompt within the budget, KV reuse, rules, cache, caps).
+// by engine/completion (FIM prompt within the budget, KV reuse, rules, cache, caps).
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
 import type { TextDocument } from 'vscode-languageserver-textdocument';
-import { ChunkRing } from '../../runtime/completion/extra-context';
+import { ChunkRing } from '../../completion/extra-context';
 import type { ServerContext } from '../context';
 import { FulcrumNotifications, type CompletionStats, type RemoteStatusParams } from '../protocol';
 import { parseCompletionOptions } from '../completion-options';

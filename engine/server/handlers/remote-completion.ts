@@ -3,8 +3,8 @@
 // back to the local model when one is loaded (and says so in the log).
 import type { CompletionStats } from '../protocol';
 import type { ServerContext } from '../context';
-import { RemoteCompletionClient, type RemoteEndpointConfig } from '../../runtime/completion/remote/client';
-import { fitContext } from '../../runtime/completion/budget';
+import { RemoteCompletionClient, type RemoteEndpointConfig } from '../../completion/remote/client';
+import { fitContext } from '../../completion/budget';
 
 let cached: { key: string; client: RemoteCompletionClient } | undefined;
 
@@ -32,7 +32,7 @@ export async function completeRemotely(ctx: ServerContext, before: string, after
   const config = ctx.options.remote!;
   const client = clientFor(config, ctx.options.completionTimeLimitMs > 0 ? ctx.options.completionTimeLimitMs : 5000);
   // The same prompt budget as a local completion: the text around the cursor cut 3:1 on line
-  // boundaries (engine/runtime/completion/budget.ts), so a large file is not sent whole.
+  // boundaries (engine/completion/budget.ts), so a large file is not sent whole.
   const tokenizer = ctx.host.servingEngine()?.tokenizer;
   const count = tokenizer ? (t: string) => tokenizer.encode(t, { addBos: false }).length : (t: string) => Math.ceil(t.length / CHARS_PER_TOKEN);
   const fitted = fitContext(before, after, ctx.options.promptBudget, REMOTE_OVERHEAD_TOKENS, count);

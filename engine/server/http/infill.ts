@@ -1,7 +1,7 @@
 // llama-server's /infill semantics that are not plain parsing: fitting a request into the
 // context the way llama-server's format_infill does (never refusing it for size), n_indent's
 // stop rule, and response_fields' flattened projection.
-import type { PromptBuilder, CompletionPrompt } from '../../runtime/completion/prompt';
+import type { PromptBuilder, CompletionPrompt } from '../../completion/prompt';
 import type { InfillRequest } from './openai';
 
 export interface FittedInfill {

@@ -9,7 +9,7 @@ import type { Scheduler, ServeRequest, ServeResult } from '../../runtime/schedul
 import { SchedulerError } from '../../runtime/scheduler/scheduler';
 import { NonFiniteLogitsError } from '../../runtime/sampler';
 import { parseChatRequest, parseCompletionRequest, parseInfillRequest, RequestError } from './openai';
-import type { PromptBuilder } from '../../runtime/completion/prompt';
+import type { PromptBuilder } from '../../completion/prompt';
 import { parseMessages, type ChatFormatter } from './chat';
 import { fitInfill, indentCut, projectFields } from './infill';
 import { Metrics } from './metrics';

@@ -1,7 +1,7 @@
 // A completion at a cursor, end to end: the cache (with type-through), the prompt budget, the
 // FIM prompt, the runner (KV prefix reuse, speculation, caps) and the quality rules. One
 // Completer per loaded engine.
-import type { Engine } from '../engine';
+import type { Engine } from '../runtime/engine';
 import { DEFAULT_PROMPT_BUDGET, fitContext } from './budget';
 import { CompletionCache } from './cache';
 import type { ContextChunk } from './extra-context';

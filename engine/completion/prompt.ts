@@ -2,7 +2,7 @@
 // the cursor, or the text before the cursor alone for a model without FIM tokens. Prefix and
 // suffix are tokenized separately (as llama.cpp's infill does), so no token spans the cursor
 // and text that looks like a special token stays text.
-import type { Tokenizer } from '../../model/tokenizer';
+import type { Tokenizer } from '../model/tokenizer';
 import type { ContextChunk } from './extra-context';
 import { detectFimFormat, type FimFamily, type FimFormat } from './fim';
 

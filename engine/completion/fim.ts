@@ -2,7 +2,7 @@
 // family was trained to see prefix and suffix, and which tokens end its middles. Everything
 // comes from the GGUF vocabulary (the tokenizer already finds the FIM ids llama.cpp finds); the
 // family only decides the order, the spacing and the extra stop tokens.
-import type { Tokenizer } from '../../model/tokenizer';
+import type { Tokenizer } from '../model/tokenizer';
 
 export type FimFamily = 'qwen2.5-coder' | 'codegemma' | 'starcoder' | 'codellama' | 'deepseek-coder' | 'codestral' | 'generic';
 

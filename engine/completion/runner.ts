@@ -3,7 +3,7 @@
 // decodes greedily (completions must be reproducible, and speculation is only exact for greedy),
 // verifies prompt-lookup drafts in multi-token steps, and stops at the family's stop tokens, a
 // text rule, the token cap or the time cap.
-import type { Engine } from '../engine';
+import type { Engine } from '../runtime/engine';
 
 export type CompletionStopReason = 'eos' | 'length' | 'context' | 'time' | 'rule' | 'cancelled';
 
