@@ -78,9 +78,9 @@ void fill_matrix(const FormatInfo& fi, int64_t rows, int64_t cols, uint8_t* dst)
 
 Isa isa_of(Napi::Env env, const Napi::Value& v) {
   const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
-  Isa isa = s == "scalar" ? Isa::Scalar : s == "avx2" ? Isa::Avx2 : s == "avx512" ? Isa::Avx512 : static_cast<Isa>(-1);
-  if (static_cast<int>(isa) < 0) fail(env, "quant bench: isa must be 'scalar', 'avx2' or 'avx512'");
-  if (!isa_runs_on(isa, cpu_features())) fail(env, "quant bench: isa " + s + " cannot run on this CPU");
+  Isa isa = Isa::Scalar;
+  if (!isa_from_name(s.c_str(), &isa)) fail(env, "quant bench: isa must be 'scalar', 'avx2' or 'avx512'");
+  if (!isa_allowed(isa)) fail(env, "quant bench: isa " + s + " cannot run on this CPU");
   return isa;
 }
 
