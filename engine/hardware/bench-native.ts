@@ -37,7 +37,11 @@ export interface KernelBenchResult {
 }
 
 export interface BenchAddon {
-  memoryRead(o: { bytes: number; threads: number[] } & RunOptions): Promise<ThreadSamples[]>;
+  /**
+   * The one read-bandwidth benchmark (the profiler's, bench:cpu's decode limit, the quant kernels'
+   * ceiling). `prefetch`: each line also prefetched 2 KiB ahead, as the decode kernels do.
+   */
+  memoryRead(o: { bytes: number; threads: number[]; prefetch?: boolean } & RunOptions): Promise<ThreadSamples[]>;
   memoryCopy(o: { bytes: number; threads: number[] } & RunOptions): Promise<ThreadSamples[]>;
   matmul(o: { type: number; rows: number; cols: number; tokens: number; threads: number[]; ringBytes?: number }
     & RunOptions & DisturbOptions): Promise<KernelBenchResult>;
@@ -57,6 +61,18 @@ export function benchAddon(): BenchAddon {
   const addon = loadAddon<AddonWithBench>();
   if (!addon.bench) throw new Error('fulcrum: the native addon has no `bench` part; rebuild it (npm run build:native)');
   return addon.bench;
+}
+
+/**
+ * Best read bandwidth in bytes/s of `threads` threads streaming a `bytes` buffer over `runs` timed
+ * passes (bench.memoryRead, no warm-up: the buffer is first touched before timing). The best pass:
+ * other load on the machine only ever lowers the figure, and the limit estimated is what the
+ * memory system can deliver.
+ */
+export async function bestReadBandwidth(bytes: number, threads: number, runs: number): Promise<number> {
+  const [samples] = await benchAddon().memoryRead({ bytes, threads: [threads], warmups: 0, runs });
+  if (!samples || samples.ns.length === 0) throw new Error('fulcrum: bench.memoryRead returned no timed run (cancelled?)');
+  return bytes / (Math.min(...samples.ns) / 1e9);
 }
 
 /** Physical cores as the engine's thread pool sees them (affinity-aware), when the addon says. */

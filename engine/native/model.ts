@@ -234,8 +234,6 @@ export interface NativeKernels {
   matmul(type: number, weights: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number): Float32Array;
   rmsnorm(x: Float32Array, w: Float32Array, eps: number): Float32Array;
   rope(x: Float32Array, nHeads: number, headDim: number, pos: number, nRot: number, freqBase: number, freqScale: number, neox: boolean): Float32Array;
-  /** Best sustained read bandwidth in bytes/s over `reps` passes of a `bytes` buffer with `threads` threads. */
-  readBandwidth(bytes: number, threads: number, reps: number): number;
   isaLevel(): 'scalar' | 'avx2' | 'avx512';
   physicalCores(): number;
 }

@@ -23,7 +23,6 @@ interface QuantAddon {
   quantIsas(): QuantIsa[];
   quantFormats(): QuantFormat[];
   quantBenchMatVec(typeId: number, rows: number, cols: number, isa: QuantIsa, reps: number): QuantTiming;
-  quantBenchRead(bytes: number, reps: number, prefetch?: boolean): QuantTiming;
   quantPeerOpen(libraryPath: string): boolean;
   quantPeerVecDot(typeId: number, weightRow: Uint8Array, quantizedActivations: Uint8Array, n: number): number;
   quantPeerDequantize(typeId: number, data: Uint8Array, n: number): Float32Array;
@@ -79,14 +78,6 @@ export const ALL_QUANT_ISAS: readonly QuantIsa[] = ['scalar', 'avx2', 'avx512'];
  */
 export function benchMatVec(typeId: number, rows: number, cols: number, isa: QuantIsa, reps: number): QuantTiming {
   return addon().quantBenchMatVec(typeId, rows, cols, isa, reps);
-}
-
-/**
- * Single-thread streaming read of a `bytes` buffer: the ceiling for memory-bound kernels. With
- * `prefetch`, lines are also software-prefetched 2 KiB ahead, as the vec_dot kernels do.
- */
-export function benchReadBandwidth(bytes: number, reps: number, prefetch = false): QuantTiming {
-  return addon().quantBenchRead(bytes, reps, prefetch);
 }
 
 /**

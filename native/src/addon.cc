@@ -1,6 +1,6 @@
 // Module entry: runs every registered part's init (see addon_registry.h).
 #include "addon_registry.h"
-#include "ggml_types.h"
+#include "core/isa.h"
 
 #include <vector>
 #include <utility>
@@ -16,6 +16,8 @@ std::vector<std::pair<const char*, AddonPartInit>>& parts() {
 AddonPart::AddonPart(const char* name, AddonPartInit init) { parts().emplace_back(name, init); }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  // The one ISA choice and the kernels it installs, made at load rather than at the first call.
+  (void)kernel_choice();
   Napi::Array names = Napi::Array::New(env);
   uint32_t i = 0;
   for (auto& [name, init] : parts()) {

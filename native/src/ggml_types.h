@@ -14,11 +14,12 @@ enum class GgmlType : int32_t {
 
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
-  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
+  bool avx512f = false, avx512dq = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
   bool avx_vnni = false, amx_int8 = false, amx_bf16 = false;
 };
 
-// Detected once at start-up (cpuid + OS XSAVE support); FULCRUM_ISA=scalar|avx2|avx512 caps it.
+// What the CPU and OS support, detected once (cpuid + OS XSAVE support). Kernels do not read it:
+// they run at the one choice made from it (core/isa.h kernel_choice(), capped by FULCRUM_ISA).
 const CpuFeatures& cpu_features();
 // The ISA level kernels were chosen for: "scalar", "avx2" or "avx512".
 const char* isa_level();
@@ -54,17 +55,11 @@ struct TypeTraits {
   int gemv_rows = 0;
 };
 
-// The table, filled for the detected ISA on first use.
+// The table, filled for the chosen ISA (core/isa.h select_kernels) on first use.
 const TypeTraits& type_traits(GgmlType t);
 inline size_t row_bytes(GgmlType t, int64_t n) {
   const TypeTraits& tt = type_traits(t);
   return static_cast<size_t>(n / tt.block_size) * tt.type_size;
 }
-
-// Filled by the float formats (F32, F16, BF16) in kernels/ and by the block formats
-// (Q8_0, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) in quant/; each picks the best
-// implementation for `f`.
-void register_float_types(TypeTraits* table, const CpuFeatures& f);
-void register_quant_types(TypeTraits* table, const CpuFeatures& f);
 
 }  // namespace fulcrum

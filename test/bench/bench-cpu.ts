@@ -32,6 +32,7 @@ import path from 'node:path';
 import { parseArgs } from '../../engine/cli/command';
 import { GgmlType, ggmlTypeByName } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf';
+import { bestReadBandwidth } from '../../engine/hardware/bench-native';
 import { packageRoot } from '../../engine/native/addon';
 import { nativeKernels } from '../../engine/native/model';
 import { CHILD_FLAG, childMain, runBenchChild, type BenchEngine, type ChildMemory, type ChildResult } from './bench-child';
@@ -198,11 +199,11 @@ async function main(): Promise<void> {
   // count is probed at the start and again after every row of it, and the highest counts.
   const bandwidth = new Map<number, number>();
   const probes = new Map<number, number>();
-  const probe = (t: number) => {
-    bandwidth.set(t, Math.max(bandwidth.get(t) ?? 0, kernels.readBandwidth(512 << 20, t, 9)));
+  const probe = async (t: number) => {
+    bandwidth.set(t, Math.max(bandwidth.get(t) ?? 0, await bestReadBandwidth(512 << 20, t, 9)));
     probes.set(t, (probes.get(t) ?? 0) + 1);
   };
-  for (const t of threadList) probe(t);
+  for (const t of threadList) await probe(t);
 
   const rows: Row[] = [];
   for (const shape of shapes) {
@@ -278,7 +279,7 @@ async function main(): Promise<void> {
           mkdirSync(path.dirname(historyFile), { recursive: true });
           writeFileSync(historyFile, `${JSON.stringify(history, null, 2)}\n`);
         }
-        probe(threads);
+        await probe(threads);
       }
     }
   }

@@ -42,9 +42,9 @@ async function main(): Promise<void> {
     process.stdout.write(`  auto (every policy planned + simulated, best picked): ${auto.toFixed(2)} ms\n`);
   }
   // NEO/APEX scheduling iteration with 256 requests: the brain-policies helper's benchmark
-  // (engine/sim/online/bench.ts) runs on import and prints its medians.
+  // (test/bench/bench-online.ts) runs on import and prints its medians.
   process.stdout.write('\n');
-  await import('../../engine/sim/online/bench');
+  await import('./bench-online');
 }
 
 void main();

@@ -46,10 +46,12 @@ Napi::Value MemoryBench(const Napi::CallbackInfo& info) {
   const size_t bytes = static_cast<size_t>(js_number(o, fn, "bytes", 0, 1 << 20, kMaxBufferBytes, true));
   const std::vector<int> threads = js_int_list(o, fn, "threads", 1, 1024);
   const RunPlan plan = run_plan(o, fn);
+  // memoryRead: options.prefetch also prefetches each line 2 KiB ahead, as the decode kernels do.
+  const bool prefetch = !kCopy && js_bool(o, fn, "prefetch", false);
   const CancelToken cancel = CancelToken::current();
   return run_async<std::vector<ThreadSamples>>(
       info.Env(),
-      [=] { return kCopy ? bench_memory_copy(bytes, threads, plan, cancel) : bench_memory_read(bytes, threads, plan, cancel); },
+      [=] { return kCopy ? bench_memory_copy(bytes, threads, plan, cancel) : bench_memory_read(bytes, threads, plan, cancel, prefetch); },
       [](Napi::Env env, const std::vector<ThreadSamples>& r) { return thread_samples_to_js(env, r); });
 }
 

@@ -30,6 +30,13 @@ inline double js_number(const Napi::Object& o, const char* fn, const char* key, 
   return x;
 }
 
+inline bool js_bool(const Napi::Object& o, const char* fn, const char* key, bool fallback) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return fallback;
+  if (!v.IsBoolean()) throw Napi::TypeError::New(o.Env(), std::string(fn) + ": " + key + " must be a boolean");
+  return v.As<Napi::Boolean>().Value();
+}
+
 inline std::vector<int> js_int_list(const Napi::Object& o, const char* fn, const char* key, int min, int max) {
   Napi::Value v = o.Get(key);
   const std::string where = std::string(fn) + ": " + key;

@@ -2,7 +2,8 @@
 // checking the kernels against the physical limit and against llama.cpp's own kernels:
 //  - quantBenchMatVec: one matrix-vector product (activation quantize + rows x vec_dot), single
 //    thread, on a given ISA path; median seconds over repetitions.
-//  - quantBenchRead: single-thread read bandwidth of a buffer (the memory-bound ceiling).
+//  (The memory-bound ceiling they are compared with is the one read benchmark, bench.memoryRead:
+//  native/src/bench/memory.h.)
 //  - quantPeerOpen / quantPeerMatVec / quantPeerVecDot: the same on ggml's CPU kernels loaded
 //    with dlopen from a llama.cpp build (node-llama-cpp ships one). GGUF block layouts are
 //    shared, so the peer reads the very same bytes.
@@ -18,7 +19,6 @@
 #include <vector>
 
 #include "addon_registry.h"
-#include "bench/read_probe.h"
 #include "ggml_types.h"
 #include "quant/blocks.h"
 #include "quant/quant_impl.h"
@@ -78,9 +78,9 @@ void fill_matrix(const FormatInfo& fi, int64_t rows, int64_t cols, uint8_t* dst)
 
 Isa isa_of(Napi::Env env, const Napi::Value& v) {
   const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
-  Isa isa = s == "scalar" ? Isa::Scalar : s == "avx2" ? Isa::Avx2 : s == "avx512" ? Isa::Avx512 : static_cast<Isa>(-1);
-  if (static_cast<int>(isa) < 0) fail(env, "quant bench: isa must be 'scalar', 'avx2' or 'avx512'");
-  if (!isa_runs_on(isa, cpu_features())) fail(env, "quant bench: isa " + s + " cannot run on this CPU");
+  Isa isa = Isa::Scalar;
+  if (!isa_from_name(s.c_str(), &isa)) fail(env, "quant bench: isa must be 'scalar', 'avx2' or 'avx512'");
+  if (!isa_allowed(isa)) fail(env, "quant bench: isa " + s + " cannot run on this CPU");
   return isa;
 }
 
@@ -289,34 +289,8 @@ Napi::Value PeerMatVec(const Napi::CallbackInfo& info) {
                                         }));
 }
 
-// quantBenchRead(bytes, reps, prefetch?) -> { seconds, bytes, gbPerSecond }: single-thread
-// streaming read through the one read probe (bench/read_probe.h); with prefetch, each cache line
-// is also prefetched 2 KiB ahead, as the kernels do.
-Napi::Value BenchRead(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const int64_t bytes = dim_arg(env, info[0], "bytes", static_cast<int64_t>(kMaxBenchBytes)) / 64 * 64;
-  if (bytes < 64) fail(env, "quantBenchRead: bytes must be at least 64");
-  const int reps = static_cast<int>(dim_arg(env, info[1], "reps", 1000));
-  const bool prefetch = info.Length() > 2 && info[2].ToBoolean().Value();
-  AlignedBuf buf(static_cast<size_t>(bytes));
-  check_alloc(env, buf, "the read buffer");
-  std::memset(buf.p, 1, buf.n);
-  const uint64_t* p = reinterpret_cast<const uint64_t*>(buf.p);
-  const int64_t words = static_cast<int64_t>(buf.n / 8);
-  std::vector<double> times;
-  volatile uint64_t sink = 0;
-  for (int r = -1; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    sink = sink ^ bench::read_stream(p, words, prefetch);  // the one read probe (bench/read_probe.h)
-    const auto t1 = Clock::now();
-    if (r >= 0) times.push_back(std::chrono::duration<double>(t1 - t0).count());
-  }
-  return result_object(env, {median(times), buf.n});
-}
-
 void InitQuantBench(Napi::Env env, Napi::Object exports) {
   exports.Set("quantBenchMatVec", Napi::Function::New(env, BenchMatVec, "quantBenchMatVec"));
-  exports.Set("quantBenchRead", Napi::Function::New(env, BenchRead, "quantBenchRead"));
   exports.Set("quantPeerOpen", Napi::Function::New(env, PeerOpen, "quantPeerOpen"));
   exports.Set("quantPeerVecDot", Napi::Function::New(env, PeerVecDot, "quantPeerVecDot"));
   exports.Set("quantPeerDequantize", Napi::Function::New(env, PeerDequantize, "quantPeerDequantize"));

@@ -1,6 +1,6 @@
 #include "bench/read_probe.h"
 
-#include "ggml_types.h"
+#include "core/isa.h"
 
 namespace fulcrum {
 namespace bench {
@@ -29,7 +29,7 @@ uint64_t read_stream_portable(const uint64_t* p, int64_t words, bool prefetch) {
 }  // namespace
 
 uint64_t read_stream(const uint64_t* p, int64_t words, bool prefetch) {
-  static const bool wide = cpu_features().avx512f;
+  static const bool wide = kernel_choice().isa == Isa::Avx512;
   return wide ? read_stream_avx512(p, words, prefetch) : read_stream_portable(p, words, prefetch);
 }
 

@@ -1,11 +1,10 @@
-// CPU feature detection (cpuid + the OS's XSAVE state), the ISA level kernels run at, and the
-// type-traits table. FULCRUM_ISA=scalar|avx2|avx512 caps the level (for tests and comparisons).
-#include "ggml_types.h"
+// CPU feature detection (cpuid + the OS's XSAVE state) and the ISA levels: which level code can
+// run on which CPU, and the best choice for one (capped by FULCRUM_ISA). Only detection and the
+// choice live here; core/kernel_select.cc makes the choice once and installs the kernels.
+#include "core/isa.h"
 
 #include <cpuid.h>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 namespace fulcrum {
 namespace {
@@ -24,6 +23,7 @@ unsigned long long xgetbv0() {
   return (static_cast<unsigned long long>(hi) << 32) | lo;
 }
 
+// What the CPU and the OS support, uncapped: FULCRUM_ISA applies to the choice, not to this.
 CpuFeatures detect() {
   CpuFeatures f;
   const Regs l1 = cpuid(1, 0);
@@ -43,6 +43,7 @@ CpuFeatures detect() {
   }
   if (os_avx512) {
     f.avx512f = (l7.b >> 16) & 1;
+    f.avx512dq = (l7.b >> 17) & 1;
     f.avx512bw = (l7.b >> 30) & 1;
     f.avx512vl = (l7.b >> 31) & 1;
     f.avx512vnni = (l7.c >> 11) & 1;
@@ -51,28 +52,6 @@ CpuFeatures detect() {
   if (os_amx) {
     f.amx_bf16 = (l7.d >> 22) & 1;
     f.amx_int8 = (l7.d >> 25) & 1;
-  }
-  // The AVX-512 kernels are compiled with F/BW/VL/DQ/VNNI/BF16 together; DQ is checked here.
-  const bool dq = (l7.b >> 17) & 1;
-  const bool avx512_usable = f.avx512f && f.avx512bw && f.avx512vl && dq && f.avx512vnni && f.avx512bf16 &&
-                             f.avx2 && f.fma && f.f16c;
-  const bool avx2_usable = f.avx2 && f.fma && f.f16c;
-
-  const char* cap = std::getenv("FULCRUM_ISA");
-  int level = avx512_usable ? 2 : avx2_usable ? 1 : 0;
-  if (cap) {
-    if (std::strcmp(cap, "scalar") == 0 && level > 0) level = 0;
-    else if (std::strcmp(cap, "avx2") == 0 && level > 1) level = 1;
-  }
-  if (level < 2) {
-    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
-    f.amx_int8 = f.amx_bf16 = false;
-  }
-  if (!avx512_usable) {  // partial AVX-512 is treated as none: the kernels need the whole set
-    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
-  }
-  if (level < 1) {
-    f.avx2 = f.fma = f.f16c = f.avx_vnni = false;
   }
   return f;
 }
@@ -84,24 +63,49 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
-const char* isa_level() {
-  const CpuFeatures& f = cpu_features();
-  if (f.avx512f) return "avx512";
-  if (f.avx2) return "avx2";
-  return "scalar";
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "unknown";
 }
 
-const TypeTraits& type_traits(GgmlType t) {
-  static TypeTraits table[static_cast<int>(GgmlType::COUNT)];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    register_float_types(table, cpu_features());
-    register_quant_types(table, cpu_features());
-  });
-  const int i = static_cast<int>(t);
-  static const TypeTraits none{};
-  if (i < 0 || i >= static_cast<int>(GgmlType::COUNT)) return none;
-  return table[i];
+bool isa_from_name(const char* s, Isa* out) {
+  for (int i = 0; i < kIsaCount; ++i) {
+    if (std::strcmp(s, isa_name(static_cast<Isa>(i))) == 0) {
+      *out = static_cast<Isa>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool isa_runs_on(Isa isa, const CpuFeatures& f) {
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2: return avx2;
+    case Isa::Avx512:
+      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16;
+  }
+  return false;
+}
+
+KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
+  KernelChoice c;
+  Isa limit = Isa::Avx512;
+  // An unknown FULCRUM_ISA value caps nothing (as before: only scalar and avx2 lower the level).
+  if (cap && !isa_from_name(cap, &limit)) limit = Isa::Avx512;
+  for (int i = static_cast<int>(limit); i > 0; --i) {
+    if (isa_runs_on(static_cast<Isa>(i), f)) {
+      c.isa = static_cast<Isa>(i);
+      break;
+    }
+  }
+  c.amx_int8 = c.isa == Isa::Avx512 && f.amx_int8;
+  return c;
 }
 
 }  // namespace fulcrum

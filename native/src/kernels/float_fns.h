@@ -1,8 +1,11 @@
 // The float-format primitives (F32/F16/BF16 dot products, row conversions, f16 axpy) with one
-// implementation per ISA. Each ISA file fills the table through a plain extern function, and
-// float_fns() returns the one for the detected level; the rest of the code calls through it.
+// implementation per ISA. Each ISA file fills the table through a plain extern function;
+// select_kernels (core/isa.h) installs the one for the process's choice and float_fns() returns
+// it; the rest of the code calls through it.
 #pragma once
 #include <cstdint>
+
+#include "core/isa.h"
 
 namespace fulcrum {
 namespace kernels {
@@ -65,8 +68,13 @@ void fill_float_fns_scalar(FloatFns* f);
 void fill_float_fns_avx2(FloatFns* f);
 void fill_float_fns_avx512(FloatFns* f);
 
-// The table for the detected ISA level (see ggml_types.h cpu_features()).
+// The table for the process's ISA choice (core/isa.h kernel_choice()).
 const FloatFns& float_fns();
+
+// Called by select_kernels only: installs `isa`'s primitives and returns them, then puts the F32,
+// F16 and BF16 rows (conversions and dot products from `fns`) into the type-traits table.
+const FloatFns& select_float_fns(Isa isa);
+void register_float_types(TypeTraits* table, const FloatFns& fns);
 
 }  // namespace kernels
 }  // namespace fulcrum

@@ -139,24 +139,26 @@ void fill_float_fns_scalar(FloatFns* f) {
   f->pv_block_f16 = pv_block_f16_none;
 }
 
-const FloatFns& float_fns() {
-  static const FloatFns fns = [] {
-    FloatFns f{};
-    const CpuFeatures& cf = cpu_features();
-    if (cf.avx512f) fill_float_fns_avx512(&f);
-    else if (cf.avx2) fill_float_fns_avx2(&f);
-    else fill_float_fns_scalar(&f);
-    return f;
-  }();
-  return fns;
+namespace {
+FloatFns g_fns{};
+}  // namespace
+
+const FloatFns& select_float_fns(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: fill_float_fns_avx512(&g_fns); break;
+    case Isa::Avx2: fill_float_fns_avx2(&g_fns); break;
+    case Isa::Scalar: fill_float_fns_scalar(&g_fns); break;
+  }
+  return g_fns;
 }
 
-}  // namespace kernels
+const FloatFns& float_fns() {
+  (void)kernel_choice();  // the first use makes the choice, which installs g_fns
+  return g_fns;
+}
 
-void register_float_types(TypeTraits* table, const CpuFeatures& /*f: float_fns() reads it*/) {
-  using namespace kernels;
+void register_float_types(TypeTraits* table, const FloatFns& fns) {
   TypeTraits& f32 = table[static_cast<int>(GgmlType::F32)];
-  const FloatFns& fns = float_fns();
   f32 = TypeTraits{"F32", 1, 4, true, GgmlType::F32, f32_dequant_row, f32_copy_row, fns.dot_f32};
   TypeTraits& f16 = table[static_cast<int>(GgmlType::F16)];
   f16 = TypeTraits{"F16", 1, 2, true, GgmlType::F16, fns.f16_to_f32, fns.f32_to_f16, fns.dot_f16};
@@ -164,4 +166,5 @@ void register_float_types(TypeTraits* table, const CpuFeatures& /*f: float_fns()
   bf16 = TypeTraits{"BF16", 1, 2, true, GgmlType::BF16, fns.bf16_to_f32, fns.f32_to_bf16, fns.dot_bf16};
 }
 
+}  // namespace kernels
 }  // namespace fulcrum

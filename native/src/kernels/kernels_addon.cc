@@ -13,7 +13,6 @@
 #include "ggml_types.h"
 #include "core/fp16.h"
 #include "kernels/attention.h"
-#include "bench/bandwidth.h"
 #include "kernels/float_fns.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -128,15 +127,6 @@ Napi::Value Rope(const Napi::CallbackInfo& info) {
   return y;
 }
 
-// readBandwidth(bytes, threads, reps) -> bytes/s (best repetition)
-Napi::Value ReadBandwidth(const Napi::CallbackInfo& info) {
-  const int64_t bytes = int_arg(info, 0, "bytes", 1 << 16, int64_t{1} << 34);
-  const int threads = static_cast<int>(int_arg(info, 1, "threads", 1, 256));
-  const int reps = static_cast<int>(int_arg(info, 2, "reps", 1, 1000));
-  ThreadPool pool(threads);
-  return Napi::Number::New(info.Env(), read_bandwidth(pool, static_cast<uint64_t>(bytes), reps));
-}
-
 // attention(q, k, v, nHeads, nKvHeads, headDim, pageTokens, threads, context?) -> Float32Array
 // The executor's causal attention for nTokens = q.length / (nHeads·headDim) query rows (prefill
 // for more than one, decode for one) at positions [pos0, pos0 + nTokens), where k and v hold the
@@ -193,7 +183,6 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("rmsnorm", Napi::Function::New(env, RmsNorm));
   k.Set("rope", Napi::Function::New(env, Rope));
   k.Set("swiglu", Napi::Function::New(env, Swiglu));
-  k.Set("readBandwidth", Napi::Function::New(env, ReadBandwidth));
   // gemmTile(type) -> { rows, cols } of the prefill tile kernel matmul uses for that format, or null.
   k.Set("gemmTile", Napi::Function::New(env, [](const Napi::CallbackInfo& i) -> Napi::Value {
     const TypeTraits& tt = type_traits(static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1)));

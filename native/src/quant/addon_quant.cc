@@ -31,23 +31,15 @@ const FormatInfo& format_arg(Napi::Env env, const Napi::Value& v, const char* fn
   return *fi;
 }
 
-Isa best_isa() {
-  const CpuFeatures& f = cpu_features();
-  if (isa_runs_on(Isa::Avx512, f)) return Isa::Avx512;
-  if (isa_runs_on(Isa::Avx2, f)) return Isa::Avx2;
-  return Isa::Scalar;
-}
+Isa best_isa() { return kernel_choice().isa; }
 
 Isa isa_arg(Napi::Env env, const Napi::CallbackInfo& info, size_t i, const char* fn) {
   if (info.Length() <= i || info[i].IsUndefined()) return best_isa();
   if (!info[i].IsString()) fail(env, std::string(fn) + ": isa must be 'scalar', 'avx2' or 'avx512'");
   const std::string s = info[i].As<Napi::String>().Utf8Value();
-  Isa isa;
-  if (s == "scalar") isa = Isa::Scalar;
-  else if (s == "avx2") isa = Isa::Avx2;
-  else if (s == "avx512") isa = Isa::Avx512;
-  else fail(env, std::string(fn) + ": unknown isa '" + s + "' (expected scalar, avx2 or avx512)");
-  if (!isa_runs_on(isa, cpu_features()))
+  Isa isa = Isa::Scalar;
+  if (!isa_from_name(s.c_str(), &isa)) fail(env, std::string(fn) + ": unknown isa '" + s + "' (expected scalar, avx2 or avx512)");
+  if (!isa_allowed(isa))
     fail(env, std::string(fn) + ": isa " + s + " cannot run on this CPU (or FULCRUM_ISA caps it; level is " +
                   isa_level() + ")");
   return isa;
@@ -157,7 +149,7 @@ Napi::Value QuantIsas(const Napi::CallbackInfo& info) {
   Napi::Array out = Napi::Array::New(env);
   uint32_t k = 0;
   for (int i = 0; i < kIsaCount; ++i)
-    if (isa_runs_on(static_cast<Isa>(i), cpu_features())) out.Set(k++, Napi::String::New(env, isa_name(static_cast<Isa>(i))));
+    if (isa_allowed(static_cast<Isa>(i))) out.Set(k++, Napi::String::New(env, isa_name(static_cast<Isa>(i))));
   return out;
 }
 

@@ -1,6 +1,6 @@
-// Puts the prefill tile kernels (gemm_<fmt>_<isa>.cc) into the type-traits table for the best
-// ISA the CPU runs (the same choice register_quant_types makes for vec_dot, so a format's tile
-// kernel and its vec_dot always come from one ISA). Formats without a tile kernel for that ISA
+// Puts the prefill tile kernels (gemm_<fmt>_<isa>.cc) into the type-traits table for the ISA
+// core chose (the one choice register_quant_types uses for vec_dot, so a format's tile kernel
+// and its vec_dot always come from one ISA). Formats without a tile kernel for that ISA
 // keep gemm_tile = nullptr and matmul uses vec_dot for them.
 #include "quant/gemm_tiles.h"
 #include "quant/quant_impl.h"
@@ -30,8 +30,8 @@ bool amx_request_permission() {
 
 }  // namespace
 
-void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
-  register_packed_formats(f);
+void register_gemm_tiles(TypeTraits* table, const KernelChoice& c) {
+  register_packed_formats(c);
   struct Tile {
     GgmlType type;
     GemmTileFn fn;
@@ -85,11 +85,11 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       tt.tile_matches_decode = t->matches_decode;
     }
   };
-  if (isa_runs_on(Isa::Avx512, f)) {
+  if (c.isa == Isa::Avx512) {
     install(avx512, avx512 + sizeof(avx512) / sizeof(avx512[0]));
     install_gemv(gemv_avx512, gemv_avx512 + sizeof(gemv_avx512) / sizeof(gemv_avx512[0]));
     // AMX-INT8 (only reported with the full AVX-512 level, so FULCRUM_ISA=avx2 turns it off).
-    if (f.amx_int8 && amx_request_permission()) {
+    if (c.amx_int8 && amx_request_permission()) {
       const Tile amx[] = {
           {GgmlType::Q8_0, gemm_tile_q8_0_amx, kTileRowsAmx, kTileColsAmx},
           {GgmlType::Q4_0, gemm_tile_q4_0_amx, kTileRowsAmx, kTileColsAmx},
@@ -99,7 +99,7 @@ void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f) {
       install(amx, amx + sizeof(amx) / sizeof(amx[0]));
     }
   }
-  else if (isa_runs_on(Isa::Avx2, f)) {
+  else if (c.isa == Isa::Avx2) {
     install(avx2, avx2 + sizeof(avx2) / sizeof(avx2[0]));
     install_gemv(gemv_avx2, gemv_avx2 + sizeof(gemv_avx2) / sizeof(gemv_avx2[0]));
   }

@@ -2,6 +2,7 @@
 // per call, each weight block unpacked once and reused across the tile's tokens. One file per
 // format and ISA (gemm_<fmt>_<isa>.cc); gemm_registry.cc puts them in the type-traits table.
 #pragma once
+#include "core/isa.h"
 #include "ggml_types.h"
 
 namespace fulcrum {
@@ -64,7 +65,7 @@ void gemv_q6_k_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, 
 
 // Sets gemm_tile/tile_rows/tile_cols of the formats that have a tile kernel for the best ISA
 // `f` runs (call after the vec_dot kernels are registered). Baseline code (gemm_registry.cc).
-void register_gemm_tiles(TypeTraits* table, const CpuFeatures& f);
+void register_gemm_tiles(TypeTraits* table, const KernelChoice& c);
 
 }  // namespace quant
 }  // namespace fulcrum

@@ -2,18 +2,16 @@
 // registry.cc) picks one ISA per format for the global type-traits table; quant_impl lets a
 // caller (the addon's tests, the benchmarks) pick an ISA explicitly to compare paths.
 #pragma once
+#include "core/isa.h"
 #include "ggml_types.h"
 
 namespace fulcrum {
 namespace quant {
 
-enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512 = 2 };
-constexpr int kIsaCount = 3;
-
-const char* isa_name(Isa isa);
-// Whether code compiled for `isa` can run on a CPU with features `f`.
-// avx2 needs AVX2+FMA+F16C; avx512 needs AVX-512 F/BW/VL plus VNNI (its files use dpbusd).
-bool isa_runs_on(Isa isa, const CpuFeatures& f);
+// The ISA levels are core's (core/isa.h), as is the choice among them.
+using ::fulcrum::Isa;
+using ::fulcrum::kIsaCount;
+using ::fulcrum::isa_name;
 
 struct Kernels {
   DequantizeRowFn dequantize_row = nullptr;

@@ -1,6 +1,6 @@
-// Fills the type-traits table with the block formats, choosing per format the best ISA the CPU
-// (as capped by FULCRUM_ISA, applied by core to `f`) can run; and keeps the per-ISA tables so
-// tests and benchmarks can run every path side by side.
+// Fills the type-traits table with the block formats for the ISA core chose (core/isa.h
+// select_kernels); and keeps the per-ISA tables so tests and benchmarks can run every path side
+// by side.
 #include "quant/blocks.h"
 #include "quant/fp16_table.h"
 #include "quant/gemm_tiles.h"
@@ -69,25 +69,6 @@ bool fill_fallbacks() {
 
 }  // namespace
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
-  }
-  return "unknown";
-}
-
-bool isa_runs_on(Isa isa, const CpuFeatures& f) {
-  switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return f.avx2 && f.fma && f.f16c;
-    case Isa::Avx512:
-      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
-  }
-  return false;
-}
-
 const FormatInfo* format_info(GgmlType t) {
   for (const FormatInfo& fi : kFormats)
     if (fi.type == t) return &fi;
@@ -106,12 +87,10 @@ const Kernels* quant_impl(GgmlType t, Isa isa) {
 
 }  // namespace quant
 
-void register_quant_types(TypeTraits* table, const CpuFeatures& f) {
+void register_quant_types(TypeTraits* table, const KernelChoice& c) {
   using namespace quant;
   fill_f16_table();
-  Isa best = Isa::Scalar;
-  if (isa_runs_on(Isa::Avx512, f)) best = Isa::Avx512;
-  else if (isa_runs_on(Isa::Avx2, f)) best = Isa::Avx2;
+  const Isa best = c.isa;
   for (const FormatInfo& fi : kFormats) {
     const Kernels* k = quant_impl(fi.type, best);
     if (!k) continue;
@@ -125,7 +104,7 @@ void register_quant_types(TypeTraits* table, const CpuFeatures& f) {
     tt.vec_dot = fi.has_vec_dot ? k->vec_dot : nullptr;
     tt.supported = fi.has_vec_dot && tt.dequantize_row && tt.vec_dot;
   }
-  register_gemm_tiles(table, f);
+  register_gemm_tiles(table, c);
 }
 
 }  // namespace fulcrum

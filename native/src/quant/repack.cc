@@ -64,23 +64,23 @@ PackedFormat packed(WeightLayout layout, GgmlType type, void (*arrange_act)(cons
 
 }  // namespace
 
-void register_packed_formats(const CpuFeatures& f) {
+void register_packed_formats(const KernelChoice& c) {
   g_q4_0 = g_q5_0 = g_q8_0 = g_q4_k = g_q6_k = PackedFormat{};
   // FULCRUM_NO_REPACK=1 keeps every weight in the GGUF layout (to compare the two);
   // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
   if (no_repack && no_repack[0] == '1') return;
-  if (isa_runs_on(Isa::Avx512, f)) {
+  if (c.isa == Isa::Avx512) {
     // With AMX-INT8, the prefill of these formats runs on AMX tiles that read the GGUF layout
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
-    if (f.amx_int8) return;
+    if (c.amx_int8) return;
     constexpr int cols = kPackedTileColsAvx512;
     g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_split_avx512, gemv_q4_0x4_avx512, tile_q4_0x4_avx512, cols);
     g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx512, gemv_q5_0x4_avx512, tile_q5_0x4_avx512, cols);
     g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx512, gemv_q8_0x4_avx512, tile_q8_0x4_avx512, cols);
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, cols);
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, cols);
-  } else if (isa_runs_on(Isa::Avx2, f)) {
+  } else if (c.isa == Isa::Avx2) {
     constexpr int cols = kPackedTileColsAvx2;
     g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_split_avx2, gemv_q4_0x4_avx2, tile_q4_0x4_avx2, cols);
     g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx2, gemv_q5_0x4_avx2, tile_q5_0x4_avx2, cols);

@@ -53,6 +53,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/isa.h"
 #include "ggml_types.h"
 
 namespace fulcrum {
@@ -81,7 +82,7 @@ struct PackedFormat {
 
 // Chooses the packed kernels for the ISA `f` runs; formats whose prefill runs on AMX tiles (which
 // read the GGUF layout) are left unpacked. Called by register_gemm_tiles.
-void register_packed_formats(const CpuFeatures& f);
+void register_packed_formats(const KernelChoice& c);
 // The packed format `t` gets on this CPU, or nullptr (kept in the GGUF layout).
 const PackedFormat* packed_format(GgmlType t);
 // Whether a rows × cols matrix of `t` is repacked (its format has a packed layout here and the

@@ -1,17 +1,17 @@
 // Planning-speed benchmark for the online policies (issue item 9): one NEO (and APEX) scheduling
 // iteration with 256 requests, and lia/neo/apex planning for an 80-layer model.
-// Run: node --import tsx engine/sim/online/bench.ts   (prints medians; not a test).
+// Run: node --import tsx test/bench/bench-online.ts   (prints medians; not a test); bench:plan runs it too.
 
-import { hardwarePreset } from '../../hardware/presets';
-import { modelPreset } from '../../model/model-presets';
-import { profilePredictors, rooflineOnlineCosts } from '../../plan/neo/costs';
-import { NeoScheduler, type OnlineQueues } from '../../plan/neo/scheduler';
-import { ApexScheduler } from '../../plan/apex/scheduler';
-import { makeRequest } from '../../plan/neo/request';
-import { makeContext } from '../../plan/context';
-import { policy as lia } from '../../plan/lia';
-import { policy as neo } from '../../plan/neo';
-import { policy as apex } from '../../plan/apex';
+import { hardwarePreset } from '../../engine/hardware/presets';
+import { modelPreset } from '../../engine/model/model-presets';
+import { profilePredictors, rooflineOnlineCosts } from '../../engine/plan/neo/costs';
+import { NeoScheduler, type OnlineQueues } from '../../engine/plan/neo/scheduler';
+import { ApexScheduler } from '../../engine/plan/apex/scheduler';
+import { makeRequest } from '../../engine/plan/neo/request';
+import { makeContext } from '../../engine/plan/context';
+import { policy as lia } from '../../engine/plan/lia';
+import { policy as neo } from '../../engine/plan/neo';
+import { policy as apex } from '../../engine/plan/apex';
 
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -1,8 +1,9 @@
 // Quick single-thread measurement of the block-format vec_dot kernels (not a test): GB/s of
 // weights streamed by one matrix-vector product (activation quantize + rows x vec_dot) per
 // format and ISA path, next to llama.cpp's own kernels on the same bytes (node-llama-cpp's ggml
-// CPU backend, loaded by the addon with dlopen) and a single-thread read loop.
-//   node native/src/bench/bench-quant.mjs [rows=4096] [reps=15]
+// CPU backend, loaded by the addon with dlopen) and the single-thread read bandwidth (the one read
+// benchmark, bench.memoryRead, with and without software prefetch).
+//   node test/bench/bench-quant.mjs [rows=4096] [reps=15]
 // rows=4096 gives 4096x4096 matrices (cache-resident on machines with a large L3); use
 // rows=262144 for matrices far larger than any cache (about 0.6-1.1 GB each).
 // Env: FULCRUM_NATIVE_BUILD (addon variant dir, default Release), PEER (ggml CPU library file),
@@ -13,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const require = createRequire(import.meta.url);
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const addon = require(path.join(root, 'native', 'build', process.env.FULCRUM_NATIVE_BUILD ?? 'Release', 'fulcrum.node'));
 
 const rows = Number(process.argv[2] ?? 4096), cols = 4096, reps = Number(process.argv[3] ?? 15);
@@ -31,10 +32,16 @@ if (existsSync(path.join(peerDir, peerName))) {
   console.log(`(no llama.cpp peer: ${path.join(peerDir, peerName)} not found)`);
 }
 
-const bytes = Math.floor(rows * cols * 1.0625);
-const r = addon.quantBenchRead(bytes, reps), rp = addon.quantBenchRead(bytes, reps, true);
+// bench.memoryRead needs whole 4 KiB pages and at least 1 MiB.
+const bytes = Math.max(1 << 20, Math.floor((rows * cols * 1.0625) / 4096) * 4096);
+const readGbPerSecond = async (prefetch) => {
+  const [s] = await addon.bench.memoryRead({ bytes, threads: [1], warmups: 1, runs: reps, prefetch });
+  const ns = [...s.ns].sort((a, b) => a - b)[s.ns.length >> 1];
+  return bytes / ns;
+};
+const r = await readGbPerSecond(false), rp = await readGbPerSecond(true);
 console.log(`${rows}x${cols}, single thread, median of ${reps}; read loop over ${(bytes / 1e6).toFixed(0)} MB: ` +
-  `${r.gbPerSecond.toFixed(1)} GB/s (with software prefetch ${rp.gbPerSecond.toFixed(1)} GB/s)`);
+  `${r.toFixed(1)} GB/s (with software prefetch ${rp.toFixed(1)} GB/s)`);
 for (const name of only) {
   const cells = [name.padEnd(5)];
   for (const isa of isas) cells.push(`${isa} ${addon.quantBenchMatVec(types[name], rows, cols, isa, reps).gbPerSecond.toFixed(1)} GB/s`);

@@ -1,0 +1,50 @@
+// The instruction-set levels the kernels are compiled for, and the one choice among them the
+// process runs at. The choice is made once (kernel_choice(), forced at module load) from cpuid +
+// the OS's XSAVE state, capped by FULCRUM_ISA=scalar|avx2|avx512 for tests and comparisons;
+// select_kernels installs every kernel family's implementations for it, and every family reads
+// it from here rather than looking at the CPU itself.
+#pragma once
+#include "ggml_types.h"
+
+namespace fulcrum {
+
+enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+constexpr int kIsaCount = 3;
+
+const char* isa_name(Isa isa);
+// Parses "scalar" / "avx2" / "avx512"; false for anything else.
+bool isa_from_name(const char* s, Isa* out);
+
+// Whether code compiled for `isa` can run on a CPU with features `f`: avx2 needs AVX2+FMA+F16C;
+// avx512 needs those plus AVX-512 F/BW/VL/DQ/VNNI/BF16 (its files are compiled with all of them,
+// so a CPU with part of the set runs none of it).
+bool isa_runs_on(Isa isa, const CpuFeatures& f);
+
+struct KernelChoice {
+  Isa isa = Isa::Scalar;
+  // AMX-INT8 prefill tiles for Q8_0/Q4_0/Q5_0/Q4_K; only with isa Avx512 (so FULCRUM_ISA=avx2
+  // turns them off too).
+  bool amx_int8 = false;
+};
+
+// The best choice for `f`, capped by `cap` (FULCRUM_ISA's value, or null for no cap).
+KernelChoice choose_kernels(const CpuFeatures& f, const char* cap);
+
+// The process's choice. The first call makes it and runs select_kernels; the addon's module
+// init calls it so that happens at load.
+const KernelChoice& kernel_choice();
+
+// Whether callers that pick an ISA explicitly (tests and benchmarks comparing paths) may run
+// `isa`: every level at or below the choice.
+bool isa_allowed(Isa isa);
+
+// The block formats' rows of the table (Q8_0, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:
+// vec_dot, prefill tiles, decode GEMVs) and their packed layouts, for `c` (quant/registry.cc).
+void register_quant_types(TypeTraits* table, const KernelChoice& c);
+
+// Installs every kernel family's implementations for `c`: the float formats and primitives
+// (kernels/), the block formats, their prefill tiles, decode GEMVs and packed layouts (quant/),
+// all into `table`. Called once, by kernel_choice().
+void select_kernels(const KernelChoice& c, TypeTraits* table);
+
+}  // namespace fulcrum

@@ -1,0 +1,46 @@
+// The process's one kernel choice and the type-traits table it fills: kernel_choice() chooses
+// once (from the CPU and FULCRUM_ISA) and runs select_kernels, which hands the choice to each
+// kernel family in turn. Nothing else in the addon picks an ISA.
+#include "core/isa.h"
+
+#include <cstdlib>
+
+#include "kernels/float_fns.h"
+
+namespace fulcrum {
+namespace {
+
+TypeTraits g_table[static_cast<int>(GgmlType::COUNT)];
+
+KernelChoice make_choice() {
+  const KernelChoice c = choose_kernels(cpu_features(), std::getenv("FULCRUM_ISA"));
+  select_kernels(c, g_table);
+  return c;
+}
+
+}  // namespace
+
+void select_kernels(const KernelChoice& c, TypeTraits* table) {
+  // The float primitives first: the F32/F16/BF16 rows of the table point at them.
+  kernels::register_float_types(table, kernels::select_float_fns(c.isa));
+  register_quant_types(table, c);
+}
+
+const KernelChoice& kernel_choice() {
+  static const KernelChoice c = make_choice();
+  return c;
+}
+
+bool isa_allowed(Isa isa) { return static_cast<int>(isa) >= 0 && static_cast<int>(isa) <= static_cast<int>(kernel_choice().isa); }
+
+const char* isa_level() { return isa_name(kernel_choice().isa); }
+
+const TypeTraits& type_traits(GgmlType t) {
+  (void)kernel_choice();
+  const int i = static_cast<int>(t);
+  static const TypeTraits none{};
+  if (i < 0 || i >= static_cast<int>(GgmlType::COUNT)) return none;
+  return g_table[i];
+}
+
+}  // namespace fulcrum

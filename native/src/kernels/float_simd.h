@@ -1,0 +1,371 @@
+// The float primitives (float_fns.h) written once over an ISA's vector operations, compiled per
+// ISA: float_avx2.cc and float_avx512.cc each define an operations struct `S` and include this
+// header, so each instantiation is built with its own translation unit's flags. S provides:
+//   V, L (lanes), zero/set1/load/store/add/mul/div/fmadd/max, load_h/load_bf (8 or 16 f16/bf16
+//   values to f32), store_h (f32 to f16, round to nearest), round_f16 (through f16 and back),
+//   hsum (the lane sum the dot products and softmax use; its tree fixes their rounding),
+//   exp_nonpos (e^x for x <= 0), neg_abs (-|g|), mul_if_neg (g < 0 ? g·e : g);
+//   kMaskedTail: whether remainders shorter than a vector run through masked loads (AVX-512) or
+//   a scalar loop (AVX2), with load_tail/store_tail/max_tail/hmax for the masked form;
+//   kPvHeads (query heads per decode PV tile), kPvRows/kPvTileVectors (blocked PV tile): what
+//   the register file holds (16 ymm or 32 zmm).
+// The bits a primitive gives are fixed by the operation order written here and by S's trees;
+// the ISA files keep what differs in algorithm (the K-side attention kernels: the K row held in
+// registers or not, the blocked score tree over 8 or 16 lanes) and fill the table.
+// Helpers stay in an anonymous namespace (ISA-file ODR rule).
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/fp16.h"
+#include "kernels/float_fns.h"
+
+namespace fulcrum {
+namespace kernels {
+namespace {
+
+// Software prefetch distance in K/V cache rows (rows are a whole cache row apart, page-sized
+// strides the hardware stride prefetcher gives up on).
+constexpr int64_t kAheadRows = 8;
+
+template <class S>
+void dot_f32(int64_t n, float* out, const void* w, const void* x) {
+  constexpr int64_t L = S::L;
+  const float* a = static_cast<const float*>(w);
+  const float* b = static_cast<const float*>(x);
+  typename S::V s0 = S::zero(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    s0 = S::fmadd(S::load(a + i), S::load(b + i), s0);
+    s1 = S::fmadd(S::load(a + i + L), S::load(b + i + L), s1);
+    s2 = S::fmadd(S::load(a + i + 2 * L), S::load(b + i + 2 * L), s2);
+    s3 = S::fmadd(S::load(a + i + 3 * L), S::load(b + i + 3 * L), s3);
+  }
+  for (; i + L <= n; i += L) s0 = S::fmadd(S::load(a + i), S::load(b + i), s0);
+  if constexpr (S::kMaskedTail) {
+    if (i < n) s1 = S::fmadd(S::load_tail(a + i, n - i), S::load_tail(b + i, n - i), s1);
+    *out = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
+  } else {
+    float sum = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
+    for (; i < n; ++i) sum += a[i] * b[i];
+    *out = sum;
+  }
+}
+
+template <class S>
+void dot_f16(int64_t n, float* out, const void* w, const void* x) {
+  constexpr int64_t L = S::L;
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const uint16_t* b = static_cast<const uint16_t*>(x);
+  typename S::V s0 = S::zero(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    s0 = S::fmadd(S::load_h(a + i), S::load_h(b + i), s0);
+    s1 = S::fmadd(S::load_h(a + i + L), S::load_h(b + i + L), s1);
+    s2 = S::fmadd(S::load_h(a + i + 2 * L), S::load_h(b + i + 2 * L), s2);
+    s3 = S::fmadd(S::load_h(a + i + 3 * L), S::load_h(b + i + 3 * L), s3);
+  }
+  for (; i + L <= n; i += L) s0 = S::fmadd(S::load_h(a + i), S::load_h(b + i), s0);
+  float sum = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
+  for (; i < n; ++i) sum += fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]);
+  *out = sum;
+}
+
+template <class S>
+void dot_bf16(int64_t n, float* out, const void* w, const void* x) {
+  constexpr int64_t L = S::L;
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const uint16_t* b = static_cast<const uint16_t*>(x);
+  typename S::V s0 = S::zero(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    s0 = S::fmadd(S::load_bf(a + i), S::load_bf(b + i), s0);
+    s1 = S::fmadd(S::load_bf(a + i + L), S::load_bf(b + i + L), s1);
+  }
+  float sum = S::hsum(S::add(s0, s1));
+  for (; i < n; ++i) sum += bf16_to_fp32(a[i]) * bf16_to_fp32(b[i]);
+  *out = sum;
+}
+
+template <class S>
+void f32_to_f16(const float* src, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + S::L <= n; i += S::L) S::store_h(d + i, S::load(src + i));
+  for (; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+}
+
+template <class S>
+void f16_to_f32(const void* src, float* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + S::L <= n; i += S::L) S::store(dst + i, S::load_h(s + i));
+  for (; i < n; ++i) dst[i] = fp16_to_fp32(s[i]);
+}
+
+// Scalar on every ISA (both ISA files had the same loop before the template).
+void f32_to_bf16(const float* src, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_bf16(src[i]);
+}
+
+template <class S>
+void bf16_to_f32(const void* src, float* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + S::L <= n; i += S::L) S::store(dst + i, S::load_bf(s + i));
+  for (; i < n; ++i) dst[i] = bf16_to_fp32(s[i]);
+}
+
+template <class S>
+void axpy_f16(int64_t n, float a, const uint16_t* x, float* y) {
+  const typename S::V va = S::set1(a);
+  int64_t i = 0;
+  for (; i + S::L <= n; i += S::L) S::store(y + i, S::fmadd(va, S::load_h(x + i), S::load(y + i)));
+  for (; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
+}
+
+// Rows [0, JN) of out (JN query heads, stride hd) at dims [L·c0, L·(c0 + CN)) += Σ_t p[j][t] ·
+// v[t], the JN × CN accumulators in registers across the whole run of positions (kPvHeads × 4 +
+// V's 4 + the broadcast fit the register file: no spills), each element accumulated over t in
+// increasing order.
+template <class S, int JN, int CN>
+inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0) {
+  constexpr int64_t L = S::L;
+  // f16 values per 64-byte line, in vectors: one prefetch per line of the next rows.
+  constexpr int kVectorsPerLine = static_cast<int>(32 / L);
+  typename S::V acc[JN][CN];
+  for (int j = 0; j < JN; ++j)
+    for (int c = 0; c < CN; ++c) acc[j][c] = S::load(out + j * hd + L * (c0 + c));
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* vr = v + t * vstride + L * c0;
+    if (t + kAheadRows < n)
+      for (int c = 0; c < CN; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + L * c), _MM_HINT_T0);
+    typename S::V vv[CN];
+    for (int c = 0; c < CN; ++c) vv[c] = S::load_h(vr + L * c);
+    for (int j = 0; j < JN; ++j) {
+      const typename S::V a = S::set1(p[j * ld + t]);
+      for (int c = 0; c < CN; ++c) acc[j][c] = S::fmadd(a, vv[c], acc[j][c]);
+    }
+  }
+  for (int j = 0; j < JN; ++j)
+    for (int c = 0; c < CN; ++c) S::store(out + j * hd + L * (c0 + c), acc[j][c]);
+}
+
+template <class S, int JN>
+inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0, int64_t cn) {
+  switch (cn) {
+    case 4: pv_regs<S, JN, 4>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 3: pv_regs<S, JN, 3>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 2: pv_regs<S, JN, 2>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 1: pv_regs<S, JN, 1>(n, v, vstride, p, ld, out, hd, c0); break;
+    default: break;
+  }
+}
+
+// out[j] += Σ_t p[j][t] · v[t], each output element accumulated over t in increasing order (the
+// same fma per element and position as the multi-token path: decode and verification rows agree
+// bit for bit). Tiles of up to kPvHeads heads × 4 vectors keep their outputs in registers across
+// the run of positions; V is re-read once per tile, from L1/L2. (Before, several heads' outputs
+// were loaded and stored at every position.) Head sizes that are not whole vectors, or above 16
+// vectors, take the scalar loop.
+template <class S>
+void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out) {
+  constexpr int64_t L = S::L;
+  constexpr int H = S::kPvHeads;
+  if (hd % L != 0 || hd > 16 * L) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < nq; ++j)
+        for (int64_t d = 0; d < hd; ++d) out[j * hd + d] += p[j * ld + t] * fp16_to_fp32(v[t * vstride + d]);
+    return;
+  }
+  const int64_t nc = hd / L;
+  for (int64_t c0 = 0; c0 < nc; c0 += 4) {
+    const int64_t cn = nc - c0 < 4 ? nc - c0 : 4;
+    int64_t j = 0;
+    for (; j + H <= nq; j += H) pv_heads<S, H>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn);
+    switch (nq - j) {
+      case 3: if constexpr (H > 3) pv_heads<S, 3>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
+      case 2: if constexpr (H > 2) pv_heads<S, 2>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
+      case 1: pv_heads<S, 1>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
+      default: break;
+    }
+  }
+}
+
+template <class S>
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const typename S::V one = S::set1(1.0f);
+  int64_t i = 0;
+  for (; i + S::L <= n; i += S::L) {
+    const typename S::V g = S::load(gate + i);
+    const typename S::V e = S::exp_nonpos(S::neg_abs(g));  // exp(−|g|)
+    const typename S::V num = S::mul_if_neg(g, e);
+    S::store(out + i, S::mul(S::div(num, S::add(one, e)), S::load(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+template <class S>
+float max_f32(const float* x, int64_t n) {
+  constexpr int64_t L = S::L;
+  typename S::V m0 = S::set1(-__builtin_inff()), m1 = m0;
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    m0 = S::max(m0, S::load(x + i));
+    m1 = S::max(m1, S::load(x + i + L));
+  }
+  if constexpr (S::kMaskedTail) {
+    if (i + L <= n) m0 = S::max(m0, S::load(x + i)), i += L;
+    if (i < n) m1 = S::max_tail(m1, x + i, n - i);
+    return S::hmax(S::max(m0, m1));
+  } else {
+    float mx = S::hmax(S::max(m0, m1));
+    for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+  }
+}
+
+template <class S>
+float exp_sub_sum(float* x, int64_t n, float m) {
+  const typename S::V vm = S::set1(m);
+  typename S::V acc = S::zero();
+  int64_t i = 0;
+  for (; i + S::L <= n; i += S::L) {
+    const typename S::V e = S::exp_nonpos(S::sub(S::load(x + i), vm));
+    S::store(x + i, e);
+    acc = S::add(acc, e);
+  }
+  if constexpr (S::kMaskedTail) {
+    if (i < n) acc = S::add(acc, S::exp_sub_tail(x + i, n - i, vm));
+    return S::hsum(acc);
+  } else {
+    float sum = S::hsum(acc);
+    for (; i < n; ++i) {
+      x[i] = std::exp(x[i] - m);
+      sum += x[i];
+    }
+    return sum;
+  }
+}
+
+template <class S>
+void scale_round_f16(float* x, int64_t n, float a) {
+  const typename S::V va = S::set1(a);
+  int64_t i = 0;
+  for (; i + S::L <= n; i += S::L) S::store(x + i, S::round_f16(S::mul(S::load(x + i), va)));
+  for (; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i] * a));
+}
+
+// ---- Blocked prefill attention, V side (see float_fns.h) ----
+
+// R output rows × W vectors of L columns in registers; every row runs an FMA chain in position
+// order (pv_f16's), over [0, lim[r]) of the converted V block vf (rows hd apart). lim is
+// nondecreasing in r (rows are ordered by token), so [0, lim[0]) is common to all rows.
+template <class S, int R, int W>
+inline void pv_tile(const float* vf, int64_t hd, int64_t col, const float* const* pr, float* const* orow, const int64_t* lim) {
+  constexpr int64_t L = S::L;
+  typename S::V acc[R][W];
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) acc[r][w] = S::load(orow[r] + col + L * w);
+  const int64_t lo = lim[0];
+  for (int64_t t = 0; t < lo; ++t) {
+    const float* vt = vf + t * hd + col;
+    typename S::V vv[W];
+    for (int w = 0; w < W; ++w) vv[w] = S::load(vt + L * w);
+    for (int r = 0; r < R; ++r) {
+      const typename S::V a = S::set1(pr[r][t]);
+      for (int w = 0; w < W; ++w) acc[r][w] = S::fmadd(a, vv[w], acc[r][w]);
+    }
+  }
+  for (int r = 1; r < R; ++r)
+    for (int64_t t = lo; t < lim[r]; ++t) {
+      const typename S::V a = S::set1(pr[r][t]);
+      for (int w = 0; w < W; ++w) acc[r][w] = S::fmadd(a, S::load(vf + t * hd + col + L * w), acc[r][w]);
+    }
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) S::store(orow[r] + col + L * w, acc[r][w]);
+}
+
+template <class S, int R>
+inline void pv_rows(const float* vf, int64_t hd, const float* p, int64_t r0, int64_t rpt, int64_t ld, int64_t first, int64_t m, float* out,
+                    int64_t ostride) {
+  constexpr int64_t L = S::L;
+  const float* pr[R];
+  float* orow[R];
+  int64_t lim[R];
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + r;
+    pr[r] = p + row * ld;
+    orow[r] = out + (row / rpt) * ostride + (row % rpt) * hd;
+    const int64_t l = first + row / rpt;
+    lim[r] = l < 0 ? 0 : (l > m ? m : l);
+  }
+  if (lim[R - 1] == 0) return;
+  int64_t col = 0;
+  if constexpr (S::kPvTileVectors == 4) {
+    for (; col + 4 * L <= hd; col += 4 * L) pv_tile<S, R, 4>(vf, hd, col, pr, orow, lim);
+    if (col + 2 * L <= hd) pv_tile<S, R, 2>(vf, hd, col, pr, orow, lim), col += 2 * L;
+  } else {
+    static_assert(S::kPvTileVectors == 2, "V tiles are 2 or 4 vectors wide");
+    for (; col + 2 * L <= hd; col += 2 * L) pv_tile<S, R, 2>(vf, hd, col, pr, orow, lim);
+  }
+  if (col < hd) pv_tile<S, R, 1>(vf, hd, col, pr, orow, lim);
+}
+
+template <class S>
+bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
+                  int64_t n_first, float* out, int64_t ostride, float* work) {
+  constexpr int64_t L = S::L;
+  constexpr int R = S::kPvRows;
+  if (hd % L != 0 || hd > 16 * L) return false;  // pv_f16's own fallback order applies
+  const int64_t block = kAttnVBlockFloats / hd;  // V rows converted to f32 at a time (≥ 16)
+  const int64_t last_token = (rows - 1) / rpt;
+  for (int64_t b = 0; b < n; b += block) {
+    const int64_t first = n_first - b;            // positions of this block the first token sees
+    int64_t m = n - b < block ? n - b : block;
+    if (first + last_token < m) m = first + last_token;  // no row reads past the last token's limit
+    if (m <= 0) break;
+    for (int64_t i = 0; i < m; ++i) {
+      const uint16_t* vr = v + (b + i) * vstride;
+      for (int64_t d = 0; d < hd; d += L) S::store(work + i * hd + d, S::load_h(vr + d));
+    }
+    const float* pb = p + b;
+    int64_t r = 0;
+    for (; r + R <= rows; r += R) pv_rows<S, R>(work, hd, pb, r, rpt, ld, first, m, out, ostride);
+    switch (rows - r) {
+      case 5: if constexpr (R > 5) pv_rows<S, 5>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      case 4: if constexpr (R > 4) pv_rows<S, 4>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      case 3: if constexpr (R > 3) pv_rows<S, 3>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      case 2: pv_rows<S, 2>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      case 1: pv_rows<S, 1>(work, hd, pb, r, rpt, ld, first, m, out, ostride); break;
+      default: break;
+    }
+  }
+  return true;
+}
+
+// The table entries common to every SIMD ISA; the ISA file adds kq_f16 and kq_block_f16.
+template <class S>
+void fill_float_fns_simd(FloatFns* f) {
+  f->dot_f32 = dot_f32<S>;
+  f->dot_f16 = dot_f16<S>;
+  f->dot_bf16 = dot_bf16<S>;
+  f->f32_to_f16 = f32_to_f16<S>;
+  f->f16_to_f32 = f16_to_f32<S>;
+  f->f32_to_bf16 = f32_to_bf16;
+  f->bf16_to_f32 = bf16_to_f32<S>;
+  f->axpy_f16 = axpy_f16<S>;
+  f->pv_f16 = pv_f16<S>;
+  f->max_f32 = max_f32<S>;
+  f->exp_sub_sum = exp_sub_sum<S>;
+  f->swiglu = swiglu<S>;
+  f->scale_round_f16 = scale_round_f16<S>;
+  f->pv_block_f16 = pv_block_f16<S>;
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace fulcrum
