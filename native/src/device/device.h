@@ -20,8 +20,7 @@
 
 #include "core/thread_pool.h"
 #include "ggml_types.h"
-#include "kernels/attention.h"
-#include "kernels/ops.h"
+#include "device/kernels.h"
 
 namespace fulcrum {
 
@@ -42,50 +41,6 @@ struct DeviceInfo {
   double link_bytes_per_s = 0;       // host<->device cap (0: uncapped memcpy)
   double link_latency_s = 0;         // added per copy
   int threads = 0;                   // kernel threads
-};
-
-// The kernels of a device that runs its own (Vulkan) rather than the CPU kernels on its pool.
-// Every pointer is one the device's alloc returned, or points inside such an allocation: a
-// handle the host must never dereference. Calls are recorded on the calling lane's stream (in
-// order, each seeing the previous one's writes) and run at sync(), which returns when they are
-// done; copies through the link (Device::copy_to_*) run at once, after what the lane recorded.
-class DeviceKernels {
- public:
-  virtual ~DeviceKernels() = default;
-  // Whether matmul has a kernel for weights of `type` (other formats stay on the CPU).
-  virtual bool runs(GgmlType type) const = 0;
-  // y[t][r] (y_stride floats between tokens) = row r of w (rows × cols of `type`) · x[t] (cols
-  // floats apart), for t < tokens.
-  virtual void matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t tokens, float* y, int64_t y_stride) = 0;
-  virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t width, float eps) = 0;
-  // Rows at positions [pos0, pos0 + rows), heads × head_dim floats each, rotated in place.
-  virtual void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const RopeParams& p) = 0;
-  // y[i] += b[i % bwidth] for i < n (a bias per row, or a residual with bwidth = n).
-  virtual void add(float* y, const float* b, int64_t n, int64_t bwidth) = 0;
-  virtual void swiglu(float* g, const float* u, int64_t n) = 0;
-  // y = (x - mean) / sqrt(var + eps) · w + b per row (LayerNorm, the CPU's layernorm_row).
-  virtual void layernorm(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t width, float eps) = 0;
-  // g = gelu(g) · u (GeGLU), or gelu(g) in place when u is null; GELU as the CPU's gelu_row.
-  virtual void gelu(float* g, const float* u, int64_t n) = 0;
-  // dst[i] = src[rows[i]] for i < n (rows of `width` floats): an expert's tokens, gathered.
-  virtual void gather_rows(const float* src, float* dst, const uint32_t* rows, int64_t n, int64_t width) = 0;
-  // dst[rows[i]] = weights[i] · src[i] for i < n: an expert's outputs to their (token, slot) rows.
-  virtual void scatter_rows(const float* src, float* dst, const uint32_t* rows, const float* weights, int64_t n, int64_t width) = 0;
-  // n_pos rows of K or V (f32, `stride` floats apart) into an f16 head-major KV page (the
-  // layout of KvCache) at positions [pos_in_page, pos_in_page + n_pos) of the page.
-  virtual void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
-                        int64_t page_tokens) = 0;
-  // Causal attention of `rows` query rows at positions [pos0, pos0 + rows) over K and V pools
-  // whose page p starts at word pages[p] (head-major f16 pages of page_tokens positions).
-  virtual void attention(const float* q, int64_t rows, int64_t pos0, const uint16_t* k_pool, const uint16_t* v_pool, const uint32_t* pages, float* out,
-                         const AttentionShape& shape, int64_t page_tokens) = 0;
-  // Device memory to device memory.
-  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
-  // Runs what the calling lane recorded and waits for it.
-  virtual void sync() = 0;
-  // Drops every lane's recorded, unsubmitted work (after a step failed part-way; the lanes are
-  // idle then).
-  virtual void discard() = 0;
 };
 
 class Device {
@@ -116,9 +71,9 @@ class Device {
   virtual void check() = 0;
   // Test hook: the device is lost after `n` more operations (0: at the next; negative: never).
   virtual void fail_after(int64_t n) = 0;
-  // The device's own kernels, or nullptr when it runs the CPU kernels on pool() over
-  // host-addressable memory (cpu, loopback).
-  virtual DeviceKernels* kernels() { return nullptr; }
+  // The device's own kernels (device/kernels.h), or nullptr when it runs the CPU kernels on
+  // pool() over host-addressable memory (cpu, loopback).
+  virtual Kernels* kernels() { return nullptr; }
 };
 
 struct LoopbackOptions {

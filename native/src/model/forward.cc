@@ -1,6 +1,6 @@
 // The step: evaluating sequences (eval_batch splits them into steps), running the compiled op
-// list on the executor's lanes, and each op on the CPU (or the loopback's pool) or on a device
-// with kernels of its own.
+// list on the executor's lanes, and each op through its lane's kernels (device/kernels.h): the
+// CPU's (the host, or the loopback device's pool) or a device's own.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,8 +13,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "kernels/float_fns.h"
-#include "kernels/matmul.h"
+#include "device/cpu/cpu_kernels.h"
 #include "model/model.h"
 
 namespace fulcrum {
@@ -176,208 +175,134 @@ void Model::forward(bool want_all, float* logits_out) {
   ++step_;
 }
 
+// One op on its lane: the lane's kernels are the device's own (Vulkan) for the device lane of a
+// device that has them, else the CPU's on the lane's pool (the loopback device's pool for its
+// lane: it runs the CPU kernels over its arena). Copy lanes move bytes through the device's link.
 void Model::exec_op(int32_t oi) {
   const Op& op = ops_[static_cast<size_t>(oi)];
   const StepState& st = step_state_;
   const int64_t rows = op.after_last && !st.want_all ? static_cast<int64_t>(st.spans.size()) : st.n;
+  if (op.loc == Loc::Dev || op.lane != Lane::Cpu) device_->check();
+  CpuKernels cpu(op.lane == Lane::Device ? device_->pool() : *pool_);
+  const bool own = dk_ && op.lane == Lane::Device;
+  run_op(own ? *dk_ : static_cast<Kernels&>(cpu), op, rows);
+  // While timing, every op is its own submission: its measured time is then its execution on
+  // the device, not the microseconds it took to record.
+  if (own && (sync_after_[static_cast<size_t>(oi)] || profiling_ || tracing_)) dk_->sync();
+}
+
+// The op switch: each op's buffers resolved for its location, then the lane's kernels.
+void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
+  const StepState& st = step_state_;
+  const Loc at = op.loc;
   // The spans this op works on: all, or those of device-KV / host-KV sequences (by-sequence layers).
   auto in_part = [&](const Span& sp) {
     if (op.part == 0) return true;
     const bool dev = seqs_[static_cast<size_t>(sp.seq)]->kv_loc == Loc::Dev;
     return op.part == 1 ? dev : !dev;
   };
-  if (op.loc == Loc::Dev || op.lane != Lane::Cpu) device_->check();
-  if (dk_ && op.lane == Lane::Device) {
-    exec_device_op(op, rows);
-    // While timing, every op is its own submission: its measured time is then its execution on
-    // the device, not the microseconds it took to record.
-    if (sync_after_[static_cast<size_t>(oi)] || profiling_ || tracing_) dk_->sync();
-    return;
-  }
-  ThreadPool& pool = op.lane == Lane::Device ? device_->pool() : *pool_;
-  const kernels::FloatFns& fns = kernels::float_fns();
-  auto for_rows = [&](auto&& fn) {
-    if (rows == 1 || pool.size() == 1) {
-      for (int64_t r = 0; r < rows; ++r) fn(r);
-      return;
-    }
-    pool.run([&](int ith, int nth) {
-      int64_t b, e;
-      ThreadPool::split(rows, ith, nth, &b, &e);
-      for (int64_t r = b; r < e; ++r) fn(r);
-    });
-  };
-  // Row r of an RmsNorm / SwiGlu output, converted into the activation buffers of its fused
-  // Convert ops (the layout convert_rows writes: rows converted_bytes(type, w, 1) apart).
-  auto convert_fused = [&](const float* row, int64_t r, int64_t w) {
-    for (int k = 0; k < op.n_fused_convert; ++k) {
-      const GgmlType t = op.fused_convert[k];
-      type_traits(t).quantize_row(row, act_at(t, op.loc) + static_cast<size_t>(r) * converted_bytes(t, w, 1), w);
-    }
-  };
-  const AttentionShape shape = attention_shape(op.layer);
-  const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
-  const int64_t hd = cfg_.head_dim;
-  auto store_rows = [&](KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n_rows, int64_t pos0) {
-    // Pages are head-major: each position's row scatters into one head_dim run per KV head.
-    for (int64_t r = 0; r < n_rows; ++r)
-      for (int64_t g = 0; g < cfg_.n_kv_heads; ++g) {
-        fns.f32_to_f16(k + r * KVW + g * hd, kv.k_at(idx, pos0 + r, g), hd);
-        fns.f32_to_f16(v + r * KVW + g * hd, kv.v_at(idx, pos0 + r, g), hd);
-      }
-  };
+  const int64_t E = cfg_.n_embd, KVW = cfg_.n_kv_heads * cfg_.head_dim, QW = cfg_.n_heads * cfg_.head_dim;
   switch (op.kind) {
     case OpKind::Embed: {
-      const DequantizeRowFn dq = type_traits(token_embd_.type).dequantize_row;
+      // gemma: embeddings × sqrt(n_embd), in f32 as llama.cpp scales them.
+      const float scale = variant_->embd_scale ? std::sqrt(static_cast<float>(E)) : 1.f;
       for (const Span& sp : st.spans)
-        for (int64_t i = 0; i < sp.n; ++i)
-          dq(token_embd_.data + static_cast<size_t>(sp.tokens[i]) * token_embd_.row_bytes, x_.data() + (sp.row0 + i) * cfg_.n_embd, cfg_.n_embd);
-      if (variant_->embd_scale) {
-        // gemma: embeddings × sqrt(n_embd), in f32 as llama.cpp scales them.
-        const float sc = std::sqrt(static_cast<float>(cfg_.n_embd));
-        float* x = x_.data();
-        for (int64_t i = 0; i < st.n * cfg_.n_embd; ++i) x[i] *= sc;
-      }
+        kn.embed(token_embd_.type, token_embd_.data, token_embd_.row_bytes, sp.tokens, sp.n, buf_at(Buf::X, at) + sp.row0 * E, E, scale);
       break;
     }
     case OpKind::RmsNorm: {
-      float* s = buf_at(op.src, op.loc);
-      float* d = buf_at(op.dst, op.loc);
-      if (op.width > 0) {
-        // Per head (qk_norm): each row is width(src) / op.width heads normalised on their own.
-        const int64_t hw = op.width, heads = width(op.src) / hw;
-        for_rows([&](int64_t r) {
-          for (int64_t h = 0; h < heads; ++h) rmsnorm_row(s + (r * heads + h) * hw, op.vec, d + (r * heads + h) * hw, hw, cfg_.norm_eps);
-        });
-        break;
-      }
-      const int64_t w = width(op.src);
-      for_rows([&](int64_t r) {
-        rmsnorm_row(s + r * w, op.vec, d + r * w, w, cfg_.norm_eps);
-        convert_fused(d + r * w, r, w);
-      });
+      // op.width set: per head (qk_norm), each of a row's heads normalised on its own.
+      const int64_t w = op.width > 0 ? op.width : width(op.src);
+      kn.rmsnorm(buf_at(op.src, at), vec_at(op.vec, at), buf_at(op.dst, at), rows, width(op.src) / w, w, cfg_.norm_eps, fused_converts(op));
       break;
     }
+    case OpKind::LayerNorm:
+      kn.layernorm(buf_at(op.src, at), vec_at(op.vec, at), vec_at(op.vec2, at), buf_at(op.dst, at), rows, width(op.src), cfg_.norm_eps, fused_converts(op));
+      break;
     case OpKind::Convert:
-      convert_rows(pool, op.act_type, buf_at(op.src, op.loc), rows, op.width, act_at(op.act_type, op.loc));
+      kn.convert(op.act_type, buf_at(op.src, at), rows, op.width, act_at(op.act_type, at));
       break;
     case OpKind::MatMul: {
-      const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf_at(op.src, op.loc)) : act_at(op.act_type, op.loc);
-      float* dst = buf_at(op.dst, op.loc);
+      float* dst = buf_at(op.dst, at);
       if (!dst) break;
+      const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf_at(op.src, at)) : act_at(op.act_type, at);
       // A step that wants every row's logits verifies draft tokens (speculative decoding): its
       // rows must be the bits of each token decoded alone, so the kept tokens are exactly the
       // greedy ones (some prefill tiles sum in another order).
-      if (op.packed) matmul_packed(pool, *op.packed, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst));
-      else matmul_prepared(pool, op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst), true, st.want_all);
+      kn.matmul(op.w->type, op.wdata, op.packed, op.r1 - op.r0, op.w->cols, act, rows, dst + op.r0, width(op.dst), st.want_all);
       break;
     }
-    case OpKind::AddBias: {
-      const int64_t w = width(op.dst);
-      float* d = buf_at(op.dst, op.loc);
-      for_rows([&](int64_t r) { add_row(d + r * w, op.vec, w); });
+    case OpKind::AddBias:
+      kn.add(buf_at(op.dst, at), vec_at(op.vec, at), rows, width(op.dst), 0);
       break;
-    }
-    case OpKind::Rope: {
-      const int64_t w = width(op.dst);
-      const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
-      float* d = buf_at(op.dst, op.loc);
-      const RopeParams& rp = rope_of(op.layer);
-      for_rows([&](int64_t r) { rope_row(d + r * w, heads, cfg_.head_dim, row_pos_[static_cast<size_t>(r)], rp); });
+    case OpKind::AddResidual:
+      kn.add(buf_at(op.dst, at), buf_at(op.src, at), rows, width(op.dst), width(op.dst));
       break;
-    }
+    case OpKind::Rope:
+      kn.rope(buf_at(op.dst, at), rows, op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads, cfg_.head_dim, row_pos_.data(), rope_of(op.layer));
+      break;
     case OpKind::StoreKv: {
       const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
       for (const Span& sp : st.spans) {
         if (!in_part(sp)) continue;
         KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
-        store_rows(kv, idx, buf_at(Buf::K, op.loc) + sp.row0 * KVW, buf_at(Buf::V, op.loc) + sp.row0 * KVW, sp.n, sp.pos0);
+        store_kv(kn, kv, idx, buf_at(Buf::K, at) + sp.row0 * KVW, buf_at(Buf::V, at) + sp.row0 * KVW, sp.n, sp.pos0);
       }
       break;
     }
     case OpKind::Attention: {
       const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
-      const int64_t QW = cfg_.n_heads * cfg_.head_dim;
+      const AttentionWork work = at == Loc::Dev ? AttentionWork{&dev_attn_scratch_, dev_gather_k_, dev_gather_v_, dev_page_table_}
+                                                : AttentionWork{&attn_scratch_, nullptr, nullptr, nullptr};
       for (const Span& sp : st.spans) {
         if (!in_part(sp)) continue;
         KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
-        attention(pool, shape, buf_at(Buf::Q, op.loc) + sp.row0 * QW, sp.n, sp.pos0, kv.pages(idx), buf_at(Buf::Att, op.loc) + sp.row0 * QW,
-                  op.loc == Loc::Dev ? dev_attn_scratch_ : attn_scratch_);
+        kn.attention(attention_shape(op.layer), buf_at(Buf::Q, at) + sp.row0 * QW, sp.n, sp.pos0, kv.pages(idx), buf_at(Buf::Att, at) + sp.row0 * QW, work);
       }
       break;
     }
-    case OpKind::AddResidual: {
-      const int64_t w = width(op.dst);
-      float* d = buf_at(op.dst, op.loc);
-      const float* s = buf_at(op.src, op.loc);
-      for_rows([&](int64_t r) { add_row(d + r * w, s + r * w, w); });
-      break;
-    }
     case OpKind::SwiGlu:
-    case OpKind::GeGlu: {
-      // The gated activations: gate ← act(gate) · up, SiLU or GELU.
-      const int64_t w = cfg_.n_ff;
-      float* g = buf_at(Buf::Gate, op.loc);
-      const float* u = buf_at(Buf::Up, op.loc);
-      void (*const act)(const float*, const float*, float*, int64_t) = op.kind == OpKind::SwiGlu ? swiglu_row : geglu_row;
-      for_rows([&](int64_t r) {
-        act(g + r * w, u + r * w, g + r * w, w);
-        convert_fused(g + r * w, r, w);
-      });
+      kn.swiglu(buf_at(Buf::Gate, at), buf_at(Buf::Up, at), rows, cfg_.n_ff, fused_converts(op));
       break;
-    }
+    case OpKind::GeGlu:
+      kn.geglu(buf_at(Buf::Gate, at), buf_at(Buf::Up, at), rows, cfg_.n_ff, fused_converts(op));
+      break;
+    case OpKind::Gelu:
+      kn.gelu(buf_at(op.src, at), rows, width(op.src), fused_converts(op));
+      break;
+    case OpKind::MoeFfn:
+      // Routing is decided on the host: a device with its own kernels sends the router's scores
+      // back and runs the experts as separate kernels (moe_device); the CPU kernels run the
+      // whole FFN on the lane's pool (model/moe.h).
+      if (&kn == dk_) moe_device(kn, op, rows);
+      else (at == Loc::Dev ? moe_dev_ : moe_host_).run(op.lane == Lane::Device ? device_->pool() : *pool_, moe_weights(layers_[static_cast<size_t>(op.layer)], at),
+                                                     buf_at(op.src, at), rows, buf_at(op.dst, at));
+      break;
     case OpKind::LogitSoftcap: {
       float* lg = buf_at(Buf::Logits, Loc::Host);
-      if (!lg) break;
-      const float cap = cfg_.final_softcap, inv = 1.0f / cap;
-      const int64_t n = rows * cfg_.n_vocab;
-      for (int64_t i = 0; i < n; ++i) lg[i] = std::tanh(lg[i] * inv) * cap;
-      break;
-    }
-    case OpKind::MoeFfn:
-      (op.loc == Loc::Dev ? moe_dev_ : moe_host_).run(pool, moe_weights(layers_[static_cast<size_t>(op.layer)], op.loc), buf_at(op.src, op.loc), rows,
-                                                     buf_at(op.dst, op.loc));
-      break;
-    case OpKind::LayerNorm: {
-      const int64_t w = width(op.src);
-      float* s = buf_at(op.src, op.loc);
-      float* d = buf_at(op.dst, op.loc);
-      for_rows([&](int64_t r) {
-        layernorm_row(s + r * w, op.vec, op.vec2, d + r * w, w, cfg_.norm_eps);
-        convert_fused(d + r * w, r, w);
-      });
-      break;
-    }
-    case OpKind::Gelu: {
-      const int64_t w = width(op.src);
-      float* x = buf_at(op.src, op.loc);
-      for_rows([&](int64_t r) {
-        gelu_row(x + r * w, x + r * w, w);
-        convert_fused(x + r * w, r, w);
-      });
+      if (lg) kn.softcap(lg, rows * cfg_.n_vocab, cfg_.final_softcap);
       break;
     }
     case OpKind::LastRows:
       // Each sequence's last row to row k (k-th span): the rows the LM head reads.
       if (!st.want_all) {
-        float* x = buf_at(Buf::X, op.loc);
+        float* x = buf_at(Buf::X, at);
         for (size_t k = 0; k < st.spans.size(); ++k) {
           const int64_t last = st.spans[k].row0 + st.spans[k].n - 1;
-          if (last != static_cast<int64_t>(k))
-            std::memmove(x + static_cast<int64_t>(k) * cfg_.n_embd, x + last * cfg_.n_embd, static_cast<size_t>(cfg_.n_embd) * sizeof(float));
+          if (last != static_cast<int64_t>(k)) kn.copy(x + static_cast<int64_t>(k) * E, x + last * E, static_cast<size_t>(E) * sizeof(float));
         }
       }
       break;
     case OpKind::CopyRows: {
-      const Loc from = op.loc == Loc::Host ? Loc::Dev : Loc::Host;
+      const Loc from = at == Loc::Host ? Loc::Dev : Loc::Host;
       int64_t r0 = 0, r1 = rows;
       if (op.part == 1) r1 = st.n_dev_rows;
       else if (op.part == 2) r0 = st.n_dev_rows;
       if (r1 <= r0) break;
       const size_t bytes = static_cast<size_t>((r1 - r0) * op.width) * sizeof(float);
-      float* d = buf_at(op.dst, op.loc) + r0 * op.width;
+      float* d = buf_at(op.dst, at) + r0 * op.width;
       const float* s = buf_at(op.src, from) + r0 * op.width;
-      if (op.loc == Loc::Dev) device_->copy_to_device(d, s, bytes);
+      if (at == Loc::Dev) device_->copy_to_device(d, s, bytes);
       else device_->copy_to_host(d, s, bytes);
       break;
     }
@@ -416,11 +341,10 @@ void Model::exec_op(int32_t oi) {
     case OpKind::SaveActs: {
       for (const Span& sp : st.spans) {
         std::vector<float>& saved = seqs_[static_cast<size_t>(sp.seq)]->saved[static_cast<size_t>(op.layer)];
-        const int64_t cap = static_cast<int64_t>(saved.size()) / cfg_.n_embd;
+        const int64_t cap = static_cast<int64_t>(saved.size()) / E;
         const int64_t n_keep = std::max<int64_t>(0, std::min(sp.n, cap - sp.pos0));
         if (n_keep > 0)
-          std::memcpy(saved.data() + sp.pos0 * cfg_.n_embd, buf_at(Buf::H, Loc::Host) + sp.row0 * cfg_.n_embd,
-                      static_cast<size_t>(n_keep * cfg_.n_embd) * sizeof(float));
+          std::memcpy(saved.data() + sp.pos0 * E, buf_at(Buf::H, Loc::Host) + sp.row0 * E, static_cast<size_t>(n_keep * E) * sizeof(float));
       }
       break;
     }
@@ -430,65 +354,89 @@ void Model::exec_op(int32_t oi) {
         const Span& sp = st.spans[k];
         const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
         if (p > 0)
-          device_->copy_to_device(dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * cfg_.n_embd,
-                                  seqs_[static_cast<size_t>(sp.seq)]->saved[static_cast<size_t>(op.layer)].data(),
-                                  static_cast<size_t>(p * cfg_.n_embd) * sizeof(float));
+          device_->copy_to_device(dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E,
+                                  seqs_[static_cast<size_t>(sp.seq)]->saved[static_cast<size_t>(op.layer)].data(), static_cast<size_t>(p * E) * sizeof(float));
       }
       break;
     }
-    case OpKind::RecomputeKv: {
-      // KVPR: K and V of positions [0, p) from the saved attn_norm rows, through the same kernels
-      // (conversion, matmul, bias, RoPE, f16 store) as when they were first computed.
-      Layer& L = layers_[static_cast<size_t>(op.layer)];
-      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
-      const int64_t E = cfg_.n_embd;
-      const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);  // the device scratch's rows
-      for (size_t k = 0; k < st.spans.size(); ++k) {
-        const Span& sp = st.spans[k];
-        KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
-        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
-        for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
-          const int64_t nc = std::min(step_rows, p - c0);
-          const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
-          for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
-            const GgmlType t = type_traits(w->type).vec_dot_type;
-            const void* act = h;
-            if (t != GgmlType::F32) {
-              convert_rows(pool, t, h, nc, E, dev_act_[t]);
-              act = dev_act_[t];
-            }
-            // W_K and W_V are read from host memory, which the loopback device shares; a discrete
-            // GPU reads them from the layer's streamed-weight slot (the Vulkan issue).
-            if (w->cpu_layout != WeightLayout::Gguf) matmul_packed(pool, *quant::packed_format(w->type), w->cpu_data, w->rows, w->cols, act, nc, out, KVW);
-            else matmul_prepared(pool, w->type, w->cpu_data, w->rows, w->cols, act, nc, out, KVW);
-            if (!bias->empty())
-              for (int64_t r = 0; r < nc; ++r) add_row(out + r * KVW, bias->data(), KVW);
-          }
-          if (!L.k_norm_f.empty())
-            for (int64_t r = 0; r < nc * cfg_.n_kv_heads; ++r)
-              rmsnorm_row(dev_rk_ + r * hd, L.k_norm_f.data(), dev_rk_ + r * hd, hd, cfg_.norm_eps);
-          for (int64_t r = 0; r < nc; ++r) rope_row(dev_rk_ + r * KVW, cfg_.n_kv_heads, cfg_.head_dim, c0 + r, rope_of(op.layer));
-          store_rows(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
-        }
-      }
+    case OpKind::RecomputeKv:
+      recompute_kv(kn, op);
       break;
+  }
+}
+
+// KVPR: K and V of positions [0, p) of each sequence from its saved attn_norm rows (copied to
+// the device by CopyActs), through the lane's kernels (conversion, matmul, bias, k_norm, RoPE,
+// f16 store) as when they were first computed, into the layer's staging slot.
+void Model::recompute_kv(Kernels& kn, const Op& op) {
+  const Layer& L = layers_[static_cast<size_t>(op.layer)];
+  const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
+  const int64_t E = cfg_.n_embd, KVW = cfg_.n_kv_heads * cfg_.head_dim;
+  const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);  // the device scratch's rows
+  const StepState& st = step_state_;
+  for (size_t k = 0; k < st.spans.size(); ++k) {
+    const Span& sp = st.spans[k];
+    KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
+    const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
+    for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
+      const int64_t nc = std::min(step_rows, p - c0);
+      const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
+      for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
+        const GgmlType t = kn.act_type(w->type);
+        const void* act = h;
+        if (t != GgmlType::F32) {
+          kn.convert(t, h, nc, E, act_at(t, Loc::Dev));
+          act = act_at(t, Loc::Dev);
+        }
+        const RecomputeWeight& rw = recompute_w_.at(w);
+        kn.matmul(w->type, rw.data, rw.packed, w->rows, w->cols, act, nc, out, KVW, false);
+        if (!bias->empty()) kn.add(out, vec_at(bias->data(), Loc::Dev), nc, KVW, 0);
+      }
+      if (!L.k_norm_f.empty())
+        kn.rmsnorm(dev_rk_, vec_at(L.k_norm_f.data(), Loc::Dev), dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, cfg_.norm_eps, RowConverts{});
+      kn.rope(dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, recompute_pos_.data() + c0, rope_of(op.layer));
+      store_kv(kn, staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
     }
   }
+}
+
+// K and V rows of positions [pos0, pos0 + n) into a KV cache, page by page.
+void Model::store_kv(Kernels& kn, KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0) {
+  const int64_t pt = cfg_.kv_page_tokens, KVW = cfg_.n_kv_heads * cfg_.head_dim;
+  for (int64_t p0 = pos0; p0 < pos0 + n;) {
+    const int64_t page_start = p0 / pt * pt;
+    const int64_t m = std::min(pos0 + n, page_start + pt) - p0;
+    const int64_t r = p0 - pos0;
+    kn.kv_store(k + r * KVW, KVW, kv.k_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    kn.kv_store(v + r * KVW, KVW, kv.v_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    p0 += m;
+  }
+}
+
+// The activation buffers an op's fused Convert ops write (compile's fuse pass), at its location.
+RowConverts Model::fused_converts(const Op& op) {
+  RowConverts cv;
+  cv.n = op.n_fused_convert;
+  for (int k = 0; k < op.n_fused_convert; ++k) {
+    cv.type[k] = op.fused_convert[k];
+    cv.dst[k] = act_at(op.fused_convert[k], op.loc);
+  }
+  return cv;
 }
 
 // The MoE FFN on a device with its own kernels: the router's scores come back to the host, which
 // routes (as on the CPU: model/moe.cc); each expert with tokens then runs on the device over its
 // gathered rows, each (token, slot) result scaled into a slot-major buffer, and the slots are
 // summed in order.
-void Model::moe_device(const Op& op, int64_t rows) {
+void Model::moe_device(Kernels& kn, const Op& op, int64_t rows) {
   const Layer& L = layers_[static_cast<size_t>(op.layer)];
   const MoeWeights w = moe_weights(L, Loc::Dev);
   const MoeShape& ms = moe_dev_.shape();
   const int64_t E = ms.n_embd, F = ms.n_ff, X = ms.n_expert, K = ms.n_used;
   const float* h = buf_at(op.src, Loc::Dev);
   float* out = buf_at(op.dst, Loc::Dev);
-  dk_->matmul(w.router_type, w.router, X, E, h, rows, dev_moe_.logits, X);
-  dk_->sync();
+  kn.matmul(w.router_type, w.router, nullptr, X, E, h, rows, dev_moe_.logits, X, false);
+  kn.sync();
   moe_logits_host_.resize(static_cast<size_t>(rows * X));
   device_->copy_to_host(moe_logits_host_.data(), dev_moe_.logits, moe_logits_host_.size() * sizeof(float));
   moe_dev_.route(moe_logits_host_.data(), rows);
@@ -515,156 +463,25 @@ void Model::moe_device(const Op& op, int64_t rows) {
     const int32_t* m = nullptr;
     const int64_t n = moe_dev_.members_of(e, &m);
     if (n == 0) continue;
-    dk_->gather_rows(h, dev_moe_.xg, dev_moe_.idx + at, n, E);
-    dk_->matmul(w.gate.type, w.gate.expert(e), F, E, dev_moe_.xg, n, dev_moe_.g, F);
-    dk_->matmul(w.up.type, w.up.expert(e), F, E, dev_moe_.xg, n, dev_moe_.u, F);
-    dk_->swiglu(dev_moe_.g, dev_moe_.u, n * F);
-    dk_->matmul(w.down.type, w.down.expert(e), E, F, dev_moe_.g, n, dev_moe_.y, E);
-    dk_->scatter_rows(dev_moe_.y, dev_moe_.ys, dev_moe_.idx + rows * K + at, dev_moe_.wt + at, n, E);
+    kn.gather_rows(h, dev_moe_.xg, dev_moe_.idx + at, n, E);
+    kn.matmul(w.gate.type, w.gate.expert(e), nullptr, F, E, dev_moe_.xg, n, dev_moe_.g, F, false);
+    kn.matmul(w.up.type, w.up.expert(e), nullptr, F, E, dev_moe_.xg, n, dev_moe_.u, F, false);
+    kn.swiglu(dev_moe_.g, dev_moe_.u, n, F, RowConverts{});
+    kn.matmul(w.down.type, w.down.expert(e), nullptr, E, F, dev_moe_.g, n, dev_moe_.y, E, false);
+    kn.scatter_rows(dev_moe_.y, dev_moe_.ys, dev_moe_.idx + rows * K + at, dev_moe_.wt + at, n, E);
     at += n;
   }
-  dk_->copy(out, dev_moe_.ys, static_cast<size_t>(rows * E) * sizeof(float));
-  for (int64_t s = 1; s < K; ++s) dk_->add(out, dev_moe_.ys + s * rows * E, rows * E, rows * E);
+  kn.copy(out, dev_moe_.ys, static_cast<size_t>(rows * E) * sizeof(float));
+  for (int64_t s = 1; s < K; ++s) kn.add(out, dev_moe_.ys + s * rows * E, rows, E, E);
 }
 
-const float* Model::dev_vec(const float* host) const {
+// A norm weight or bias as the op's location holds it: the host's vector, which the loopback
+// device reads in place, or a device's own copy.
+const float* Model::vec_at(const float* host, Loc l) const {
+  if (!host || l == Loc::Host || !dk_) return host;
   auto it = dev_vecs_.find(host);
   if (it == dev_vecs_.end()) throw DeviceError("device op without a device copy of its norm weights or bias");
   return it->second;
-}
-
-void Model::store_kv_device(KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0) {
-  const int64_t pt = cfg_.kv_page_tokens, KVW = cfg_.n_kv_heads * cfg_.head_dim;
-  for (int64_t p0 = pos0; p0 < pos0 + n;) {
-    const int64_t page_start = p0 / pt * pt;
-    const int64_t m = std::min(pos0 + n, page_start + pt) - p0;
-    const int64_t r = p0 - pos0;
-    dk_->kv_store(k + r * KVW, KVW, kv.k_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
-    dk_->kv_store(v + r * KVW, KVW, kv.v_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
-    p0 += m;
-  }
-}
-
-void Model::exec_device_op(const Op& op, int64_t rows) {
-  const StepState& st = step_state_;
-  auto in_part = [&](const Span& sp) {
-    if (op.part == 0) return true;
-    const bool dev = seqs_[static_cast<size_t>(sp.seq)]->kv_loc == Loc::Dev;
-    return op.part == 1 ? dev : !dev;
-  };
-  const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim, QW = cfg_.n_heads * cfg_.head_dim, E = cfg_.n_embd;
-  switch (op.kind) {
-    case OpKind::RmsNorm: {
-      // op.width set: per head (qk_norm), each head a row of its own.
-      const int64_t w = op.width > 0 ? op.width : width(op.src);
-      dk_->rmsnorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), buf_at(op.dst, Loc::Dev), rows * (width(op.src) / w), w, cfg_.norm_eps);
-      break;
-    }
-    case OpKind::MatMul: {
-      float* dst = buf_at(op.dst, Loc::Dev);
-      if (!dst) break;
-      dk_->matmul(op.w->type, op.wdata, op.r1 - op.r0, op.w->cols, buf_at(op.src, Loc::Dev), rows, dst + op.r0, width(op.dst));
-      break;
-    }
-    case OpKind::AddBias: {
-      const int64_t w = width(op.dst);
-      dk_->add(buf_at(op.dst, Loc::Dev), dev_vec(op.vec), rows * w, w);
-      break;
-    }
-    case OpKind::Rope: {
-      const int64_t w = width(op.dst);
-      const int64_t heads = op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads;
-      float* d = buf_at(op.dst, Loc::Dev);
-      // Each sequence's rows are consecutive positions.
-      for (const Span& sp : st.spans) dk_->rope(d + sp.row0 * w, sp.n, heads, cfg_.head_dim, sp.pos0, rope_of(op.layer));
-      break;
-    }
-    case OpKind::StoreKv: {
-      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
-      for (const Span& sp : st.spans) {
-        if (!in_part(sp)) continue;
-        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
-        store_kv_device(kv, idx, buf_at(Buf::K, Loc::Dev) + sp.row0 * KVW, buf_at(Buf::V, Loc::Dev) + sp.row0 * KVW, sp.n, sp.pos0);
-      }
-      break;
-    }
-    case OpKind::Attention: {
-      const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
-      const int64_t pt = cfg_.kv_page_tokens;
-      const size_t half = static_cast<size_t>(pt * KVW);  // f16 values of K (or V) per page
-      for (const Span& sp : st.spans) {
-        if (!in_part(sp)) continue;
-        KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
-        const KvPages pages = kv.pages(idx);
-        // The sequence's pages into the contiguous pools the shader binds (device-side copies).
-        const int64_t n_pages = (sp.pos0 + sp.n + pt - 1) / pt;
-        for (int64_t p = 0; p < n_pages; ++p) {
-          dk_->copy(dev_gather_k_ + static_cast<size_t>(p) * half, pages.k[p], half * sizeof(uint16_t));
-          dk_->copy(dev_gather_v_ + static_cast<size_t>(p) * half, pages.v[p], half * sizeof(uint16_t));
-        }
-        dk_->attention(buf_at(Buf::Q, Loc::Dev) + sp.row0 * QW, sp.n, sp.pos0, dev_gather_k_, dev_gather_v_, dev_page_table_,
-                       buf_at(Buf::Att, Loc::Dev) + sp.row0 * QW, attention_shape(op.layer), pt);
-      }
-      break;
-    }
-    case OpKind::AddResidual: {
-      const int64_t w = width(op.dst);
-      dk_->add(buf_at(op.dst, Loc::Dev), buf_at(op.src, Loc::Dev), rows * w, rows * w);
-      break;
-    }
-    case OpKind::SwiGlu:
-      dk_->swiglu(buf_at(Buf::Gate, Loc::Dev), buf_at(Buf::Up, Loc::Dev), rows * cfg_.n_ff);
-      break;
-    case OpKind::GeGlu:
-      dk_->gelu(buf_at(Buf::Gate, Loc::Dev), buf_at(Buf::Up, Loc::Dev), rows * cfg_.n_ff);
-      break;
-    case OpKind::Gelu:
-      dk_->gelu(buf_at(op.src, Loc::Dev), nullptr, rows * width(op.src));
-      break;
-    case OpKind::MoeFfn:
-      moe_device(op, rows);
-      break;
-    case OpKind::LayerNorm: {
-      const int64_t w = width(op.src);
-      dk_->layernorm(buf_at(op.src, Loc::Dev), dev_vec(op.vec), dev_vec(op.vec2), buf_at(op.dst, Loc::Dev), rows, w, cfg_.norm_eps);
-      break;
-    }
-    case OpKind::LastRows:
-      if (!st.want_all) {
-        float* x = buf_at(Buf::X, Loc::Dev);
-        for (size_t k = 0; k < st.spans.size(); ++k) {
-          const int64_t last = st.spans[k].row0 + st.spans[k].n - 1;
-          if (last != static_cast<int64_t>(k)) dk_->copy(x + static_cast<int64_t>(k) * E, x + last * E, static_cast<size_t>(E) * sizeof(float));
-        }
-      }
-      break;
-    case OpKind::RecomputeKv: {
-      // KVPR: K and V of positions [0, p) from the saved attn_norm rows, through the device's
-      // kernels (matmul, bias, RoPE, f16 store) as when they were first computed on it.
-      Layer& L = layers_[static_cast<size_t>(op.layer)];
-      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
-      const int64_t step_rows = std::min(cfg_.batch_size, kDeviceRows);
-      for (size_t k = 0; k < st.spans.size(); ++k) {
-        const Span& sp = st.spans[k];
-        KvCache& staging = *seqs_[static_cast<size_t>(sp.seq)]->staging;
-        const int64_t p = std::min(lp.recompute_prefix, sp.pos0);
-        for (int64_t c0 = 0; c0 < p; c0 += step_rows) {
-          const int64_t nc = std::min(step_rows, p - c0);
-          const float* h = dev_recompute_ + static_cast<int64_t>(k) * recompute_rows_ * E + c0 * E;
-          for (auto [w, out, bias] : {std::make_tuple(&L.wk, dev_rk_, &L.bk), std::make_tuple(&L.wv, dev_rv_, &L.bv)}) {
-            dk_->matmul(w->type, recompute_w_.at(w), w->rows, w->cols, h, nc, out, KVW);
-            if (!bias->empty()) dk_->add(out, dev_vec(bias->data()), nc * KVW, KVW);
-          }
-          if (!L.k_norm_f.empty()) dk_->rmsnorm(dev_rk_, dev_vec(L.k_norm_f.data()), dev_rk_, nc * cfg_.n_kv_heads, cfg_.head_dim, cfg_.norm_eps);
-          dk_->rope(dev_rk_, nc, cfg_.n_kv_heads, cfg_.head_dim, c0, rope_of(op.layer));
-          store_kv_device(staging, op.kv_slot, dev_rk_, dev_rv_, nc, c0);
-        }
-      }
-      break;
-    }
-    default:
-      throw DeviceError(std::string("device op ") + op_kind_name(static_cast<int>(op.kind)) + " has no device kernel");
-  }
 }
 
 float* Model::buf_at(Buf b, Loc l) {

@@ -281,8 +281,6 @@ class Model {
   };
   // A layer's MoE weights as the kernels at `loc` read them (the device's resident copies there).
   MoeWeights moe_weights(const Layer& L, Loc loc) const;
-  // The MoE FFN on a device with kernels of its own (routing decided on the host).
-  void moe_device(const Op& op, int64_t rows);
 
   // `matrices` > 1: a stack of that many rows × cols matrices (dims [cols, rows, matrices]),
   // returned as one weight of rows × matrices rows.
@@ -308,12 +306,17 @@ class Model {
   }
   const RopeParams& rope_of(int layer) const { return layer >= 0 && is_swa(layer) ? cfg_.rope_swa : cfg_.rope; }
   std::vector<RopeParams> layer_ropes_;  // rope_of(l) for every layer (KV shifts)
+  // Op i on its lane: the lane's kernels (device/kernels.h) and the one op switch, run_op.
   void exec_op(int32_t i);
-  // An op placed on a device with its own kernels (Vulkan), recorded on the device lane's stream.
-  void exec_device_op(const Op& op, int64_t rows);
-  // K and V rows of positions [pos0, pos0 + n) into a device KV cache, page by page.
-  void store_kv_device(KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0);
-  const float* dev_vec(const float* host) const;
+  void run_op(Kernels& kn, const Op& op, int64_t rows);
+  // KVPR's recomputation of K and V into the staging slot, on whichever lane runs it.
+  void recompute_kv(Kernels& kn, const Op& op);
+  // K and V rows of positions [pos0, pos0 + n) into a KV cache, page by page.
+  void store_kv(Kernels& kn, KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0);
+  RowConverts fused_converts(const Op& op);
+  // The MoE FFN with a device's own kernels (routing on the host between its kernels).
+  void moe_device(Kernels& kn, const Op& op, int64_t rows);
+  const float* vec_at(const float* host, Loc l) const;
   float* buf_at(Buf b, Loc l);
   uint8_t* act_at(GgmlType t, Loc l);
   struct Sequence;
@@ -409,11 +412,18 @@ class Model {
   // separate allocations; a shader binds one pool) with their page table, device copies of W_K
   // and W_V for KVPR's recomputation when they are not resident, and which ops end a submission
   // (another lane waits for them, or they end the step).
-  DeviceKernels* dk_ = nullptr;
+  Kernels* dk_ = nullptr;
   std::map<const float*, float*> dev_vecs_;
   uint16_t *dev_gather_k_ = nullptr, *dev_gather_v_ = nullptr;
   uint32_t* dev_page_table_ = nullptr;
-  std::map<const Weight*, const uint8_t*> recompute_w_;
+  // W_K and W_V as KVPR's recomputation reads them on its lane: a device copy in the GGUF layout
+  // (Vulkan), or the host's bytes in the CPU's layout, which the loopback device reads in place.
+  struct RecomputeWeight {
+    const uint8_t* data = nullptr;
+    const quant::PackedFormat* packed = nullptr;
+  };
+  std::map<const Weight*, RecomputeWeight> recompute_w_;
+  std::vector<int64_t> recompute_pos_;  // 0, 1, ...: the positions of recomputed rows (RoPE)
   std::vector<uint8_t> sync_after_;
   std::vector<std::string> placement_notes_;
   Executor executor_;

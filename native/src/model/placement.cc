@@ -290,6 +290,8 @@ void Model::set_placements(const Placement& p, const Placement* prefill, int64_t
     }
     if (most > 0) {
       recompute_rows_ = most;
+      recompute_pos_.resize(static_cast<size_t>(most));
+      for (int64_t i = 0; i < most; ++i) recompute_pos_[static_cast<size_t>(i)] = i;
       dev_recompute_ = static_cast<float*>(alloc(static_cast<size_t>(most * E * cfg_.max_sequences) * sizeof(float), "KVPR activations being recomputed"));
       const int64_t KVW = cfg_.n_kv_heads * cfg_.head_dim;
       dev_rk_ = static_cast<float*>(alloc(static_cast<size_t>(B * KVW) * sizeof(float), "KVPR recomputed K"));
@@ -324,25 +326,30 @@ void Model::set_placements(const Placement& p, const Placement* prefill, int64_t
         dev_page_table_ = static_cast<uint32_t*>(alloc(table.size() * sizeof(uint32_t), "attention's page table"));
         d.copy_to_device(dev_page_table_, table.data(), table.size() * sizeof(uint32_t));
       }
-      // KVPR recomputes K and V on the device from W_K and W_V: the resident copies where they
-      // hold every row, else copies of their own.
-      for (int64_t l = 0; l < nl && recompute_rows_ > 0; ++l) {
-        const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
-        if (kv_cache_of_[static_cast<size_t>(l)] != 0 || lp.op[kAttention].loc != Loc::Dev || lp.recompute_prefix == 0) continue;
-        Layer& L = layers_[static_cast<size_t>(l)];
-        for (const Weight* w : {&L.wk, &L.wv}) {
-          if (!dk_->runs(w->type)) throw DeviceError(d.info().name + ": KV recomputation needs a kernel for " + w->name + "'s format");
-          auto it = resident_.find(w);
-          const bool whole = it != resident_.end() && lp.op[w == &L.wk ? kK : kV].dev_fraction >= 1.0;
-          if (whole) {
-            recompute_w_[w] = it->second;
-            continue;
-          }
-          const size_t bytes = w->row_bytes * static_cast<size_t>(w->rows);
-          auto* q = static_cast<uint8_t*>(alloc(bytes, "KVPR's copy of '" + w->name + "'"));
-          d.copy_to_device(q, w->data, bytes);
-          recompute_w_[w] = q;
+    }
+    // KVPR recomputes K and V on the device from W_K and W_V. A device with its own kernels reads
+    // the resident copies where they hold every row, else copies of their own; the loopback
+    // device reads the host's bytes in the CPU's layout in place, as the CPU kernels do.
+    for (int64_t l = 0; l < nl && recompute_rows_ > 0; ++l) {
+      const LayerPlacement& lp = placement_.layers[static_cast<size_t>(l)];
+      if (kv_cache_of_[static_cast<size_t>(l)] != 0 || lp.op[kAttention].loc != Loc::Dev || lp.recompute_prefix == 0) continue;
+      Layer& L = layers_[static_cast<size_t>(l)];
+      for (const Weight* w : {&L.wk, &L.wv}) {
+        if (!dk_) {
+          recompute_w_[w] = {w->cpu_data, w->cpu_layout != WeightLayout::Gguf ? quant::packed_format(w->type) : nullptr};
+          continue;
         }
+        if (!dk_->runs(w->type)) throw DeviceError(d.info().name + ": KV recomputation needs a kernel for " + w->name + "'s format");
+        auto it = resident_.find(w);
+        const bool whole = it != resident_.end() && lp.op[w == &L.wk ? kK : kV].dev_fraction >= 1.0;
+        if (whole) {
+          recompute_w_[w] = {it->second, nullptr};
+          continue;
+        }
+        const size_t bytes = w->row_bytes * static_cast<size_t>(w->rows);
+        auto* q = static_cast<uint8_t*>(alloc(bytes, "KVPR's copy of '" + w->name + "'"));
+        d.copy_to_device(q, w->data, bytes);
+        recompute_w_[w] = {q, nullptr};
       }
     }
     dev_attn_scratch_.reserve(attention_shape(), cfg_.context_length, B, d.pool().size());

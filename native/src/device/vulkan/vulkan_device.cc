@@ -6,7 +6,7 @@
 // matmul's columns) through the model's pointer arithmetic unchanged, and that faults at once if
 // host code ever dereferenced it. resolve() maps a handle back to (buffer, offset).
 //
-// Work: the model calls DeviceKernels for every op placed on the device. Each calling thread (an
+// Work: the model calls Kernels (device/kernels.h) for every op placed on the device. Each calling thread (an
 // executor lane, or the JS thread during set-up) records into its own stream; sync() submits
 // and waits. The model syncs only after ops another lane waits for and at the end of a step, so
 // a layer's kernels go to the queue as one submission.
@@ -34,7 +34,7 @@ std::string mib(uint64_t b) {
 
 std::atomic<uint64_t> g_next_device_id{1};
 
-class VulkanDevice final : public Device, public DeviceKernels {
+class VulkanDevice final : public Device, public Kernels {
  public:
   VulkanDevice(VulkanContext& ctx, const VulkanDeviceOptions& o) : ctx_(ctx), id_(g_next_device_id.fetch_add(1)) {
     const VulkanInfo& v = ctx.info();
@@ -75,7 +75,7 @@ class VulkanDevice final : public Device, public DeviceKernels {
   }
 
   const DeviceInfo& info() const override { return info_; }
-  DeviceKernels* kernels() override { return this; }
+  Kernels* kernels() override { return this; }
 
   void* alloc(size_t bytes, const std::string& what) override {
     if (fail_after_.load() == 0) throw DeviceError("vulkan: device lost (injected failure)");
@@ -132,34 +132,65 @@ class VulkanDevice final : public Device, public DeviceKernels {
   }
   void fail_after(int64_t n) override { fail_after_ = n; }
 
-  // DeviceKernels.
+  // Kernels (device/kernels.h). The shaders read f32 activations and the GGUF layout; the
+  // host-only ops and the CPU's fused conversions are refused (compile never places them here).
   bool runs(GgmlType type) const override { return VulkanContext::runs(type); }
-  void matmul(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t tokens, float* y, int64_t y_stride) override {
+  GgmlType act_type(GgmlType) const override { return GgmlType::F32; }
+  void matmul(GgmlType type, const void* w, const quant::PackedFormat* packed, int64_t rows, int64_t cols, const void* x, int64_t tokens, float* y,
+              int64_t y_stride, bool) override {
+    if (packed) throw DeviceError("vulkan: matmul given a CPU-repacked weight");
     const uint64_t wbytes = row_bytes(type, cols) * static_cast<uint64_t>(rows);
     ctx_.matvec(stream(), type, resolve(w, wbytes), rows, cols, resolve(x, 4), resolve(y, 4), tokens, y_stride);
   }
-  void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t width, float eps) override {
-    const uint64_t n = static_cast<uint64_t>(rows * width) * 4;
-    ctx_.rmsnorm(stream(), resolve(x, n), resolve(w, static_cast<uint64_t>(width) * 4), resolve(y, n), rows, width, eps);
+  void convert(GgmlType type, const float*, int64_t, int64_t, void*) override {
+    throw DeviceError(std::string("vulkan: no conversion to ") + type_traits(type).name + " (the device's matmuls read f32 activations)");
   }
-  void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t pos0, const RopeParams& p) override {
-    ctx_.rope(stream(), resolve(x, static_cast<uint64_t>(rows * heads * head_dim) * 4), rows, heads, head_dim, p.n_rot, pos0, p.freq_base, p.freq_scale,
-              p.style == RopeStyle::Neox);
+  void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t groups, int64_t width, float eps, const RowConverts& cv) override {
+    no_converts(cv, "rmsnorm");
+    // Per head (groups > 1): each head a row of its own.
+    const int64_t n_rows = rows * groups;
+    const uint64_t n = static_cast<uint64_t>(n_rows * width) * 4;
+    ctx_.rmsnorm(stream(), resolve(x, n), resolve(w, static_cast<uint64_t>(width) * 4), resolve(y, n), n_rows, width, eps);
   }
-  void add(float* y, const float* b, int64_t n, int64_t bwidth) override {
-    ctx_.add(stream(), resolve(y, static_cast<uint64_t>(n) * 4), resolve(b, static_cast<uint64_t>(bwidth) * 4), n, bwidth);
-  }
-  void swiglu(float* g, const float* u, int64_t n) override {
-    ctx_.swiglu(stream(), resolve(g, static_cast<uint64_t>(n) * 4), resolve(u, static_cast<uint64_t>(n) * 4), n);
-  }
-  void layernorm(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t width, float eps) override {
+  void layernorm(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t width, float eps, const RowConverts& cv) override {
+    no_converts(cv, "layernorm");
     const uint64_t n = static_cast<uint64_t>(rows * width) * 4, vw = static_cast<uint64_t>(width) * 4;
     ctx_.layernorm(stream(), resolve(x, n), resolve(w, vw), resolve(b, vw), resolve(y, n), rows, width, eps);
   }
-  void gelu(float* g, const float* u, int64_t n) override {
+  void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* pos, const RopeParams& p) override {
+    // The shader rotates runs of consecutive positions (a sequence's rows): one dispatch per run.
+    const int64_t w = heads * head_dim;
+    for (int64_t r0 = 0; r0 < rows;) {
+      int64_t r1 = r0 + 1;
+      while (r1 < rows && pos[r1] == pos[r1 - 1] + 1) ++r1;
+      ctx_.rope(stream(), resolve(x + r0 * w, static_cast<uint64_t>((r1 - r0) * w) * 4), r1 - r0, heads, head_dim, p.n_rot, pos[r0], p.freq_base,
+                p.freq_scale, p.style == RopeStyle::Neox);
+      r0 = r1;
+    }
+  }
+  void add(float* y, const float* b, int64_t rows, int64_t width, int64_t b_stride) override {
+    // The shader adds b[i % bwidth]: one bias row (bwidth = width) or whole rows (bwidth = n).
+    if (b_stride != 0 && b_stride != width) throw DeviceError("vulkan: add with rows of b " + std::to_string(b_stride) + " floats apart");
+    const int64_t n = rows * width, bwidth = b_stride == 0 ? width : n;
+    ctx_.add(stream(), resolve(y, static_cast<uint64_t>(n) * 4), resolve(b, static_cast<uint64_t>(bwidth) * 4), n, bwidth);
+  }
+  void swiglu(float* g, const float* u, int64_t rows, int64_t width, const RowConverts& cv) override {
+    no_converts(cv, "swiglu");
+    const int64_t n = rows * width;
+    ctx_.swiglu(stream(), resolve(g, static_cast<uint64_t>(n) * 4), resolve(u, static_cast<uint64_t>(n) * 4), n);
+  }
+  void geglu(float* g, const float* u, int64_t rows, int64_t width, const RowConverts& cv) override {
+    no_converts(cv, "geglu");
+    const int64_t n = rows * width;
+    const uint64_t bytes = static_cast<uint64_t>(n) * 4;
+    ctx_.gelu(stream(), resolve(g, bytes), resolve(u, bytes), n, true);
+  }
+  void gelu(float* x, int64_t rows, int64_t width, const RowConverts& cv) override {
+    no_converts(cv, "gelu");
+    const int64_t n = rows * width;
     const uint64_t bytes = static_cast<uint64_t>(n) * 4;
     // Ungated: the second binding is the first buffer again (the shader does not read it).
-    ctx_.gelu(stream(), resolve(g, bytes), resolve(u ? u : g, bytes), n, u != nullptr);
+    ctx_.gelu(stream(), resolve(x, bytes), resolve(x, bytes), n, false);
   }
   void gather_rows(const float* src, float* dst, const uint32_t* rows, int64_t n, int64_t width) override {
     ctx_.move_rows(stream(), resolve(src, 4), resolve(dst, static_cast<uint64_t>(n * width) * 4), resolve(rows, static_cast<uint64_t>(n) * 4), resolve(dst, 4), n,
@@ -173,11 +204,24 @@ class VulkanDevice final : public Device, public DeviceKernels {
                 int64_t page_tokens) override {
     ctx_.kv_store(stream(), resolve(rows, 4), stride, resolve(page, 4), n_pos, pos_in_page, n_kv_heads, head_dim, page_tokens);
   }
-  void attention(const float* q, int64_t rows, int64_t pos0, const uint16_t* k_pool, const uint16_t* v_pool, const uint32_t* pages, float* out,
-                 const AttentionShape& shape, int64_t page_tokens) override {
-    ctx_.attention(stream(), resolve(q, 4), resolve(k_pool, 4), resolve(v_pool, 4), resolve(pages, 4), resolve(out, 4), rows, shape.n_heads,
-                   shape.n_kv_heads, shape.head_dim, page_tokens, pos0, shape.scale, shape.softcap, shape.window);
+  void attention(const AttentionShape& shape, const float* q, int64_t rows, int64_t pos0, const KvPages& kv, float* out,
+                 const AttentionWork& work) override {
+    if (!work.k_pool || !work.v_pool || !work.page_table) throw DeviceError("vulkan: attention without its K and V pools");
+    // The sequence's pages into the contiguous pools the shader binds (device-side copies).
+    const int64_t pt = kv.page_tokens;
+    const size_t half = static_cast<size_t>(pt * shape.n_kv_heads * shape.head_dim);  // f16 values of K (or V) per page
+    const int64_t n_pages = (pos0 + rows + pt - 1) / pt;
+    for (int64_t p = 0; p < n_pages; ++p) {
+      copy(work.k_pool + static_cast<size_t>(p) * half, kv.k[p], half * sizeof(uint16_t));
+      copy(work.v_pool + static_cast<size_t>(p) * half, kv.v[p], half * sizeof(uint16_t));
+    }
+    ctx_.attention(stream(), resolve(q, 4), resolve(work.k_pool, 4), resolve(work.v_pool, 4), resolve(work.page_table, 4), resolve(out, 4), rows,
+                   shape.n_heads, shape.n_kv_heads, shape.head_dim, pt, pos0, shape.scale, shape.softcap, shape.window);
   }
+  void embed(GgmlType, const uint8_t*, size_t, const int32_t*, int64_t, float*, int64_t, float) override {
+    throw DeviceError("vulkan: the embedding lookup runs on the host");
+  }
+  void softcap(float*, int64_t, float) override { throw DeviceError("vulkan: logit soft-capping runs on the host"); }
   void copy(void* dst, const void* src, size_t bytes) override { ctx_.copy(stream(), resolve(dst, bytes), resolve(src, bytes), bytes); }
   void sync() override { ctx_.flush(stream()); }
   void discard() override {
@@ -186,6 +230,9 @@ class VulkanDevice final : public Device, public DeviceKernels {
   }
 
  private:
+  static void no_converts(const RowConverts& cv, const char* op) {
+    if (cv.n > 0) throw DeviceError(std::string("vulkan: ") + op + " with fused conversions (the device's matmuls read f32 activations)");
+  }
   // The buffer and offset of a handle, checking that `bytes` from it stay inside its allocation.
   VulkanContext::Ref resolve(const void* p, uint64_t bytes) {
     const auto at = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(base_);
