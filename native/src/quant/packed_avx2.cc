@@ -128,6 +128,8 @@ void tile_cols(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_
 template <class F>
 void tile_any(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   switch (cols) {
+    case 4: tile_cols<F, 4>(n, out, os, w, act, as); break;
+    case 3: tile_cols<F, 3>(n, out, os, w, act, as); break;
     case 2: tile_cols<F, 2>(n, out, os, w, act, as); break;
     case 1: tile_cols<F, 1>(n, out, os, w, act, as); break;
     default: break;
