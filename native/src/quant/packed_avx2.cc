@@ -1,10 +1,6 @@
-// The packed 32-element formats (q4_0x4, q5_0x4, q8_0x4: repack.h) × arranged Q8_0 activations,
-// AVX2 (no VNNI). Q4_0/Q5_0: per row, chunk of four blocks and half (two blocks, 32 bytes): the values by AND and
-// shift (Q5_0: the fifth bits expanded from the row's masks and ORed in), two vpmaddubsw
-// (unsigned value × signed quant, pairs summed in int16: at most 2·31·127 each, 15748 for both,
-// no saturation) added in int16, one vpmaddwd to int32 lanes, the activations' −8·Σy lanes added
-// (Q5_0: twice), then scale product, conversion and fma. The GEMV and the tile share that
-// sequence per (row, token): identical outputs. Q8_0: see Q8_0x4 below (about 5 instructions per
+// q8_0x4 (repack.h) × arranged Q8_0 activations ("q8_0 split"), AVX2 (no VNNI); Q4_0 and Q5_0
+// run in their AVX2 piece order (packed_pieces_avx2.cc). The GEMV and the tile share one step
+// per (row, token): identical outputs. Q8_0: see Q8_0x4 below (about 5 instructions per
 // (row, token, block) against 7 for the GGUF-layout tile, which also converts and broadcasts
 // each block's scale product).
 #include <cstring>
@@ -21,52 +17,6 @@ namespace {
 constexpr int64_t kChunkCols = 4 * QK8_0;
 constexpr size_t kActChunkBytes = 256;
 constexpr size_t kGemvPrefetchBytes = 512;  // see packed_avx512.cc
-
-// Row values of one (row, chunk, half) for the nibble formats: the unsigned values of the two
-// blocks' low-nibble lanes and high-nibble lanes.
-struct NibbleRow {
-  __m256i lo, hi;
-};
-
-// One (row, token, half) step of the nibble formats: the part the GEMV and the tile must share.
-template <class F>
-inline __m256 nibble_step(__m256 acc, const NibbleRow& w, __m256 wd_half, const uint8_t* a, int h) {
-  const __m256i ylo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * h));
-  const __m256i yhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 + 32 * h));
-  const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, ylo), _mm256_maddubs_epi16(w.hi, yhi));
-  const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)),
-                                     F::correction(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 192 + 32 * h))));
-  const __m256 sc = _mm256_mul_ps(wd_half, _mm256_loadu_ps(reinterpret_cast<const float*>(a + 128 + 32 * h)));
-  return _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
-}
-
-struct Q4_0x4 {
-  static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q4_0);  // 288
-  static constexpr size_t kQs = 32;
-  using Row = NibbleRow;
-  static inline Row row(const uint8_t* cw, int r, int h) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kQs + 64 * r + 32 * h));
-    return {_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)};
-  }
-  static inline __m256i correction(__m256i neg8) { return neg8; }
-  static inline __m256 step(__m256 acc, const Row& w, __m256 wd_half, const uint8_t* a, int h) { return nibble_step<Q4_0x4>(acc, w, wd_half, a, h); }
-};
-
-struct Q5_0x4 {
-  static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q5_0);  // 352
-  static constexpr size_t kQh = 32, kQs = 96;
-  using Row = NibbleRow;
-  static inline Row row(const uint8_t* cw, int r, int h) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kQs + 64 * r + 32 * h));
-    const uint8_t* masks = cw + kQh + 16 * r;
-    return {_mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 4 * h), sixteen)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 8 + 4 * h), sixteen))};
-  }
-  static inline __m256i correction(__m256i neg8) { return _mm256_add_epi32(neg8, neg8); }
-  static inline __m256 step(__m256 acc, const Row& w, __m256 wd_half, const uint8_t* a, int h) { return nibble_step<Q5_0x4>(acc, w, wd_half, a, h); }
-};
 
 // Q8_0: signed quants, laid out as the activations are (each block's first 16 in the low-lanes
 // half, its last 16 in the high-lanes half). maddubs multiplies unsigned by signed, so the
@@ -128,6 +78,8 @@ void tile_cols(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_
 template <class F>
 void tile_any(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   switch (cols) {
+    case 4: tile_cols<F, 4>(n, out, os, w, act, as); break;
+    case 3: tile_cols<F, 3>(n, out, os, w, act, as); break;
     case 2: tile_cols<F, 2>(n, out, os, w, act, as); break;
     case 1: tile_cols<F, 1>(n, out, os, w, act, as); break;
     default: break;
@@ -182,14 +134,6 @@ void arrange_q8_0_split_avx2(const void* q8, void* dst, int64_t n) {
   }
 }
 
-void gemv_q4_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q4_0x4>(n, out, w, groups, act); }
-void gemv_q5_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q5_0x4>(n, out, w, groups, act); }
-void tile_q4_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  tile_any<Q4_0x4>(n, out, out_stride, w, act, act_stride, cols);
-}
-void tile_q5_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  tile_any<Q5_0x4>(n, out, out_stride, w, act, act_stride, cols);
-}
 void gemv_q8_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q8_0x4>(n, out, w, groups, act); }
 void tile_q8_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile_any<Q8_0x4>(n, out, out_stride, w, act, act_stride, cols);

@@ -195,6 +195,8 @@ void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* ac
 template <class K>
 void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   switch (cols) {
+    case 4: K::template run<4>(n, out, os, w, act, as); break;
+    case 3: K::template run<3>(n, out, os, w, act, as); break;
     case 2: K::template run<2>(n, out, os, w, act, as); break;
     case 1: K::template run<1>(n, out, os, w, act, as); break;
     default: break;

@@ -47,6 +47,21 @@
 // reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
 // verification batch: what exact speculation needs, without giving up the tiles.
 //
+// Q4_0 and Q5_0 on AVX2: q4_0x4 / q5_0x4 in "piece order" (PackedFormat::piece_order;
+// packed_pieces_avx2.cc says why) — the same 4-row groups and 288-byte chunks of four blocks, the bytes ordered by block pair
+// p (blocks 2p, 2p+1) instead of by row (repacked bytes never leave the process, whose ISA is
+// fixed, so the order is the kernels' business):
+//   [16·p, +16)               the pair's 8 f16 scales, row r block 2p+h at index 4·h + r
+//   [32 + 128·p + 32·m, +32)  piece m = 0..3: byte 16·h + 4·r + b is byte 4·m + b of row r's
+//                              block 2p+h (low nibble quant 4m+b, high nibble quant 4m+b+16)
+// Q5_0 the same with its 352-byte chunk: [0, 32) the scales as above, then per pair p 32 bytes of
+// fifth bits at 32 + 32·p — for step s = 0..7 (quants 4s..4s+3) a 32-bit mask at +4·s whose bit
+// 16·h + 4·r + b is bit 4s + b of row r block 2p+h's qh — then the nibble pieces at 96 + 128·p.
+// Their activations ("q8_0 bcast", 320 bytes per block pair, 640 per chunk): 8 vectors of 32
+// bytes, vector s holding quants 4s..4s+3 of block 2p+h in all four 4-byte lanes of half h;
+// then the two scales as 8 floats (block 2p+h in lanes 4h..4h+3); then −8·Σy of each block as
+// 8 int32 (same lanes).
+//
 // Devices (Vulkan uploads, the loopback's row ranges) keep reading the GGUF bytes: Weight::data
 // stays the file's layout and only the CPU reads the repacked copy (model.h).
 #pragma once
@@ -78,6 +93,8 @@ struct PackedFormat {
   // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
   void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
   int tile_cols = 0;
+  // Q4_0x4 and Q5_0x4 only: the AVX2 "piece order" of the chunk's bytes (see above), not row order.
+  bool piece_order = false;
 };
 
 // Chooses the packed kernels for the ISA `f` runs; formats whose prefill runs on AMX tiles (which
@@ -101,12 +118,8 @@ void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q8_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void arrange_q8_0_split_avx2(const void* q8, void* dst, int64_t n);
-void gemv_q5_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q5_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q8_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q8_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void gemv_q4_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q4_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
@@ -115,7 +128,16 @@ void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, con
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q6_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
+void arrange_q8_0_bcast_avx2(const void* q8, void* dst, int64_t n);
+void gemv_q4_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q5_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q5_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+constexpr size_t kQ8BcastPairBytes = 320;
+constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2, kPackedTileColsPiecesAvx2 = 4;
+// AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many
+// tokens; measured 1.25x over 2 on a loaded Zen 3, 4864x1024 and 1024x4864, 256 tokens).
+constexpr int kPackedTileColsQ4_kAvx2 = 4;
 
 }  // namespace quant
 }  // namespace fulcrum

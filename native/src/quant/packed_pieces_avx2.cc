@@ -1,0 +1,210 @@
+// Q4_0 and Q5_0 in the q4_0x4 / q5_0x4 layouts' AVX2 piece order (repack.h) × Q8_0 activations
+// arranged as broadcast pieces ("q8_0 bcast"), AVX2 (no VNNI).
+//
+// Why a second byte order on AVX2: in the row order each ymm holds one row's two blocks, so every
+// (row, token, two blocks) needs its own int32 widening, scale product, conversion, fma and, at
+// the end, a horizontal sum — about 9.5 operations per 64 multiply-adds. Here a ymm lane is a
+// (row, block) pair: 32-bit lane 4h + r holds four consecutive quants of row r, block 2p + h, and
+// the activation vector holds the token's matching four quants of block 2p + h in all four lanes
+// of its half (arranged once per matmul). Eight vpmaddubsw cover a block pair for all four rows
+// at once; their int16 sums add without saturating (Q4_0: 8 · 2 · 15 · 128 = 30720 < 32767), then one
+// vpmaddwd (Q5_0: two), the −8·Σy correction, one conversion, one scale product and one fma serve 256
+// multiply-adds: about 20 operations, and the lanes are already the outputs (no horizontal sum).
+//
+// The GEMV and the tile share `F::step` per (row group, token, block pair) and the final
+// reduction, so a token's outputs are the same bits alone and in a batch.
+#include <cstring>
+
+#include "quant/blocks.h"
+#include "quant/repack.h"
+#define QUANT_ISA avx2
+#include "quant/simd_avx2.h"
+
+namespace fulcrum {
+namespace quant {
+namespace {
+
+constexpr int64_t kChunkCols = 4 * QK8_0;
+constexpr size_t kPairBytes = 128;                   // one block pair's nibbles, four rows
+constexpr size_t kActPairBytes = kQ8BcastPairBytes;  // 320
+constexpr size_t kGemvPrefetchBytes = 512;
+
+// A block pair's weights, unpacked: w[s] holds quants 4s..4s+3 of each (row, block) lane.
+struct PairW {
+  __m256i w[8];
+  __m256 d;  // the eight (row, block) scales, lane 4h + r
+};
+
+inline const __m256i* act_vec(const uint8_t* a) { return reinterpret_cast<const __m256i*>(a); }
+
+// The float part both formats share: lanes' int32 sums times the (row, block) × token scales.
+inline __m256 scale_step(__m256 acc, const PairW& w, __m256i s, const uint8_t* a) {
+  const __m256 sc = _mm256_mul_ps(w.d, _mm256_loadu_ps(reinterpret_cast<const float*>(a + 256)));
+  return _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
+}
+
+struct Q4_0P {
+  static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q4_0);  // 288, as row order
+  static constexpr size_t kQs = 32;
+  static inline PairW load_pair(const uint8_t* cw, int p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    PairW out;
+    const uint8_t* q = cw + kQs + kPairBytes * p;
+    for (int m = 0; m < 4; ++m) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * m));
+      out.w[m] = _mm256_and_si256(v, m4);
+      out.w[m + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    out.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cw + 16 * p)));
+    return out;
+  }
+  // Quants <= 15: eight vpmaddubsw sums fit int16 (8 · 2 · 15 · 128 = 30720).
+  static inline __m256 step(__m256 acc, const PairW& w, const uint8_t* a) {
+    const __m256i* y = act_vec(a);
+    __m256i p0 = _mm256_maddubs_epi16(w.w[0], _mm256_loadu_si256(y + 0));
+    __m256i p1 = _mm256_maddubs_epi16(w.w[1], _mm256_loadu_si256(y + 1));
+    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[2], _mm256_loadu_si256(y + 2)));
+    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.w[3], _mm256_loadu_si256(y + 3)));
+    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[4], _mm256_loadu_si256(y + 4)));
+    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.w[5], _mm256_loadu_si256(y + 5)));
+    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[6], _mm256_loadu_si256(y + 6)));
+    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.w[7], _mm256_loadu_si256(y + 7)));
+    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)), _mm256_loadu_si256(y + 9));
+    return scale_step(acc, w, s, a);
+  }
+};
+
+// Q5_0 (repack.h): the fifth bits of a step's 32 bytes in one 32-bit mask, expanded and ORed in.
+struct Q5_0P {
+  static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q5_0);  // 352, as row order
+  static constexpr size_t kQh = 32, kQs = 96;
+  static inline PairW load_pair(const uint8_t* cw, int p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+    PairW out;
+    const uint8_t* q = cw + kQs + kPairBytes * p;
+    const uint8_t* masks = cw + kQh + 32 * p;
+    for (int m = 0; m < 4; ++m) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * m));
+      out.w[m] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 4 * m), sixteen));
+      out.w[m + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(simd::bits_to_bytes_32(masks + 16 + 4 * m), sixteen));
+    }
+    out.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cw + 16 * p)));
+    return out;
+  }
+  // Quants <= 31: four vpmaddubsw sums fit int16 (4 · 2 · 31 · 128 = 31744), so two vpmaddwd;
+  // the correction is −16·Σy, twice the arranged −8·Σy.
+  static inline __m256 step(__m256 acc, const PairW& w, const uint8_t* a) {
+    const __m256i* y = act_vec(a);
+    __m256i p0 = _mm256_maddubs_epi16(w.w[0], _mm256_loadu_si256(y + 0));
+    __m256i p1 = _mm256_maddubs_epi16(w.w[4], _mm256_loadu_si256(y + 4));
+    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[1], _mm256_loadu_si256(y + 1)));
+    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.w[5], _mm256_loadu_si256(y + 5)));
+    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[2], _mm256_loadu_si256(y + 2)));
+    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.w[6], _mm256_loadu_si256(y + 6)));
+    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[3], _mm256_loadu_si256(y + 3)));
+    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.w[7], _mm256_loadu_si256(y + 7)));
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i corr = _mm256_loadu_si256(y + 9);
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)), _mm256_add_epi32(corr, corr));
+    return scale_step(acc, w, s, a);
+  }
+};
+
+// Lanes 4h + r summed over h: row r's output.
+inline __m128 finish(__m256 acc) { return _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)); }
+
+template <class F, int C>
+void tile_cols(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+  const int64_t chunks = n / kChunkCols;
+  const size_t group_bytes = static_cast<size_t>(chunks) * F::kChunkBytes;
+  __m256 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < chunks; ++j) {
+    const uint8_t* cw = w + j * F::kChunkBytes;
+    // The next row group's same chunk: the caller's next tile call reads it.
+    for (size_t o = 0; o < F::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + group_bytes + o), _MM_HINT_T0);
+    for (int p = 0; p < 2; ++p) {
+      const PairW pw = F::load_pair(cw, p);
+      const uint8_t* a = act + j * (2 * kActPairBytes) + p * kActPairBytes;
+      for (int c = 0; c < C; ++c) acc[c] = F::step(acc[c], pw, a + c * as);
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm_storeu_ps(out + c * os, finish(acc[c]));
+}
+
+template <class F>
+void tile_any(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
+  switch (cols) {
+    case 4: tile_cols<F, 4>(n, out, os, w, act, as); break;
+    case 3: tile_cols<F, 3>(n, out, os, w, act, as); break;
+    case 2: tile_cols<F, 2>(n, out, os, w, act, as); break;
+    case 1: tile_cols<F, 1>(n, out, os, w, act, as); break;
+    default: break;
+  }
+}
+
+template <class F>
+void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  const int64_t chunks = n / kChunkCols;
+  const size_t group_bytes = static_cast<size_t>(chunks) * F::kChunkBytes;
+  for (int g = 0; g < groups; ++g, w += group_bytes, out += 4) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < chunks; ++j) {
+      const uint8_t* cw = w + j * F::kChunkBytes;
+      for (size_t o = 0; o < F::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + kGemvPrefetchBytes + o), _MM_HINT_T1);
+      for (int p = 0; p < 2; ++p) acc = F::step(acc, F::load_pair(cw, p), act + j * (2 * kActPairBytes) + p * kActPairBytes);
+    }
+    _mm_storeu_ps(out, finish(acc));
+  }
+}
+
+}  // namespace
+
+void arrange_q8_0_bcast_avx2(const void* q8, void* dst, int64_t n) {
+  const uint8_t* y = static_cast<const uint8_t*>(q8);
+  uint8_t* o = static_cast<uint8_t*>(dst);
+  const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+  for (int64_t p = 0; p < n / (2 * QK8_0); ++p, y += 2 * sizeof(block_q8_0), o += kActPairBytes) {
+    const uint8_t* b0 = y;
+    const uint8_t* b1 = y + sizeof(block_q8_0);
+    // Quants 0..15 of each block in the halves' low lanes, 16..31 in their high lanes.
+    const __m256i lo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b1 + 2), reinterpret_cast<const __m128i*>(b0 + 2));
+    const __m256i hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b1 + 18), reinterpret_cast<const __m128i*>(b0 + 18));
+    // Piece s (quants 4s..4s+3 of each block) broadcast to its half's four lanes.
+    const __m256i* src[2] = {&lo, &hi};
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = *src[s / 4];
+      __m256i b;
+      switch (s % 4) {
+        case 0: b = _mm256_shuffle_epi32(v, 0x00); break;
+        case 1: b = _mm256_shuffle_epi32(v, 0x55); break;
+        case 2: b = _mm256_shuffle_epi32(v, 0xAA); break;
+        default: b = _mm256_shuffle_epi32(v, 0xFF); break;
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * s), b);
+    }
+    uint16_t d0, d1;
+    std::memcpy(&d0, b0, 2);
+    std::memcpy(&d1, b1, 2);
+    const __m256 dy = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(simd::f16(d0))), _mm_set1_ps(simd::f16(d1)), 1);
+    _mm256_storeu_ps(reinterpret_cast<float*>(o + 256), dy);
+    // −8 · Σy per block, in each of its half's lanes: maddubs(8, y) pairs, madd to int32 (four
+    // lanes per block), then the half's four lanes summed into all of them.
+    __m256i s = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(eight, lo), _mm256_maddubs_epi16(eight, hi)), ones);
+    s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4E));
+    s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xB1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 288), _mm256_sub_epi32(_mm256_setzero_si256(), s));
+  }
+}
+
+void gemv_q4_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q4_0P>(n, out, w, groups, act); }
+void tile_q4_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile_any<Q4_0P>(n, out, out_stride, w, act, act_stride, cols);
+}
+void gemv_q5_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q5_0P>(n, out, w, groups, act); }
+void tile_q5_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile_any<Q5_0P>(n, out, out_stride, w, act, act_stride, cols);
+}
+
+}  // namespace quant
+}  // namespace fulcrum
