@@ -70,7 +70,7 @@ export function quantFormats(): QuantFormat[] {
 
 export const ALL_QUANT_ISAS: readonly QuantIsa[] = ['scalar', 'avx2', 'avx512'];
 
-// ---- micro-benchmarks and the llama.cpp peer (native/src/quant/bench_quant.cc) ----
+// ---- micro-benchmarks and the llama.cpp peer (native/src/bench/quant_bench.cc) ----
 
 /**
  * One single-thread matrix-vector product (activation quantize + rows x vec_dot) of a rows x cols

@@ -48,10 +48,10 @@ struct TypeTraits {
   DequantizeRowFn dequantize_row = nullptr;
   QuantizeRowFn quantize_row = nullptr;    // float -> this format (reference quality)
   VecDotFn vec_dot = nullptr;
-  GemmTileFn gemm_tile = nullptr;  // optional (quant/gemm_registry.cc); matmul falls back to vec_dot
+  GemmTileFn gemm_tile = nullptr;  // optional (quant/tiles/gemm_registry.cc); matmul falls back to vec_dot
   int tile_rows = 0, tile_cols = 0;
   bool tile_matches_decode = false;  // gemm_tile's outputs are bit for bit the decode kernel's
-  GemvFn gemv = nullptr;  // optional (quant/gemm_registry.cc); decode falls back to vec_dot per row
+  GemvFn gemv = nullptr;  // optional (quant/tiles/gemm_registry.cc); decode falls back to vec_dot per row
   int gemv_rows = 0;
 };
 

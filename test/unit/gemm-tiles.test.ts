@@ -1,4 +1,4 @@
-// Prefill tile kernels (TypeTraits::gemm_tile, native/src/quant/gemm_*.cc) against the one
+// Prefill tile kernels (TypeTraits::gemm_tile, native/src/quant/tiles/gemm_*.cc) against the one
 // vec_dot per output path they replace, through kernels.matmul, for token counts that hit full
 // tiles, partial tiles and the single-token (vec_dot only) case, on every ISA this CPU runs
 // (each in a child process with FULCRUM_ISA set, as the ISA is chosen once per process).

@@ -1,4 +1,4 @@
-// Weights repacked at load (native/src/quant/repack.h): Q4_0, Q5_0, Q8_0 and Q4_K in groups of four rows, read by the
+// Weights repacked at load (native/src/quant/packed/repack.h): Q4_0, Q5_0, Q8_0 and Q4_K in groups of four rows, read by the
 // packed GEMV (one token) and tile (several) kernels, against one vec_dot per output on the GGUF
 // bytes, on every ISA this CPU runs (a child process per ISA: the ISA is chosen once per process).
 // Both paths compute the same integer block sums and scale products; only the float summation

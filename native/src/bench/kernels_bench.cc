@@ -162,7 +162,7 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
     }
     for (int64_t r = distinct; r < spec.rows; ++r)
       std::memcpy(ring.data() + static_cast<size_t>(r) * row_b, ring.data() + static_cast<size_t>(r % distinct) * row_b, row_b);
-    // The layout the model's load copy gives such a matrix (quant/repack.h), so the profile times
+    // The layout the model's load copy gives such a matrix (quant/packed/repack.h), so the profile times
     // the kernels the model runs.
     if (packed) {
       std::vector<uint8_t> group(row_b * static_cast<size_t>(packed->group_rows));

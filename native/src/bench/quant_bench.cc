@@ -20,8 +20,8 @@
 
 #include "addon_registry.h"
 #include "ggml_types.h"
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

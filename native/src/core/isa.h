@@ -39,7 +39,7 @@ const KernelChoice& kernel_choice();
 bool isa_allowed(Isa isa);
 
 // The block formats' rows of the table (Q8_0, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:
-// vec_dot, prefill tiles, decode GEMVs) and their packed layouts, for `c` (quant/registry.cc).
+// vec_dot, prefill tiles, decode GEMVs) and their packed layouts, for `c` (quant/formats/registry.cc).
 void register_quant_types(TypeTraits* table, const KernelChoice& c);
 
 // Installs every kernel family's implementations for `c`: the float formats and primitives

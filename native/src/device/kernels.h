@@ -57,7 +57,7 @@ class Kernels {
   virtual GgmlType act_type(GgmlType type) const = 0;
   // y[t][r] (y_stride floats between tokens) = row r of w (rows × cols of `type`) · x[t], for
   // t < tokens; x holds `tokens` rows in act_type(type). `packed`: w is in this repacked layout
-  // (quant/repack.h; CPU only). `as_decode`: each token's outputs are the bits it gives alone
+  // (quant/packed/repack.h; CPU only). `as_decode`: each token's outputs are the bits it gives alone
   // (speculative verification).
   virtual void matmul(GgmlType type, const void* w, const quant::PackedFormat* packed, int64_t rows, int64_t cols, const void* x, int64_t tokens,
                       float* y, int64_t y_stride, bool as_decode) = 0;

@@ -12,7 +12,7 @@
 
 #include "ggml_types.h"
 #include "core/thread_pool.h"
-#include "quant/repack.h"
+#include "quant/packed/repack.h"
 
 namespace fulcrum {
 
@@ -43,7 +43,7 @@ void convert_rows(ThreadPool& pool, GgmlType t, const float* x, int64_t n_tokens
 void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols,
                      const void* act, int64_t n_tokens, float* y, int64_t y_stride, bool use_tiles = true, bool rows_as_decode = false);
 
-// The same product for a weight repacked at load (quant/repack.h: `w` points at the first row
+// The same product for a weight repacked at load (quant/packed/repack.h: `w` points at the first row
 // group; rows a multiple of pf.group_rows, cols of pf.chunk_cols). `act` holds n_tokens rows in
 // the format's vec_dot_type as for matmul_prepared; they are arranged for the packed kernels here.
 // Every token's outputs are bit for bit what it gives alone (the GEMV and the tile kernel share

@@ -1,7 +1,7 @@
 #include "model/kv_cache.h"
 
 #include "device/device.h"
-#include "quant/fp16.h"
+#include "quant/formats/fp16.h"
 
 #include <algorithm>
 #include <cstdlib>

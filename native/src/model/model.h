@@ -23,7 +23,7 @@
 #include "model/kv_cache.h"
 #include "model/moe.h"
 #include "model/op_table.h"
-#include "quant/repack.h"
+#include "quant/packed/repack.h"
 
 namespace fulcrum {
 
@@ -83,7 +83,7 @@ struct Weight {
   const uint8_t* data = nullptr;  // the GGUF layout (what devices upload and read row ranges of)
   size_t row_bytes = 0;
   // What the CPU kernels read: `data` itself (cpu_layout Gguf), or the load copy repacked into
-  // cpu_layout (quant/repack.h), a group of rows starting where its first row would.
+  // cpu_layout (quant/packed/repack.h), a group of rows starting where its first row would.
   const uint8_t* cpu_data = nullptr;
   WeightLayout cpu_layout = WeightLayout::Gguf;
   // Stacked matrices (MoE expert tensors): rows per matrix; the CPU copy is repacked only when

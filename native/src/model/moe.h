@@ -9,7 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "ggml_types.h"
-#include "quant/repack.h"
+#include "quant/packed/repack.h"
 
 namespace fulcrum {
 

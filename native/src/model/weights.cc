@@ -145,7 +145,7 @@ void Model::relocate_matmul_weights() {
   // at a time; the mapped bytes are the fallback when the file cannot be read that way.
   const uint8_t* file_base = file_->range(0, 0, "file start");
   const int fd = ::open(file_->path().c_str(), O_RDONLY | O_CLOEXEC);
-  // Formats with a packed layout on this CPU (quant/repack.h) are rewritten group by group in
+  // Formats with a packed layout on this CPU (quant/packed/repack.h) are rewritten group by group in
   // the copy, through a one-group scratch buffer: the CPU reads the packed copy, while `data`
   // keeps pointing at the file's GGUF bytes for devices (their pages stay out of memory unless a
   // device reads them).
@@ -187,7 +187,7 @@ int64_t Model::device_rows(const Weight& w, const OpPlacement& o) const {
   if (o.loc != Loc::Dev) return 0;
   int64_t r = o.dev_fraction >= 1.0 ? w.rows : std::llround(static_cast<double>(w.rows) * o.dev_fraction);
   r = std::max<int64_t>(0, std::min(w.rows, r));
-  // The CPU reads a repacked weight by whole row groups (quant/repack.h): the split lands on a
+  // The CPU reads a repacked weight by whole row groups (quant/packed/repack.h): the split lands on a
   // group edge (the nearest; rows is a whole number of groups).
   if (w.cpu_layout != WeightLayout::Gguf) {
     const int64_t g = quant::packed_format(w.type)->group_rows;

@@ -7,7 +7,7 @@
 
 #include "kernels/float_fns.h"
 #include "kernels/matmul.h"
-#include "quant/repack.h"
+#include "quant/packed/repack.h"
 
 namespace fulcrum {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "addon_registry.h"
 #include "ggml_types.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

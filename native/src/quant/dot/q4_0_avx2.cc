@@ -1,3 +1,3 @@
 // Q4_0 kernels compiled for avx2 (body in q4_0_simd.h).
 #define QUANT_ISA avx2
-#include "quant/q4_0_simd.h"
+#include "quant/dot/q4_0_simd.h"

@@ -1,9 +1,9 @@
 // Q4_0 x Q8_0 vec_dot for AVX-512 (BW + VNNI): two blocks per zmm. The nibbles stay unsigned:
 // Σ(q-8)*y = dpbusd(q, y) - dpbusd(8, y), which avoids the sign/abs dance of 256-bit code.
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,8 +1,8 @@
 // Q4_0 x Q8_0 vec_dot for AVX2 (included by q4_0_avx2.cc; q4_0_avx512.cc has its own
 // two-blocks-per-zmm version): nibbles - 8 as int8, then |x| * sign(y, x) via maddubs/madd.
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,3 +1,3 @@
 // Q4_1 kernels compiled for avx2 (body in q4_1_simd.h).
 #define QUANT_ISA avx2
-#include "quant/q4_1_simd.h"
+#include "quant/dot/q4_1_simd.h"

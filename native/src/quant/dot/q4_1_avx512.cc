@@ -1,9 +1,9 @@
 // Q4_1 x Q8_1 vec_dot for AVX-512 (BW + VNNI): two blocks per zmm, unsigned nibbles straight
 // into vpdpbusd; the offset term m*s per block (s from Q8_1).
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

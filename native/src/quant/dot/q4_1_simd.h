@@ -1,9 +1,9 @@
 // Q4_1 x Q8_1 vec_dot for AVX2 (q4_1_avx512.cc has its own two-blocks-per-zmm version):
 // nibbles are unsigned, so u8*s8 directly;
 // the offset term is m * s per block (s = d_y * Σq_y carried by Q8_1).
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

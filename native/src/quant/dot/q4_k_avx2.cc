@@ -1,10 +1,10 @@
 // Q4_K x Q8_K vec_dot for AVX2: per 64-element chunk, unsigned nibbles x int8 via maddubs, then
 // madd with the sub-block's 6-bit scale; the mins term uses Q8_K's bsums once per super-block.
-#include "quant/blocks.h"
-#include "quant/k_scales.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/k_scales.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

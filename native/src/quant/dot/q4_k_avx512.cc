@@ -1,12 +1,12 @@
 // Q4_K x Q8_K vec_dot for AVX-512 (BW + VNNI): a whole 64-element chunk per zmm (low nibbles
 // then high nibbles, matching the 64 contiguous activations), maddubs to int16, then vpdpwssd
 // against the two sub-block scales spread by vpermw.
-#include "quant/blocks.h"
-#include "quant/k_idx_avx512.h"
-#include "quant/k_scales.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/dot/k_idx_avx512.h"
+#include "quant/formats/k_scales.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

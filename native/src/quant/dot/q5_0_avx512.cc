@@ -1,9 +1,9 @@
 // Q5_0 x Q8_0 vec_dot for AVX-512 (BW + VNNI): two blocks per zmm; the 64 fifth bits of the two
 // blocks are exactly a byte mask over the zmm (element order matches), so one masked OR adds them.
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,8 +1,8 @@
 // Q5_0 x Q8_0 vec_dot for AVX2 (included by q5_0_avx2.cc; q5_0_avx512.cc has its own
 // two-blocks-per-zmm version): fifth bit from qh, minus 16, then the signed dot as for Q4_0.
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,8 +1,8 @@
 // Q5_1 x Q8_1 vec_dot for AVX2 (q5_1_avx512.cc has its own two-blocks-per-zmm version): as
 // Q4_1 with the fifth bit from qh.
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,10 +1,10 @@
 // Q5_K x Q8_K vec_dot for AVX2: as Q4_K with the fifth bit taken from qh (bit 2c / 2c+1 of each
 // byte for chunk c) and added as 16 before the maddubs.
-#include "quant/blocks.h"
-#include "quant/k_scales.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/k_scales.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

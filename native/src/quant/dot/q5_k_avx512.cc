@@ -1,11 +1,11 @@
 // Q5_K x Q8_K vec_dot for AVX-512 (BW + VNNI): as q4_k_avx512.cc, with the fifth bit added as
 // 16 under a byte mask tested from qh (bit 2c for the low half of the zmm, 2c+1 for the high).
-#include "quant/blocks.h"
-#include "quant/k_idx_avx512.h"
-#include "quant/k_scales.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/dot/k_idx_avx512.h"
+#include "quant/formats/k_scales.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

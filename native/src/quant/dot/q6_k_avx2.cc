@@ -1,10 +1,10 @@
 // Q6_K x Q8_K vec_dot for AVX2: the 6-bit values are used unsigned (0..63) with maddubs, then
 // madd with the two int8 sub-block scales of each 32 elements; the -32 offset is subtracted
 // once per super-block as 32 * Σ scales[g] * bsums[g].
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

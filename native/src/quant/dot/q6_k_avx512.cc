@@ -1,11 +1,11 @@
 // Q6_K x Q8_K vec_dot for AVX-512 (BW + VNNI): per 128-element half, two zmm of 6-bit values
 // (quarters 1|2 and 3|4, each matching 64 contiguous activations), maddubs to int16, vpdpwssd
 // against the int8 scales spread by vpermw; the -32 offset via bsums once per super-block.
-#include "quant/blocks.h"
-#include "quant/k_idx_avx512.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/dot/k_idx_avx512.h"
+#include "quant/formats/quant_impl.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

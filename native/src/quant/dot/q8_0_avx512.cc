@@ -4,8 +4,8 @@
 // from quantize_row and lie in [-127, 127], so negating y never overflows.
 #define QUANT_ISA avx512
 #define QUANT_Q8_0_NO_VEC_DOT
-#include "quant/q8_0_simd.h"
-#include "quant/simd_avx512.h"
+#include "quant/dot/q8_0_simd.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

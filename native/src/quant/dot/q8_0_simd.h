@@ -1,9 +1,9 @@
 // Q8_0 quantize (per token: the activations of Q4_0/Q5_0/Q8_0 matrices) and vec_dot, one body
 // for the AVX2 and AVX-512 files (QUANT_ISA names the copy; dot_us8 is vpdpbusd under VNNI).
 // Included only by q8_0_avx2.cc / q8_0_avx512.cc (which defines QUANT_Q8_0_NO_VEC_DOT).
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,3 +1,3 @@
 // Q8_1 / Q8_K activation quantizers compiled for avx512 (body in q8_act_simd.h).
 #define QUANT_ISA avx512
-#include "quant/q8_act_simd.h"
+#include "quant/dot/q8_act_simd.h"

@@ -1,8 +1,8 @@
 // Q8_1 and Q8_K quantize (per token: activations of Q4_1/Q5_1 and of the K-quants), one body
 // for AVX2 and AVX-512. Bit-identical to the scalar versions (same amax, scale, rounding).
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "quant/fp16_table.h"
+#include "quant/formats/fp16_table.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,7 +1,7 @@
 // AVX-512 helpers for the 32-element block formats: two blocks per zmm. Include only from
 // *_avx512.cc files; everything is static inline (see simd_avx2.h for why).
 #pragma once
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

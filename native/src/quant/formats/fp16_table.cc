@@ -4,8 +4,8 @@
 // can run: at load time by a static initializer, and again (idempotently) by
 // register_quant_types (a no-op after the first fill) in case a caller reaches the traits during
 // static initialization.
-#include "quant/fp16.h"
-#include "quant/fp16_table.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/fp16_table.h"
 
 #include <mutex>
 

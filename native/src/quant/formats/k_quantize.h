@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "quant/fp16.h"
+#include "quant/formats/fp16.h"
 
 namespace fulcrum {
 namespace quant {

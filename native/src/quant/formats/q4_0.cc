@@ -1,7 +1,7 @@
 // Q4_0, scalar: 4-bit symmetric, x = d * (q - 8). Dotted with Q8_0 activations.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

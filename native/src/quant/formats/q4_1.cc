@@ -1,8 +1,8 @@
 // Q4_1, scalar: 4-bit with offset, x = d * q + m. Dotted with Q8_1 activations, whose s = d*sum(q)
 // carries the offset term: sum(x*y) = dx*dy*sum(q*qy) + m*s.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,10 +1,10 @@
 // Q4_K, scalar: super-blocks of 256 = 8 sub-blocks of 32, x = d*sc[j]*q - dmin*m[j], q 4-bit,
 // sc/m 6-bit (k_scales.h). Dotted with Q8_K activations.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/k_quantize.h"
-#include "quant/k_scales.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/k_quantize.h"
+#include "quant/formats/k_scales.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,8 +1,8 @@
 // Q5_0, scalar: 5-bit symmetric, x = d * (q - 16); bit 4 of element j is bit j of qh (LE u32).
 // Dotted with Q8_0 activations.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,7 +1,7 @@
 // Q5_1, scalar: 5-bit with offset, x = d * q + m; high bits as Q5_0. Dotted with Q8_1.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,10 +1,10 @@
 // Q5_K, scalar: as Q4_K with a fifth bit per element in qh: element l of 64-chunk c takes bit
 // 2c of qh[l] (first 32) or bit 2c+1 (second 32). Dotted with Q8_K activations.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/k_quantize.h"
-#include "quant/k_scales.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/k_quantize.h"
+#include "quant/formats/k_scales.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -2,9 +2,9 @@
 // Per 128-element half h: element l (l<32) of quarter k takes its low nibble from
 // ql[64h + l + 32*(k&1)] (low nibble for k<2, high for k>=2) and its top 2 bits from bits 2k..2k+1
 // of qh[32h + l]. Dotted with Q8_K activations.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,8 +1,8 @@
 // Q8_0, scalar: 32 int8 with one f16 scale per block. Also the activation format that Q4_0,
 // Q5_0 and Q8_0 weights are dotted with, so quantize_row runs once per token per matrix input.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

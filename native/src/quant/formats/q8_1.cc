@@ -1,8 +1,8 @@
 // Q8_1, scalar: the activation format of Q4_1/Q5_1 dot products: Q8_0 plus s = d * sum(q)
 // (as f16, like ggml), which folds the weights' offset m into one multiply per block.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,8 +1,8 @@
 // Q8_K, scalar: the activation format of the K-quants: f32 d, 256 int8, and the sums of each
 // 16 consecutive q (bsums) so the K-quants' min/offset terms cost one multiply per sub-block.
-#include "quant/blocks.h"
-#include "quant/fp16.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,10 +1,10 @@
 // Fills the type-traits table with the block formats for the ISA core chose (core/isa.h
 // select_kernels); and keeps the per-ISA tables so tests and benchmarks can run every path side
 // by side.
-#include "quant/blocks.h"
-#include "quant/fp16_table.h"
-#include "quant/gemm_tiles.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/fp16_table.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 namespace quant {

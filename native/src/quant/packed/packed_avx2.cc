@@ -5,10 +5,10 @@
 // each block's scale product).
 #include <cstring>
 
-#include "quant/blocks.h"
-#include "quant/repack.h"
+#include "quant/formats/blocks.h"
+#include "quant/packed/repack.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -9,10 +9,10 @@
 // token), so their outputs are identical bit for bit.
 #include <cstring>
 
-#include "quant/blocks.h"
-#include "quant/repack.h"
+#include "quant/formats/blocks.h"
+#include "quant/packed/repack.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

@@ -10,10 +10,10 @@
 // (one at a time, not four), which keeps a 2-token tile within the 16 ymm registers.
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
 // steps are the AVX-512 kernels': both ISAs give the same bits.
-#include "quant/blocks.h"
-#include "quant/repack.h"
+#include "quant/formats/blocks.h"
+#include "quant/packed/repack.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

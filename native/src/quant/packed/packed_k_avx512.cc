@@ -36,10 +36,10 @@
 // prefetch 512 B ahead measured the same (1.3B output matrix, one thread, 26-28 GB/s either way),
 // 2 KiB ahead 40 % slower. The integer sums are vec_dot_q6_k's; the float steps are ordered as
 // Q4_K's (repack.test.ts bounds the difference).
-#include "quant/blocks.h"
-#include "quant/repack.h"
+#include "quant/formats/blocks.h"
+#include "quant/packed/repack.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

@@ -15,10 +15,10 @@
 // reduction, so a token's outputs are the same bits alone and in a batch.
 #include <cstring>
 
-#include "quant/blocks.h"
-#include "quant/repack.h"
+#include "quant/formats/blocks.h"
+#include "quant/packed/repack.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -1,14 +1,14 @@
 // The packed layouts' registry and the load-time repacking (baseline code: it runs once per
 // weight during the load copy, memory-bound, and must work on every CPU).
-#include "quant/repack.h"
+#include "quant/packed/repack.h"
 
 #include <cstdlib>
 #include <initializer_list>
 #include <cstring>
 #include <strings.h>
 
-#include "quant/blocks.h"
-#include "quant/quant_impl.h"
+#include "quant/formats/blocks.h"
+#include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
 

@@ -8,11 +8,11 @@
 // Rows beyond the last full group of 16 go to the VNNI 4×4 kernels. The process must have been
 // granted the AMX tile state first (amx_request_permission in gemm_registry.cc).
 #pragma GCC target("amx-tile,amx-int8")
-#include "quant/amx_tiles.h"
-#include "quant/blocks.h"
-#include "quant/gemm_tiles.h"
+#include "quant/tiles/amx_tiles.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tiles.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

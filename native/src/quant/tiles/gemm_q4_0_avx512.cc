@@ -4,11 +4,11 @@
 // −dpbusd(8, y) once per token (shared by its rows), seeding the accumulator of the one vpdpbusd
 // each (row, token) pair costs. Lanes, scales and reduction equal vec_dot's: results match bit
 // for bit.
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

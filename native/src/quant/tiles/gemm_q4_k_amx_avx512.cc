@@ -10,12 +10,12 @@
 // differs. Rows beyond the last full group go to the VNNI 2 × 4 kernel. The process must have
 // been granted the AMX tile state (gemm_registry.cc).
 #pragma GCC target("amx-tile,amx-int8")
-#include "quant/amx_tiles.h"
-#include "quant/blocks.h"
-#include "quant/gemm_tiles.h"
-#include "quant/k_scales.h"
+#include "quant/tiles/amx_tiles.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/formats/k_scales.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

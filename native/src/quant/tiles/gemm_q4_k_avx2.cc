@@ -4,12 +4,12 @@
 // once per chunk, shared by the rows. Every (row, token) pair keeps vec_dot_q4_k_avx2's integer
 // sums, its two accumulators (products and mins), their order and the final reduction, so the
 // outputs equal vec_dot's bit for bit (AVX2 decodes Q4_K with vec_dot).
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
-#include "quant/k_scales.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/formats/k_scales.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

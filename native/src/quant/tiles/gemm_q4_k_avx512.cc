@@ -5,13 +5,13 @@
 // costs maddubs + vpdpwssd per chunk into an int32 super-block sum, and one scale-and-accumulate
 // plus the mins term per super-block. Same integer sums as vec_dot_q4_k_avx512; the mins term is
 // folded into the main accumulator here, so float summation order differs slightly.
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
-#include "quant/k_idx_avx512.h"
-#include "quant/k_scales.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/dot/k_idx_avx512.h"
+#include "quant/formats/k_scales.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

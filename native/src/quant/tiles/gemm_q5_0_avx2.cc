@@ -4,10 +4,10 @@
 // Σ(q − 16)·y = madd(maddubs(q, y) − maddubs(16, y)). Integer block sums equal vec_dot_q5_0_avx2's;
 // only the float summation order differs (one accumulator, not two).
 #define QUANT_ISA avx2
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -4,11 +4,11 @@
 // computed once per token. The fifth bits and nibbles of a block pair are unpacked once per
 // weight row and shared by the tile's tokens. Lanes, scales and reduction equal
 // vec_dot_q5_0_avx512's: results match bit for bit.
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

@@ -4,11 +4,11 @@
 // its tokens; each token's activations are read once per row pair. Every (row, token) pair keeps
 // vec_dot_q6_k_avx2's integer sums (the −32 offset through bsums, the scale pairs spread by
 // permute), its accumulation order and reduction: outputs equal vec_dot's bit for bit.
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
 #define QUANT_ISA avx2
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

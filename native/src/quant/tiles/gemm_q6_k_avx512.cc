@@ -6,12 +6,12 @@
 // keeps vec_dot's int32 lanes (starting from −32·Σ sc·bsum), its vpdpwssd order, scale product
 // and reduction: results match it bit for bit. Q4_K_M files store attn_v, half of ffn_down and
 // the output matrix in Q6_K, so this is most of a Q4_K_M prompt's non-Q4_K work.
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
-#include "quant/k_idx_avx512.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/dot/k_idx_avx512.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx2.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -4,11 +4,11 @@
 // rows) and 128 · Σw once per weight row (shared by its tokens), so each (row, token) pair costs
 // one vpdpbusd plus the float scale-and-accumulate. The int32 lanes, scale products and the
 // final reduction equal vec_dot's, so results match it bit for bit.
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {

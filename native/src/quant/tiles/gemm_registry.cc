@@ -2,9 +2,9 @@
 // core chose (the one choice register_quant_types uses for vec_dot, so a format's tile kernel
 // and its vec_dot always come from one ISA). Formats without a tile kernel for that ISA
 // keep gemm_tile = nullptr and matmul uses vec_dot for them.
-#include "quant/gemm_tiles.h"
-#include "quant/quant_impl.h"
-#include "quant/repack.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/formats/quant_impl.h"
+#include "quant/packed/repack.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>

@@ -5,10 +5,10 @@
 // accumulators (even / odd blocks), scale products and final reduction: outputs match
 // vec_dot_q4_0_avx2 / vec_dot_q8_0_avx2 bit for bit.
 #define QUANT_ISA avx2
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
-#include "quant/simd_avx2.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
+#include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {

@@ -3,11 +3,11 @@
 // vec_dot_q8_0_avx512's sign trick (|x| as u8 against y with x's sign, then vpdpbusd), lanes,
 // scale products and reduction order: outputs match it bit for bit. Rows are prefetched
 // kGemvQ8PrefetchAhead bytes ahead (gemm_tiles.h: the measured distances).
-#include "quant/blocks.h"
-#include "quant/gemm_tile_dispatch.h"
-#include "quant/gemm_tiles.h"
+#include "quant/formats/blocks.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#include "quant/tiles/gemm_tiles.h"
 #define QUANT_ISA avx512
-#include "quant/simd_avx512.h"
+#include "quant/dot/simd_avx512.h"
 
 namespace fulcrum {
 namespace quant {
