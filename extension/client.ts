@@ -97,6 +97,7 @@ export function completionOptions(settings: FulcrumSettings): CompletionOptionsP
     promptBudget: settings.promptBudget,
     maxCompletionTokens: settings.maxTokens,
     completionTimeLimitMs: settings.timeLimitMs,
+    showPartialAfterMs: settings.showPartialAfterMs,
     extraContext: settings.extraContext,
     exactPrompt: settings.exactPrompt,
     // '' turns a previously set endpoint off in the engine.

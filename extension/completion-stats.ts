@@ -35,5 +35,6 @@ function stopWords(reason: CompletionStats['stopReason']): string {
     case 'stop': return 'a stop string';
     case 'cancelled': return 'cancelled';
     case 'cached': return 'cache';
+    case 'partial': return 'shown while decoding went on (fulcrum.completions.showPartialAfterMs)';
   }
 }

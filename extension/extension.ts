@@ -5,6 +5,7 @@ import { State, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelSummary } from '../engine/server/protocol';
 import { FulcrumNotifications, FulcrumRequests, type CompletionStats, type FeedbackParams, type LoadModelParams, type RemoteStatusParams, type StateParams, type ModelInfo } from '../engine/server/protocol';
 import { completionOptions, createClient } from './client';
+import { registerPartialCompletions } from './partial-completion';
 import { statsLine } from './completion-stats';
 import { registerPlanViews } from './commands/plan-views';
 import { registerHttpCommands, startHttpServer } from './commands/http-server';
@@ -76,6 +77,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         .then((choice) => { if (choice) output.show(); });
     }),
     registerWarmUp(() => client, localCompletionsWanted),
+    registerPartialCompletions(languageClient, output),
     languageClient.onNotification(FulcrumNotifications.feedback, (f: FeedbackParams) => {
       status.setFeedback(f.message, f.disagreements.length > 0);
       output.warn(`measured feedback: ${f.message}`);

@@ -43,6 +43,13 @@ export interface CursorCompletionRequest {
    * take at most a quarter of the budget and the newest are kept when they do not all fit.
    */
   extraContext?: readonly ContextChunk[];
+  /**
+   * Show what we have: when decoding is still running this many ms after the request arrived,
+   * return the text so far (once the rules leave something to show) as a 'partial' completion,
+   * and let decoding go on to the full one (`CursorCompletion.rest`), which the cache then
+   * serves. Continue shows partial results at 300 ms; 0 or undefined: off (wait for the end).
+   */
+  showPartialAfterMs?: number;
   /** Serve from and store in the completion cache (default true). */
   useCache?: boolean;
   /**
@@ -69,8 +76,11 @@ export interface CursorCompletionStats {
   generateMs: number;
   totalMs: number;
   tokensPerSecond: number;
-  /** 'cached': served from the completion cache without running the model. */
-  stopReason: CompletionStopReason | 'cached';
+  /**
+   * 'cached': served from the completion cache without running the model; 'partial': the text so
+   * far at the show-partial deadline (the full completion follows in `rest`).
+   */
+  stopReason: CompletionStopReason | 'cached' | 'partial';
   /** Model evaluations while decoding (fewer than generated tokens when drafts stood). */
   decodeSteps: number;
   draftedTokens: number;
@@ -90,6 +100,12 @@ export interface CursorWarmUp {
 export interface CursorCompletion {
   text: string;
   stats: CursorCompletionStats;
+  /**
+   * For a 'partial' completion only: the full completion, still decoding. It settles when decoding
+   * ends (cancelled by the next completion request or a load: text '', stopReason 'cancelled'),
+   * and its text, when there is one, is in the cache for the same cursor by then.
+   */
+  rest?: Promise<CursorCompletion>;
 }
 
 export class Completer {
@@ -129,35 +145,67 @@ export class Completer {
     const p = this.prepare(request);
     const buildMs = performance.now() - t0;
     const ctx = cursorContext(request.before, request.after);
-    const result = await runCompletion(this.engine, p.ids, {
+    const rule = stopRule(ctx);
+    // Show what we have: from the deadline on, the first token after which the rules leave text
+    // to show resolves `partial`; decoding goes on. The deadline counts from the request's
+    // arrival, so a long queue or prefill shows the first words as soon as they exist.
+    const showAfter = request.showPartialAfterMs ?? 0;
+    let partial: ((text: string, generated: number) => void) | undefined;
+    const shown = new Promise<{ text: string; generated: number }>((resolve) => {
+      partial = showAfter > 0 ? (text, generated) => resolve({ text, generated }) : undefined;
+    });
+    let generated = 0;
+    const shouldStop = (text: string): boolean => {
+      generated++;
+      if (partial !== undefined && performance.now() - t0 >= showAfter) {
+        const visible = applyRules(text, ctx);
+        if (visible.length > 0) {
+          partial(visible, generated);
+          partial = undefined;
+        }
+      }
+      return rule(text);
+    };
+    const full = runCompletion(this.engine, p.ids, {
       ...p.run,
       maxTokens: p.maxTokens,
       timeLimitMs: request.timeLimitMs ?? DEFAULT_TIME_LIMIT_MS,
       speculate: request.speculate ?? DEFAULT_SPECULATE,
-      shouldStop: stopRule(ctx),
+      shouldStop,
       ...(request.signal ? { signal: request.signal } : {}),
+    }).then((result): CursorCompletion => {
+      partial = undefined;
+      const text = result.stopReason === 'cancelled' ? '' : applyRules(result.text, ctx);
+      if (useCache && text.length > 0) this.cache.store(request.document, request.before, request.after, text);
+      return {
+        text,
+        stats: {
+          format: p.format,
+          promptTokens: result.promptTokens,
+          reusedTokens: result.reusedTokens,
+          evaluatedTokens: result.promptTokens - result.reusedTokens,
+          generatedTokens: result.generatedTokens,
+          buildMs,
+          queuedMs: result.queuedMs,
+          promptMs: result.promptMs,
+          generateMs: result.generateMs,
+          totalMs: performance.now() - t0,
+          tokensPerSecond: result.generateMs > 0 ? (result.generatedTokens / result.generateMs) * 1000 : 0,
+          stopReason: result.stopReason,
+          decodeSteps: result.decodeSteps,
+          draftedTokens: result.draftedTokens,
+          acceptedDraftTokens: result.acceptedDraftTokens,
+        },
+      };
     });
-    const text = result.stopReason === 'cancelled' ? '' : applyRules(result.text, ctx);
-    if (useCache && text.length > 0) this.cache.store(request.document, request.before, request.after, text);
+    if (showAfter <= 0) return full;
+    const first = await Promise.race([full, shown]);
+    if ('stats' in first) return first;
+    // Partial: the prompt's figures are those of the run that goes on.
     return {
-      text,
-      stats: {
-        format: p.format,
-        promptTokens: result.promptTokens,
-        reusedTokens: result.reusedTokens,
-        evaluatedTokens: result.promptTokens - result.reusedTokens,
-        generatedTokens: result.generatedTokens,
-        buildMs,
-        queuedMs: result.queuedMs,
-        promptMs: result.promptMs,
-        generateMs: result.generateMs,
-        totalMs: performance.now() - t0,
-        tokensPerSecond: result.generateMs > 0 ? (result.generatedTokens / result.generateMs) * 1000 : 0,
-        stopReason: result.stopReason,
-        decodeSteps: result.decodeSteps,
-        draftedTokens: result.draftedTokens,
-        acceptedDraftTokens: result.acceptedDraftTokens,
-      },
+      text: first.text,
+      stats: { ...emptyStats(p.format), buildMs, generatedTokens: first.generated, totalMs: performance.now() - t0, stopReason: 'partial' },
+      rest: full,
     };
   }
 

@@ -13,6 +13,8 @@ export function parseCompletionOptions(method: string, params: Record<string, un
   if (budget !== undefined) parsed.promptBudget = budget;
   const timeLimit = optionalInteger(method, params, 'completionTimeLimitMs', 0, 600_000, `${where}.completionTimeLimitMs`);
   if (timeLimit !== undefined) parsed.completionTimeLimitMs = timeLimit;
+  const showPartial = optionalInteger(method, params, 'showPartialAfterMs', 0, 600_000, `${where}.showPartialAfterMs`);
+  if (showPartial !== undefined) parsed.showPartialAfterMs = showPartial;
   if (params.completionCache !== undefined) {
     if (typeof params.completionCache !== 'boolean') throw invalidParams(method, `${where}.completionCache must be true or false`);
     parsed.completionCache = params.completionCache;

@@ -14,6 +14,8 @@ export interface ServerOptions {
   promptBudget: number;
   /** 0: no cap. */
   completionTimeLimitMs: number;
+  /** Show the text so far of a completion still decoding after this many ms; 0 = off. */
+  showPartialAfterMs: number;
   completionCache: boolean;
   /** Put chunks of recently used other documents before the prompt. */
   extraContext: boolean;

@@ -174,27 +174,38 @@ export class ModelHost {
     this.warmUp?.abort();
     const mine = this.completions.begin(signal);
     const release = await this.engineLock.lock();
+    // A partial completion (show what we have) returns while decoding goes on: the engine stays
+    // this completion's, and the next request supersedes it, until its `rest` settles.
+    let rest: Promise<unknown> | undefined;
+    let started = false;
+    const finish = () => {
+      if (started) {
+        this.generating = false;
+        this.emitState();
+      }
+      mine.end();
+      release();
+    };
     try {
       if (mine.signal.aborted) throw cancelled(mine.signal);
       this.requireEngine();
       const completer = this.completer!;
       this.generating = true;
+      started = true;
       this.emitState();
       try {
         const result = await run(completer, mine.signal);
         if (mine.signal.aborted) throw cancelled(mine.signal);
+        rest = continuationOf(result);
         return result;
       } catch (err) {
         if (err instanceof ResponseError) throw err;
         if (mine.signal.aborted) throw cancelled(mine.signal);
         throw new ResponseError(FulcrumErrorCodes.GenerateFailed, `the completion failed: ${messageOf(err)}`);
-      } finally {
-        this.generating = false;
-        this.emitState();
       }
     } finally {
-      mine.end();
-      release();
+      if (rest) void rest.then(finish, finish);
+      else finish();
     }
   }
 
@@ -302,4 +313,11 @@ function kvSlotsFor(file: string): number {
   } catch {
     return 1;  // the load itself reports what is wrong with the file
   }
+}
+
+/** The decoding still running behind a partial completion (CursorCompletion.rest), if any. */
+function continuationOf(result: unknown): Promise<unknown> | undefined {
+  if (typeof result !== 'object' || result === null || !('rest' in result)) return undefined;
+  const rest = (result as { rest?: unknown }).rest;
+  return rest instanceof Promise ? rest : undefined;
 }

@@ -26,6 +26,12 @@ export interface FulcrumInitializationOptions {
   promptBudget?: number;
   /** Cap on generating one inline completion in ms, after its prompt is processed; 0 = none; default 1500. */
   completionTimeLimitMs?: number;
+  /**
+   * Show what we have: a completion still decoding this many ms after it was asked returns the
+   * text so far, and fulcrum/completionExtended follows when the full one is in the cache;
+   * 0 = off (the default without this option).
+   */
+  showPartialAfterMs?: number;
   /** Keep recent completions and serve typed-through ones from them; default true. */
   completionCache?: boolean;
   /** Put chunks of recently used other documents before the FIM prompt (within the budget); default false. */
@@ -41,7 +47,7 @@ export interface FulcrumInitializationOptions {
 }
 
 /** fulcrum/completionOptions (client → server): new completion settings, applied to the next request. */
-export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'completionCache' | 'extraContext' | 'exactPrompt' | 'completionEndpoint' | 'completionEndpointKind' | 'completionEndpointToken'>;
+export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'showPartialAfterMs' | 'completionCache' | 'extraContext' | 'exactPrompt' | 'completionEndpoint' | 'completionEndpointKind' | 'completionEndpointToken'>;
 
 export interface LoadModelParams {
   path: string;
@@ -88,8 +94,11 @@ export interface CompletionStats {
   promptMs: number;
   generateMs: number;
   tokensPerSecond: number;
-  /** 'time': the time cap; 'rule': a quality rule ended it; 'cached': served from the cache. */
-  stopReason: StopReason | 'time' | 'rule' | 'cached';
+  /**
+   * 'time': the time cap; 'rule': a quality rule ended it; 'cached': served from the cache;
+   * 'partial': the text so far at the show-partial deadline (the full one's stats follow).
+   */
+  stopReason: StopReason | 'time' | 'rule' | 'cached' | 'partial';
   /** Prompt tokens whose KV was reused from the previous completion (not evaluated again). */
   reusedTokens?: number;
   /** Wall time of the whole request in the engine, ms. */
@@ -192,6 +201,7 @@ export interface HttpServerInfo {
 /**
  * Notifications: server → client fulcrum/state (StateParams), fulcrum/stats (CompletionStats),
  * fulcrum/feedback (FeedbackParams); fulcrum/remote (RemoteStatusParams);
+ * fulcrum/completionExtended (CompletionExtendedParams);
  * client → server fulcrum/completionOptions (CompletionOptionsParams), fulcrum/warmCompletion (WarmCompletionParams).
  */
 export const FulcrumNotifications = {
@@ -201,7 +211,22 @@ export const FulcrumNotifications = {
   remote: 'fulcrum/remote',
   completionOptions: 'fulcrum/completionOptions',
   warmCompletion: 'fulcrum/warmCompletion',
+  completionExtended: 'fulcrum/completionExtended',
 } as const;
+
+/**
+ * fulcrum/completionExtended (server → client): an inline completion answered with a partial text
+ * (showPartialAfterMs) has finished, and its full text is longer; asking again at the same cursor
+ * in the same document version is served from the cache. The client asks again (VS Code: trigger
+ * the inline suggestion) only if the cursor is still there.
+ */
+export interface CompletionExtendedParams {
+  textDocument: { uri: string; version: number };
+  position: { line: number; character: number };
+  /** Characters of the full completion (the partial one had `partialLength`). */
+  length: number;
+  partialLength: number;
+}
 
 /**
  * fulcrum/warmCompletion (client → server): a document got focus (or opened) with the cursor at

@@ -33,6 +33,7 @@ export function startServer(connection: Connection): void {
     maxCompletionTokens: DEFAULT_MAX_TOKENS,
     promptBudget: DEFAULT_PROMPT_BUDGET,
     completionTimeLimitMs: DEFAULT_TIME_LIMIT_MS,
+    showPartialAfterMs: 0,
     completionCache: true,
     extraContext: false,
     exactPrompt: false,

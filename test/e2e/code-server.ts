@@ -157,7 +157,7 @@ async function waitForHttp(url: string, timeoutMs: number, log: () => string): P
 }
 
 /** The extension's own log (Output › Fulcrum) files under the user data folder. */
-function extensionLogs(userDataDir: string): string {
+export function extensionLogs(userDataDir: string): string {
   const logs: string[] = [];
   const walk = (dir: string): void => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {

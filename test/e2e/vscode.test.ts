@@ -77,6 +77,50 @@ async function openStoryAtEnd(): Promise<void> {
   await page.keyboard.press('Control+End');
 }
 
+/**
+ * Sets a number setting as a user does, in the Settings editor (searched by its id), and waits
+ * until the engine's log says the completion settings it got include it.
+ */
+async function setNumberSetting(id: string, value: number): Promise<void> {
+  const logStart = cs.extensionLogs(userDataDir).length;
+  await runCommand('Preferences: Open User Settings');
+  const search = page.locator('.settings-editor .settings-header .monaco-editor textarea').first();
+  await search.waitFor({ state: 'attached', timeout: 20_000 });
+  await search.focus();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(`@id:${id}`);
+  // The list filters as the query is typed: wait for the one setting, then edit it as typed keys.
+  await page.locator('.settings-editor .settings-count-widget', { hasText: '1 Setting Found' }).waitFor({ state: 'visible', timeout: 20_000 });
+  const title = id.slice(id.lastIndexOf('.') + 1).replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase());
+  const input = page.locator('.settings-editor .setting-item-number', { hasText: title }).locator('input').first();
+  await input.waitFor({ state: 'visible', timeout: 20_000 });
+  await input.click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(String(value));
+  await page.keyboard.press('Tab');
+  const key = id.slice(id.lastIndexOf('.') + 1);
+  const end = Date.now() + 20_000;
+  while (!cs.extensionLogs(userDataDir).slice(logStart).includes(`${key} ${value}`)) {
+    if (Date.now() > end) throw new Error(`the engine did not log ${key} ${value} within 20 s of setting ${id} in the Settings editor`);
+    await page.waitForTimeout(200);
+  }
+  await page.keyboard.press('Control+W');
+}
+
+/** The ghost text once it reads `want` (or what it reads after `timeoutMs`). */
+async function ghostTextBecomes(want: string, timeoutMs: number): Promise<string> {
+  const ghost = page.locator('.monaco-editor .ghost-text-decoration');
+  const end = Date.now() + timeoutMs;
+  let shown = '';
+  while (Date.now() < end) {
+    // Monaco renders a long inline decoration as several spans; together they are the text.
+    shown = (await ghost.allTextContents()).join('').replace(/\u00a0/g, ' ');
+    if (shown === want) return shown;
+    await page.waitForTimeout(100);
+  }
+  return shown;
+}
+
 /** Runs a test; on failure leaves a screenshot and the workbench DOM for the artifacts. */
 function e2e(name: string, fn: () => Promise<void>): void {
   test(name, { skip }, async () => {
@@ -145,9 +189,9 @@ e2e('typing shows the model\'s greedy continuation as ghost text; Tab accepts it
   const ghost = page.locator('.monaco-editor .ghost-text-decoration');
   await ghost.first().waitFor({ state: 'visible', timeout: 30_000 });
   metrics.typeToGhostTextMs = since(t);
-  // Monaco renders a long inline decoration as several spans; together they are the text.
-  await page.waitForTimeout(200);
-  const shown = (await ghost.allTextContents()).join('').replace(/\u00a0/g, ' ');
+  // A slow moment may show the text so far first (fulcrum.completions.showPartialAfterMs); the
+  // whole suggestion replaces it in place.
+  const shown = await ghostTextBecomes(firstLine, 10_000);
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-ghost-text.png') });
   assert.equal(shown, firstLine, 'the ghost text is the engine\'s greedy continuation');
 
@@ -164,6 +208,33 @@ e2e('typing shows the model\'s greedy continuation as ghost text; Tab accepts it
   // the story's first line out of view; undo it so the next tests find the editor by that line.
   await page.keyboard.press('Control+Z');
   await page.locator('.monaco-editor .view-line', { hasText: 'Once upon a time' }).waitFor({ state: 'visible', timeout: 10_000 });
+});
+
+e2e('a suggestion still decoding at fulcrum.completions.showPartialAfterMs is shown as far as it goes, then completed in place', async () => {
+  const typed = ' She';
+  const engine = await Engine.load(MODEL, { threads: 1 });
+  const expected = await new Completer(engine).complete({ document: 'expected', before: DOC_BEFORE + typed, after: '', timeLimitMs: Infinity });
+  engine.dispose();
+  const firstLine = expected.text.split('\n')[0]!;
+  assert.ok(firstLine.trim().split(/\s+/).length > 2, `a first line of several words (got ${JSON.stringify(expected.text)})`);
+  // A 1 ms deadline: the engine answers with the first word and tells the editor when the rest
+  // is in its cache; only the extension's re-trigger can then show the whole line.
+  const logStart = cs.extensionLogs(userDataDir).length;
+  await setNumberSetting('fulcrum.completions.showPartialAfterMs', 1);
+  await openStoryAtEnd();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(DOC_BEFORE + typed);
+  await page.locator('.monaco-editor .ghost-text-decoration').first().waitFor({ state: 'visible', timeout: 30_000 });
+  const shown = await ghostTextBecomes(firstLine, 15_000);
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-ghost-text-completed.png') });
+  assert.equal(shown, firstLine, 'the whole greedy line replaces the text shown early');
+  assert.match(cs.extensionLogs(userDataDir).slice(logStart), /completion: partial after \d+ ms[^\n]*\n(.*\n)*.*the full suggestion is ready/, 'the engine answered with the text so far, then the extension showed the whole');
+  await setNumberSetting('fulcrum.completions.showPartialAfterMs', 300);
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(DOC_BEFORE);
+  await page.keyboard.press('Escape');
+  await page.waitForTimeout(1000);
 });
 
 e2e('command "Fulcrum: Show Model Layers" draws every layer of the model', async () => {

@@ -11,7 +11,7 @@ import { fitContext } from '../../engine/completion/budget';
 import { applyRules, cursorContext } from '../../engine/completion/rules';
 import { runCompletion } from '../../engine/completion/runner';
 import { Engine } from '../../engine/runtime/engine';
-import type { ModelInfo } from '../../engine/server/protocol';
+import type { CompletionExtendedParams, ModelInfo } from '../../engine/server/protocol';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 import { LspSession, rejection } from './lsp-session';
 
@@ -99,6 +99,28 @@ describe('LSP inline completion with fill-in-the-middle', { skip: skipUnlessShar
     const rest = await lsp.inlineCompletion(URI, CURSOR_LINE, CURSOR_CHAR + typed.length);
     assert.equal(lsp.stats.at(-1)!.stopReason, 'cached');
     assert.equal(shownText(rest), first.slice(typed.length));
+  });
+
+  test('show what we have: a completion still decoding at the deadline shows its text so far, and the full text follows from the cache', async () => {
+    const expected = await expectedCompletion(DOC.slice(0, cursor), DOC.slice(cursor));
+    assert.ok(expected.length > 4, `a completion of several tokens is compared: ${JSON.stringify(expected)}`);
+    const uri = 'file:///work/queue-partial.py';
+    lsp.openDocument(uri, DOC, 'python');
+    const extended: CompletionExtendedParams[] = [];
+    lsp.connection.onNotification('fulcrum/completionExtended', (p: CompletionExtendedParams) => { extended.push(p); });
+    // A 1 ms deadline: the first token that gives text to show answers the request.
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { showPartialAfterMs: 1, completionCache: true });
+    const partial = shownText(await lsp.inlineCompletion(uri, CURSOR_LINE, CURSOR_CHAR));
+    assert.ok(partial.length > 0 && partial.length < expected.length, `partial ${JSON.stringify(partial)} of ${JSON.stringify(expected)}`);
+    assert.ok(expected.startsWith(partial), `partial ${JSON.stringify(partial)} begins ${JSON.stringify(expected)}`);
+    await lsp.waitFor(() => extended.length > 0, 'fulcrum/completionExtended');
+    assert.deepEqual(extended[0], { textDocument: { uri, version: 1 }, position: { line: CURSOR_LINE, character: CURSOR_CHAR }, length: expected.length, partialLength: partial.length });
+    assert.equal(lsp.stats.at(-1)!.stopReason === 'partial', false, 'stats are sent for the full completion only');
+    const full = shownText(await lsp.inlineCompletion(uri, CURSOR_LINE, CURSOR_CHAR));
+    assert.equal(lsp.stats.at(-1)!.stopReason, 'cached');
+    assert.equal(full, expected);
+    assert.ok(lsp.logs.some((l) => /completion: partial after \d+ ms/.test(l)), 'the log says a partial text was shown');
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { showPartialAfterMs: 0 });
   });
 
   test('fulcrum/completionOptions changes the settings of the next completion; bad values are logged', async () => {

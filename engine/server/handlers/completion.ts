@@ -4,7 +4,8 @@ import type { CancellationToken, InlineCompletionList, InlineCompletionParams } 
 import type { TextDocument } from 'vscode-languageserver-textdocument';
 import { ChunkRing } from '../../completion/extra-context';
 import type { ServerContext } from '../context';
-import { FulcrumNotifications, type CompletionStats, type RemoteStatusParams } from '../protocol';
+import type { CursorCompletionStats } from '../../completion/completer';
+import { FulcrumNotifications, type CompletionExtendedParams, type CompletionStats, type RemoteStatusParams } from '../protocol';
 import { parseCompletionOptions } from '../completion-options';
 import { completeRemotely } from './remote-completion';
 import { invalidParams, requireInteger, requireObject, requireString } from '../validate';
@@ -33,7 +34,11 @@ export function registerCompletionHandlers(ctx: ServerContext): void {
   ctx.connection.onNotification(FulcrumNotifications.completionOptions, (raw: unknown) => {
     const method = FulcrumNotifications.completionOptions;
     try {
-      Object.assign(ctx.options, parseCompletionOptions(method, requireObject(method, raw), 'params'));
+      const changed = parseCompletionOptions(method, requireObject(method, raw), 'params');
+      Object.assign(ctx.options, changed);
+      // The log says which settings the next completion uses (a token is never written out).
+      const shown = Object.entries(changed).map(([k, v]) => `${k} ${k === 'remote' ? (v as { url?: string } | undefined)?.url || 'off' : JSON.stringify(v)}`);
+      ctx.connection.console.log(`completion settings: ${shown.join(', ')}`);
     } catch (err) {
       ctx.connection.console.error(err instanceof Error ? err.message : String(err));
     }
@@ -112,27 +117,27 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
       budget: options.promptBudget,
       maxTokens: options.maxCompletionTokens,
       timeLimitMs: options.completionTimeLimitMs > 0 ? options.completionTimeLimitMs : Infinity,
+      // Shown early only when the full text can be served from the cache afterwards.
+      showPartialAfterMs: options.completionCache ? options.showPartialAfterMs : 0,
       useCache: options.completionCache,
       exact: options.exactPrompt,
       ...(extraContext ? { extraContext } : {}),
       signal,
     }), abort.signal);
-    const s = result.stats;
-    const stats: CompletionStats = {
-      promptTokens: s.promptTokens,
-      generatedTokens: s.generatedTokens,
-      promptMs: s.promptMs,
-      generateMs: s.generateMs,
-      tokensPerSecond: s.tokensPerSecond,
-      stopReason: s.stopReason,
-      reusedTokens: s.reusedTokens,
-      totalMs: s.totalMs,
-      format: s.format,
-    };
-    void ctx.connection.sendNotification(FulcrumNotifications.stats, stats);
-    ctx.connection.console.log(`completion: ${s.format}, prompt ${s.promptTokens} tokens (${s.reusedTokens} reused, ` +
-      `${s.promptMs.toFixed(0)} ms), ${s.generatedTokens} generated (${s.generateMs.toFixed(0)} ms), ` +
-      `total ${s.totalMs.toFixed(0)} ms, stop: ${s.stopReason}`);
+    if (result.rest) {
+      // Partial: the full completion's stats and log line come when it ends; the client is told
+      // to ask again if it is longer (the cache then serves it at this cursor).
+      const version = document.version, uri = document.uri, position = document.positionAt(cursor), partialLength = result.text.length;
+      ctx.connection.console.log(`completion: partial after ${result.stats.totalMs.toFixed(0)} ms (${result.stats.generatedTokens} tokens, ${partialLength} characters shown), decoding goes on`);
+      void result.rest.then((full) => {
+        report(ctx, full.stats);
+        if (full.stats.stopReason === 'cancelled' || full.text.length <= partialLength || !full.text.startsWith(result.text)) return;
+        void ctx.connection.sendNotification(FulcrumNotifications.completionExtended,
+          { textDocument: { uri, version }, position, length: full.text.length, partialLength } satisfies CompletionExtendedParams);
+      }, (err: unknown) => ctx.connection.console.error(`completion: decoding after the partial text failed: ${err instanceof Error ? err.message : String(err)}`));
+    } else {
+      report(ctx, result.stats);
+    }
     if (result.text.length === 0) return { items: [] };
     const start = document.positionAt(selected ? selected.startOffset : cursor);
     const end = document.positionAt(cursor);
@@ -141,6 +146,25 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
   } finally {
     subscription.dispose();
   }
+}
+
+/** The status bar's figures (fulcrum/stats) and the log line of a finished completion. */
+function report(ctx: ServerContext, s: CursorCompletionStats): void {
+  const stats: CompletionStats = {
+    promptTokens: s.promptTokens,
+    generatedTokens: s.generatedTokens,
+    promptMs: s.promptMs,
+    generateMs: s.generateMs,
+    tokensPerSecond: s.tokensPerSecond,
+    stopReason: s.stopReason,
+    reusedTokens: s.reusedTokens,
+    totalMs: s.totalMs,
+    format: s.format,
+  };
+  void ctx.connection.sendNotification(FulcrumNotifications.stats, stats);
+  ctx.connection.console.log(`completion: ${s.format}, prompt ${s.promptTokens} tokens (${s.reusedTokens} reused, ` +
+    `${s.promptMs.toFixed(0)} ms), ${s.generatedTokens} generated (${s.generateMs.toFixed(0)} ms), ` +
+    `total ${s.totalMs.toFixed(0)} ms, stop: ${s.stopReason}`);
 }
 
 function parse(ctx: ServerContext, raw: unknown): ParsedRequest {
