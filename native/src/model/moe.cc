@@ -129,6 +129,14 @@ void MoeFfn::run(Kernels& kn, Device* own, const MoeBuffers& b, const MoeWeights
   // 2. Each expert over the tokens routed to it: gather, gate and up, SwiGLU, down; each
   //    (token, slot) output scaled by its weight into its slot's buffer.
   const bool same_act = kn.act_type(w.up.type) == kn.act_type(w.gate.type);
+  // The down projection's activations converted by SwiGLU while each row is in L1 (the same
+  // per-row conversion as a convert of its own, one pass fewer over the pool).
+  RowConverts down_cv;
+  if (kn.act_type(w.down.type) != GgmlType::F32) {
+    down_cv.n = 1;
+    down_cv.type[0] = kn.act_type(w.down.type);
+    down_cv.dst[0] = b.act_ff;
+  }
   int64_t at = 0;
   for (int64_t e = 0; e < X; ++e) {
     const int64_t n = count_[static_cast<size_t>(e)];
@@ -140,8 +148,8 @@ void MoeFfn::run(Kernels& kn, Device* own, const MoeBuffers& b, const MoeWeights
     // (the up activations reuse the gate's buffer: the gate's product has read it by now)
     const void* au = same_act ? ag : activations(kn, w.up.type, b.xg, n, E, b.act_in);
     kn.matmul(w.up.type, w.up.expert(e), w.up.packed, F, E, au, n, b.u, F, false);
-    kn.swiglu(b.g, b.u, n, F, RowConverts{});
-    kn.matmul(w.down.type, w.down.expert(e), w.down.packed, E, F, activations(kn, w.down.type, b.g, n, F, b.act_ff), n, b.y, E, false);
+    kn.swiglu(b.g, b.u, n, F, down_cv);
+    kn.matmul(w.down.type, w.down.expert(e), w.down.packed, E, F, down_cv.n ? static_cast<const void*>(b.act_ff) : b.g, n, b.y, E, false);
     kn.scatter_rows(b.y, b.ys, b.idx + rows * K + at, b.wt + at, n, E);
     at += n;
   }
