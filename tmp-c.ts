@@ -1,7 +1,7 @@
 import { makeContext } from './engine/plan/context';
 import { hardwarePreset } from './engine/hardware/presets';
 import { modelPreset } from './engine/model/model-presets';
-import { onlineSetup } from './engine/plan/neo/plan-online';
+import { onlineSetup } from './engine/plan/online/plan-online';
 import { generateWorkload } from './engine/plan/online/workload';
 import { runOnline } from './engine/plan/online/loop';
 import { NeoScheduler } from './engine/plan/neo/scheduler';

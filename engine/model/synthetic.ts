@@ -9,6 +9,7 @@ import { GgufValueType as T, metaStringArray, readGguf, writeGguf, type GgufWrit
 import type { GgufLayout } from './gguf/writer';
 import { convertF32, TS_CONVERTIBLE_TYPES } from './quantize-ts';
 import { loadAddon } from '../native/addon';
+import { mulberry32 } from './seeded-random';
 
 export interface SyntheticModelSpec {
   architecture: 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'starcoder2' | 'gemma' | 'gemma2' | 'gemma3' | 'qwen3moe';
@@ -72,18 +73,6 @@ const TOKEN_NORMAL = 1;
 const TOKEN_UNKNOWN = 2;
 const TOKEN_CONTROL = 3;
 const TOKEN_BYTE = 6;
-
-/** mulberry32: small, fast, deterministic; returns a uint32. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
-}
 
 /** FNV-1a of the tensor name mixed with the model seed: each tensor's stream is independent. */
 function tensorSeed(seed: number, name: string): number {
@@ -254,7 +243,7 @@ function* tensorChunks(p: TensorPlan, seed: number, convert: Converter): Generat
   const rowLen = p.dims[0]!;
   const rows = p.dims.slice(1).reduce((a, b) => a * b, 1);
   const rowsPerChunk = Math.max(1, Math.floor(CHUNK_ELEMENTS / rowLen));
-  const rand = prng(tensorSeed(seed, p.name));
+  const rand = mulberry32(tensorSeed(seed, p.name));
   const buf = new Float32Array(rowsPerChunk * rowLen);
   for (let r = 0; r < rows; r += rowsPerChunk) {
     const n = Math.min(rowsPerChunk, rows - r) * rowLen;

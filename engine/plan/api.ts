@@ -19,7 +19,7 @@ import { modelPreset } from '../model/model-presets';
 import { shapeFromGguf, validateShape, type ModelShape } from '../model/shape';
 import { simulatePlan } from './sim/simulate';
 import { toChromeTrace } from './sim/trace';
-import type { OnlineSimResult, SimResult, TraceEvent, WorkloadSimResult } from './sim/types';
+import type { OnlineSimResult, SimResult, TraceEvent, WorkloadSimResult } from './sim-types';
 import { makeContext } from './context';
 import type { PlanContext, Policy } from './policy';
 import { getPolicy } from './registry';

@@ -7,9 +7,9 @@ import type { Decision } from './explanation';
 import { headBytes, headOn, kvBytesPerLayer, layerBytes, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs, workspaceBytes } from './build';
 import type { Policy, PlanContext } from './policy';
 import type { LayerPlan, Plan } from './types';
-import type { OnlineSimResult } from './sim/types';
-import { onlineApplicable } from './neo';
-import { onlineRun } from './neo/plan-online';
+import type { OnlineSimResult } from './sim-types';
+import { onlineApplicable } from './online/neo';
+import { onlineRun } from './online/plan-online';
 import { NeoScheduler } from './neo/scheduler';
 
 /**

@@ -14,7 +14,7 @@
 
 import type { HardwareProfile } from '../hardware/types';
 import { makeContext } from './context';
-import { steadyStateQueues } from './neo/plan-online';
+import { steadyStateQueues } from './online/plan-online';
 import { onlineSetup } from './online/setup';
 import { NeoScheduler } from './neo/scheduler';
 import type { PlanContext } from './policy';

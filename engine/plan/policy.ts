@@ -1,11 +1,12 @@
-// The Policy interface: one module per policy (engine/plan/<name>.ts), registered in
+// The Policy interface: one module per policy (engine/plan/<name>.ts; the online policies NEO and
+// APEX in engine/plan/online/, above the schedulers they drive), registered in
 // engine/plan/registry.ts. Every policy turns the same PlanContext into the same Plan.
 
 import type { HardwareProfile } from '../hardware/types';
 import type { ModelShape } from '../model/shape';
 import type { StepShape, Workload } from '../cost/types';
 import type { Plan, PolicyName } from './types';
-import type { OnlineSimResult, SimTask } from './sim/types';
+import type { OnlineSimResult, SimTask } from './sim-types';
 
 /**
  * The cost model as policies see it (engine/cost/model.ts implements it). All times in ms.

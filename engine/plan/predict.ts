@@ -11,7 +11,7 @@
 // figures, and the op-graph simulation only the prefill.
 
 import { simulatePlan } from './sim/simulate';
-import type { WorkloadSimResult } from './sim/types';
+import type { WorkloadSimResult } from './sim-types';
 import type { PlanContext, Policy } from './policy';
 import type { Plan, Predicted } from './types';
 

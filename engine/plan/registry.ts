@@ -9,8 +9,8 @@ import { policy as layerSplit } from './layer-split';
 import { policy as splitPoints } from './split-points';
 import { policy as kvpr } from './kvpr';
 import { policy as lia } from './lia';
-import { policy as neo } from './neo';
-import { policy as apex } from './apex';
+import { policy as neo } from './online/neo';
+import { policy as apex } from './online/apex';
 import { policy as moeOffload } from './moe-offload';
 
 /** All concrete policies (auto excluded), simplest first. */

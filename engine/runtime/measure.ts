@@ -7,7 +7,7 @@ import { shapeFromGguf } from '../model/shape';
 import type { HardwareProfile } from '../hardware/types';
 import { planRequest, simulateRequest, type PlanParams } from '../plan/api';
 import type { Plan } from '../plan/types';
-import type { TraceEvent } from '../plan/sim/types';
+import type { TraceEvent } from '../plan/sim-types';
 import { benchTokens } from './bench';
 import { cpuForThreads } from './devices';
 import { PREFILL_CHUNK, type Engine } from './engine';

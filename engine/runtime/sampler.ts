@@ -2,6 +2,7 @@
 // temperature and a draw from a seeded PRNG (llama.cpp's default chain order). Temperature 0 is
 // greedy (argmax after the penalty). The same options and seed give the same tokens.
 import type { SamplingOptions } from './types';
+import { seededRandom } from '../model/seeded-random';
 
 export interface ResolvedSampling {
   temperature: number;
@@ -62,18 +63,11 @@ export function resolveSampling(opts: SamplingOptions): ResolvedSampling {
   };
 }
 
-/** mulberry32: a small deterministic 32-bit PRNG; next() is uniform in [0, 1). */
+/** The engine's seeded PRNG (engine/model/seeded-random.ts); next() is uniform in [0, 1). */
 export class Prng {
-  private state: number;
+  readonly next: () => number;
   constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    this.next = seededRandom(seed);
   }
 }
 

@@ -1,7 +1,7 @@
 // The measured side: native per-op timings of executed steps, as the same Chrome trace-event
 // JSON the simulator writes (one process per step, one thread per lane: CPU, GPU, host→device,
 // device→host), and per layer and per plan op, so each measured op joins its predicted op.
-import type { TraceEvent } from '../plan/sim/types';
+import type { TraceEvent } from '../plan/sim-types';
 import type { NativeCompiledOp } from '../native/model';
 
 const LANE_TID: Record<NativeCompiledOp['lane'], number> = { cpu: 1, device: 2, h2d: 3, d2h: 4 };

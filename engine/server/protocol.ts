@@ -261,7 +261,7 @@ export const FulcrumErrorCodes = {
 export type { Plan, PlanStage, LayerPlan, OpPlan, OpPredicted, LaneTimes, Lane, Device, WeightResidency, PolicyName } from '../plan/types';
 export type { Explanation, Decision, Alternative, WhatIf, Resource } from '../plan/explanation';
 export type { PlanParams, SimulateParams, SimulateResult } from '../plan/api';
-export type { TraceEvent } from '../plan/sim/types';
+export type { TraceEvent } from '../plan/sim-types';
 
 /** Extra fields a client may add to fulcrum/plan, fulcrum/explain and fulcrum/simulate params. */
 export interface PlannerRequestExtras {
@@ -274,7 +274,7 @@ export interface PlannerRequestExtras {
 
 /** Chrome trace-event JSON ("JSON Object Format"), as fulcrum/simulate returns with trace: true. */
 export interface ChromeTrace {
-  traceEvents: import('../plan/sim/types').TraceEvent[];
+  traceEvents: import('../plan/sim-types').TraceEvent[];
   displayTimeUnit?: 'ms' | 'ns';
   otherData?: Record<string, unknown>;
 }

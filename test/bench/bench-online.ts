@@ -10,8 +10,8 @@ import { ApexScheduler } from '../../engine/plan/apex/scheduler';
 import { makeRequest } from '../../engine/plan/neo/request';
 import { makeContext } from '../../engine/plan/context';
 import { policy as lia } from '../../engine/plan/lia';
-import { policy as neo } from '../../engine/plan/neo';
-import { policy as apex } from '../../engine/plan/apex';
+import { policy as neo } from '../../engine/plan/online/neo';
+import { policy as apex } from '../../engine/plan/online/apex';
 
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);

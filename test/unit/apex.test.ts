@@ -8,7 +8,7 @@ import type { OnlineQueues } from '../../engine/plan/neo/scheduler';
 import { makeRequest } from '../../engine/plan/neo/request';
 import { ApexScheduler } from '../../engine/plan/apex/scheduler';
 import { executeIteration } from '../../engine/plan/online/execute';
-import { policy as apex } from '../../engine/plan/apex';
+import { policy as apex } from '../../engine/plan/online/apex';
 import { makeContext } from '../../engine/plan/context';
 import { modelPreset } from '../../engine/model/model-presets';
 import { hardwarePreset } from '../../engine/hardware/presets';

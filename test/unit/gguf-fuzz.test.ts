@@ -9,6 +9,7 @@ import path from 'node:path';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { GgufFormatError, GgufValueType as T, readGguf, writeGguf, type GgufWriteSpec } from '../../engine/model/gguf/index';
 import type { GgufLayout } from '../../engine/model/gguf/writer';
+import { seededRandom } from '../../engine/model/seeded-random';
 import { tempDir } from '../helpers/shared';
 
 const baseSpec: GgufWriteSpec = {
@@ -31,18 +32,6 @@ const baseSpec: GgufWriteSpec = {
     { name: 'w.f16', dims: [3], type: GgmlType.F16, data: new Uint8Array(6).fill(3) },
   ],
 };
-
-/** mulberry32: a small deterministic PRNG, so every run tries the same mutations. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Mutation { label: string; bytes: Buffer }
 
@@ -119,7 +108,7 @@ function mutations(valid: Buffer, layout: GgufLayout): Mutation[] {
     add(`dims of ${t.name} all 2^32`, b);
   }
   // Random byte flips in the header and anywhere.
-  const rand = prng(0xf00d);
+  const rand = seededRandom(0xf00d); // every run tries the same mutations
   for (let i = 0; i < 150; i++) {
     const b = Buffer.from(valid);
     const flips = 1 + Math.floor(rand() * 4);

@@ -85,3 +85,33 @@ test('the engine\'s rooms stand on each other one way (issue 22 item 6): no two 
   const g = new Map([[path.join(root, 'a', 'x.ts'), [path.join(root, 'b', 'y.ts')]], [path.join(root, 'b', 'y.ts'), [path.join(root, 'a', 'z.ts')]]]);
   assert.deepEqual(roomsBothWays(g, root), ['a→b']);
 });
+
+/**
+ * The rooms of `dir` as a graph: a room is a top-level folder or file of `dir`, and a file
+ * `x.ts` beside a folder `x/` is one room with it (a policy's module and its helpers, e.g.
+ * lia.ts and lia/), so an arrow between them is inside the room, not between two.
+ */
+function roomGraph(graph: Map<string, string[]>, dir: string): Map<string, string[]> {
+  const room = (f: string): string | undefined => {
+    const rel = path.relative(dir, f);
+    return rel.startsWith('..') ? undefined : rel.split(path.sep)[0]!.replace(/\.ts$/, '');
+  };
+  const rooms = new Map<string, Set<string>>();
+  for (const [from, deps] of graph) {
+    const a = room(from);
+    if (a === undefined) continue;
+    if (!rooms.has(a)) rooms.set(a, new Set());
+    for (const to of deps) { const b = room(to); if (b !== undefined && b !== a) rooms.get(a)!.add(b); }
+  }
+  return new Map([...rooms].map(([k, v]) => [k, [...v]]));
+}
+
+test('the planner\'s rooms stand on each other one way (issue 22 item 6): no circle among engine/plan\'s folders and files', () => {
+  const dir = path.join(repoRoot, 'engine', 'plan');
+  const rooms = roomGraph(importGraph(path.join(repoRoot, 'engine')), dir);
+  assert.ok(['online', 'neo', 'apex', 'sim', 'policy', 'multihost'].every((r) => rooms.has(r)), 'the planner\'s rooms were found');
+  assert.deepEqual(circles(rooms).map((c) => c.sort().join(' ⇄ ')), []);
+  // A file and its same-named folder are one room; a circle through two rooms is seen.
+  const g = new Map([[path.join(dir, 'x.ts'), [path.join(dir, 'x', 'a.ts')]], [path.join(dir, 'x', 'a.ts'), [path.join(dir, 'y', 'b.ts')]], [path.join(dir, 'y', 'b.ts'), [path.join(dir, 'x.ts')]]]);
+  assert.deepEqual(circles(roomGraph(g, dir)).map((c) => c.sort()), [['x', 'y']]);
+});

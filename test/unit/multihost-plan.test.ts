@@ -89,7 +89,7 @@ test('a cluster that cannot hold the model says how many layers each host holds'
 });
 
 test('cluster timeline: a lane per host and per link; decode step equals the plan\'s; prefill carries the prompt\'s activations', async () => {
-  const { simulateCluster } = await import('../../engine/plan/sim/cluster-trace');
+  const { simulateCluster } = await import('../../engine/plan/multihost/cluster-trace');
   const model = modelPreset('llama-3.1-70b');
   const p = planCluster(model, parseClusterSpec('3x(rtx4090+ryzen9-7950x)@1GbE'), parseWorkload('batch=1,prompt=2048,gen=16'));
   const sim = simulateCluster(p, model.nEmbd, 4);

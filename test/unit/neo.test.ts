@@ -9,7 +9,7 @@ import { NeoScheduler, type NeoVariant, type OnlineQueues } from '../../engine/p
 import { blocksFor, contextTokens, makeRequest } from '../../engine/plan/neo/request';
 import { generateWorkload } from '../../engine/plan/online/workload';
 import { runOnline } from '../../engine/plan/online/loop';
-import { policy as neo } from '../../engine/plan/neo';
+import { policy as neo } from '../../engine/plan/online/neo';
 import { makeContext } from '../../engine/plan/context';
 import { modelPreset } from '../../engine/model/model-presets';
 import { hardwarePreset } from '../../engine/hardware/presets';

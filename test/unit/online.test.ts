@@ -1,7 +1,8 @@
 // Online workload generation and the continuous-batching loop.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateWorkload, seededRandom } from '../../engine/plan/online/workload';
+import { generateWorkload } from '../../engine/plan/online/workload';
+import { seededRandom } from '../../engine/model/seeded-random';
 import { runOnline } from '../../engine/plan/online/loop';
 import { profilePredictors, type OnlineCosts } from '../../engine/plan/neo/costs';
 import { NeoScheduler } from '../../engine/plan/neo/scheduler';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { simulateTasks } from '../../engine/plan/sim/engine';
 import { toChromeTrace } from '../../engine/plan/sim/trace';
 import { stageTasks } from '../../engine/plan/sim/graph';
-import type { SimTask } from '../../engine/plan/sim/types';
+import type { SimTask } from '../../engine/plan/sim-types';
 import { hardwarePreset } from '../../engine/hardware/presets';
 import { modelPreset } from '../../engine/model/model-presets';
 import { makeContext } from '../../engine/plan/context';

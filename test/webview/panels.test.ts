@@ -346,6 +346,24 @@ describe('timeline panel: a re-plan between measured steps', { skip }, () => {
     const spans = await page.locator('#timeline g.span').evaluateAll((nodes) => nodes.map((n) => ({ ts: Number(n.getAttribute('data-start-us')), x: Number(n.querySelector('rect')!.getAttribute('x')) })));
     const after = spans.filter((sp) => sp.ts >= mark.ts && sp.x > 170);
     assert.ok(after.length > 0 && after.every((sp) => sp.x >= drawn[0]!.x - 1e-6), 'spans after the re-plan start right of its line');
+    // The run is a section per step (a set of lanes each, most nearly empty): drawn as one row per
+    // lane name, each span keeping its step in its details, the re-plan line across all of them.
+    const laneNames = new Set(measured.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => String(e.args!.name)));
+    const sections = new Set(measured.traceEvents.filter((e) => e.ph === 'M' && e.name === 'process_name').map((e) => String(e.args!.name)));
+    assert.ok(sections.size > 2 && laneNames.size >= 2, `a run of ${sections.size} steps on ${laneNames.size} lanes`);
+    const rows = await page.locator('#timeline text').evaluateAll((nodes) => nodes.map((n) => ({ cls: n.getAttribute('class'), text: n.textContent ?? '', y: Number(n.getAttribute('y')) })));
+    const measuredTop = rows.find((r) => r.cls === 'section-label' && r.text === 'Measured (runtime)')!.y;
+    const measuredLanes = rows.filter((r) => r.cls === 'lane-label' && r.y > measuredTop).map((r) => r.text.replace(/ \d+% busy$/, ''));
+    assert.deepEqual([...measuredLanes].sort(), [...laneNames].sort(), 'one measured row per lane name');
+    const measuredSpans = await page.locator('#timeline g.span[data-lane^="merged:"]').evaluateAll((nodes) => nodes.map((n) => ({
+      lane: n.getAttribute('data-lane')!, section: n.getAttribute('data-section')!, label: n.getAttribute('aria-label')!,
+    })));
+    assert.ok(measuredSpans.every((sp) => sections.has(sp.section) && sp.label.includes(` · ${sp.section} · `)), 'each span names its step');
+    const busiest = [...new Set(measuredSpans.map((sp) => sp.lane))].map((l) => new Set(measuredSpans.filter((sp) => sp.lane === l).map((sp) => sp.section)).size);
+    assert.ok(Math.max(...busiest) > 1, 'a merged row holds the spans of several steps');
+    const line = await page.locator('#timeline g.mark-event line').evaluate((n) => [Number(n.getAttribute('y1')), Number(n.getAttribute('y2'))]);
+    const laneYs = rows.filter((r) => r.cls === 'lane-label' && r.y > measuredTop).map((r) => r.y);
+    assert.ok(line[0]! < Math.min(...laneYs) && line[1]! > Math.max(...laneYs), 'the re-plan line crosses every measured row');
     await page.locator('#timeline g.mark-event').dispatchEvent('mouseover');
     assert.ok((await page.locator('#span-details').textContent() ?? '').includes(reason));
     await screenshot(page, 'webview-timeline-replan-dark');

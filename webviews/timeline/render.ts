@@ -4,7 +4,7 @@
 // predicted one on the same time scale, so the two line up.
 import type { TimelineViewData } from '../../engine/server/protocol';
 import { el, svg } from '../shared/dom';
-import { formatUs, parseTrace, tickStepUs, type ParsedTrace, type TraceLane } from './trace';
+import { formatUs, mergeLanesByName, parseTrace, tickStepUs, type ParsedTrace, type TraceLane } from './trace';
 
 type Action = (action: string, args?: Record<string, unknown>) => void;
 
@@ -29,11 +29,15 @@ function laneClass(lane: string): string {
   return 'lane-other';
 }
 
-/** A trace restricted to one section (process), e.g. 'decode step (layer-split)'. */
+/**
+ * A trace restricted to one section (process), e.g. 'decode step (layer-split)'. With
+ * `fallbackAll` and no such section (a measured run: a section per step), every section's
+ * lanes, merged into one lane per lane name.
+ */
 function onlySection(parsed: ParsedTrace, section: string, fallbackAll: boolean): ParsedTrace {
   let lanes = parsed.lanes.filter((l) => l.section === section);
   const all = lanes.length === 0 && fallbackAll;
-  if (all) lanes = parsed.lanes;
+  if (all) lanes = mergeLanesByName(parsed.lanes, 'all steps');
   const spans = lanes.flatMap((l) => l.spans);
   // Marks (re-plans) of the shown sections, inside the time they span.
   const startUs = spans.length ? Math.min(...spans.map((x) => x.startUs)) : 0;
@@ -198,8 +202,8 @@ export function renderTimeline(root: HTMLElement, data: TimelineViewData, act: A
       const x1 = Math.min(CHART_WIDTH, xOf(s.startUs + s.durUs, view));
       const w = Math.max(0.5, x1 - x0);
       const where = [s.args.layer !== undefined ? `layer ${String(s.args.layer)}` : '', s.args.op !== undefined ? String(s.args.op) : ''].filter(Boolean).join(' ');
-      const label = `${traceLabel} · ${lane.section} · ${lane.lane}: ${s.name}${where && !s.name.includes(where) ? ` (${where})` : ''} at ${formatUs(s.startUs - full.startUs)} for ${formatUs(s.durUs)}`;
-      const g = svg('g', { class: `span ${cls}`, role: 'img', 'aria-label': label, 'data-lane': lane.key, 'data-start-us': s.startUs, 'data-dur-us': s.durUs });
+      const label = `${traceLabel} · ${s.section} · ${lane.lane}: ${s.name}${where && !s.name.includes(where) ? ` (${where})` : ''} at ${formatUs(s.startUs - full.startUs)} for ${formatUs(s.durUs)}`;
+      const g = svg('g', { class: `span ${cls}`, role: 'img', 'aria-label': label, 'data-lane': lane.key, 'data-section': s.section, 'data-start-us': s.startUs, 'data-dur-us': s.durUs });
       g.append(svg('rect', { x: x0, y: y + 3, width: w, height: ROW_HEIGHT - 6 }));
       if (w > 40) g.append(svg('text', { class: 'span-label', x: x0 + 3, y: y + ROW_HEIGHT / 2 + 4 }, s.name.slice(0, Math.floor(w / 6.5))));
       chart.append(g);

@@ -3,7 +3,8 @@
 // against the same numbers.
 import type { ChromeTrace } from '../../engine/server/protocol';
 
-export interface Span { name: string; startUs: number; durUs: number; args: Record<string, unknown> }
+/** `section`: the process (traced stage, measured step) the span ran in, kept when lanes merge. */
+export interface Span { name: string; section: string; startUs: number; durUs: number; args: Record<string, unknown> }
 export interface TraceLane { key: string; section: string; lane: string; spans: Span[]; busyUs: number }
 /** An instant event (a re-plan between steps), drawn as a line across its trace's lanes. */
 export interface TraceMark { name: string; section: string; atUs: number; args: Record<string, unknown> }
@@ -36,7 +37,7 @@ export function parseTrace(trace: ChromeTrace): ParsedTrace {
       lane = { key, section: processNames.get(e.pid) ?? `process ${e.pid}`, lane: `thread ${e.tid}`, spans: [], busyUs: 0 };
       lanes.set(key, lane);
     }
-    lane.spans.push({ name: e.name, startUs: e.ts, durUs: e.dur, args: e.args ?? {} });
+    lane.spans.push({ name: e.name, section: lane.section, startUs: e.ts, durUs: e.dur, args: e.args ?? {} });
     lane.busyUs += e.dur;
     startUs = Math.min(startUs, e.ts);
     endUs = Math.max(endUs, e.ts + e.dur);
@@ -48,6 +49,27 @@ export function parseTrace(trace: ChromeTrace): ParsedTrace {
     marks.push({ name: e.name, section: processNames.get(e.pid) ?? `process ${e.pid}`, atUs: e.ts, args: e.args ?? {} });
   }
   return { lanes: [...lanes.values()], startUs, endUs, marks };
+}
+
+/**
+ * One lane per lane name across sections, in the order the names first appear: a measured run
+ * is one section per step (and per op list after a re-plan), each with the same few lanes, most
+ * nearly empty; merged, the run reads as one CPU row, one GPU row, …, each span keeping its own
+ * section for its details. `section` names the merged lanes' section.
+ */
+export function mergeLanesByName(lanes: TraceLane[], section: string): TraceLane[] {
+  const merged = new Map<string, TraceLane>();
+  for (const l of lanes) {
+    let m = merged.get(l.lane);
+    if (!m) {
+      m = { key: `merged:${l.lane}`, section, lane: l.lane, spans: [], busyUs: 0 };
+      merged.set(l.lane, m);
+    }
+    m.spans.push(...l.spans);
+    m.busyUs += l.busyUs;
+  }
+  for (const m of merged.values()) m.spans.sort((a, b) => a.startUs - b.startUs);
+  return [...merged.values()];
 }
 
 /** Round tick step (1-2-5 × 10^k µs) giving about `target` ticks over `spanUs`. */

@@ -7,7 +7,7 @@ import type { WhatIf } from '../explanation';
 import { isClusterSpec, networkMs, NETWORK_PRESETS, parseClusterSpec, type ClusterProfile } from '../../hardware/cluster';
 import { isClusterFile, readClusterFile } from '../../hardware/cluster-file';
 import type { ModelShape } from '../../model/shape';
-import { simulateCluster, type ClusterTimeline } from '../sim/cluster-trace';
+import { simulateCluster, type ClusterTimeline } from './cluster-trace';
 import { explainRequest, parseWorkload, resolveHardware, resolveModel, type PlanParams } from '../api';
 import type { PolicyName } from '../types';
 import { planCluster, subModel, type ClusterPlan } from './pipeline';

@@ -1,19 +1,8 @@
 // Online workloads for NEO/APEX simulation: Poisson arrivals at a rate, prompt and output
 // lengths from a distribution, all from one seed so runs repeat exactly.
 
+import { seededRandom } from '../../model/seeded-random';
 import { type OnlineRequest, makeRequest } from '../neo/request';
-
-/** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export type LengthDistribution =
   | { kind: 'fixed'; tokens: number }

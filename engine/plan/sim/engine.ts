@@ -5,7 +5,7 @@
 // order is an exact event simulation of this model.
 
 import type { Lane, LaneTimes } from '../types';
-import type { SimEvent, SimResult, SimTask } from './types';
+import type { SimEvent, SimResult, SimTask } from '../sim-types';
 
 export const LANES: Lane[] = ['cpu', 'gpu', 'h2d', 'd2h', 'nvme'];
 

@@ -19,7 +19,7 @@
 import type { OpWork } from '../../cost/types';
 import type { PlanContext } from '../policy';
 import type { LayerPlan, OpPlan, PlanStage } from '../types';
-import type { SimTask } from './types';
+import type { SimTask } from '../sim-types';
 
 interface Builder { tasks: SimTask[]; next: number }
 

@@ -5,7 +5,7 @@ import type { Policy, PlanContext } from '../policy';
 import type { Plan } from '../types';
 import { simulateTasks } from './engine';
 import { stageTasks } from './graph';
-import type { WorkloadSimResult } from './types';
+import type { WorkloadSimResult } from '../sim-types';
 
 export function simulatePlan(plan: Plan, ctx: PlanContext, policy?: Policy): WorkloadSimResult {
   const prefill = simulateTasks(stageTasks(ctx, plan.stages.prefill));

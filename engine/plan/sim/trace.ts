@@ -2,7 +2,7 @@
 // Perfetto (ui.perfetto.dev) open: one process per simulated stage, one thread per lane.
 
 import type { Lane } from '../types';
-import type { SimResult, TraceEvent } from './types';
+import type { SimResult, TraceEvent } from '../sim-types';
 import { LANES } from './engine';
 
 const LANE_TID: Record<Lane, number> = { cpu: 1, gpu: 2, h2d: 3, d2h: 4, nvme: 5 };

@@ -270,14 +270,16 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
     case OpKind::Gelu:
       kn.gelu(buf_at(op.src, at), rows, width(op.src), fused_converts(op));
       break;
-    case OpKind::MoeFfn:
-      // Routing is decided on the host: a device with its own kernels sends the router's scores
-      // back and runs the experts as separate kernels (moe_device); the CPU kernels run the
-      // whole FFN on the lane's pool (model/moe.h).
-      if (&kn == dk_) moe_device(kn, op, rows);
-      else (at == Loc::Dev ? moe_dev_ : moe_host_).run(op.lane == Lane::Device ? device_->pool() : *pool_, moe_weights(layers_[static_cast<size_t>(op.layer)], at),
-                                                     buf_at(op.src, at), rows, buf_at(op.dst, at));
+    case OpKind::MoeFfn: {
+      // One body on every lane (model/moe.h): router and experts on the lane's kernels, routing
+      // on the host. A device with its own kernels keeps the scratch in its memory (dev_moe_);
+      // the CPU lanes (host, loopback) in the host's.
+      MoeFfn& moe = at == Loc::Dev ? moe_dev_ : moe_host_;
+      const bool own = &kn == dk_;
+      moe.run(kn, own ? device_.get() : nullptr, own ? dev_moe_ : moe.host_buffers(), moe_weights(layers_[static_cast<size_t>(op.layer)], at),
+              buf_at(op.src, at), rows, buf_at(op.dst, at));
       break;
+    }
     case OpKind::LogitSoftcap: {
       float* lg = buf_at(Buf::Logits, Loc::Host);
       if (lg) kn.softcap(lg, rows * cfg_.n_vocab, cfg_.final_softcap);
@@ -422,57 +424,6 @@ RowConverts Model::fused_converts(const Op& op) {
     cv.dst[k] = act_at(op.fused_convert[k], op.loc);
   }
   return cv;
-}
-
-// The MoE FFN on a device with its own kernels: the router's scores come back to the host, which
-// routes (as on the CPU: model/moe.cc); each expert with tokens then runs on the device over its
-// gathered rows, each (token, slot) result scaled into a slot-major buffer, and the slots are
-// summed in order.
-void Model::moe_device(Kernels& kn, const Op& op, int64_t rows) {
-  const Layer& L = layers_[static_cast<size_t>(op.layer)];
-  const MoeWeights w = moe_weights(L, Loc::Dev);
-  const MoeShape& ms = moe_dev_.shape();
-  const int64_t E = ms.n_embd, F = ms.n_ff, X = ms.n_expert, K = ms.n_used;
-  const float* h = buf_at(op.src, Loc::Dev);
-  float* out = buf_at(op.dst, Loc::Dev);
-  kn.matmul(w.router_type, w.router, nullptr, X, E, h, rows, dev_moe_.logits, X, false);
-  kn.sync();
-  moe_logits_host_.resize(static_cast<size_t>(rows * X));
-  device_->copy_to_host(moe_logits_host_.data(), dev_moe_.logits, moe_logits_host_.size() * sizeof(float));
-  moe_dev_.route(moe_logits_host_.data(), rows);
-  // Index lists of every expert, back to back: gather rows (tokens) and destinations
-  // (slot * rows + token) with their weights; one upload for the step.
-  moe_idx_host_.resize(static_cast<size_t>(2 * rows * K));
-  moe_wt_host_.resize(static_cast<size_t>(rows * K));
-  int64_t at = 0;
-  for (int64_t e = 0; e < X; ++e) {
-    const int32_t* m = nullptr;
-    const int32_t n = moe_dev_.members_of(e, &m);
-    for (int32_t i = 0; i < n; ++i) {
-      const int64_t t = m[i] / K, s = m[i] % K;
-      moe_idx_host_[static_cast<size_t>(at + i)] = static_cast<uint32_t>(t);
-      moe_idx_host_[static_cast<size_t>(rows * K + at + i)] = static_cast<uint32_t>(s * rows + t);
-      moe_wt_host_[static_cast<size_t>(at + i)] = moe_dev_.weight(t, s);
-    }
-    at += n;
-  }
-  device_->copy_to_device(dev_moe_.idx, moe_idx_host_.data(), moe_idx_host_.size() * sizeof(uint32_t));
-  device_->copy_to_device(dev_moe_.wt, moe_wt_host_.data(), moe_wt_host_.size() * sizeof(float));
-  at = 0;
-  for (int64_t e = 0; e < X; ++e) {
-    const int32_t* m = nullptr;
-    const int64_t n = moe_dev_.members_of(e, &m);
-    if (n == 0) continue;
-    kn.gather_rows(h, dev_moe_.xg, dev_moe_.idx + at, n, E);
-    kn.matmul(w.gate.type, w.gate.expert(e), nullptr, F, E, dev_moe_.xg, n, dev_moe_.g, F, false);
-    kn.matmul(w.up.type, w.up.expert(e), nullptr, F, E, dev_moe_.xg, n, dev_moe_.u, F, false);
-    kn.swiglu(dev_moe_.g, dev_moe_.u, n, F, RowConverts{});
-    kn.matmul(w.down.type, w.down.expert(e), nullptr, E, F, dev_moe_.g, n, dev_moe_.y, E, false);
-    kn.scatter_rows(dev_moe_.y, dev_moe_.ys, dev_moe_.idx + rows * K + at, dev_moe_.wt + at, n, E);
-    at += n;
-  }
-  kn.copy(out, dev_moe_.ys, static_cast<size_t>(rows * E) * sizeof(float));
-  for (int64_t s = 1; s < K; ++s) kn.add(out, dev_moe_.ys + s * rows * E, rows, E, E);
 }
 
 // A norm weight or bias as the op's location holds it: the host's vector, which the loopback

@@ -314,8 +314,6 @@ class Model {
   // K and V rows of positions [pos0, pos0 + n) into a KV cache, page by page.
   void store_kv(Kernels& kn, KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0);
   RowConverts fused_converts(const Op& op);
-  // The MoE FFN with a device's own kernels (routing on the host between its kernels).
-  void moe_device(Kernels& kn, const Op& op, int64_t rows);
   const float* vec_at(const float* host, Loc l) const;
   float* buf_at(Buf b, Loc l);
   uint8_t* act_at(GgmlType t, Loc l);
@@ -368,13 +366,7 @@ class Model {
   std::map<GgmlType, std::vector<uint8_t>> act_;  // converted activations per vec_dot_type
   AttentionScratch attn_scratch_;
   MoeFfn moe_host_, moe_dev_;  // MoE scratch for the host lane and the device's
-  struct DeviceMoe {
-    float *logits = nullptr, *xg = nullptr, *g = nullptr, *u = nullptr, *y = nullptr, *ys = nullptr, *wt = nullptr;
-    uint32_t* idx = nullptr;  // gather rows, then (slot * rows + token) destinations
-  } dev_moe_;
-  std::vector<float> moe_logits_host_;     // router scores read back from a device
-  std::vector<uint32_t> moe_idx_host_;     // index lists uploaded per step
-  std::vector<float> moe_wt_host_;
+  MoeBuffers dev_moe_;  // a device with its own kernels: the MoE scratch in its memory
   AttentionScratch dev_attn_scratch_;  // attention on the device's pool
   // Each sequence's KV: layers whose KV is on the host, on the device, placed by sequence (on the
   // host or the device as the sequence says), and the two device staging layers of streamed KV.

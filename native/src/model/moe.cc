@@ -2,26 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
+#include "device/device.h"
 #include "kernels/matmul.h"
-#include "kernels/ops.h"
 
 namespace fulcrum {
 namespace {
 
-// y = x · Wᵀ for `rows` activation rows already converted to the weight's vec_dot_type.
-void product(ThreadPool& pool, GgmlType type, const quant::PackedFormat* packed, const uint8_t* w, int64_t out_rows, int64_t cols,
-             const void* act, int64_t rows, float* y) {
-  if (packed) matmul_packed(pool, *packed, w, out_rows, cols, act, rows, y, out_rows);
-  else matmul_prepared(pool, type, w, out_rows, cols, act, rows, y, out_rows);
-}
-
-// The activation buffer for x in `t` (x itself for F32).
-const void* converted(ThreadPool& pool, GgmlType t, const float* x, int64_t rows, int64_t cols, std::vector<uint8_t>& buf) {
+// x as matmul reads it for weights of `wtype` on these kernels: x itself where that is f32 (a
+// device's shaders, F32 weights), else x converted into buf.
+const void* activations(Kernels& kn, GgmlType wtype, const float* x, int64_t rows, int64_t cols, uint8_t* buf) {
+  const GgmlType t = kn.act_type(wtype);
   if (t == GgmlType::F32) return x;
-  convert_rows(pool, t, x, rows, cols, buf.data());
-  return buf.data();
+  kn.convert(t, x, rows, cols, buf);
+  return buf;
 }
 
 }  // namespace
@@ -35,6 +29,8 @@ void MoeFfn::reserve(const MoeShape& shape, const MoeWeights& w, int64_t rows) {
   weights_.assign(static_cast<size_t>(rows * K), 0.f);
   count_.assign(static_cast<size_t>(X), 0);
   members_.assign(static_cast<size_t>(X * rows), 0);
+  idx_.assign(static_cast<size_t>(2 * rows * K), 0);
+  wt_.assign(static_cast<size_t>(rows * K), 0.f);
   xg_.assign(static_cast<size_t>(rows * E), 0.f);
   g_.assign(static_cast<size_t>(rows * F), 0.f);
   u_.assign(static_cast<size_t>(rows * F), 0.f);
@@ -47,11 +43,27 @@ void MoeFfn::reserve(const MoeShape& shape, const MoeWeights& w, int64_t rows) {
   expert_tokens_.assign(static_cast<size_t>(X), 0);
 }
 
-void MoeFfn::route(float* logits, int64_t rows) {
+MoeBuffers MoeFfn::host_buffers() {
+  MoeBuffers b;
+  b.logits = logits_.data();
+  b.xg = xg_.data();
+  b.g = g_.data();
+  b.u = u_.data();
+  b.y = y_.data();
+  b.ys = ys_.data();
+  b.wt = wt_.data();
+  b.idx = idx_.data();
+  b.act_in = act_in_.data();
+  b.act_ff = act_ff_.data();
+  b.act_router = act_router_.data();
+  return b;
+}
+
+void MoeFfn::route(int64_t rows) {
   const int64_t X = shape_.n_expert, K = shape_.n_used;
   std::fill(count_.begin(), count_.end(), 0);
   for (int64_t t = 0; t < rows; ++t) {
-    float* p = logits + t * X;
+    float* p = logits_.data() + t * X;
     float mx = p[0];
     for (int64_t e = 1; e < X; ++e) mx = std::max(mx, p[e]);
     double sum = 0;
@@ -83,52 +95,68 @@ void MoeFfn::route(float* logits, int64_t rows) {
       members_[static_cast<size_t>(e * max_rows_ + count_[static_cast<size_t>(e)]++)] = static_cast<int32_t>(t * K + s);
     }
   }
+  // Every expert's index lists, back to back: the rows it gathers (tokens) and where each
+  // result goes (slot * rows + token), with its weight; one upload a step for a device.
+  int64_t at = 0;
+  for (int64_t e = 0; e < X; ++e) {
+    const int32_t* m = members_.data() + e * max_rows_;
+    const int32_t n = count_[static_cast<size_t>(e)];
+    for (int32_t i = 0; i < n; ++i) {
+      const int64_t t = m[i] / K, s = m[i] % K;
+      idx_[static_cast<size_t>(at + i)] = static_cast<uint32_t>(t);
+      idx_[static_cast<size_t>(rows * K + at + i)] = static_cast<uint32_t>(s * rows + t);
+      wt_[static_cast<size_t>(at + i)] = weights_[static_cast<size_t>(t * K + s)];
+    }
+    at += n;
+  }
 }
 
-void MoeFfn::run(ThreadPool& pool, const MoeWeights& w, const float* h, int64_t rows, float* out) {
+void MoeFfn::run(Kernels& kn, Device* own, const MoeBuffers& b, const MoeWeights& w, const float* h, int64_t rows, float* out) {
   const int64_t E = shape_.n_embd, F = shape_.n_ff, X = shape_.n_expert, K = shape_.n_used;
-  // 1. Router: a score per expert per token, then softmax, top k, weights normalised to sum 1
-  //    (llama.cpp's softmax gating with norm_w: the weights over at least the smallest f16).
-  const void* ra = converted(pool, type_traits(w.router_type).vec_dot_type, h, rows, E, act_router_);
-  product(pool, w.router_type, w.router_packed, w.router, X, E, ra, rows, logits_.data());
-  route(logits_.data(), rows);
+  // 1. Router: a score per expert per token on the lane; on the host, softmax, top k, weights
+  //    normalised to sum 1 (llama.cpp's softmax gating with norm_w: the weights over at least
+  //    the smallest f16). A device's scores come back, its index lists go over.
+  kn.matmul(w.router_type, w.router, w.router_packed, X, E, activations(kn, w.router_type, h, rows, E, b.act_router), rows, b.logits, X, false);
+  if (own) {
+    kn.sync();
+    own->copy_to_host(logits_.data(), b.logits, static_cast<size_t>(rows * X) * sizeof(float));
+  }
+  route(rows);
+  if (own) {
+    own->copy_to_device(b.idx, idx_.data(), static_cast<size_t>(2 * rows * K) * sizeof(uint32_t));
+    own->copy_to_device(b.wt, wt_.data(), static_cast<size_t>(rows * K) * sizeof(float));
+  }
   // 2. Each expert over the tokens routed to it: gather, gate and up, SwiGLU, down; each
-  //    (token, slot) output scaled by its weight.
-  const GgmlType tg = type_traits(w.gate.type).vec_dot_type, tu = type_traits(w.up.type).vec_dot_type;
-  const GgmlType td = type_traits(w.down.type).vec_dot_type;
+  //    (token, slot) output scaled by its weight into its slot's buffer.
+  const bool same_act = kn.act_type(w.up.type) == kn.act_type(w.gate.type);
+  // The down projection's activations converted by SwiGLU while each row is in L1 (the same
+  // per-row conversion as a convert of its own, one pass fewer over the pool).
+  RowConverts down_cv;
+  if (kn.act_type(w.down.type) != GgmlType::F32) {
+    down_cv.n = 1;
+    down_cv.type[0] = kn.act_type(w.down.type);
+    down_cv.dst[0] = b.act_ff;
+  }
+  int64_t at = 0;
   for (int64_t e = 0; e < X; ++e) {
     const int64_t n = count_[static_cast<size_t>(e)];
     if (n == 0) continue;
     expert_tokens_[static_cast<size_t>(e)] += static_cast<uint64_t>(n);
-    const int32_t* m = members_.data() + e * max_rows_;
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(xg_.data() + i * E, h + (m[i] / K) * E, static_cast<size_t>(E) * sizeof(float));
-    const void* ag = converted(pool, tg, xg_.data(), n, E, act_in_);
-    product(pool, w.gate.type, w.gate.packed, w.gate.expert(e), F, E, ag, n, g_.data());
-    if (tu != tg) {
-      const void* au = converted(pool, tu, xg_.data(), n, E, act_in_);
-      product(pool, w.up.type, w.up.packed, w.up.expert(e), F, E, au, n, u_.data());
-    } else {
-      product(pool, w.up.type, w.up.packed, w.up.expert(e), F, E, ag, n, u_.data());
-    }
-    for (int64_t i = 0; i < n; ++i) swiglu_row(g_.data() + i * F, u_.data() + i * F, g_.data() + i * F, F);
-    const void* ad = converted(pool, td, g_.data(), n, F, act_ff_);
-    product(pool, w.down.type, w.down.packed, w.down.expert(e), E, F, ad, n, y_.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = m[i] / K, s = m[i] % K;
-      const float wt = weights_[static_cast<size_t>(t * K + s)];
-      float* dst = ys_.data() + (t * K + s) * E;
-      const float* src = y_.data() + i * E;
-      for (int64_t c = 0; c < E; ++c) dst[c] = src[c] * wt;
-    }
+    kn.gather_rows(h, b.xg, b.idx + at, n, E);
+    const void* ag = activations(kn, w.gate.type, b.xg, n, E, b.act_in);
+    kn.matmul(w.gate.type, w.gate.expert(e), w.gate.packed, F, E, ag, n, b.g, F, false);
+    // (the up activations reuse the gate's buffer: the gate's product has read it by now)
+    const void* au = same_act ? ag : activations(kn, w.up.type, b.xg, n, E, b.act_in);
+    kn.matmul(w.up.type, w.up.expert(e), w.up.packed, F, E, au, n, b.u, F, false);
+    kn.swiglu(b.g, b.u, n, F, down_cv);
+    kn.matmul(w.down.type, w.down.expert(e), w.down.packed, E, F, down_cv.n ? static_cast<const void*>(b.act_ff) : b.g, n, b.y, E, false);
+    kn.scatter_rows(b.y, b.ys, b.idx + rows * K + at, b.wt + at, n, E);
+    at += n;
   }
-  // 3. Each token's experts summed in slot order (the order llama.cpp adds them).
-  for (int64_t t = 0; t < rows; ++t) {
-    float* o = out + t * E;
-    const float* first = ys_.data() + t * K * E;
-    std::memcpy(o, first, static_cast<size_t>(E) * sizeof(float));
-    for (int64_t s = 1; s < K; ++s) add_row(o, first + s * E, E);
-  }
+  // 3. Each token's experts summed in slot order (the order llama.cpp adds them): slot 0, then
+  //    each next slot's buffer added row by row.
+  kn.copy(out, b.ys, static_cast<size_t>(rows * E) * sizeof(float));
+  for (int64_t s = 1; s < K; ++s) kn.add(out, b.ys + s * rows * E, rows, E, E);
 }
 
 }  // namespace fulcrum

@@ -2,16 +2,20 @@
 // the top k experts (softmax, top k, weights normalised to sum 1) run SwiGLU FFNs of their own,
 // and the token's output is the weighted sum of its experts' outputs. Experts run batched: the
 // step's tokens are grouped by expert, each expert's rows gathered into one matmul (a prefill's
-// tokens that share an expert share its weight reads). All scratch is sized at load.
+// tokens that share an expert share its weight reads). One body for every lane: the router and
+// the experts run on the lane's kernels (device/kernels.h: the CPU's for the host lanes and the
+// loopback, Vulkan's own), the routing on the host. All scratch is sized at load.
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "device/kernels.h"
 #include "ggml_types.h"
 #include "quant/packed/repack.h"
 
 namespace fulcrum {
+
+class Device;
 
 // One expert tensor (ffn_gate_exps, ffn_up_exps or ffn_down_exps: n_expert matrices of
 // rows × cols, one after another) as the CPU reads it.
@@ -35,27 +39,41 @@ struct MoeShape {
   int64_t n_embd = 0, n_ff = 0, n_expert = 0, n_used = 0;
 };
 
-// Scratch for steps of at most `rows` tokens (reserve once; run never allocates).
+// The MoE scratch in a lane's memory, for steps of at most the reserved rows: host memory on
+// the CPU lanes (MoeFfn::host_buffers), a device's buffers on a device with its own kernels
+// (act_* unused there: it reads f32 activations).
+struct MoeBuffers {
+  float* logits = nullptr;  // rows × n_expert router scores
+  float *xg = nullptr, *g = nullptr, *u = nullptr, *y = nullptr;  // one expert's gathered rows, gate, up, outputs
+  // Each (token t, slot s)'s weighted output at (s * rows + t) × n_embd: slot-major, so the
+  // slots are summed as whole buffers, in slot order (the order llama.cpp adds them).
+  float* ys = nullptr;
+  float* wt = nullptr;       // each gathered row's routing weight, the experts' lists back to back
+  uint32_t* idx = nullptr;   // the gather rows (tokens), then rows × n_used on: the destinations (s * rows + t)
+  uint8_t *act_in = nullptr, *act_ff = nullptr, *act_router = nullptr;  // converted activations (CPU)
+};
+
 class MoeFfn {
  public:
+  // Host scratch for steps of at most `rows` tokens (reserve once; run never allocates).
   void reserve(const MoeShape& shape, const MoeWeights& w, int64_t rows);
-  // out[t] = Σ_s weight[t][s] · FFN_{expert[t][s]}(h[t]) for t < rows (h, out: rows × n_embd).
-  void run(ThreadPool& pool, const MoeWeights& w, const float* h, int64_t rows, float* out);
-  // The routing alone, from router scores (rows × n_expert, overwritten by probabilities): each
-  // token's experts and weights, and each expert's members (token * n_used + slot). A device
-  // with kernels of its own runs the experts itself from these.
-  void route(float* logits, int64_t rows);
+  // out[t] = Σ_s weight[t][s] · FFN_{expert[t][s]}(h[t]) for t < rows (h, out: rows × n_embd in
+  // the lane's memory; out may be h), on the lane's kernels `kn` with its scratch `b`. `own`:
+  // the device whose memory `b` is in when that is not the host's (the router's scores come back
+  // and the index lists go over); nullptr on the CPU lanes, whose `b` is host_buffers().
+  void run(Kernels& kn, Device* own, const MoeBuffers& b, const MoeWeights& w, const float* h, int64_t rows, float* out);
+  // This object's host scratch as a lane's buffers (the host lane's, and the loopback device's,
+  // which reads host memory).
+  MoeBuffers host_buffers();
   const MoeShape& shape() const { return shape_; }
-  int32_t members_of(int64_t e, const int32_t** m) const {
-    *m = members_.data() + e * max_rows_;
-    return count_[static_cast<size_t>(e)];
-  }
-  float weight(int64_t token, int64_t slot) const { return weights_[static_cast<size_t>(token * shape_.n_used + slot)]; }
-  float* logits() { return logits_.data(); }
   // Tokens routed to each expert in the steps run since the last reset (expert statistics).
   const std::vector<uint64_t>& expert_tokens() const { return expert_tokens_; }
 
  private:
+  // The routing from router scores (logits_, overwritten by probabilities): each token's experts
+  // and weights, each expert's members (token * n_used + slot), and the lane's index lists.
+  void route(int64_t rows);
+
   MoeShape shape_;
   int64_t max_rows_ = 0;
   std::vector<float> logits_;        // rows × n_expert
@@ -63,9 +81,10 @@ class MoeFfn {
   std::vector<float> weights_;       // rows × n_used
   std::vector<int32_t> count_;       // per expert
   std::vector<int32_t> members_;     // per expert, up to rows entries of token * n_used + slot
-  std::vector<float> xg_, g_, u_, y_;  // gathered rows, gate, up, expert outputs
-  std::vector<float> ys_;            // rows × n_used × n_embd: each (token, slot)'s weighted output
-  std::vector<uint8_t> act_in_, act_ff_, act_router_;  // converted activations
+  std::vector<uint32_t> idx_;        // MoeBuffers::idx as the host builds it
+  std::vector<float> wt_;            // MoeBuffers::wt as the host builds it
+  std::vector<float> xg_, g_, u_, y_, ys_;  // the CPU lanes' scratch (host_buffers)
+  std::vector<uint8_t> act_in_, act_ff_, act_router_;
   std::vector<uint64_t> expert_tokens_;
 };
 

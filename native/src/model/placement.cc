@@ -58,7 +58,7 @@ void Model::release_device() {
   dev_gather_k_ = dev_gather_v_ = nullptr;
   dev_page_table_ = nullptr;
   recompute_w_.clear();
-  dev_moe_ = DeviceMoe{};
+  dev_moe_ = MoeBuffers{};
 }
 
 void Model::set_placement(const Placement& p, std::unique_ptr<Device> device) { set_placements(p, nullptr, 0, std::move(device)); }

@@ -1,7 +1,7 @@
 // Simulator vocabulary: tasks on lanes with dependencies; the result with per-lane totals and the
 // events of a timeline (exported as Chrome trace-event JSON, which Perfetto opens).
 
-import type { Lane, LaneTimes } from '../types';
+import type { Lane, LaneTimes } from './types';
 
 export interface SimTask {
   id: number;

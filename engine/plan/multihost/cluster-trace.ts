@@ -6,8 +6,8 @@
 // link carries the activations of the step (prefill: prompt × nEmbd × 2 bytes; decode: nEmbd × 2 × batch).
 
 import { networkMs } from '../../hardware/cluster';
-import type { ClusterPlan } from '../multihost/pipeline';
-import type { TraceEvent } from './types';
+import type { ClusterPlan } from './pipeline';
+import type { TraceEvent } from '../sim-types';
 
 export interface ClusterTimeline {
   prefillMs: number;

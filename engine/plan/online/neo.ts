@@ -4,12 +4,12 @@
 // GPU's linear ops with the CPU's attention, and the scheduler (engine/plan/neo/scheduler.ts)
 // picks per iteration between that and GPU-only, from interpolated profiles.
 
-import { sizeText } from './predict';
-import type { Policy, PlanContext } from './policy';
-import type { Plan } from './types';
-import { neoGpuFixedBytes } from './neo/from-cost-model';
-import { onlineRun, planOnline } from './neo/plan-online';
-import { NeoScheduler } from './neo/scheduler';
+import { sizeText } from '../predict';
+import type { Policy, PlanContext } from '../policy';
+import type { Plan } from '../types';
+import { neoGpuFixedBytes } from '../neo/from-cost-model';
+import { onlineRun, planOnline } from './plan-online';
+import { NeoScheduler } from '../neo/scheduler';
 
 /** NEO keeps every weight on the GPU (§6 "NEO implicitly assumes putting all model weights on the GPU"). */
 export function onlineApplicable(ctx: PlanContext, name: string): { ok: boolean; reason: string } {

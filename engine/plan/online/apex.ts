@@ -3,13 +3,13 @@
 // the decode batch; when it does not, CPU attention runs asynchronously across the whole GPU
 // iteration and its result is consumed by the same layer of the next iteration.
 
-import type { Decision } from './explanation';
-import type { Policy } from './policy';
-import type { Plan } from './types';
-import { ApexScheduler } from './apex/scheduler';
-import { apRatioBound } from './apex/condition';
+import type { Decision } from '../explanation';
+import type { Policy } from '../policy';
+import type { Plan } from '../types';
+import { ApexScheduler } from '../apex/scheduler';
+import { apRatioBound } from '../apex/condition';
 import { onlineApplicable } from './neo';
-import { onlineRun, planOnline } from './neo/plan-online';
+import { onlineRun, planOnline } from './plan-online';
 
 export const policy: Policy = {
   name: 'apex',

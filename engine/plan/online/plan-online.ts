@@ -6,19 +6,19 @@
 import type { OpPlan, Plan, PlanStage, SubBatch as PlanSubBatch } from '../types';
 import type { PlanContext } from '../policy';
 import type { Decision, Resource } from '../explanation';
-import type { OnlineSimResult } from '../sim/types';
+import type { OnlineSimResult } from '../sim-types';
 import { bindingOf } from '../binding';
 import { headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from '../build';
 import { kvBytesPerToken } from '../../model/shape';
-import { executeIteration } from '../online/execute';
-import { runOnline } from '../online/loop';
-import { generateWorkload } from '../online/workload';
-import type { OnlinePredictors } from './costs';
-import { neoGpuFixedBytes } from './from-cost-model';
-import type { OnlineDecider } from '../online/decider';
-import { onlineSetup } from '../online/setup';
-import { type OnlineRequest, blocksFor, contextTokens, makeRequest } from './request';
-import type { IterationPlan, OnlineQueues, SchedulerLimits } from './scheduler';
+import { executeIteration } from './execute';
+import { runOnline } from './loop';
+import { generateWorkload } from './workload';
+import type { OnlinePredictors } from '../neo/costs';
+import { neoGpuFixedBytes } from '../neo/from-cost-model';
+import type { OnlineDecider } from './decider';
+import { onlineSetup } from './setup';
+import { type OnlineRequest, blocksFor, contextTokens, makeRequest } from '../neo/request';
+import type { IterationPlan, OnlineQueues, SchedulerLimits } from '../neo/scheduler';
 
 export interface OnlinePolicySpec {
   policy: 'neo' | 'apex';
