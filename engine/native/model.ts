@@ -151,8 +151,14 @@ export interface NativePrefillPlacement {
 }
 
 export interface NativeCompiledOp {
-  /** Which placement's op list the op belongs to (decode ops come first in compiledOps). */
-  stage: 'decode' | 'prefill';
+  /**
+   * Which op list the op belongs to: the decode placement's, the prefill placement's, or the
+   * pipelined one (NEO's two sub-batches, compiled from the decode placement when a step first
+   * uses it; see `pipelined`). compiledOps lists them in that order.
+   */
+  stage: 'decode' | 'prefill' | 'pipelined';
+  /** A pipelined op's sub-batch: 0 the rows whose KV is on the device, 1 those whose KV is on the host (absent: all rows). */
+  batch?: 0 | 1;
   kind: string;
   lane: 'cpu' | 'device' | 'h2d' | 'd2h';
   layer: number;
@@ -216,6 +222,12 @@ export interface NativeModel {
   /** Per-op timing of the forward pass since profiling was last switched on (resets the counters). */
   opProfile(): NativeOpTiming[];
   profiling: boolean;
+  /**
+   * NEO's asymmetric pipeline: while true, a step carrying both device-KV and host-KV sequences
+   * (layers placed by sequence) runs its two sub-batches as a pipeline, the CPU attending for the
+   * host-KV rows while the device runs the device-KV rows' linear ops. Same bits as one step.
+   */
+  pipelined: boolean;
   threads: number;
   readonly nPast: number;
   readonly contextLength: number;

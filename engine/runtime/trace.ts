@@ -73,8 +73,10 @@ export function measuredChromeTrace(t: MeasuredTrace, label: (step: number) => s
   const first = steps[0] ?? 0;
   for (const s of steps) {
     const pid = s - first + 1;
-    // Which of the plan's placements the step ran (prompt steps may run the prefill one).
-    const stage = t.events.find((e) => e.step === s && t.ops[e.op]?.stage === 'prefill') ? ' (prefill placement)' : '';
+    // Which of the plan's placements the step ran (prompt steps may run the prefill one; NEO's
+    // two-batch steps the pipelined sub-batches).
+    const ran = t.events.find((e) => e.step === s && (t.ops[e.op]?.stage === 'prefill' || t.ops[e.op]?.stage === 'pipelined'));
+    const stage = ran ? (t.ops[ran.op]!.stage === 'prefill' ? ' (prefill placement)' : ' (pipelined sub-batches)') : '';
     out.push({ name: 'process_name', ph: 'M', ts: 0, pid, tid: 0, args: { name: `${label(s)}${stage}` } });
     const lanes = new Set(t.events.filter((e) => e.step === s).map((e) => t.ops[e.op]!.lane));
     for (const l of lanes) out.push({ name: 'thread_name', ph: 'M', ts: 0, pid, tid: LANE_TID[l], args: { name: LANE_NAME[l] } });
@@ -90,6 +92,7 @@ export function measuredChromeTrace(t: MeasuredTrace, label: (step: number) => s
     const args: Record<string, unknown> = { kind: op.kind, op: op.planOp, loc: op.loc, placement: op.stage ?? 'decode' };
     if (op.layer >= 0) args.layer = op.layer;
     if (op.weight) args.weight = op.weight;
+    if (op.batch !== undefined) args.subBatch = op.batch;
     out.push({
       name: op.layer >= 0 ? `${op.planOp} L${op.layer} ${op.kind}` : `${op.planOp} ${op.kind}`,
       cat: op.lane === 'h2d' || op.lane === 'd2h' ? 'transfer' : 'compute',

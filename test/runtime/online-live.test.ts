@@ -5,7 +5,9 @@
 // same request run alone on the CPU. A second test squeezes the device's KV budget so the decider
 // moves running requests' KV host↔device mid-generation, and the tokens stay the same. A third
 // replays the same requests in the online simulator with the engine's decider, limits and slots:
-// both make the same decision in every iteration (one implementation, not a copy).
+// both make the same decision in every iteration (one implementation, not a copy). 'two-batch'
+// decisions run NEO's pipelined step (test/runtime/online-pipeline.test.ts checks its bits and
+// its overlap): here, that the runtime asks for it exactly then and that it ran.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -52,7 +54,13 @@ function budget(f: number): number {
   return Math.round(size * f + deviceWorkspaceBytes(readHparams(g), 512, true, SEQS));
 }
 
-interface Served { tokens: number[][]; records: IterationRecord[]; split: string; executed: string; simulated: string[] }
+interface Served {
+  tokens: number[][]; records: IterationRecord[]; split: string; executed: string; simulated: string[];
+  /** Per iteration: whether the native model was asked for the pipelined step (NEO's two sub-batches). */
+  pipelined: boolean[];
+  /** Ops of the pipelined program compiled (it is compiled when a step first runs it). */
+  pipelinedOps: number;
+}
 
 /** The simulator's decisions for the same requests (all at t = 0) with the engine's decider, limits and slots. */
 function simulated(engine: Engine, kind: 'neo' | 'apex'): string[] {
@@ -79,11 +87,14 @@ async function serveAll(policy: string, vram: number, online: NonNullable<Parame
   }
   try {
     onEngine?.(engine);
+    const native = (engine as unknown as { native: NativeModel }).native;
     const records: IterationRecord[] = [];
-    const s = engine.scheduler({ online: { ...online, onIteration: (r) => { records.push(r); online?.onIteration?.(r); } } });
+    const pipelined: boolean[] = [];
+    const s = engine.scheduler({ online: { ...online, onIteration: (r) => { records.push(r); pipelined.push(native.pipelined); online?.onIteration?.(r); } } });
     const tokens = (await Promise.all(PROMPTS.map((p) => s.submit({ prompt: p, ...REQ }).result))).map((r) => r.tokens);
     const sim = online?.limits ? [] : simulated(engine, policy as 'neo' | 'apex');
-    return { tokens, records, split: engine.execution.split, executed: engine.execution.policy, simulated: sim };
+    const pipelinedOps = native.compiledOps().filter((o) => o.stage === 'pipelined').length;
+    return { tokens, records, split: engine.execution.split, executed: engine.execution.policy, simulated: sim, pipelined, pipelinedOps };
   } finally {
     engine.dispose();
   }
@@ -109,8 +120,13 @@ for (const policy of ['neo', 'apex']) {
         // Refused moves would make the runtime differ (none at these budgets: the limits are the device's).
         assert.equal(run.records.reduce((n, r) => n + r.refused, 0), 0);
         assert.deepEqual(run.records.map((r) => `${r.mode} ${r.deviceAttended}/${r.cpuAttended}`), run.simulated, `${policy}: the runtime's decisions (mode, device/CPU attentions per iteration) differ from the simulator's`);
+        // 'two-batch' iterations ask for NEO's pipelined step, the others for one step; a
+        // two-batch iteration with both sides ran the pipelined program (compiled on first use).
+        assert.deepEqual(run.pipelined, run.records.map((r) => r.mode === 'two-batch'), `${policy}: pipelined steps asked for exactly on two-batch decisions`);
+        const pipedBoth = run.records.filter((r) => r.mode === 'two-batch' && r.cpuAttended > 0 && r.deviceAttended > 0).length;
+        if (pipedBoth > 0) assert.ok(run.pipelinedOps > 0, `${policy}: ${pipedBoth} two-batch iterations with both sides, yet no pipelined program ran`);
         const modes = [...new Set(run.records.map((r) => r.mode))].join(', ');
-        console.log(`  ${policy}: budget ×${f.toFixed(2)}, ${run.records.length} iterations (${modes}), ${dev} device / ${cpu} CPU attentions, ${both} iterations with both`);
+        console.log(`  ${policy}: budget ×${f.toFixed(2)}, ${run.records.length} iterations (${modes}), ${dev} device / ${cpu} CPU attentions, ${both} iterations with both, ${pipedBoth} of them pipelined`);
       }
     }
     assert.ok(found, `${policy}: no budget made the decider attend on both the device and the CPU`);

@@ -5,6 +5,13 @@
 //   - where each request's KV lives, hence where its decode attention runs: layers placed by
 //     sequence (kvBySequence) attend on the device over device KV and on the CPU over host KV,
 //     both in the same step (native/src/model/compile.cc);
+//   - NEO's asymmetric pipeline: a 'two-batch' decision runs its step pipelined (the native
+//     model's `pipelined`): the step's device-KV rows (batch 0) and host-KV rows (batch 1) each run
+//     every op of a layer over their own rows, skewed so that the CPU attends for batch 1 while
+//     the device runs batch 0's linear ops and attention (paper 003 Sec. 4, Fig. 5); the executor's
+//     hazard tracker orders them from per-sub-batch buffers. Other decisions run one step over all
+//     rows (inside a layer, the device-KV and host-KV rows' attention still run at the same time).
+//     Rows, tokens and KV are the same bits either way.
 //   - swaps: a live request's KV moves host↔device between steps (native swapSequenceKv keeps
 //     every position; it refuses, changing nothing, when the device is full);
 //   - prefill admission: a request waits until the decider admits it, to the device's KV or to the
@@ -14,10 +21,9 @@
 //     GPU-only) waits for a later step.
 //
 // What the native executor cannot run, and what runs instead (no pretending):
-//   - NEO's two sub-batches as a pipeline (batch-1's linear ops on the device while the CPU
-//     attends for batch-0): the executor runs one step over all rows; inside each layer the
-//     device-KV rows' attention and the host-KV rows' attention run at the same time on their
-//     lanes, the rest of the layer is shared. 'two-batch' decisions run as that one step.
+//   - NEO's placement of a few CPU decodes in batch 0: the pipeline's sub-batches are by where
+//     the KV lives (device-KV rows, host-KV rows), so a CPU decode the decider puts in batch 0
+//     attends with batch 1's rows on the CPU; it still steps in this iteration.
 //   - APEX's asynchronous overlap (a CPU request advances one layer per iteration, its result
 //     picked up in a later one): a step evaluates every layer of every row it carries, so a CPU
 //     request the decider puts in the unified batch runs its whole token in this step, its
@@ -26,9 +32,13 @@ import type { DeciderKind, IterationMode, OnlineDecider, OnlineQueues, Scheduler
 import type { OnlineRequest } from '../../plan/neo/request';
 import type { NativeLoc } from '../../native/model';
 
-/** The part of the native model the decisions move: a sequence's KV between host and device. */
+/**
+ * The part of the native model the decisions drive: a sequence's KV between host and device, and
+ * whether the next step runs NEO's two sub-batches as a pipeline.
+ */
 export interface KvMover {
   swapSequenceKv(seq: number, loc: NativeLoc): void;
+  pipelined: boolean;
 }
 
 /** A running request as the scheduler shows it to the decider. */
@@ -89,6 +99,9 @@ export class LiveDecider {
   decide(live: readonly LiveRequest[]): Set<number> {
     this.reconcile(live);
     const plan = this.decider.schedule(this.q);
+    // The step that follows runs the decision's two sub-batches pipelined (a step without rows on
+    // both sides runs as one sub-batch anyway).
+    this.kv.pipelined = plan.mode === 'two-batch';
     const seqOf = (r: OnlineRequest) => this.seqOf(r);
     let refused = 0;
     const swappedOut: number[] = [], swappedIn: number[] = [];

@@ -44,6 +44,7 @@ LaneDeps HazardTracker::add(int32_t index, Lane lane, const std::vector<int>& re
 
 Executor::Executor() {
   for (auto& d : done_) d.store(-1);
+  for (auto& r : running_) r.store(-1);
 }
 
 Executor::~Executor() {
@@ -57,8 +58,14 @@ Executor::~Executor() {
 }
 
 void Executor::wait_for(int lane, int32_t index) {
+  // Spin only while the op waited for is running (it is often microseconds from done). An op its
+  // lane has not reached yet may be far off: the waiter sleeps at once, so it does not take a
+  // core from the lanes with work (with two vCPUs, a spinning CPU lane and a computing loopback
+  // device left a copy lane, the one op the CPU lane waited for, no core until the device idled,
+  // which serialised NEO's pipelined sub-batches).
   for (int spin = 0; spin < 2000; ++spin) {
     if (done_[lane].load(std::memory_order_acquire) >= index || failed_.load(std::memory_order_relaxed)) return;
+    if (running_[lane].load(std::memory_order_acquire) < index) break;
     if (spin > 64) std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -77,6 +84,7 @@ void Executor::run_lane(int lane) {
         if (deps_[i].dep[l] >= 0) wait_for(l, deps_[i].dep[l]);
       if (failed_.load(std::memory_order_relaxed)) break;
       try {
+        running_[lane].store(i, std::memory_order_release);
         if (timing_) start_ns_[i] = steady_ns();
         exec_(ctx_, i);
         if (timing_) end_ns_[i] = steady_ns();
@@ -92,8 +100,14 @@ void Executor::run_lane(int lane) {
     if (!ran && timing_) start_ns_[i] = end_ns_[i] = 0;
     done_[lane].store(i);  // seq_cst: pairs with waiters_ (no lost wake-up)
     if (waiters_.load() > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      progress_.notify_all();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        progress_.notify_all();
+      }
+      // The woken lane is often queued on this lane's core (no idle core on a loaded machine);
+      // yielding lets it start (typically a short copy another lane then waits for) instead of
+      // waiting behind this lane's remaining ops.
+      std::this_thread::yield();
     }
   }
   // A lane that stopped early lets nobody wait on it forever: failed_ wakes every waiter.
@@ -130,6 +144,7 @@ void Executor::run(int32_t n, const Lane* lanes, const LaneDeps* deps, ExecFn ex
   bool others = false;
   for (int l = 0; l < kLanes; ++l) {
     done_[l].store(-1);
+    running_[l].store(-1);
     lane_used_[l] = false;
   }
   for (int32_t i = 0; i < n; ++i) lane_used_[static_cast<int>(lanes[i])] = true;

@@ -7,7 +7,8 @@
 //
 // Completion is one counter per lane (the index of its last finished op): a lane finishes its
 // ops in increasing index order, so "op j is done" is "lane(j)'s counter >= j". Waiting spins
-// briefly (ops are often microseconds apart) and then sleeps on a condition variable.
+// briefly while the op waited for is running (ops are often microseconds apart) and otherwise
+// sleeps on a condition variable.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -67,6 +68,7 @@ class Executor {
   bool stop_ = false;
   int active_lanes_ = 0;      // lane threads still running this step (under mu_)
   std::atomic<int32_t> done_[kLanes];
+  std::atomic<int32_t> running_[kLanes];  // the op each lane started last (wait_for spins only on it)
   std::atomic<bool> failed_{false};
   std::atomic<int> waiters_{0};
   std::exception_ptr error_;

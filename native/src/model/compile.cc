@@ -16,15 +16,25 @@ namespace fulcrum {
 namespace {
 constexpr int kBufs = 9;
 constexpr int kActBase = 2 * kBufs;
-constexpr int kSlotBase = kActBase + 2 * static_cast<int>(GgmlType::COUNT);
+// Resources indexed by rows (activation buffers and converted activations, per location) come
+// twice: [0, kRowRes) for sub-batch 1's rows (and the whole program's), [kRowRes, 2 kRowRes) for
+// sub-batch 2's. An op over all rows touches both; a sub-batch's op only its own (op_resources).
+constexpr int kRowRes = kActBase + 2 * static_cast<int>(GgmlType::COUNT);
+constexpr int kSlotBase = 2 * kRowRes;
 constexpr int kKvBase = kSlotBase + 2;
 int bit(Loc l) { return l == Loc::Host ? 1 : 2; }
 Lane compute_lane(Loc l) { return l == Loc::Host ? Lane::Cpu : Lane::Device; }
 Lane copy_lane(Loc dst) { return dst == Loc::Host ? Lane::ToHost : Lane::ToDevice; }
 }  // namespace
 
-void Model::compile() {
+void Model::compile(bool pipelined) {
   ops_.clear();
+  // The pipelined program is compiled from the decode placement when first asked for
+  // (build_pipelined); any new placement forgets it.
+  if (!pipelined) {
+    pipe_ = Program{};
+    pipe_state_ = 0;
+  }
   const bool dev = device_ != nullptr && placement_.uses_device();
   const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, F = cfg_.n_ff;
   auto place = [&](int layer, int op) -> OpPlacement {
@@ -32,36 +42,45 @@ void Model::compile() {
     if (layer < 0) return placement_.head;
     return placement_.layers[static_cast<size_t>(layer)].op[op];
   };
-  int valid[kBufs];
-  int version[kBufs] = {};
-  for (int& v : valid) v = 1;
-  // Which buffer (and version of it) each converted-activation buffer holds, per location.
-  std::map<std::pair<GgmlType, Loc>, std::pair<Buf, int>> act_state;
+  // Where each buffer's rows are valid (bit per location), its version, and which buffer (and
+  // version of it) each converted-activation buffer holds per location. One state per row range:
+  // [0] all rows, [1] / [2] the device-KV / host-KV sub-batch of the pipelined program, whose
+  // rows are disjoint and so move and convert on their own.
+  struct RowState {
+    int valid[kBufs];
+    int version[kBufs] = {};
+    std::map<std::pair<GgmlType, Loc>, std::pair<Buf, int>> act_state;
+  };
+  RowState states[3];
+  for (int& v : states[0].valid) v = 1;
+  int cur_part = 0;
+  auto S = [&]() -> RowState& { return states[cur_part]; };
   bool after_last = false;
   int cur_plan_op = -1, cur_layer = -1;
   auto push = [&](Op op) {
     op.after_last = after_last;
     op.layer = cur_layer;
     if (op.plan_op < 0) op.plan_op = static_cast<int8_t>(cur_plan_op);
+    if (cur_part != 0) op.part = static_cast<int8_t>(cur_part);
     ops_.push_back(op);
   };
   auto need = [&](Buf b, Loc l) {
     const int bi = static_cast<int>(b);
-    if (valid[bi] & bit(l)) return;
+    if (S().valid[bi] & bit(l)) return;
     Op c{OpKind::CopyRows};
     c.src = c.dst = b;
     c.loc = l;
     c.lane = copy_lane(l);
     c.width = width(b);
     push(c);
-    valid[bi] |= bit(l);
+    S().valid[bi] |= bit(l);
   };
   auto wrote = [&](Buf b, Loc l) {
-    valid[static_cast<int>(b)] = bit(l);
-    ++version[static_cast<int>(b)];
+    S().valid[static_cast<int>(b)] = bit(l);
+    ++S().version[static_cast<int>(b)];
   };
   // Where a helper op on buffer b runs: on the device when b is there only, else on the host.
-  auto home = [&](Buf b) { return valid[static_cast<int>(b)] == 2 ? Loc::Dev : Loc::Host; };
+  auto home = [&](Buf b) { return S().valid[static_cast<int>(b)] == 2 ? Loc::Dev : Loc::Host; };
   auto compute = [&](OpKind k, Loc l, Buf src, Buf dst, const float* vec = nullptr) {
     Op op{k};
     op.src = src;
@@ -94,8 +113,10 @@ void Model::compile() {
       return;
     }
     auto key = std::make_pair(t, l);
+    auto& act_state = S().act_state;
+    const int ver = S().version[static_cast<int>(src)];
     auto it = act_state.find(key);
-    if (it != act_state.end() && it->second == std::make_pair(src, version[static_cast<int>(src)])) return;
+    if (it != act_state.end() && it->second == std::make_pair(src, ver)) return;
     need(src, l);
     Op c{OpKind::Convert};
     c.src = c.dst = src;
@@ -104,7 +125,7 @@ void Model::compile() {
     c.loc = l;
     c.lane = compute_lane(l);
     push(c);
-    act_state[key] = {src, version[static_cast<int>(src)]};
+    act_state[key] = {src, ver};
     if (l == Loc::Host) {
       auto& slot = act_[t];
       const size_t need_bytes = converted_bytes(t, std::max({E, QW, F}), cfg_.batch_size);
@@ -159,206 +180,270 @@ void Model::compile() {
   cur_layer = -1;
   compute(OpKind::Embed, Loc::Host, Buf::X, Buf::X);
   wrote(Buf::X, Loc::Host);
-  std::vector<size_t> layer_start(static_cast<size_t>(cfg_.n_layers) + 1, 0);
-  for (int l = 0; l < static_cast<int>(cfg_.n_layers); ++l) {
+  // A layer's ops in three phases (pre: norm, QKV, RoPE; attn: KV store and attention; post:
+  // output projection, residuals, FFN), so the pipelined program can interleave two sub-batches.
+  enum : int { kPre = 1, kAttn = 2, kPost = 4 };
+  auto emit_layer = [&](int l, int phases) {
     Layer& L = layers_[static_cast<size_t>(l)];
     const LayerPlacement* lp = dev ? &placement_.layers[static_cast<size_t>(l)] : nullptr;
     cur_layer = l;
-    layer_start[static_cast<size_t>(l)] = ops_.size();
     const Loc attn_loc = place(l, kAttention).loc;
     const bool kv_streamed = lp && !lp->kv_by_sequence && attn_loc == Loc::Dev && lp->kv == Loc::Host;
     const bool recompute = kv_streamed && lp->recompute_prefix > 0;
 
-    cur_plan_op = kAttnNorm;
-    const Loc n0 = place(l, kAttnNorm).loc;
-    need(Buf::X, n0);
-    norm(n0, Buf::X, Buf::H, L.attn_norm_f, L.attn_norm_b);
-    wrote(Buf::H, n0);
-    if (recompute) {
-      need(Buf::H, Loc::Host);
-      Op s{OpKind::SaveActs};
-      s.src = Buf::H;
-      s.loc = Loc::Host;
-      s.lane = Lane::Cpu;
-      push(s);
-    }
-    matmul(Buf::H, E, &L.wq, Buf::Q, l, kQ);
-    matmul(Buf::H, E, &L.wk, Buf::K, l, kK);
-    matmul(Buf::H, E, &L.wv, Buf::V, l, kV);
-    if (!L.bq.empty()) {
-      cur_plan_op = kQ;
-      compute(OpKind::AddBias, home(Buf::Q), Buf::Q, Buf::Q, L.bq.data());
-      wrote(Buf::Q, home(Buf::Q));
-      cur_plan_op = kK;
-      compute(OpKind::AddBias, home(Buf::K), Buf::K, Buf::K, L.bk.data());
-      wrote(Buf::K, home(Buf::K));
-      cur_plan_op = kV;
-      compute(OpKind::AddBias, home(Buf::V), Buf::V, Buf::V, L.bv.data());
-      wrote(Buf::V, home(Buf::V));
-    }
-    // qk_norm: each Q and K head normalised before RoPE, where the projection left it.
-    if (!L.q_norm_f.empty()) {
-      for (auto [b, gains, po] : {std::make_tuple(Buf::Q, &L.q_norm_f, kQ), std::make_tuple(Buf::K, &L.k_norm_f, kK)}) {
-        cur_plan_op = po;
-        const Loc hl = home(b);
-        Op n{OpKind::RmsNorm};
-        n.src = n.dst = b;
-        n.vec = gains->data();
-        n.width = cfg_.head_dim;
-        n.loc = hl;
-        n.lane = compute_lane(hl);
-        push(n);
-        wrote(b, hl);
+    if (phases & kPre) {
+      cur_plan_op = kAttnNorm;
+      const Loc n0 = place(l, kAttnNorm).loc;
+      need(Buf::X, n0);
+      norm(n0, Buf::X, Buf::H, L.attn_norm_f, L.attn_norm_b);
+      wrote(Buf::H, n0);
+      if (recompute) {
+        need(Buf::H, Loc::Host);
+        Op s{OpKind::SaveActs};
+        s.src = Buf::H;
+        s.loc = Loc::Host;
+        s.lane = Lane::Cpu;
+        push(s);
       }
+      matmul(Buf::H, E, &L.wq, Buf::Q, l, kQ);
+      matmul(Buf::H, E, &L.wk, Buf::K, l, kK);
+      matmul(Buf::H, E, &L.wv, Buf::V, l, kV);
+      if (!L.bq.empty()) {
+        cur_plan_op = kQ;
+        compute(OpKind::AddBias, home(Buf::Q), Buf::Q, Buf::Q, L.bq.data());
+        wrote(Buf::Q, home(Buf::Q));
+        cur_plan_op = kK;
+        compute(OpKind::AddBias, home(Buf::K), Buf::K, Buf::K, L.bk.data());
+        wrote(Buf::K, home(Buf::K));
+        cur_plan_op = kV;
+        compute(OpKind::AddBias, home(Buf::V), Buf::V, Buf::V, L.bv.data());
+        wrote(Buf::V, home(Buf::V));
+      }
+      // qk_norm: each Q and K head normalised before RoPE, where the projection left it.
+      if (!L.q_norm_f.empty()) {
+        for (auto [b, gains, po] : {std::make_tuple(Buf::Q, &L.q_norm_f, kQ), std::make_tuple(Buf::K, &L.k_norm_f, kK)}) {
+          cur_plan_op = po;
+          const Loc hl = home(b);
+          Op n{OpKind::RmsNorm};
+          n.src = n.dst = b;
+          n.vec = gains->data();
+          n.width = cfg_.head_dim;
+          n.loc = hl;
+          n.lane = compute_lane(hl);
+          push(n);
+          wrote(b, hl);
+        }
+      }
+      cur_plan_op = kRope;
+      const Loc rl = place(l, kRope).loc;
+      need(Buf::Q, rl);
+      compute(OpKind::Rope, rl, Buf::Q, Buf::Q);
+      wrote(Buf::Q, rl);
+      need(Buf::K, rl);
+      compute(OpKind::Rope, rl, Buf::K, Buf::K);
+      wrote(Buf::K, rl);
     }
-    cur_plan_op = kRope;
-    const Loc rl = place(l, kRope).loc;
-    need(Buf::Q, rl);
-    compute(OpKind::Rope, rl, Buf::Q, Buf::Q);
-    wrote(Buf::Q, rl);
-    need(Buf::K, rl);
-    compute(OpKind::Rope, rl, Buf::K, Buf::K);
-    wrote(Buf::K, rl);
-    // K and V of the new positions into the layer's KV (and, when it is streamed, into the
-    // staging slot the device's attention reads).
-    cur_plan_op = kAttention;
-    const bool by_seq = lp && lp->kv_by_sequence;
-    if (by_seq) {
-      // NEO: device-KV sequences' rows store and attend on the device, host-KV ones on the CPU,
-      // at the same time; the CPU's attention rows then join the device's (or the reverse).
-      for (Loc l : {Loc::Dev, Loc::Host}) {
-        need(Buf::K, l);
-        need(Buf::V, l);
+    if (phases & kAttn) {
+      // K and V of the new positions into the layer's KV (and, when it is streamed, into the
+      // staging slot the device's attention reads).
+      cur_plan_op = kAttention;
+      const bool by_seq = lp && lp->kv_by_sequence;
+      if (by_seq && cur_part != 0) {
+        // Pipelined: this sub-batch's rows all keep their KV on one side (1: the device, 2: the
+        // host), so its K, V and Q go there, and its attention output is where it was computed.
+        const Loc al = cur_part == 1 ? Loc::Dev : Loc::Host;
+        need(Buf::K, al);
+        need(Buf::V, al);
         Op s{OpKind::StoreKv};
         s.src = Buf::K;
         s.dst = Buf::V;
-        s.loc = l;
-        s.lane = compute_lane(l);
-        s.part = l == Loc::Dev ? 1 : 2;
+        s.loc = al;
+        s.lane = compute_lane(al);
         push(s);
-      }
-      for (Loc l : {Loc::Dev, Loc::Host}) {
-        need(Buf::Q, l);
+        need(Buf::Q, al);
         Op a{OpKind::Attention};
         a.src = Buf::Q;
         a.dst = Buf::Att;
-        a.loc = l;
-        a.lane = compute_lane(l);
-        a.part = l == Loc::Dev ? 1 : 2;
+        a.loc = al;
+        a.lane = compute_lane(al);
         push(a);
-      }
-      const Loc out = place(l, kOutput).loc == Loc::Dev && place(l, kOutput).dev_fraction >= 1.0 ? Loc::Dev : Loc::Host;
-      Op c{OpKind::CopyRows};
-      c.src = c.dst = Buf::Att;
-      c.loc = out;
-      c.lane = copy_lane(out);
-      c.width = width(Buf::Att);
-      c.part = out == Loc::Dev ? 2 : 1;  // the other side's rows
-      push(c);
-      wrote(Buf::Att, out);
-    }
-    const Loc kv_loc = lp ? lp->kv : Loc::Host;
-    if (!by_seq) {
-      need(Buf::K, kv_loc);
-      need(Buf::V, kv_loc);
-      compute(OpKind::StoreKv, kv_loc, Buf::K, Buf::V);
-    }
-    if (kv_streamed) {
-      if (recompute) {
-        Op c{OpKind::CopyActs};
-        c.loc = Loc::Dev;
-        c.lane = Lane::ToDevice;
+        wrote(Buf::Att, al);
+      } else if (by_seq) {
+        // NEO: device-KV sequences' rows store and attend on the device, host-KV ones on the CPU,
+        // at the same time; the CPU's attention rows then join the device's (or the reverse).
+        for (Loc l : {Loc::Dev, Loc::Host}) {
+          need(Buf::K, l);
+          need(Buf::V, l);
+          Op s{OpKind::StoreKv};
+          s.src = Buf::K;
+          s.dst = Buf::V;
+          s.loc = l;
+          s.lane = compute_lane(l);
+          s.part = l == Loc::Dev ? 1 : 2;
+          push(s);
+        }
+        for (Loc l : {Loc::Dev, Loc::Host}) {
+          need(Buf::Q, l);
+          Op a{OpKind::Attention};
+          a.src = Buf::Q;
+          a.dst = Buf::Att;
+          a.loc = l;
+          a.lane = compute_lane(l);
+          a.part = l == Loc::Dev ? 1 : 2;
+          push(a);
+        }
+        const Loc out = place(l, kOutput).loc == Loc::Dev && place(l, kOutput).dev_fraction >= 1.0 ? Loc::Dev : Loc::Host;
+        Op c{OpKind::CopyRows};
+        c.src = c.dst = Buf::Att;
+        c.loc = out;
+        c.lane = copy_lane(out);
+        c.width = width(Buf::Att);
+        c.part = out == Loc::Dev ? 2 : 1;  // the other side's rows
         push(c);
-        Op rk{OpKind::RecomputeKv};
-        rk.loc = Loc::Dev;
-        rk.lane = Lane::Device;
-        rk.kv_slot = l % 2;
-        push(rk);
+        wrote(Buf::Att, out);
       }
-      need(Buf::K, Loc::Dev);
-      need(Buf::V, Loc::Dev);
-      Op s{OpKind::StoreKv};
-      s.src = Buf::K;
-      s.dst = Buf::V;
-      s.loc = Loc::Dev;
-      s.lane = Lane::Device;
-      s.kv_slot = l % 2;
-      push(s);
+      const Loc kv_loc = lp ? lp->kv : Loc::Host;
+      if (!by_seq) {
+        need(Buf::K, kv_loc);
+        need(Buf::V, kv_loc);
+        compute(OpKind::StoreKv, kv_loc, Buf::K, Buf::V);
+      }
+      if (kv_streamed) {
+        if (recompute) {
+          Op c{OpKind::CopyActs};
+          c.loc = Loc::Dev;
+          c.lane = Lane::ToDevice;
+          push(c);
+          Op rk{OpKind::RecomputeKv};
+          rk.loc = Loc::Dev;
+          rk.lane = Lane::Device;
+          rk.kv_slot = l % 2;
+          push(rk);
+        }
+        need(Buf::K, Loc::Dev);
+        need(Buf::V, Loc::Dev);
+        Op s{OpKind::StoreKv};
+        s.src = Buf::K;
+        s.dst = Buf::V;
+        s.loc = Loc::Dev;
+        s.lane = Lane::Device;
+        s.kv_slot = l % 2;
+        push(s);
+      }
+      if (!by_seq) {
+        need(Buf::Q, attn_loc);
+        Op a{OpKind::Attention};
+        a.src = Buf::Q;
+        a.dst = Buf::Att;
+        a.loc = attn_loc;
+        a.lane = compute_lane(attn_loc);
+        a.kv_slot = kv_streamed ? l % 2 : -1;
+        push(a);
+        wrote(Buf::Att, attn_loc);
+      }
     }
-    if (!by_seq) {
-      need(Buf::Q, attn_loc);
-      Op a{OpKind::Attention};
-      a.src = Buf::Q;
-      a.dst = Buf::Att;
-      a.loc = attn_loc;
-      a.lane = compute_lane(attn_loc);
-      a.kv_slot = kv_streamed ? l % 2 : -1;
-      push(a);
-      wrote(Buf::Att, attn_loc);
-    }
-    matmul(Buf::Att, QW, &L.wo, Buf::H, l, kOutput);
-    cur_plan_op = kOutput;
-    add_bias(Buf::H, L.bo);
-    // post_norms: each sublayer's output normalised before the residual add (where it is).
-    auto post_norm = [&](const std::vector<float>& gains) {
-      if (gains.empty()) return;
-      const Loc pl = home(Buf::H);
-      compute(OpKind::RmsNorm, pl, Buf::H, Buf::H, gains.data());
-      wrote(Buf::H, pl);
-    };
-    post_norm(L.attn_post_norm_f);
-    {
-      const Loc al = home(Buf::H);
-      need(Buf::X, al);
-      compute(OpKind::AddResidual, al, Buf::H, Buf::X);
-      wrote(Buf::X, al);
-    }
-    cur_plan_op = kFfnNorm;
-    const Loc n1 = place(l, kFfnNorm).loc;
-    need(Buf::X, n1);
-    norm(n1, Buf::X, Buf::H, L.ffn_norm_f, L.ffn_norm_b);
-    wrote(Buf::H, n1);
-    if (variant_->ffn == FfnKind::Moe) {
-      // Routed experts: H -> H, where the plan puts the experts (its Up op).
-      cur_plan_op = kUp;
-      const Loc ml = place(l, kUp).loc;
-      need(Buf::H, ml);
-      compute(OpKind::MoeFfn, ml, Buf::H, Buf::H);
-      wrote(Buf::H, ml);
-    } else if (variant_->ffn == FfnKind::Gelu) {
-      // Ungated: up (+ bias) -> GELU in place -> down.
-      matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
-      cur_plan_op = kUp;
-      add_bias(Buf::Up, L.bup);
+    if (phases & kPost) {
+      matmul(Buf::Att, QW, &L.wo, Buf::H, l, kOutput);
+      cur_plan_op = kOutput;
+      add_bias(Buf::H, L.bo);
+      // post_norms: each sublayer's output normalised before the residual add (where it is).
+      auto post_norm = [&](const std::vector<float>& gains) {
+        if (gains.empty()) return;
+        const Loc pl = home(Buf::H);
+        compute(OpKind::RmsNorm, pl, Buf::H, Buf::H, gains.data());
+        wrote(Buf::H, pl);
+      };
+      post_norm(L.attn_post_norm_f);
+      {
+        const Loc al = home(Buf::H);
+        need(Buf::X, al);
+        compute(OpKind::AddResidual, al, Buf::H, Buf::X);
+        wrote(Buf::X, al);
+      }
+      cur_plan_op = kFfnNorm;
+      const Loc n1 = place(l, kFfnNorm).loc;
+      need(Buf::X, n1);
+      norm(n1, Buf::X, Buf::H, L.ffn_norm_f, L.ffn_norm_b);
+      wrote(Buf::H, n1);
+      if (variant_->ffn == FfnKind::Moe) {
+        // Routed experts: H -> H, where the plan puts the experts (its Up op).
+        cur_plan_op = kUp;
+        const Loc ml = place(l, kUp).loc;
+        need(Buf::H, ml);
+        compute(OpKind::MoeFfn, ml, Buf::H, Buf::H);
+        wrote(Buf::H, ml);
+      } else if (variant_->ffn == FfnKind::Gelu) {
+        // Ungated: up (+ bias) -> GELU in place -> down.
+        matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
+        cur_plan_op = kUp;
+        add_bias(Buf::Up, L.bup);
+        cur_plan_op = kDown;
+        const Loc gl = home(Buf::Up);
+        compute(OpKind::Gelu, gl, Buf::Up, Buf::Up);
+        wrote(Buf::Up, gl);
+        matmul(Buf::Up, F, &L.down, Buf::H, l, kDown);
+      } else {
+        matmul(Buf::H, E, &L.gate, Buf::Gate, l, kGate);
+        matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
+        cur_plan_op = kDown;
+        const Loc sl = (home(Buf::Gate) == Loc::Dev && home(Buf::Up) == Loc::Dev) ? Loc::Dev : Loc::Host;
+        need(Buf::Gate, sl);
+        need(Buf::Up, sl);
+        compute(variant_->ffn == FfnKind::GeGlu ? OpKind::GeGlu : OpKind::SwiGlu, sl, Buf::Gate, Buf::Gate);
+        wrote(Buf::Gate, sl);
+        matmul(Buf::Gate, F, &L.down, Buf::H, l, kDown);
+      }
       cur_plan_op = kDown;
-      const Loc gl = home(Buf::Up);
-      compute(OpKind::Gelu, gl, Buf::Up, Buf::Up);
-      wrote(Buf::Up, gl);
-      matmul(Buf::Up, F, &L.down, Buf::H, l, kDown);
-    } else {
-      matmul(Buf::H, E, &L.gate, Buf::Gate, l, kGate);
-      matmul(Buf::H, E, &L.up, Buf::Up, l, kUp);
-      cur_plan_op = kDown;
-      const Loc sl = (home(Buf::Gate) == Loc::Dev && home(Buf::Up) == Loc::Dev) ? Loc::Dev : Loc::Host;
-      need(Buf::Gate, sl);
-      need(Buf::Up, sl);
-      compute(variant_->ffn == FfnKind::GeGlu ? OpKind::GeGlu : OpKind::SwiGlu, sl, Buf::Gate, Buf::Gate);
-      wrote(Buf::Gate, sl);
-      matmul(Buf::Gate, F, &L.down, Buf::H, l, kDown);
+      add_bias(Buf::H, L.bdown);
+      post_norm(L.ffn_post_norm_f);
+      {
+        const Loc al = home(Buf::H);
+        need(Buf::X, al);
+        compute(OpKind::AddResidual, al, Buf::H, Buf::X);
+        wrote(Buf::X, al);
+      }
     }
-    cur_plan_op = kDown;
-    add_bias(Buf::H, L.bdown);
-    post_norm(L.ffn_post_norm_f);
-    {
-      const Loc al = home(Buf::H);
-      need(Buf::X, al);
-      compute(OpKind::AddResidual, al, Buf::H, Buf::X);
-      wrote(Buf::X, al);
+  };
+  const int n_layers = static_cast<int>(cfg_.n_layers);
+  if (!pipelined) {
+    for (int l = 0; l < n_layers; ++l) emit_layer(l, kPre | kAttn | kPost);
+  } else {
+    // NEO's asymmetric pipeline (paper 003 Sec. 4, Fig. 5) as one op list: sub-batch 1 (device-KV
+    // rows) and sub-batch 2 (host-KV rows) each run every op over their own rows, skewed so that
+    // the device's list is
+    //   post1(l-1) pre1(l) attn1(l) | post2(l-1) pre2(l) | post1(l) pre1(l+1) attn1(l+1) | ...
+    // and the CPU attention of sub-batch 2's layer l (its only dependency: pre2(l)'s Q, K and V
+    // copied back) runs while the device works on sub-batch 1's post(l), pre(l+1) and attention.
+    // The per-part buffer resources (op_resources) let the hazard tracker see the two sub-batches
+    // as independent until the LM head joins them.
+    states[1] = states[0];
+    states[2] = states[0];
+    for (int p : {1, 2}) {
+      cur_part = p;
+      emit_layer(0, kPre | kAttn);
     }
+    for (int l = 0; l < n_layers; ++l)
+      for (int p : {1, 2}) {
+        cur_part = p;
+        emit_layer(l, kPost);
+        if (l + 1 < n_layers) emit_layer(l + 1, kPre | kAttn);
+      }
+    // The join: both sub-batches' X where sub-batch 1's is; the head then works on all rows.
+    // Converted activations of a sub-batch sit at its own offset (row_offset_bytes), so none
+    // counts for all rows.
+    cur_part = 1;
+    const Loc xl = home(Buf::X);
+    cur_part = 2;
+    need(Buf::X, xl);
+    for (int b = 0; b < kBufs; ++b) {
+      states[0].valid[b] = states[1].valid[b] & states[2].valid[b];
+      states[0].version[b] = std::max(states[1].version[b], states[2].version[b]) + 1;
+    }
+    states[0].act_state.clear();
+    cur_part = 0;
   }
   cur_layer = -1;
   cur_plan_op = -1;
-  layer_start[static_cast<size_t>(cfg_.n_layers)] = ops_.size();
   {
     const Loc xl = home(Buf::X);
     compute(OpKind::LastRows, xl, Buf::X, Buf::X);
@@ -416,12 +501,16 @@ void Model::compile() {
       const int prev = static_cast<int>(g) - 1;
       size_t at = 0;
       bool found = false;
+      size_t first_of_g = ops_.size();
       for (size_t i = 0; i < ops_.size(); ++i) {
+        if (static_cast<int>(g) < cfg_.n_layers && ops_[i].layer == static_cast<int>(g) && first_of_g == ops_.size()) first_of_g = i;
         if (ops_[i].layer != prev) continue;
         if (!found) at = i;  // the layer's first op: insert before its first op when it has no copy in
         if (ops_[i].lane == Lane::ToDevice) { at = i + 1; found = true; }
       }
-      insert_after[g] = at;
+      // The pipelined program interleaves layers g - 1 and g: the copy must precede layer g's
+      // first reader (a hazard is only seen against earlier ops).
+      insert_after[g] = std::min(at, first_of_g);
     }
     std::vector<std::vector<size_t>> at_index(ops_.size() + 1);
     for (size_t g = 1; g < prefetch.size(); ++g) at_index[insert_after[g]].push_back(g);
@@ -457,6 +546,21 @@ void Model::fuse_converts() {
 }
 
 void Model::op_resources(const Op& op, std::vector<int>* r, std::vector<int>* w) const {
+  const size_t r_from = r->size(), w_from = w->size();
+  op_resources_rows(op, r, w);
+  // Row-indexed resources of the op's rows: sub-batch 1's, 2's, or (all rows) both.
+  for (auto [v, from] : {std::make_pair(r, r_from), std::make_pair(w, w_from)}) {
+    const size_t n = v->size();
+    for (size_t i = from; i < n; ++i) {
+      const int id = (*v)[i];
+      if (id >= kRowRes) continue;
+      if (op.part == 2) (*v)[i] = id + kRowRes;
+      else if (op.part == 0) v->push_back(id + kRowRes);
+    }
+  }
+}
+
+void Model::op_resources_rows(const Op& op, std::vector<int>* r, std::vector<int>* w) const {
   const int loc = op.loc == Loc::Host ? 0 : 1;
   auto b = [](Buf x, int l) { return 2 * static_cast<int>(x) + l; };
   auto act = [](GgmlType t, int l) { return kActBase + 2 * static_cast<int>(t) + l; };
@@ -550,12 +654,61 @@ void Model::build_deps() {
   op_calls_.assign(ops_.size(), 0);
 }
 
+void Model::exchange(Program& p) {
+  std::swap(ops_, p.ops);
+  std::swap(lanes_, p.lanes);
+  std::swap(deps_, p.deps);
+  std::swap(sync_after_, p.sync_after);
+  std::swap(start_ns_, p.start_ns);
+  std::swap(end_ns_, p.end_ns);
+  std::swap(op_ns_, p.op_ns);
+  std::swap(op_calls_, p.op_calls);
+}
+
+bool Model::build_pipelined() {
+  if (pipe_state_ != 0) return pipe_state_ > 0;
+  pipe_state_ = -1;
+  if (!device_ || !placement_.uses_device() || placement_.layers.empty()) return false;
+  for (const LayerPlacement& lp : placement_.layers)
+    if (!lp.kv_by_sequence) return false;
+  if (prefill_active_) swap_program();
+  // The decode program aside in pipe_ while the pipelined one compiles into ops_ …
+  exchange(pipe_);
+  try {
+    compile(true);
+    // Device matmuls read the weight copies the decode program's do (resident copies, or the
+    // same places in the streaming slots); its prefetches fill the same places.
+    for (Op& op : ops_) {
+      if (!((op.kind == OpKind::MatMul && op.loc == Loc::Dev) || op.kind == OpKind::CopyWeight)) continue;
+      for (const Op& d : pipe_.ops)
+        if (d.kind == op.kind && d.w == op.w && d.loc == op.loc && (op.kind == OpKind::CopyWeight || d.r0 == op.r0)) {
+          op.wdata = d.wdata;
+          op.r1 = d.r1;
+          break;
+        }
+    }
+    build_deps();
+  } catch (...) {
+    exchange(pipe_);
+    pipe_ = Program{};
+    throw;
+  }
+  // … and back: the decode program runs, the pipelined one waits in pipe_.
+  exchange(pipe_);
+  pipe_state_ = 1;
+  return true;
+}
+
 Model::OpInfo Model::op_info(int32_t i) const {
   const std::vector<Op>& decode = decode_program_ops();
-  const bool prefill = static_cast<size_t>(i) >= decode.size();
-  const Op& op = prefill ? prefill_program_ops()[static_cast<size_t>(i) - decode.size()] : decode[static_cast<size_t>(i)];
+  const std::vector<Op>& prefill_ops = prefill_program_ops();
+  const size_t k = static_cast<size_t>(i);
+  const bool prefill = k >= decode.size() && k < decode.size() + prefill_ops.size();
+  const bool pipe = k >= decode.size() + prefill_ops.size();
+  const Op& op = pipe ? pipe_.ops[k - decode.size() - prefill_ops.size()] : prefill ? prefill_ops[k - decode.size()] : decode[k];
   OpInfo o;
-  o.stage = prefill ? "prefill" : "decode";
+  o.stage = pipe ? "pipelined" : prefill ? "prefill" : "decode";
+  o.part = op.part;
   o.kind = op_kind_name(static_cast<int>(op.kind));
   o.lane = lane_name(op.lane);
   o.layer = op.layer;

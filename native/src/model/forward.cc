@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "device/cpu/cpu_kernels.h"
+#include "kernels/matmul.h"
 #include "model/model.h"
 
 namespace fulcrum {
@@ -144,6 +145,23 @@ void Model::forward(bool want_all, float* logits_out) {
   // The placement for this step's rows: prompt steps of prefill_rows or more run the prefill one.
   const bool want_prefill = has_prefill_ && step_state_.n >= prefill_rows_;
   if (want_prefill != prefill_active_) swap_program();
+  // NEO's two sub-batches pipelined, when asked for and the step has both (set_pipelined).
+  const bool pipe = pipelined_ && !want_prefill && step_state_.n_dev_rows > 0 && step_state_.n_dev_rows < step_state_.n && build_pipelined();
+  // Ops of the pipelined program are numbered after both placements' (op_info).
+  const size_t id_base = pipe ? decode_program_ops().size() + prefill_program_ops().size() : prefill_active_ ? other_.ops.size() : 0;
+  if (pipe) {
+    exchange(pipe_);
+    pipe_active_ = true;
+  }
+  struct Restore {
+    Model* m;
+    ~Restore() {
+      if (m->pipe_active_) {
+        m->exchange(m->pipe_);
+        m->pipe_active_ = false;
+      }
+    }
+  } restore{this};
   step_state_.want_all = want_all;
   step_state_.logits_out = logits_out;
   const bool timing = profiling_ || tracing_;
@@ -167,8 +185,7 @@ void Model::forward(bool want_all, float* logits_out) {
         op_ns_[i] += static_cast<uint64_t>(end_ns_[i] - start_ns_[i]);
         op_calls_[i] += 1;
       }
-      // Prefill ops are numbered after the decode ones (op_info).
-      const int32_t id = static_cast<int32_t>(i + (prefill_active_ ? other_.ops.size() : 0));
+      const int32_t id = static_cast<int32_t>(i + id_base);
       if (tracing_ && trace_.size() < max_trace_) trace_.push_back(TraceEvent{step_, id, start_ns_[i], end_ns_[i]});
     }
   }
@@ -202,6 +219,18 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
     return op.part == 1 ? dev : !dev;
   };
   const int64_t E = cfg_.n_embd, KVW = cfg_.n_kv_heads * cfg_.head_dim, QW = cfg_.n_heads * cfg_.head_dim;
+  // An op of one sub-batch of the pipelined program works on that sub-batch's rows only: rows
+  // [0, n_dev_rows) or [n_dev_rows, n) (KV stores, attention and row copies pick their rows
+  // themselves, by span or by range).
+  int64_t r0 = 0;
+  const bool own_rows = op.kind != OpKind::StoreKv && op.kind != OpKind::Attention && op.kind != OpKind::CopyRows;
+  if (op.part != 0 && own_rows) {
+    r0 = op.part == 1 ? 0 : st.n_dev_rows;
+    rows = op.part == 1 ? st.n_dev_rows : st.n - st.n_dev_rows;
+    if (rows <= 0) return;
+  }
+  auto B = [&](Buf b) { return buf_at(b, at) + r0 * width(b); };
+  auto A = [&](GgmlType t) { return act_at(t, at) + r0 * act_row_stride(t); };
   switch (op.kind) {
     case OpKind::Embed: {
       // gemma: embeddings × sqrt(n_embd), in f32 as llama.cpp scales them.
@@ -213,19 +242,19 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
     case OpKind::RmsNorm: {
       // op.width set: per head (qk_norm), each of a row's heads normalised on its own.
       const int64_t w = op.width > 0 ? op.width : width(op.src);
-      kn.rmsnorm(buf_at(op.src, at), vec_at(op.vec, at), buf_at(op.dst, at), rows, width(op.src) / w, w, cfg_.norm_eps, fused_converts(op));
+      kn.rmsnorm(B(op.src), vec_at(op.vec, at), B(op.dst), rows, width(op.src) / w, w, cfg_.norm_eps, fused_converts(op, r0));
       break;
     }
     case OpKind::LayerNorm:
-      kn.layernorm(buf_at(op.src, at), vec_at(op.vec, at), vec_at(op.vec2, at), buf_at(op.dst, at), rows, width(op.src), cfg_.norm_eps, fused_converts(op));
+      kn.layernorm(B(op.src), vec_at(op.vec, at), vec_at(op.vec2, at), B(op.dst), rows, width(op.src), cfg_.norm_eps, fused_converts(op, r0));
       break;
     case OpKind::Convert:
-      kn.convert(op.act_type, buf_at(op.src, at), rows, op.width, act_at(op.act_type, at));
+      kn.convert(op.act_type, B(op.src), rows, op.width, A(op.act_type));
       break;
     case OpKind::MatMul: {
-      float* dst = buf_at(op.dst, at);
-      if (!dst) break;
-      const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(buf_at(op.src, at)) : act_at(op.act_type, at);
+      if (!buf_at(op.dst, at)) break;
+      float* dst = B(op.dst);
+      const void* act = op.act_type == GgmlType::F32 ? static_cast<const void*>(B(op.src)) : A(op.act_type);
       // A step that wants every row's logits verifies draft tokens (speculative decoding): its
       // rows must be the bits of each token decoded alone, so the kept tokens are exactly the
       // greedy ones (some prefill tiles sum in another order).
@@ -233,13 +262,13 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       break;
     }
     case OpKind::AddBias:
-      kn.add(buf_at(op.dst, at), vec_at(op.vec, at), rows, width(op.dst), 0);
+      kn.add(B(op.dst), vec_at(op.vec, at), rows, width(op.dst), 0);
       break;
     case OpKind::AddResidual:
-      kn.add(buf_at(op.dst, at), buf_at(op.src, at), rows, width(op.dst), width(op.dst));
+      kn.add(B(op.dst), B(op.src), rows, width(op.dst), width(op.dst));
       break;
     case OpKind::Rope:
-      kn.rope(buf_at(op.dst, at), rows, op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads, cfg_.head_dim, row_pos_.data(), rope_of(op.layer));
+      kn.rope(B(op.dst), rows, op.dst == Buf::Q ? cfg_.n_heads : cfg_.n_kv_heads, cfg_.head_dim, row_pos_.data() + r0, rope_of(op.layer));
       break;
     case OpKind::StoreKv: {
       const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
@@ -262,13 +291,13 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       break;
     }
     case OpKind::SwiGlu:
-      kn.swiglu(buf_at(Buf::Gate, at), buf_at(Buf::Up, at), rows, cfg_.n_ff, fused_converts(op));
+      kn.swiglu(B(Buf::Gate), B(Buf::Up), rows, cfg_.n_ff, fused_converts(op, r0));
       break;
     case OpKind::GeGlu:
-      kn.geglu(buf_at(Buf::Gate, at), buf_at(Buf::Up, at), rows, cfg_.n_ff, fused_converts(op));
+      kn.geglu(B(Buf::Gate), B(Buf::Up), rows, cfg_.n_ff, fused_converts(op, r0));
       break;
     case OpKind::Gelu:
-      kn.gelu(buf_at(op.src, at), rows, width(op.src), fused_converts(op));
+      kn.gelu(B(op.src), rows, width(op.src), fused_converts(op, r0));
       break;
     case OpKind::MoeFfn: {
       // One body on every lane (model/moe.h): router and experts on the lane's kernels, routing
@@ -277,7 +306,7 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       MoeFfn& moe = at == Loc::Dev ? moe_dev_ : moe_host_;
       const bool own = &kn == dk_;
       moe.run(kn, own ? device_.get() : nullptr, own ? dev_moe_ : moe.host_buffers(), moe_weights(layers_[static_cast<size_t>(op.layer)], at),
-              buf_at(op.src, at), rows, buf_at(op.dst, at));
+              B(op.src), rows, B(op.dst));
       break;
     }
     case OpKind::LogitSoftcap: {
@@ -314,6 +343,8 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       float* d = buf_at(op.dst, Loc::Host);
       const float* s = buf_at(op.src, Loc::Dev);
       if (!d) break;
+      d += r0 * w;
+      s += r0 * w;
       device_->copy_rows_to_host(d + op.r0, static_cast<size_t>(w) * sizeof(float), s + op.r0, static_cast<size_t>(w) * sizeof(float),
                                  static_cast<size_t>(op.r1 - op.r0) * sizeof(float), static_cast<size_t>(rows));
       break;
@@ -416,14 +447,21 @@ void Model::store_kv(Kernels& kn, KvCache& kv, int64_t idx, const float* k, cons
 }
 
 // The activation buffers an op's fused Convert ops write (compile's fuse pass), at its location.
-RowConverts Model::fused_converts(const Op& op) {
+RowConverts Model::fused_converts(const Op& op, int64_t row0) {
   RowConverts cv;
   cv.n = op.n_fused_convert;
   for (int k = 0; k < op.n_fused_convert; ++k) {
     cv.type[k] = op.fused_convert[k];
-    cv.dst[k] = act_at(op.fused_convert[k], op.loc);
+    cv.dst[k] = act_at(op.fused_convert[k], op.loc) + row0 * act_row_stride(op.fused_convert[k]);
   }
   return cv;
+}
+
+// A sub-batch's converted rows start at row0 × this: the widest row's bytes (E, the attention
+// width or the FFN width), so the two sub-batches' regions stay apart whichever buffer either
+// converts, and the buffers (sized for the widest row, batch_size or the device's rows) hold both.
+size_t Model::act_row_stride(GgmlType t) const {
+  return converted_bytes(t, std::max({cfg_.n_embd, cfg_.n_heads * cfg_.head_dim, cfg_.n_ff}), 1);
 }
 
 // A norm weight or bias as the op's location holds it: the host's vector, which the loopback

@@ -243,9 +243,11 @@ void Model::set_profiling(bool on) {
   op_calls_.assign(ops_.size(), 0);
   other_.op_ns.assign(other_.ops.size(), 0);
   other_.op_calls.assign(other_.ops.size(), 0);
+  pipe_.op_ns.assign(pipe_.ops.size(), 0);
+  pipe_.op_calls.assign(pipe_.ops.size(), 0);
 }
 
-// Both placements' ops (decode first, as op_info numbers them), with their accumulated times.
+// Every program's ops (decode, prefill, pipelined, as op_info numbers them), with their accumulated times.
 std::vector<Model::OpTiming> Model::op_timings() const {
   std::vector<OpTiming> out;
   auto add = [&](const std::vector<Op>& ops, const std::vector<uint64_t>& ns, const std::vector<uint64_t>& calls) {
@@ -257,6 +259,7 @@ std::vector<Model::OpTiming> Model::op_timings() const {
   const bool swapped = prefill_active_;
   add(swapped ? other_.ops : ops_, swapped ? other_.op_ns : op_ns_, swapped ? other_.op_calls : op_calls_);
   if (has_prefill_) add(swapped ? ops_ : other_.ops, swapped ? op_ns_ : other_.op_ns, swapped ? op_calls_ : other_.op_calls);
+  add(pipe_.ops, pipe_.op_ns, pipe_.op_calls);  // NEO's pipelined program, numbered last (op_info)
   return out;
 }
 

@@ -153,6 +153,17 @@ class Model {
     bool keep_after = false;
   };
   std::vector<std::vector<float>> eval_batch(const std::vector<SeqInput>& in, bool want_all);
+  // NEO's asymmetric pipeline (paper 003 Sec. 4): with it on, a decode-placement step that
+  // carries both device-KV and host-KV sequences in layers placed by sequence (every layer) runs
+  // the pipelined program: the two sub-batches' ops over their own rows, interleaved so the CPU
+  // attends for the host-KV rows while the device runs the device-KV rows' linear ops (compile).
+  // Off, such a step runs as one sub-batch. Rows, logits and KV are the same bits either way.
+  void set_pipelined(bool on) { pipelined_ = on; }
+  // Compiles the pipelined program (kept beside the decode one) if the decode placement allows it
+  // (every layer placed by sequence on a device); false when it does not. A step that needs it
+  // compiles it if this was not called after the placement was set.
+  bool build_pipelined();
+  bool pipelined() const { return pipelined_; }
   // Forgets KV positions ≥ from_pos of sequence `seq`.
   void clear_kv(int64_t from_pos, int32_t seq = 0);
   // Moves sequence `seq`'s KV positions [from, to) by `delta` (keys re-rotated, see
@@ -215,12 +226,13 @@ class Model {
     const char* plan_op;
     const char* weight;
     const char* loc;
-    const char* stage;  // "decode", or "prefill" for the prefill placement's ops
+    const char* stage;  // "decode", "prefill" for the prefill placement's ops, "pipelined"
+    int part;           // rows: 0 all, 1 the device-KV sub-batch, 2 the host-KV sub-batch
   };
-  // Ops are numbered across both placements: the decode op list first, then the prefill one's
-  // (trace events use these numbers).
+  // Ops are numbered across the programs: the decode op list first, then the prefill one's, then
+  // the pipelined one's once a step has used it (trace events use these numbers).
   OpInfo op_info(int32_t i) const;
-  size_t op_count() const { return decode_program_ops().size() + prefill_program_ops().size(); }
+  size_t op_count() const { return decode_program_ops().size() + prefill_program_ops().size() + pipe_.ops.size(); }
   // What set_placement changed in the placement it was given, and why (e.g. a matmul whose
   // weight format the device has no kernel for runs on the CPU).
   const std::vector<std::string>& placement_notes() const { return placement_notes_; }
@@ -289,7 +301,8 @@ class Model {
   // are run as the separate matmuls they fuse: same bytes, same kernels, same placement ops).
   Weight rows_of(const Weight& whole, int64_t row0, int64_t rows, const std::string& name);
   std::vector<float> vector_f32(const Weight& w, int64_t n);
-  void compile();
+  // pipelined: the decode placement's pipelined program (two sub-batches, see set_pipelined).
+  void compile(bool pipelined = false);
   void fuse_converts();
   float* buf(Buf b);
   int64_t width(Buf b) const;
@@ -308,12 +321,13 @@ class Model {
   std::vector<RopeParams> layer_ropes_;  // rope_of(l) for every layer (KV shifts)
   // Op i on its lane: the lane's kernels (device/kernels.h) and the one op switch, run_op.
   void exec_op(int32_t i);
-  void run_op(Kernels& kn, const Op& op, int64_t rows);
+  void run_op(Kernels& kn, const Op& op, int64_t rows);  // (a sub-batch's op: its own rows, see there)
   // KVPR's recomputation of K and V into the staging slot, on whichever lane runs it.
   void recompute_kv(Kernels& kn, const Op& op);
   // K and V rows of positions [pos0, pos0 + n) into a KV cache, page by page.
   void store_kv(Kernels& kn, KvCache& kv, int64_t idx, const float* k, const float* v, int64_t n, int64_t pos0);
-  RowConverts fused_converts(const Op& op);
+  RowConverts fused_converts(const Op& op, int64_t row0 = 0);
+  size_t act_row_stride(GgmlType t) const;
   const float* vec_at(const float* host, Loc l) const;
   float* buf_at(Buf b, Loc l);
   uint8_t* act_at(GgmlType t, Loc l);
@@ -323,6 +337,7 @@ class Model {
   void check_seq(int32_t seq, const char* what) const;
   void release_device();
   void op_resources(const Op& op, std::vector<int>* reads, std::vector<int>* writes) const;
+  void op_resources_rows(const Op& op, std::vector<int>* reads, std::vector<int>* writes) const;
   void build_deps();
   // After compile(): streamed and resident matmuls read their device copies, prefetches fill them.
   void bind_device_weights();
@@ -337,6 +352,8 @@ class Model {
     std::vector<uint64_t> op_ns, op_calls;
   };
   void swap_program();
+  // Exchanges the running program (ops_ … op_calls_) with `p`.
+  void exchange(Program& p);
   const std::vector<Op>& decode_program_ops() const { return prefill_active_ ? other_.ops : ops_; }
   const std::vector<Op>& prefill_program_ops() const { return !has_prefill_ ? other_empty_ : prefill_active_ ? ops_ : other_.ops; }
   void relocate_matmul_weights();
@@ -420,6 +437,10 @@ class Model {
   std::vector<std::string> placement_notes_;
   Executor executor_;
   Program other_;                 // the op list not running now (see Program)
+  Program pipe_;                  // the decode placement's pipelined program (outside its steps)
+  int8_t pipe_state_ = 0;         // 0: not compiled yet, 1: compiled, -1: the placement has none
+  bool pipelined_ = false;        // set_pipelined
+  bool pipe_active_ = false;      // ops_ … hold pipe_'s program (during its step)
   const std::vector<Op> other_empty_;
   bool has_prefill_ = false;      // a prefill placement is compiled
   bool prefill_active_ = false;   // ops_ … end_ns_ hold the prefill placement's program

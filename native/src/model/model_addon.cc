@@ -211,6 +211,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceAccessor("deviceStats", &ModelWrap::GetDeviceStats, nullptr),
                         InstanceAccessor("tracing", &ModelWrap::GetTracing, &ModelWrap::SetTracing),
                         InstanceAccessor("profiling", &ModelWrap::GetProfiling, &ModelWrap::SetProfiling),
+                        InstanceAccessor("pipelined", &ModelWrap::GetPipelined, &ModelWrap::SetPipelined),
                         InstanceAccessor("threads", &ModelWrap::GetThreads, &ModelWrap::SetThreads),
                         InstanceAccessor("nPast", &ModelWrap::GetNPast, nullptr),
                         InstanceAccessor("contextLength", &ModelWrap::GetContext, nullptr),
@@ -397,6 +398,13 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     s.model->set_profiling(v.ToBoolean().Value());
     s.busy.store(false);
   }
+  Napi::Value GetPipelined(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), model(info.Env()).pipelined()); }
+  // Takes the model like the other setters: a step running on a worker reads the flag.
+  void SetPipelined(const Napi::CallbackInfo& info, const Napi::Value& v) {
+    Shared& s = acquire(info.Env());
+    s.model->set_pipelined(v.ToBoolean().Value());
+    s.busy.store(false);
+  }
   Napi::Value GetDisposed(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), !shared_); }
 
   Model& model(Napi::Env env) {
@@ -448,6 +456,9 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     try {
       if (has_prefill) s.model->set_placements(p, &prefill, prefill_rows, std::move(dev));
       else s.model->set_placement(p, std::move(dev));
+      // The pipelined program now, not at its first step: compiledOps() (which traces are read
+      // against, and which the engine keeps) then lists it from the start.
+      s.model->build_pipelined();
     } catch (const DeviceError& e) {
       s.busy.store(false);
       throw device_error(env, e.what());
@@ -558,6 +569,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       if (oi.weight) o.Set("weight", oi.weight);
       o.Set("loc", oi.loc);
       o.Set("stage", oi.stage);
+      if (oi.part) o.Set("batch", oi.part - 1);
       out.Set(static_cast<uint32_t>(i), o);
     }
     return out;
