@@ -58,14 +58,10 @@ Executor::~Executor() {
 }
 
 void Executor::wait_for(int lane, int32_t index) {
-  // Spin only while the op waited for is running (it is often microseconds from done). An op its
-  // lane has not reached yet may be far off: the waiter sleeps at once, so it does not take a
-  // core from the lanes with work (with two vCPUs, a spinning CPU lane and a computing loopback
-  // device left a copy lane, the one op the CPU lane waited for, no core until the device idled,
-  // which serialised NEO's pipelined sub-batches).
   for (int spin = 0; spin < 2000; ++spin) {
     if (done_[lane].load(std::memory_order_acquire) >= index || failed_.load(std::memory_order_relaxed)) return;
-    if (running_[lane].load(std::memory_order_acquire) < index) break;
+    // Sharing cores: an op its lane has not started may be far off; sleep at once (see run()).
+    if (share_cores_ && running_[lane].load(std::memory_order_acquire) < index) break;
     if (spin > 64) std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -104,10 +100,8 @@ void Executor::run_lane(int lane) {
         std::lock_guard<std::mutex> lock(mu_);
         progress_.notify_all();
       }
-      // The woken lane is often queued on this lane's core (no idle core on a loaded machine);
-      // yielding lets it start (typically a short copy another lane then waits for) instead of
-      // waiting behind this lane's remaining ops.
-      std::this_thread::yield();
+      // Sharing cores: the woken lane may be queued on this lane's core; let it start.
+      if (share_cores_) std::this_thread::yield();
     }
   }
   // A lane that stopped early lets nobody wait on it forever: failed_ wakes every waiter.
@@ -129,8 +123,9 @@ void Executor::lane_loop(int lane) {
 }
 
 void Executor::run(int32_t n, const Lane* lanes, const LaneDeps* deps, ExecFn exec, SkipFn skip, void* ctx, bool timing,
-                   int64_t* start_ns, int64_t* end_ns) {
+                   int64_t* start_ns, int64_t* end_ns, bool share_cores) {
   n_ = n;
+  share_cores_ = share_cores;
   lanes_ = lanes;
   deps_ = deps;
   exec_ = exec;

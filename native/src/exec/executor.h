@@ -7,8 +7,8 @@
 //
 // Completion is one counter per lane (the index of its last finished op): a lane finishes its
 // ops in increasing index order, so "op j is done" is "lane(j)'s counter >= j". Waiting spins
-// briefly while the op waited for is running (ops are often microseconds apart) and otherwise
-// sleeps on a condition variable.
+// briefly (ops are often microseconds apart) and then sleeps on a condition variable (see run's
+// share_cores for the exception).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -51,10 +51,17 @@ class Executor {
   // not needed this step (it then counts as done at once). Returns when every lane has finished;
   // the first exception any op threw is rethrown here (the other lanes stop at their next op).
   // With timing on, start_ns[i] / end_ns[i] (steady clock) are filled for every op that ran.
+  // share_cores: the lanes' work is meant to overlap on few cores (NEO's pipelined sub-batches
+  // with a loopback device on two vCPUs). A waiter then spins only while the op it waits for is
+  // running and otherwise sleeps at once, and a lane that wakes another yields its core: spinning
+  // waiters and a busy lane otherwise left a woken copy lane (the one op the CPU lane waited
+  // for) no core until the device idled, and the sub-batches ran one after the other. Off (the
+  // default), waiters spin briefly whatever they wait for: on a loaded machine a sleeping lane's
+  // wake-up costs more than a tiny model's whole step.
   using ExecFn = void (*)(void* ctx, int32_t i);
   using SkipFn = bool (*)(void* ctx, int32_t i);
   void run(int32_t n, const Lane* lanes, const LaneDeps* deps, ExecFn exec, SkipFn skip, void* ctx, bool timing,
-           int64_t* start_ns, int64_t* end_ns);
+           int64_t* start_ns, int64_t* end_ns, bool share_cores = false);
 
  private:
   void lane_loop(int lane);
@@ -68,7 +75,8 @@ class Executor {
   bool stop_ = false;
   int active_lanes_ = 0;      // lane threads still running this step (under mu_)
   std::atomic<int32_t> done_[kLanes];
-  std::atomic<int32_t> running_[kLanes];  // the op each lane started last (wait_for spins only on it)
+  std::atomic<int32_t> running_[kLanes];  // the op each lane started last (share_cores)
+  bool share_cores_ = false;
   std::atomic<bool> failed_{false};
   std::atomic<int> waiters_{0};
   std::exception_ptr error_;

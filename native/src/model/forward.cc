@@ -172,7 +172,7 @@ void Model::forward(bool want_all, float* logits_out) {
     return m->ops_[static_cast<size_t>(i)].after_last && !m->step_state_.need_logits;
   };
   try {
-    executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data());
+    executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data(), pipe);
   } catch (...) {
     // A step that failed part-way leaves no recorded device work to run with the next one.
     if (dk_) dk_->discard();
