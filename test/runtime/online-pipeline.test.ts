@@ -154,6 +154,17 @@ test('pipelined sub-batches equal the one-step execution and each sequence alone
   await check(sharedPath('models', 'stories260K.gguf'), 512, 5, [3, 90, 17, 200], false);
 });
 
+test('pipelined sub-batches equal the one-step execution and each sequence alone (synthetic qwen3moe Q8_0: routed experts per sub-batch)', async () => {
+  const { dir, cleanup } = tempDir('pipe-moe-');
+  try {
+    const file = path.join(dir, 'qwen3moe-q8.gguf');
+    writeSyntheticModel(file, { architecture: 'qwen3moe', nLayers: 2, nEmbd: 128, nHeads: 4, nKvHeads: 2, nFf: 64, nExpert: 8, nExpertUsed: 2, nVocab: 512, contextLength: 1024, seed: 9, weightType: GgmlType.Q8_0 });
+    await check(file, 512, 2, [5, 70, 21, 110], false);
+  } finally {
+    cleanup();
+  }
+});
+
 const probe = vulkanProbe();
 test('on Vulkan: pipelined sub-batches equal the one-step execution on the device (synthetic qwen2 Q8_0, GQA)', { skip: probe.available ? false : `no Vulkan device: ${probe.reason}`, timeout: 600_000 }, async () => {
   const { dir, cleanup } = tempDir('pipe-vk-');
