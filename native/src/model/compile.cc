@@ -696,6 +696,11 @@ bool Model::build_pipelined() {
   // … and back: the decode program runs, the pipelined one waits in pipe_.
   exchange(pipe_);
   pipe_state_ = 1;
+  size_t bytes = 0;
+  for (const Layer& L : layers_)
+    for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down, &L.gate_exps, &L.up_exps, &L.down_exps})
+      bytes += w->row_bytes * static_cast<size_t>(w->rows);
+  pipe_layer_bytes_ = bytes / std::max<size_t>(1, layers_.size());
   return true;
 }
 

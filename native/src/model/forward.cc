@@ -172,7 +172,14 @@ void Model::forward(bool want_all, float* logits_out) {
     return m->ops_[static_cast<size_t>(i)].after_last && !m->step_state_.need_logits;
   };
   try {
-    executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data(), pipe);
+    // Lanes share the cores (Executor::run) in a pipelined step of a model whose layers are big
+    // enough that a sleeping lane's wake-up (tens of µs on a busy two-vCPU machine) costs less
+    // than the overlap it allows: a layer's matmuls read at least its weights, 256 KiB or more
+    // (~25 µs at 10 GB/s). A tiny model's µs ops keep spinning: sleeping there cost NEO's serving
+    // 3x on stories260K. (A static rule: the measured step time, which sleeping inflates on a
+    // loaded machine, fed back on itself.)
+    const bool share = pipe && pipe_layer_bytes_ >= kShareCoresLayerBytes;
+    executor_.run(static_cast<int32_t>(ops_.size()), lanes_.data(), deps_.data(), exec, skip, this, timing, start_ns_.data(), end_ns_.data(), share);
   } catch (...) {
     // A step that failed part-way leaves no recorded device work to run with the next one.
     if (dk_) dk_->discard();

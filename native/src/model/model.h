@@ -441,6 +441,8 @@ class Model {
   int8_t pipe_state_ = 0;         // 0: not compiled yet, 1: compiled, -1: the placement has none
   bool pipelined_ = false;        // set_pipelined
   bool pipe_active_ = false;      // ops_ … hold pipe_'s program (during its step)
+  size_t pipe_layer_bytes_ = 0;   // a layer's matmul weight bytes, mean over layers (forward)
+  static constexpr size_t kShareCoresLayerBytes = 256 << 10;
   const std::vector<Op> other_empty_;
   bool has_prefill_ = false;      // a prefill placement is compiled
   bool prefill_active_ = false;   // ops_ … end_ns_ hold the prefill placement's program
