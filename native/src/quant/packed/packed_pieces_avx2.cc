@@ -118,9 +118,10 @@ struct Q5_0P {
 // pair and token: 8 vpsignb, 8 vpmaddubsw, 8 vpmaddwd, 7 adds and the shared float step, for 256
 // multiply-adds (the row-order kernel it replaced — a ymm per row and two blocks, 4 rows × 2
 // tokens a tile — needed about 50); |w| is taken once per tile and serves all its tokens.
-// Measured on the loaded 2-vCPU Zen 3 (process CPU time, 256 tokens, 1 thread): 4864×896
-// 49–56 against 42–44 GFLOP/s, 896×4864 31–38 against 34–40 (its 24 KiB of arranged activations
-// a token stream from L2), the 0.5B model's prefill about +5 %.
+// Measured on the shared 2-vCPU Zen 3, 256 tokens, 1 thread, GFLOP/s by process CPU time against
+// the row-order kernel, alternating: at load 6, 4864×896 52–65 against 47–54, 896×4864 51–63
+// against 50–51, 896×896 (best run) 81–83 against 54–67; at load 9, 896×4864 31–38 against 34–40
+// (its 24 KiB of arranged activations a token stream from L2; the row order reads 9.7 KiB).
 struct Q8_0P {
   static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q8_0);  // 544, as row order
   static constexpr size_t kQs = 32;
