@@ -6,6 +6,13 @@
 #include <string>
 
 namespace fulcrum {
+namespace {
+
+// ChunkCounter's divisor for fixed-size chunks: the share it computes is then 0 and every claim
+// takes min_chunk (prefill's cache-sized blocks).
+constexpr int kFixedChunks = 1 << 30;
+
+}  // namespace
 
 size_t converted_bytes(GgmlType t, int64_t cols, int64_t n_tokens) {
   const TypeTraits& tt = type_traits(t);
@@ -59,16 +66,18 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   // Rows are handed out in chunks from a shared counter rather than split statically, so a
   // thread that runs late (preempted, or on a slower core) does less of the work instead of
   // holding everyone at the join. Chunks are multiples of 16 rows (threads never share a cache
-  // line of y) and, for several tokens, one cache block each.
+  // line of y). Several tokens: one cache block each. Decode (read-bound): chunks shrink from a
+  // full share (ChunkCounter), so each thread streams one long run of rows instead of jumping
+  // between short chunks.
   const int nth_total = pool.size();
-  int64_t chunk = tile ? std::max(row_block, (tile_r + 15) / 16 * 16) : row_block;
-  if (n_tokens == 1 || rows_as_decode) chunk = nth_total == 1 ? rows : std::max<int64_t>(16, (rows / (nth_total * 8) + 15) / 16 * 16);
-  std::atomic<int64_t> next{0};
+  const bool decode = n_tokens == 1 || rows_as_decode;
+  const int64_t chunk = tile ? std::max(row_block, (tile_r + 15) / 16 * 16) : row_block;
+  const int64_t unit = std::max<int64_t>(16, (gemv_r + 15) / 16 * 16);
+  ChunkCounter counter(rows, decode ? unit : chunk, decode ? unit : chunk, decode ? nth_total : kFixedChunks);
   pool.run([&](int, int) {
     for (;;) {
-      const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (r0 >= rows) return;
-      const int64_t r1 = std::min(rows, r0 + chunk);
+      int64_t r0, r1;
+      if (!counter.claim(&r0, &r1)) return;
       if (gemv) {
         for (int64_t t = 0; t < n_tokens; ++t)
           for (int64_t r = r0; r < r1; r += gemv_r)
@@ -135,22 +144,20 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   const int64_t groups = rows / G;
   const int nth_total = pool.size();
   // Work is handed out in chunks of whole groups from a shared counter (as in matmul_prepared):
-  // multiples of 4 groups (16 rows), so threads never share a cache line of y. Decode: about 8
-  // chunks per thread; prefill: about 32 KiB of weights per chunk, which stay in L1/L2 while the
-  // token blocks pass over them.
+  // multiples of 4 groups (16 rows), so threads never share a cache line of y. Decode: chunks
+  // shrinking from a full share (ChunkCounter), one long run of rows per thread; prefill: about
+  // 32 KiB of weights per chunk, which stay in L1/L2 while the token blocks pass over them.
   const int64_t group_block = std::max<int64_t>(4, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / 4 * 4);
-  const int64_t chunk = n_tokens == 1 ? (nth_total == 1 ? groups : std::max<int64_t>(4, (groups / (nth_total * 8) + 3) / 4 * 4)) : group_block;
+  ChunkCounter counter(groups, n_tokens == 1 ? 4 : group_block, n_tokens == 1 ? 4 : group_block, n_tokens == 1 ? nth_total : kFixedChunks);
   // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
   // L2): every row group of a chunk re-reads them. AVX2 Q4_0's broadcast arrangement is 2.5x the
   // Q8_0 bytes (24 KiB a token at 4864 columns), which would otherwise spill the block to L3.
   const int64_t tc = pf.tile_cols;
   const int64_t token_block = std::max<int64_t>(tc, std::min<int64_t>(32, static_cast<int64_t>((256 << 10) / a_stride)) / tc * tc);
-  std::atomic<int64_t> next{0};
   pool.run([&](int, int) {
     for (;;) {
-      const int64_t g0 = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (g0 >= groups) return;
-      const int64_t g1 = std::min(groups, g0 + chunk);
+      int64_t g0, g1;
+      if (!counter.claim(&g0, &g1)) return;
       if (n_tokens == 1) {
         pf.gemv(cols, y + g0 * G, wb + static_cast<size_t>(g0) * group_bytes, static_cast<int>(g1 - g0), ab);
         continue;

@@ -88,7 +88,9 @@ void register_packed_formats(const KernelChoice& c) {
     g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_bcast_avx2, gemv_q5_0x4_pieces_avx2, tile_q5_0x4_pieces_avx2, kPackedTileColsPiecesAvx2);
     g_q5_0.act_chunk_bytes = 2 * kQ8BcastPairBytes;
     g_q5_0.piece_order = true;
-    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx2, gemv_q8_0x4_avx2, tile_q8_0x4_avx2, cols);
+    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_bcast_avx2, gemv_q8_0x4_pieces_avx2, tile_q8_0x4_pieces_avx2, kPackedTileColsPiecesAvx2);
+    g_q8_0.act_chunk_bytes = 2 * kQ8BcastPairBytes;
+    g_q8_0.piece_order = true;
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx2, tile_q4_kx4_avx2, kPackedTileColsQ4_kAvx2);
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx2, tile_q6_kx4_avx2, cols);
   }
@@ -155,8 +157,8 @@ void place_q6_k(uint8_t* s, const block_q6_K* b, int r) {
 // q4_0x4 / q5_0x4 in piece order (repack.h): per chunk of four blocks, the pairs' scales, Q5_0's
 // fifth-bit masks, then 4-byte pieces of the four rows' blocks side by side.
 void repack_pieces(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
-  const bool q5 = type == GgmlType::Q5_0;
-  const size_t bb = q5 ? sizeof(block_q5_0) : sizeof(block_q4_0), rb = static_cast<size_t>(nb) * bb;
+  const bool q5 = type == GgmlType::Q5_0, q8 = type == GgmlType::Q8_0;
+  const size_t bb = q5 ? sizeof(block_q5_0) : q8 ? sizeof(block_q8_0) : sizeof(block_q4_0), rb = static_cast<size_t>(nb) * bb;
   const size_t qs_at = q5 ? 96 : 32;
   for (int64_t g = 0; g < rows / 4; ++g) {
     uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
@@ -168,8 +170,13 @@ void repack_pieces(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8
         for (int h = 0; h < 2; ++h)
           for (int r = 0; r < 4; ++r) {
             const uint8_t* b = scratch + r * rb + static_cast<size_t>(4 * j + 2 * p + h) * bb;
+            std::memcpy(c + 2 * (8 * p + 4 * h + r), b, 2);  // d: the formats start with it
+            if (q8) {
+              const int8_t* qs = reinterpret_cast<const block_q8_0*>(b)->qs;
+              for (int m = 0; m < 8; ++m) std::memcpy(c + qs_at + 256 * p + 32 * m + 16 * h + 4 * r, qs + 4 * m, 4);
+              continue;
+            }
             const uint8_t* qs = q5 ? reinterpret_cast<const block_q5_0*>(b)->qs : reinterpret_cast<const block_q4_0*>(b)->qs;
-            std::memcpy(c + 2 * (8 * p + 4 * h + r), b, 2);  // d: both formats start with it
             for (int m = 0; m < 4; ++m) std::memcpy(c + qs_at + 128 * p + 32 * m + 16 * h + 4 * r, qs + 4 * m, 4);
             if (q5) {
               uint32_t qh;

@@ -47,7 +47,7 @@
 // reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
 // verification batch: what exact speculation needs, without giving up the tiles.
 //
-// Q4_0 and Q5_0 on AVX2: q4_0x4 / q5_0x4 in "piece order" (PackedFormat::piece_order;
+// Q4_0, Q5_0 and Q8_0 on AVX2: q4_0x4 / q5_0x4 / q8_0x4 in "piece order" (PackedFormat::piece_order;
 // packed_pieces_avx2.cc says why) — the same 4-row groups and 288-byte chunks of four blocks, the bytes ordered by block pair
 // p (blocks 2p, 2p+1) instead of by row (repacked bytes never leave the process, whose ISA is
 // fixed, so the order is the kernels' business):
@@ -57,6 +57,9 @@
 // Q5_0 the same with its 352-byte chunk: [0, 32) the scales as above, then per pair p 32 bytes of
 // fifth bits at 32 + 32·p — for step s = 0..7 (quants 4s..4s+3) a 32-bit mask at +4·s whose bit
 // 16·h + 4·r + b is bit 4s + b of row r block 2p+h's qh — then the nibble pieces at 96 + 128·p.
+// Q8_0 on AVX2 the same with its 544-byte chunk: [0, 32) the scales as above, then per pair p
+// eight pieces at 32 + 256·p + 32·m (m = 0..7): byte 16·h + 4·r + b is quant 4m + b of row r's
+// block 2p+h (the format's int8, as stored).
 // Their activations ("q8_0 bcast", 320 bytes per block pair, 640 per chunk): 8 vectors of 32
 // bytes, vector s holding quants 4s..4s+3 of block 2p+h in all four 4-byte lanes of half h;
 // then the two scales as 8 floats (block 2p+h in lanes 4h..4h+3); then −8·Σy of each block as
@@ -93,7 +96,7 @@ struct PackedFormat {
   // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
   void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
   int tile_cols = 0;
-  // Q4_0x4 and Q5_0x4 only: the AVX2 "piece order" of the chunk's bytes (see above), not row order.
+  // Q4_0x4, Q5_0x4 and Q8_0x4 on AVX2: the "piece order" of the chunk's bytes (see above), not row order.
   bool piece_order = false;
 };
 
@@ -117,9 +120,6 @@ void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, con
 void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q8_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void arrange_q8_0_split_avx2(const void* q8, void* dst, int64_t n);
-void gemv_q8_0x4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q8_0x4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
@@ -133,6 +133,8 @@ void gemv_q4_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups
 void tile_q4_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q5_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q8_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q8_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 constexpr size_t kQ8BcastPairBytes = 320;
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2, kPackedTileColsPiecesAvx2 = 4;
 // AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many

@@ -1,11 +1,14 @@
 // Turns a tile kernel with compile-time shape (K::run<R, C>) into a GemmTileFn body that takes
 // any rows <= RMAX and cols <= CMAX, so partial tiles at the matrix edges keep the register
 // blocking instead of falling back to one vec_dot per output; gemv_any does the same for the
-// decode GEMV kernels. Include only from the gemm_* / gemv_* ISA files; everything here has
+// decode GEMV kernels, packed_tile_any and packed_gemv_groups the same for the packed kernels.
+// Include only from the gemm_* / gemv_* / packed_* ISA files; everything here has
 // internal linkage (ODR rule: no shared inline ISA code).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+
+#include <immintrin.h>
 
 namespace fulcrum {
 namespace quant {
@@ -45,6 +48,35 @@ void gemv_any(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows
     K::template run<R>(n, out, static_cast<const uint8_t*>(w), w_row_bytes, act);
   } else if constexpr (R > 1) {
     gemv_any<K, R - 1>(n, out, w, w_row_bytes, rows, act);
+  }
+}
+
+// The packed kernels' drivers (packed/packed_*avx2.cc): K::tile<C>(n, out, os, w, act, as) for a
+// row group × C tokens, chosen here for cols in [1, CMAX] (others write nothing).
+template <class K, int C>
+void packed_tile_any(int cols, int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+  if (cols == C) {
+    K::template tile<C>(n, out, os, w, act, as);
+  } else if constexpr (C > 1) {
+    packed_tile_any<K, C - 1>(cols, n, out, os, w, act, as);
+  }
+}
+
+// The packed GEMV's walk over `groups` consecutive row groups of group_rows outputs: per group
+// an accumulator (K::Acc, K::zero()), K::chunk over its chunks of kChunkCols columns (the
+// weights prefetched `prefetch_bytes` ahead, to L2), K::store of its outputs.
+template <class K>
+void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act, size_t prefetch_bytes) {
+  const int64_t chunks = n / K::kChunkCols;
+  const size_t group_bytes = static_cast<size_t>(chunks) * K::kChunkBytes;
+  for (int g = 0; g < groups; ++g, w += group_bytes, out += K::kGroupRows) {
+    typename K::Acc acc = K::zero();
+    for (int64_t j = 0; j < chunks; ++j) {
+      const uint8_t* cw = w + j * K::kChunkBytes;
+      for (size_t o = 0; o < K::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + prefetch_bytes + o), _MM_HINT_T1);
+      K::chunk(acc, cw, act + j * K::kActChunkBytes);
+    }
+    K::store(out, acc);
   }
 }
 
