@@ -42,6 +42,15 @@ bool isa_allowed(Isa isa);
 // vec_dot, prefill tiles, decode GEMVs) and their packed layouts, for `c` (quant/formats/registry.cc).
 void register_quant_types(TypeTraits* table, const KernelChoice& c);
 
+namespace quant {
+// The packed layouts the CPU kernels read (quant/packed/repack.cc; formats whose prefill runs on
+// AMX tiles, which read the GGUF layout, stay unpacked), then the prefill tiles and decode GEMVs
+// (quant/tiles/gemm_registry.cc), which read those layouts: select_kernels calls them in this
+// order after register_quant_types.
+void register_packed_formats(const KernelChoice& c);
+void register_gemm_tiles(TypeTraits* table, const KernelChoice& c);
+}  // namespace quant
+
 // Installs every kernel family's implementations for `c`: the float formats and primitives
 // (kernels/), the block formats, their prefill tiles, decode GEMVs and packed layouts (quant/),
 // all into `table`. Called once, by kernel_choice().

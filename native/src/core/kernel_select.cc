@@ -24,6 +24,8 @@ void select_kernels(const KernelChoice& c, TypeTraits* table) {
   // The float primitives first: the F32/F16/BF16 rows of the table point at them.
   kernels::register_float_types(table, kernels::select_float_fns(c.isa));
   register_quant_types(table, c);
+  quant::register_packed_formats(c);
+  quant::register_gemm_tiles(table, c);
 }
 
 const KernelChoice& kernel_choice() {

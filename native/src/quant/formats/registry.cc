@@ -3,7 +3,6 @@
 // by side.
 #include "quant/formats/blocks.h"
 #include "quant/formats/fp16_table.h"
-#include "quant/tiles/gemm_tiles.h"
 #include "quant/formats/quant_impl.h"
 
 namespace fulcrum {
@@ -104,7 +103,6 @@ void register_quant_types(TypeTraits* table, const KernelChoice& c) {
     tt.vec_dot = fi.has_vec_dot ? k->vec_dot : nullptr;
     tt.supported = fi.has_vec_dot && tt.dequantize_row && tt.vec_dot;
   }
-  register_gemm_tiles(table, c);
 }
 
 }  // namespace fulcrum

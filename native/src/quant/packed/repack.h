@@ -100,9 +100,8 @@ struct PackedFormat {
   bool piece_order = false;
 };
 
-// Chooses the packed kernels for the ISA `f` runs; formats whose prefill runs on AMX tiles (which
-// read the GGUF layout) are left unpacked. Called by register_gemm_tiles.
-void register_packed_formats(const KernelChoice& c);
+// register_packed_formats (declared in core/isa.h, called by select_kernels) chooses the packed
+// kernels for the ISA `c` runs.
 // The packed format `t` gets on this CPU, or nullptr (kept in the GGUF layout).
 const PackedFormat* packed_format(GgmlType t);
 // Whether a rows × cols matrix of `t` is repacked (its format has a packed layout here and the

@@ -4,7 +4,6 @@
 // keep gemm_tile = nullptr and matmul uses vec_dot for them.
 #include "quant/tiles/gemm_tiles.h"
 #include "quant/formats/quant_impl.h"
-#include "quant/packed/repack.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -31,7 +30,6 @@ bool amx_request_permission() {
 }  // namespace
 
 void register_gemm_tiles(TypeTraits* table, const KernelChoice& c) {
-  register_packed_formats(c);
   struct Tile {
     GgmlType type;
     GemmTileFn fn;

@@ -63,9 +63,8 @@ constexpr int kGemvRowsK = 4;
 void gemv_q4_k_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 void gemv_q6_k_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 
-// Sets gemm_tile/tile_rows/tile_cols of the formats that have a tile kernel for the best ISA
-// `f` runs (call after the vec_dot kernels are registered). Baseline code (gemm_registry.cc).
-void register_gemm_tiles(TypeTraits* table, const KernelChoice& c);
+// register_gemm_tiles (declared in core/isa.h, called by select_kernels after the vec_dot kernels
+// and the packed layouts) sets gemm_tile/tile_rows/tile_cols of the formats with a tile kernel.
 
 }  // namespace quant
 }  // namespace fulcrum
