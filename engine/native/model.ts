@@ -161,6 +161,12 @@ export interface NativeCompiledOp {
   batch?: 0 | 1;
   kind: string;
   lane: 'cpu' | 'device' | 'h2d' | 'd2h';
+  /**
+   * The executor's dependencies: per lane (cpu, device, h2d, d2h) the last op of that lane, by
+   * index within this op's own list (its stage), that must end before this one starts; -1 none.
+   * Ops of one lane also run in list order.
+   */
+  deps: readonly [number, number, number, number];
   layer: number;
   /** The plan op it serves ('LM head' / 'embed' outside the layers). */
   planOp: string;

@@ -13,6 +13,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { loadavg } from 'node:os';
 
 import { GgmlType } from '../../engine/model/ggml-types';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
@@ -70,6 +71,50 @@ function overlaps(ev: Event[]): { cpuAttentions: number; overlapping: number; ov
   return { cpuAttentions, overlapping, overlapNs, cpuNs };
 }
 
+const LANES = ['cpu', 'device', 'h2d', 'd2h'] as const;
+
+/**
+ * For each op of one list (one stage), the last op of every lane that has ended before it starts:
+ * its own lane's predecessor and, through the executor's dependencies, everything they waited for.
+ */
+function finishedBefore(ops: readonly NativeCompiledOp[]): number[][] {
+  const before: number[][] = [];
+  const lastOnLane = [-1, -1, -1, -1];
+  ops.forEach((op, i) => {
+    const lane = LANES.indexOf(op.lane);
+    const known = [-1, -1, -1, -1];
+    const take = (j: number) => {
+      if (j < 0) return;
+      const l = LANES.indexOf(ops[j]!.lane);
+      known[l] = Math.max(known[l]!, j);
+      before[j]!.forEach((k, m) => { known[m] = Math.max(known[m]!, k); });
+    };
+    take(lastOnLane[lane]!);
+    op.deps.forEach((j) => take(j));
+    before.push(known);
+    lastOnLane[lane] = i;
+  });
+  return before;
+}
+
+/**
+ * Pairs (CPU attention, device matmul of the same layer) that the executor's dependencies let run
+ * at the same time: neither waits, directly or through others, for the other.
+ */
+function concurrentPairs(ops: readonly NativeCompiledOp[]): Array<{ attention: NativeCompiledOp; matmul: NativeCompiledOp }> {
+  const before = finishedBefore(ops);
+  const out: Array<{ attention: NativeCompiledOp; matmul: NativeCompiledOp }> = [];
+  ops.forEach((a, i) => {
+    if (a.kind !== 'attention' || a.lane !== 'cpu') return;
+    ops.forEach((m, j) => {
+      if (m.kind !== 'matmul' || m.lane !== 'device' || m.layer !== a.layer) return;
+      if (before[i]![1]! >= j || before[j]![0]! >= i) return;
+      out.push({ attention: a, matmul: m });
+    });
+  });
+  return out;
+}
+
 async function check(file: string, vocab: number, nLayers: number, lengths: number[], overlap: boolean, device: 'loopback' | 'vulkan' = 'loopback'): Promise<void> {
   const prompts = lengths.map((len, s) => Array.from({ length: len }, (_, i) => 1 + ((i * 31 + s * 7) % (vocab - 1))));
   const engine = await Engine.load(file, { threads: 1, contextLength: 1024, device: 'cpu', maxSequences: SEQS });
@@ -102,10 +147,12 @@ async function check(file: string, vocab: number, nLayers: number, lengths: numb
     const one = together(false);
     // (Vulkan's shaders are not the CPU's kernels: there the pipelined step is compared with the one step on the device.)
     if (device === 'loopback') for (let s = 0; s < SEQS; s++) assert.deepEqual(one.logits[s], alone[s], `one step: sequence ${s} (KV on the ${KV[s]}) differs from alone on the CPU`);
-    // Two lanes overlap only when the OS runs both threads at once: on a shared two-vCPU machine
-    // a round can find no free core for the second lane (a woken lane then waits behind the
-    // running one and the sub-batches serialise), so up to ROUNDS rounds (each placing the model
-    // afresh: a new loopback device and its threads) are measured. Every round's bits are checked.
+    // Two lanes overlap in time only when the OS runs both threads at once: on a shared two-vCPU
+    // machine a round can find no free core for the second lane (a woken lane then waits behind
+    // the running one and the sub-batches serialise; seen in whole processes where no round of 30
+    // overlapped). What the executor must allow is asserted on its dependencies (below); the
+    // measured overlap is reported over up to ROUNDS rounds, each placing the model afresh, and
+    // every round's bits are checked.
     let pipe = together(true), rounds = 1;
     const checked = (p: typeof pipe) => {
       for (let s = 0; s < SEQS; s++) assert.deepEqual(p.logits[s], one.logits[s], `pipelined: sequence ${s} (KV on the ${KV[s]}) differs from the one-step execution`);
@@ -125,13 +172,23 @@ async function check(file: string, vocab: number, nLayers: number, lengths: numb
       if (o.layer >= 0 && o.kind === 'matmul') assert.ok(o.batch === 0 || o.batch === 1, `layer ${o.layer}: a layer's matmul runs for one sub-batch`);
     }
     assert.equal(piped.filter((o) => o.kind === 'attention').length, 2 * nLayers);
+    // The executor's dependencies: in the pipelined list every layer's host-KV CPU attention may
+    // run beside device matmuls of the device-KV sub-batch (and never beside its own sub-batch's);
+    // in the one-step list no CPU attention may run beside a device matmul of its layer.
+    const pairs = concurrentPairs(piped);
+    for (let layer = 0; layer < nLayers; layer++) {
+      assert.ok(pairs.some((p) => p.attention.layer === layer && p.matmul.batch === 0), `pipelined, layer ${layer}: no device matmul of sub-batch 0 may run beside the CPU attention of sub-batch 1`);
+    }
+    for (const p of pairs) assert.notEqual(p.matmul.batch, p.attention.batch, `pipelined, layer ${p.attention.layer}: a device matmul may run beside the CPU attention of its own sub-batch`);
+    const onePairs = concurrentPairs(one.ops.filter((o) => o.stage === 'decode'));
+    assert.equal(onePairs.length, 0, `one step: ${onePairs.length} (CPU attention, device matmul) pairs may run at the same time`);
     const o1 = overlaps(one.ev);
     // One step: a layer's device matmuls wait for the CPU attention's rows (the output projection)
     // or precede it (Q, K, V): never at the same time.
     assert.equal(o1.overlapping, 0, `one step: ${o1.overlapping} CPU attentions overlapped a device matmul`);
     assert.ok(o2.cpuAttentions === DECODE_STEPS * nLayers, `pipelined: ${o2.cpuAttentions} CPU attentions traced`);
-    if (overlap) assert.ok(o2.overlapping > 0, `pipelined: in ${rounds} rounds of ${DECODE_STEPS} steps, no CPU attention of the host-KV sub-batch overlapped a device matmul of the device-KV one`);
-    console.log(`  ${path.basename(file)} on ${device}: round ${rounds}: ${o2.overlapping} of ${o2.cpuAttentions} CPU attentions overlapped device matmuls of the other sub-batch (${(o2.overlapNs / 1e3).toFixed(0)} µs of ${(o2.cpuNs / 1e3).toFixed(0)} µs of CPU attention)`);
+    console.log(`  ${path.basename(file)} on ${device}: ${pairs.length} (CPU attention, device matmul) pairs may overlap by the executor's dependencies; measured, round ${rounds}: ` +
+      `${o2.overlapping} of ${o2.cpuAttentions} CPU attentions overlapped device matmuls of the other sub-batch (${(o2.overlapNs / 1e3).toFixed(0)} µs of ${(o2.cpuNs / 1e3).toFixed(0)} µs of CPU attention; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')})`);
   } finally {
     engine.dispose();
   }

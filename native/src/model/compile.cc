@@ -710,8 +710,12 @@ Model::OpInfo Model::op_info(int32_t i) const {
   const size_t k = static_cast<size_t>(i);
   const bool prefill = k >= decode.size() && k < decode.size() + prefill_ops.size();
   const bool pipe = k >= decode.size() + prefill_ops.size();
-  const Op& op = pipe ? pipe_.ops[k - decode.size() - prefill_ops.size()] : prefill ? prefill_ops[k - decode.size()] : decode[k];
+  const size_t local = pipe ? k - decode.size() - prefill_ops.size() : prefill ? k - decode.size() : k;
+  const Op& op = pipe ? pipe_.ops[local] : prefill ? prefill_ops[local] : decode[local];
+  // The running program's deps are deps_, the other's other_.deps (see Program).
+  const std::vector<LaneDeps>& deps = pipe ? pipe_.deps : (prefill == prefill_active_) ? deps_ : other_.deps;
   OpInfo o;
+  if (local < deps.size()) o.deps = deps[local];
   o.stage = pipe ? "pipelined" : prefill ? "prefill" : "decode";
   o.part = op.part;
   o.kind = op_kind_name(static_cast<int>(op.kind));

@@ -228,6 +228,9 @@ class Model {
     const char* loc;
     const char* stage;  // "decode", "prefill" for the prefill placement's ops, "pipelined"
     int part;           // rows: 0 all, 1 the device-KV sub-batch, 2 the host-KV sub-batch
+    // The last op of each lane (cpu, device, h2d, d2h; index within the op's own list, -1 none)
+    // this op waits for: the executor's dependencies, so callers can tell which ops may overlap.
+    LaneDeps deps;
   };
   // Ops are numbered across the programs: the decode op list first, then the prefill one's, then
   // the pipelined one's once a step has used it (trace events use these numbers).

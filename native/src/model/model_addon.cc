@@ -570,6 +570,9 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       o.Set("loc", oi.loc);
       o.Set("stage", oi.stage);
       if (oi.part) o.Set("batch", oi.part - 1);
+      Napi::Array deps = Napi::Array::New(info.Env(), kLanes);
+      for (int l = 0; l < kLanes; ++l) deps.Set(static_cast<uint32_t>(l), oi.deps.dep[l]);
+      o.Set("deps", deps);
       out.Set(static_cast<uint32_t>(i), o);
     }
     return out;
