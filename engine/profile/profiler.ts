@@ -123,14 +123,14 @@ function forgetNoisy(p: HardwareProfile): void {
 
 /** This machine's profile for planning an execution: the cached one, else a quick measurement. */
 export async function thisMachineProfile(): Promise<HardwareProfile> {
-  return (await getProfile({ quick: true })).profile;
+  return (await getProfile({ quick: true, acceptNoisy: true })).profile;
 }
 
 /**
  * This machine's profile: the cached one when it is fresh (a quick request accepts a cached full
  * profile; a full request does not accept a cached quick one), else a new measurement.
  */
-export async function getProfile(opts: ProfileOptions & { refresh?: boolean } = {}): Promise<{ profile: HardwareProfile; cached: boolean; note?: string }> {
+export async function getProfile(opts: ProfileOptions & { refresh?: boolean; acceptNoisy?: boolean } = {}): Promise<{ profile: HardwareProfile; cached: boolean; note?: string }> {
   const fp = currentFingerprint().fingerprint;
   if (!opts.refresh) {
     const hit = readCachedProfile(fp);
@@ -138,7 +138,8 @@ export async function getProfile(opts: ProfileOptions & { refresh?: boolean } = 
       return { profile: hit.profile, cached: true };
     }
     const noisy = noisyInUse;
-    if (noisy && noisy.source.fingerprint === fp && (opts.quick || !noisy.source.quick)) {
+    // Planning takes it (acceptNoisy); a user who asks for a profile gets a new measurement.
+    if (opts.acceptNoisy && noisy && noisy.source.fingerprint === fp && (opts.quick || !noisy.source.quick)) {
       return { profile: noisy, cached: false, note: `the profile measured earlier in this process, noisy (${noisy.source.unsettled}); re-measured when the machine is idle` };
     }
     const profile = await runProfile(opts);

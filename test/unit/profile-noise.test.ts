@@ -6,7 +6,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import { noiseVerdict, othersCpus, parseProcStat, relativeSpread, type CpuSnapshot } from '../../engine/profile/noise';
 import { benchAddon } from '../../engine/hardware/bench-native';
-import { noisyProfileInUse, runProfile } from '../../engine/profile/profiler';
+import { noisyProfileInUse, runProfile, thisMachineProfile } from '../../engine/profile/profiler';
+import { mkdtempSync } from 'node:fs';
+import path from 'node:path';
 import type { ProfileConfig } from '../../engine/hardware/profile-config';
 import { profileNoise } from '../../engine/hardware/validate';
 import { BackgroundRemeasure } from '../../engine/profile/remeasure';
@@ -86,6 +88,11 @@ test('a profile measured beside busy-looping processes is marked noisy, not cach
     assert.match(profileNoise(p) ?? '', /busy machine/);
     assert.ok(p.notes?.some((x) => /not cached and is re-measured when the machine is idle/.test(x)));
     assert.equal(noisyProfileInUse(), p);
+    // Planning on this machine (no cached profile: an empty cache directory) takes the noisy
+    // profile instead of measuring again on the same busy machine.
+    const cache = process.env.XDG_CACHE_HOME;
+    process.env.XDG_CACHE_HOME = mkdtempSync(path.join(os.tmpdir(), 'fulcrum-noise-'));
+    try { assert.equal(await thisMachineProfile(), p); } finally { if (cache === undefined) delete process.env.XDG_CACHE_HOME; else process.env.XDG_CACHE_HOME = cache; }
     // Reported as the 25 % disagreement is: the log and the status bar's notification.
     const report = sent.find((f) => f.noisyProfile !== undefined);
     assert.ok(report, JSON.stringify(sent));
