@@ -86,3 +86,30 @@ test('without an online decider /metrics has no online counters', () => {
   const text = new Metrics().render({ running: 0, queued: 0, slots: 1, requests: 0, completed: 0, cancelled: 0, failed: 0, promptTokens: 0, reusedTokens: 0, generatedTokens: 0, steps: 0, stepRows: 0 }, 'CPU only', 0);
   assert.ok(!text.includes('fulcrum_online_'));
 });
+
+test('`fulcrum serve --http --device loopback --policy neo`: /metrics counts equal the iterations the server logged', { skip: skipUnlessShared(MODEL), timeout: 300_000 }, async () => {
+  const { HttpServerProcess } = await import('../lsp/http-server');
+  let checked = false;
+  for (let f = 1.76; f <= 2.6 && !checked; f += 0.06) {
+    const server = await HttpServerProcess.start(MODEL, ['--no-auth', '--device', 'loopback', '--policy', 'neo', '--vram', String(budget(f)), '--parallel', String(SEQS), '--threads', '1', '--log-iterations']).catch(() => undefined);
+    if (!server) continue; // neo does not apply at this budget
+    try {
+      if (!/neo decides every iteration live/.test(server.stderr)) continue;
+      await Promise.all(LENGTHS.map((n, k) => server.stream(Array.from({ length: n }, (_, i) => `w${(i * 31 + k * 7) % 97}`).join(' '), GEN)));
+      const text = await (await fetch(`${server.base}/metrics`, { headers: server.headers() })).text();
+      const lines = server.stderr.split('\n').filter((l) => /fulcrum: neo iteration \d+: /.test(l));
+      if (lines.length === 0) continue;
+      for (const mode of ['gpu-only', 'two-batch', 'async-overlap']) {
+        assert.equal(counter(text, `fulcrum_online_iterations_total{mode="${mode}"}`), lines.filter((l) => l.includes(`: ${mode}, `)).length, mode);
+      }
+      const sumOf = (re: RegExp) => lines.reduce((n, l) => n + Number(re.exec(l)?.[1] ?? 0), 0);
+      assert.equal(counter(text, 'fulcrum_online_attention_total{where="device"}'), sumOf(/(\d+) attended on the device/));
+      assert.equal(counter(text, 'fulcrum_online_attention_total{where="cpu"}'), sumOf(/(\d+) on the CPU/));
+      console.log(`  serve --policy neo at budget ×${f.toFixed(2)}: ${lines.length} iterations logged = /metrics`);
+      checked = true;
+    } finally {
+      await server.stop();
+    }
+  }
+  assert.ok(checked, 'no budget served with the neo decider');
+});
