@@ -79,7 +79,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     registerWarmUp(() => client, localCompletionsWanted),
     registerPartialCompletions(languageClient, output),
     languageClient.onNotification(FulcrumNotifications.feedback, (f: FeedbackParams) => {
-      status.setFeedback(f.message, f.disagreements.length > 0);
+      status.setFeedback(f.message, f.noisyProfile !== undefined ? 'noisy' : f.disagreements.length > 0);
       output.warn(`measured feedback: ${f.message}`);
     }),
     languageClient.onNotification(FulcrumNotifications.remote, (r: RemoteStatusParams) => {

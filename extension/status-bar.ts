@@ -44,7 +44,7 @@ export class StatusBar implements vscode.Disposable {
   private split: string | undefined;
   private planLine: string | undefined;
   /** The last measured-feedback message (engine's fulcrum/feedback): the profile disagrees with what runs. */
-  private feedback: { message: string; off: boolean } | undefined;
+  private feedback: { message: string; off: boolean | 'noisy' } | undefined;
   /** fulcrum.completions.endpoint (undefined: completions run on the local model). */
   private endpoint: string | undefined;
   /** What the last completion through the endpoint did (undefined: none since it was set). */
@@ -102,10 +102,11 @@ export class StatusBar implements vscode.Disposable {
   }
 
   /**
-   * Measured steps disagree with the profile (`off`: a warning mark in the text), or a re-measure
-   * finished; the message goes into the tooltip.
+   * Measured steps disagree with the profile (`off`: a warning mark in the text), the profile in
+   * use was measured on a busy machine ('noisy'), or a re-measure finished; the message goes into
+   * the tooltip.
    */
-  setFeedback(message: string, off: boolean): void {
+  setFeedback(message: string, off: boolean | 'noisy'): void {
     this.feedback = { message, off };
     this.render();
   }
@@ -121,7 +122,7 @@ export class StatusBar implements vscode.Disposable {
     const remote = this.endpoint ? ` · ${remoteText(this.endpoint, this.remote)}` : '';
     // With an endpoint, 'no model' means no local one: completions still run remotely.
     const label = this.endpoint && this.state === 'no-model' ? 'no local model' : LABELS[this.state];
-    const profileOff = this.feedback?.off ? ' · $(warning) profile off' : '';
+    const profileOff = this.feedback?.off === 'noisy' ? ' · $(warning) profile noisy' : this.feedback?.off ? ' · $(warning) profile off' : '';
     this.item.text = `${ICONS[this.state]} Fulcrum: ${label}${speed}${remote}${split}${off}${profileOff}`;
     const lines = [`Fulcrum engine: ${label}`];
     if (this.endpoint) lines.push(`Completions go to ${this.endpoint} (fulcrum.completions.endpoint)`);

@@ -254,9 +254,23 @@ export class MeasuredCorrection {
     for (const k of [...this.entries.keys()]) if (which(k)) this.entries.delete(k);
   }
 
-  /** Every key, for inspection: factor, steps, and whether it applies. */
-  describe(): { key: string; factor: number; steps: number; applied: boolean }[] {
-    return [...this.entries].map(([key, e]) => ({ key, factor: Number(Math.exp(e.logFactor).toPrecision(4)), steps: e.steps, applied: e.steps >= this.options.minSteps }))
+  /**
+   * Whether `key`'s measured steps agree with the profile. Decision: only a full window of steps
+   * judges; before it, the answer is 'not enough steps' (with how many it has and needs), never
+   * 'agrees' — a prefill class that saw 2–6 chunks once read as agreeing while the profile behind
+   * it was 23 % off.
+   */
+  verdict(key: string): KeyVerdict {
+    const e = this.entries.get(key);
+    const { window, tolerance } = this.options;
+    if (!e || e.recent.length < window) return { state: 'not enough steps', steps: e?.steps ?? 0, needed: window };
+    const ratio = median(e.recent.map((x) => x.ratio));
+    return { state: Math.abs(ratio - 1) > tolerance ? 'disagrees' : 'agrees', steps: e.steps, needed: window, ratio: Number(ratio.toPrecision(3)) };
+  }
+
+  /** Every key, for inspection: factor, steps, whether it applies, and its verdict. */
+  describe(): { key: string; factor: number; steps: number; applied: boolean; verdict: KeyVerdict }[] {
+    return [...this.entries].map(([key, e]) => ({ key, factor: Number(Math.exp(e.logFactor).toPrecision(4)), steps: e.steps, applied: e.steps >= this.options.minSteps, verdict: this.verdict(key) }))
       .sort((a, b) => a.key.localeCompare(b.key));
   }
 
@@ -282,6 +296,16 @@ export class MeasuredCorrection {
     }
     return c;
   }
+}
+
+/** A key's verdict: judged on a full window of steps, else 'not enough steps'. */
+export interface KeyVerdict {
+  state: 'agrees' | 'disagrees' | 'not enough steps';
+  steps: number;
+  /** Steps a judgement needs (the window). */
+  needed: number;
+  /** Median measured ÷ predicted over the window (judged states only). */
+  ratio?: number;
 }
 
 export interface FeedbackState {

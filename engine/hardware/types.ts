@@ -206,6 +206,21 @@ export interface ProfileSource {
    * noise even after re-measuring: the machine was busy). Absent: the probes agreed.
    */
   unsettled?: string;
+  /** How busy the machine was while it was measured (engine/profile/noise.ts). */
+  noise?: ProfileNoiseReading;
+}
+
+/** The machine's load while a profile was measured and the spread of its repeated runs. */
+export interface ProfileNoiseReading {
+  /** Logical CPUs of the machine. */
+  cpus: number;
+  /** Highest 1-minute load average seen at the start and the end. */
+  loadAverage: number;
+  /** CPUs' worth of time other processes took during the measurement (absent without /proc/stat). */
+  othersCpus?: number;
+  /** Median over the figures of (max ÷ min − 1) of their repeated runs, and how many figures. */
+  medianSpread?: number;
+  figures?: number;
 }
 
 export interface HardwareProfile {

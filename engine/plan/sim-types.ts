@@ -63,7 +63,8 @@ export interface WorkloadSimResult {
 export interface TraceEvent {
   name: string;
   cat?: string;
-  ph: 'X' | 'M' | 'i';
+  /** Complete, metadata, instant, counter. */
+  ph: 'X' | 'M' | 'i' | 'C';
   /** Scope of an instant event: 'g' draws it across every process and lane. */
   s?: 'g' | 'p' | 't';
   /** Microseconds. */

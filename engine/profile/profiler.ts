@@ -9,6 +9,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 
 import { calibrateCpu, calibrationDisagreement } from './calibration-run';
+import { cpuSnapshot, noiseReading, noiseVerdict } from './noise';
 import { benchAddon, type BenchAddon, type KernelBenchResult, type ThreadSamples } from '../hardware/bench-native';
 import { readCachedProfile, writeCachedProfile } from '../hardware/cache';
 import { cpuIsa, cpuinfoFlags } from '../hardware/fingerprint';
@@ -51,7 +52,9 @@ export async function runProfile(opts: ProfileOptions = {}): Promise<HardwarePro
   if (running) throw new Error('a hardware profile is already being measured in this process');
   running = true;
   try {
-    return await measure(opts);
+    const p = await measure(opts);
+    forgetNoisy(p);
+    return p;
   } finally {
     running = false;
   }
@@ -69,29 +72,75 @@ async function measure(opts: ProfileOptions): Promise<HardwareProfile> {
   const planned = profileConfig(shape, opts.quick ?? false);
   const config = opts.tune ? opts.tune(planned) : planned;
   const run = new ProfileRun(bench, config, machine, opts);
+  const before = cpuSnapshot();
   const profile = await run.execute();
+  const after = cpuSnapshot();
   const durationMs = Date.now() - started;
   profile.source.durationMs = durationMs;
+  // How busy the machine was (other processes' CPU time, the spread of repeated runs): a profile
+  // measured on a busy machine is marked like one whose probes disagreed (engine/profile/noise.ts).
+  const noise = noiseReading(before, after, spreadsOf(profile));
+  profile.source.noise = noise;
+  const busy = noiseVerdict(noise);
+  if (busy) {
+    profile.source.unsettled = profile.source.unsettled ? `${profile.source.unsettled}; ${busy}` : busy;
+    (profile.notes ??= []).push(`${busy}; this profile is not cached and is re-measured when the machine is idle`);
+  }
   // A profile whose probes disagreed is used for this run but not cached: the next request measures again.
   if ((opts.writeCache ?? true) && !profile.source.unsettled) writeCachedProfile(profile);
+  if (profile.source.unsettled) {
+    noisyInUse = profile;
+    for (const l of noisyListeners) l(profile);
+  }
   return profile;
+}
+
+/** Every timed figure's spread (CPU kernels, attention, memory by threads). */
+function spreadsOf(p: HardwareProfile): (Spread | undefined)[] {
+  return [...p.cpu.kernels.map((k) => k.spread), ...p.cpu.attention.map((a) => a.spread)];
+}
+
+/**
+ * The last profile this process measured that was not cached because it is noisy (the machine was
+ * busy, or its probes disagreed): reused for planning instead of measuring again on the same busy
+ * machine at every load, until a quiet re-measure replaces it (engine/profile/remeasure.ts).
+ */
+let noisyInUse: HardwareProfile | undefined;
+const noisyListeners = new Set<(p: HardwareProfile) => void>();
+
+export function noisyProfileInUse(): HardwareProfile | undefined { return noisyInUse; }
+
+/** Told of every noisy profile this process measures (the server reports it and re-measures it). */
+export function onNoisyProfile(listener: (p: HardwareProfile) => void): () => void {
+  noisyListeners.add(listener);
+  return () => { noisyListeners.delete(listener); };
+}
+
+/** A later measurement was cached: the noisy one is no longer used. */
+function forgetNoisy(p: HardwareProfile): void {
+  if (!p.source.unsettled) noisyInUse = undefined;
 }
 
 /** This machine's profile for planning an execution: the cached one, else a quick measurement. */
 export async function thisMachineProfile(): Promise<HardwareProfile> {
-  return (await getProfile({ quick: true })).profile;
+  return (await getProfile({ quick: true, acceptNoisy: true })).profile;
 }
 
 /**
  * This machine's profile: the cached one when it is fresh (a quick request accepts a cached full
  * profile; a full request does not accept a cached quick one), else a new measurement.
  */
-export async function getProfile(opts: ProfileOptions & { refresh?: boolean } = {}): Promise<{ profile: HardwareProfile; cached: boolean; note?: string }> {
+export async function getProfile(opts: ProfileOptions & { refresh?: boolean; acceptNoisy?: boolean } = {}): Promise<{ profile: HardwareProfile; cached: boolean; note?: string }> {
   const fp = currentFingerprint().fingerprint;
   if (!opts.refresh) {
     const hit = readCachedProfile(fp);
     if (hit.status === 'hit' && (opts.quick || !hit.profile.source.quick)) {
       return { profile: hit.profile, cached: true };
+    }
+    const noisy = noisyInUse;
+    // Planning takes it (acceptNoisy); a user who asks for a profile gets a new measurement.
+    if (opts.acceptNoisy && noisy && noisy.source.fingerprint === fp && (opts.quick || !noisy.source.quick)) {
+      return { profile: noisy, cached: false, note: `the profile measured earlier in this process, noisy (${noisy.source.unsettled}); re-measured when the machine is idle` };
     }
     const profile = await runProfile(opts);
     return { profile, cached: false, note: hit.status === 'stale' ? `re-profiled: ${hit.reason}` : undefined };

@@ -8,7 +8,7 @@ import { calibrateCpu, calibrationDisagreement } from './calibration-run';
 import { writeCachedProfile } from '../hardware/cache';
 import { currentFingerprint } from '../hardware/machine';
 import { profileConfig } from '../hardware/profile-config';
-import { availableMemoryBytes, lastLevelCacheBytes } from './profiler';
+import { availableMemoryBytes, lastLevelCacheBytes, runProfile } from './profiler';
 import type { HardwareProfile } from '../hardware/types';
 
 export interface RemeasureResult {
@@ -145,4 +145,14 @@ export async function recalibrate(profile: HardwareProfile, signal: AbortSignal)
   }
   writeCachedProfile(updated);
   return { profile: updated, cached: true, note: `calibration re-measured and cached (${change})` };
+}
+
+/**
+ * A noisy profile (measured on a busy machine, engine/profile/noise.ts) measured again, the same
+ * way (quick or full), at an idle moment: cached when this time the machine was quiet.
+ */
+export async function reprofile(profile: HardwareProfile, signal: AbortSignal): Promise<RemeasureResult> {
+  const fresh = await runProfile({ quick: profile.source.quick ?? true, signal });
+  if (fresh.source.unsettled) return { profile: fresh, cached: false, note: `re-measured but still noisy, not cached: ${fresh.source.unsettled}` };
+  return { profile: fresh, cached: true, note: 're-measured on a quiet machine and cached: the next plans use it' };
 }

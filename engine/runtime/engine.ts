@@ -19,9 +19,9 @@ import { parseWorkload } from '../plan/api';
 import type { Workload } from '../cost/types';
 import { sequenceKvAssignment } from './lowering';
 import type { NativeDevice } from '../native/model';
-import { measuredTrace, type MeasuredTrace } from './trace';
+import { measuredTrace, type MeasuredTrace, type RawMark } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
-import type { LiveDecider } from './scheduler/online';
+import type { IterationRecord, LiveDecider } from './scheduler/online';
 import { isDeciderKind, liveDecider, type LiveDeciderOptions } from './scheduler/live-setup';
 
 export interface EngineSchedulerOptions extends SchedulerOptions {
@@ -49,6 +49,8 @@ export { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './nati
 const DEFAULT_CONTEXT_CAP = 4096;
 /** Numbers of traced events kept for a tracing caller while feedback takes the native trace (native/src/model/model.h's limit). */
 const RETAINED_TRACE_LIMIT = 4 << 20;
+/** Most live-decider iterations kept for one takeTrace() (a long untaken trace must not grow without bound). */
+const RETAINED_MARK_LIMIT = 100_000;
 
 /** Float tensors up to this size are checked for non-finite values at load. */
 const LOAD_CHECK_MAX_TENSOR_BYTES = 32 << 20;
@@ -176,6 +178,8 @@ export class Engine {
   private retained: { raw: Float64Array; ops: NativeCompiledOp[] }[] = [];
   /** Re-plans after this time (ns, the trace's clock) belong to the next takeTrace(). */
   private marksSinceNs = 0;
+  /** The live decider's iterations while a caller traces, for the next takeTrace(). */
+  private iterationMarks: RawMark[] = [];
   private ops: NativeCompiledOp[] | undefined;
 
   /** Before a native evaluation: per-op timing on when a caller traces or feedback samples this one. */
@@ -251,10 +255,20 @@ export class Engine {
     if (!isDeciderKind(o.kind ?? this.execution.policy)) return undefined;
     const model = this.model();
     const kvh = this.hparams.nKvHeads, hd = this.hparams.headDim;
+    // Each decision goes into the trace (when a caller traces) before the step that executes it.
+    const onIteration = (r: IterationRecord): void => {
+      if (this.userTracing && this.iterationMarks.length < RETAINED_MARK_LIMIT) {
+        this.iterationMarks.push({
+          name: `iteration ${r.iteration}: ${r.mode}`, cat: 'online', atNs: monotonicNs(),
+          args: { mode: r.mode, deviceAttended: r.deviceAttended, cpuAttended: r.cpuAttended, swappedOut: r.swappedOut.length, swappedIn: r.swappedIn.length, refused: r.refused, admittedDevice: r.admittedDevice, admittedHost: r.admittedHost },
+        });
+      }
+      o.onIteration?.(r);
+    };
     return liveDecider(model, params, this.execution.policy, {
       device: model.deviceStats, kvBytesPerToken: this.bySequence * 2 * kvh * hd * 2, pageTokens: model.kvPageTokens,
       maxSequences: this.maxSequences, stepRows: o.stepRows,
-    }, o);
+    }, { ...o, onIteration });
   }
   /** Layers whose KV lives where each sequence says (NEO/APEX placements); 0 otherwise. */
   private bySequence = 0;
@@ -415,6 +429,7 @@ export class Engine {
     this.userTracing = on;
     this.retained = [];
     this.marksSinceNs = monotonicNs();
+    this.iterationMarks = [];
     m.tracing = on;
     if (!on) m.takeTrace();
   }
@@ -431,7 +446,9 @@ export class Engine {
       name: `re-plan (${e.trigger}): ${e.fromSplit} → ${e.toSplit}`, atNs: e.atNs,
       args: { reason: e.reason, trigger: e.trigger, atPosition: e.atPosition, from: e.fromSplit, to: e.toSplit, batch: e.workload.batch, context: e.workload.prompt + e.workload.gen },
     }));
-    return measuredTrace(m.compiledOps(), m.takeTrace(), marks, earlier);
+    const iterations = this.iterationMarks;
+    this.iterationMarks = [];
+    return measuredTrace(m.compiledOps(), m.takeTrace(), [...marks, ...iterations], earlier);
   }
 
   /** KV cache bytes held by every sequence (host and device pages). */

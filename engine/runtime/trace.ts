@@ -17,6 +17,8 @@ export interface MeasuredOp {
 /** Something that happened between steps (a re-plan), placed on the trace's time axis. */
 export interface TraceMark {
   name: string;
+  /** 'replan' (default) or 'online' (a NEO/APEX iteration's decision). */
+  cat?: string;
   /** ms from the trace's first op start (may be before it or after the last op). */
   atMs: number;
   /** The first traced step that started at or after it (the last step when none did). */
@@ -31,7 +33,7 @@ export interface MeasuredTrace {
 }
 
 /** A mark's time on the native trace's clock (ns; see ReplanEvent.atNs). */
-export interface RawMark { name: string; atNs: number; args: Record<string, unknown> }
+export interface RawMark { name: string; atNs: number; args: Record<string, unknown>; cat?: string }
 
 /**
  * Native [step, op, startNs, endNs] quadruples as events in ms from the first op's start. Parts
@@ -60,7 +62,7 @@ export function measuredTrace(ops: NativeCompiledOp[], raw: Float64Array, marks:
     out.marks = marks.map((m) => {
       const atMs = (m.atNs - t0) / 1e6;
       const next = steps.find(([, start]) => start >= atMs) ?? steps[steps.length - 1]!;
-      return { name: m.name, atMs, step: next[0], args: m.args };
+      return { name: m.name, atMs, step: next[0], args: m.args, ...(m.cat ? { cat: m.cat } : {}) };
     });
   }
   return out;
@@ -83,9 +85,19 @@ export function measuredChromeTrace(t: MeasuredTrace, label: (step: number) => s
   }
   // Re-plans (and other marks between steps) as global instant events: Perfetto draws a line
   // across every lane, and the timeline panel does too.
+  // NEO/APEX iterations (issue 21 item 2): the decision as an instant event on the step it
+  // precedes, and its attention placement and swaps as counters beside the measured ops.
   for (const m of t.marks ?? []) {
     if (!steps.includes(m.step)) continue;
-    out.push({ name: m.name, cat: 'replan', ph: 'i', s: 'g', ts: Math.round(m.atMs * 1e6) / 1e3, pid: m.step - first + 1, tid: 0, args: m.args });
+    const ts = Math.round(m.atMs * 1e6) / 1e3, pid = m.step - first + 1;
+    if (m.cat === 'online') {
+      out.push({ name: m.name, cat: 'online', ph: 'i', s: 'p', ts, pid, tid: 0, args: m.args });
+      const a = m.args as { deviceAttended?: number; cpuAttended?: number; swappedOut?: number; swappedIn?: number };
+      out.push({ name: 'online attention', cat: 'online', ph: 'C', ts, pid, tid: 0, args: { device: a.deviceAttended ?? 0, cpu: a.cpuAttended ?? 0 } });
+      out.push({ name: 'online swaps', cat: 'online', ph: 'C', ts, pid, tid: 0, args: { out: a.swappedOut ?? 0, in: a.swappedIn ?? 0 } });
+      continue;
+    }
+    out.push({ name: m.name, cat: 'replan', ph: 'i', s: 'g', ts, pid, tid: 0, args: m.args });
   }
   for (const e of t.events) {
     const op = t.ops[e.op]!;

@@ -6,7 +6,9 @@
 import { describeDisagreement, MeasuredCorrection, type Disagreement } from '../cost/feedback';
 import { readFeedback, writeFeedback } from '../cost/feedback-store';
 import { loadCachedProfile } from '../hardware/cache';
-import { BackgroundRemeasure } from '../profile/remeasure';
+import { BackgroundRemeasure, reprofile } from '../profile/remeasure';
+import { noisyProfileInUse, onNoisyProfile } from '../profile/profiler';
+import { profileNoise } from '../hardware/validate';
 import type { HardwareProfile } from '../hardware/types';
 import type { RuntimeFeedbackOptions } from '../runtime/feedback';
 import type { FeedbackParams } from './protocol';
@@ -21,15 +23,42 @@ const RECALIBRATED = /^cpu matmul /;
 
 export class ServerFeedback {
   private readonly remeasure: BackgroundRemeasure;
+  /** Re-measures a noisy profile whole (not only its calibration), also only while idle. */
+  private readonly reprofile: BackgroundRemeasure;
+  private readonly unsubscribe: () => void;
 
-  constructor(private readonly events: FeedbackEvents, remeasure?: BackgroundRemeasure, private readonly cachedProfile: () => HardwareProfile | undefined = loadCachedProfile) {
+  constructor(
+    private readonly events: FeedbackEvents, remeasure?: BackgroundRemeasure, private readonly cachedProfile: () => HardwareProfile | undefined = loadCachedProfile,
+    reprofiler?: BackgroundRemeasure, private readonly noisyProfile: () => HardwareProfile | undefined = noisyProfileInUse,
+  ) {
     this.remeasure = remeasure ?? new BackgroundRemeasure();
+    // Decision: the noisy profile is the one in use until the re-measure replaces it, so it is
+    // re-measured without the 10-minute interval's wait at first, then at most once per interval.
+    this.reprofile = reprofiler ?? new BackgroundRemeasure(reprofile);
+    this.unsubscribe = onNoisyProfile((p) => this.noisy(p));
+  }
+
+  /**
+   * A profile measured on a busy machine (or whose probes disagreed) is in use: said in the log
+   * and the status bar as the 25 % disagreement is, and measured again when the engine is idle.
+   */
+  noisy(profile: HardwareProfile): void {
+    const why = profileNoise(profile) ?? 'its probes disagreed';
+    const remeasure = this.reprofile.request(profile, (r) => {
+      if (r instanceof Error) { this.send({ message: `noisy profile re-measure failed: ${r.message}`, disagreements: [], remeasure: 'failed' }); return; }
+      this.send({ message: `noisy profile ${r.note}`, disagreements: [], remeasure: 'done' });
+    });
+    const next = remeasure === 'started' ? 're-measuring it in the background while the engine is idle'
+      : remeasure === 'running' ? 'a re-measure is running' : 'it was re-measured a short while ago';
+    this.send({ message: `the profile in use is noisy, plans made with it may be skewed (not cached): ${why} (${next})`, disagreements: [], remeasure, noisyProfile: why });
   }
 
   /** Feedback options for the next engine load (off when this machine has no cached profile). */
   options(): RuntimeFeedbackOptions | undefined {
     let profile: HardwareProfile | undefined;
     try { profile = this.cachedProfile(); } catch { profile = undefined; }
+    // No cached profile: the noisy one this process measured is what the engine plans with.
+    profile ??= this.noisyProfile();
     if (!profile) return undefined;
     const p = profile;
     const found = readFeedback(p);
@@ -41,7 +70,7 @@ export class ServerFeedback {
         try { writeFeedback(p, c); } catch (e) { this.events.onLog?.(`measured feedback: not saved (${(e as Error).message})`); }
       },
       onDisagreement: (d) => this.disagreed(p, correction, d),
-      onEvaluation: () => this.remeasure.activity(),
+      onEvaluation: () => { this.remeasure.activity(); this.reprofile.activity(); },
     };
   }
 
@@ -76,6 +105,8 @@ export class ServerFeedback {
   }
 
   stop(): void {
+    this.unsubscribe();
+    this.reprofile.stop();
     this.remeasure.stop();
   }
 }

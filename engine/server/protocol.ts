@@ -118,6 +118,8 @@ export interface FeedbackParams {
   disagreements: { key: string; ratio: number; measuredMs: number; predictedMs: number; steps: number }[];
   /** The background re-measure: started now, already running, too soon after the last one, not possible, or done. */
   remeasure: 'started' | 'running' | 'too soon' | 'not possible' | 'done' | 'failed';
+  /** The profile in use is noisy (measured on a busy machine): why. Absent otherwise. */
+  noisyProfile?: string;
 }
 
 /**

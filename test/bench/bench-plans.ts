@@ -30,6 +30,10 @@ import { shapeFromGguf } from '../../engine/model/shape';
 import { StepFeedback } from '../../engine/runtime/feedback';
 import { BENCH_SHAPES, benchModelFile } from './bench-models';
 
+/** Most untimed prompts per policy that teach the prompt's classes their factor. */
+const EXTRA_PROMPTS = 3;
+let extraPrompts = 0;
+
 const POLICIES = ['cpu-only', 'gpu-only', 'layer-split', 'split-points', 'lia', 'kvpr', 'neo', 'apex', 'auto'];
 
 function arg(name: string, fallback: string): string {
@@ -101,6 +105,25 @@ async function main(): Promise<void> {
         ids.slice(0, Math.floor(chunks / 2)).forEach((s, i) => correction.fold(fb.samples(trace, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
         learn.forEach((s, i) => correction.fold(fb.samples(trace, s, [{ rows: 1, context: prompt + i }], 1)));
       }
+      // The prompt's classes (rows 9-64 and 65+) see one step per chunk, too few for their factor
+      // (minSteps) from half of one prompt: they get more steps from untimed prompts of their own
+      // (other tokens, so no prefix is reused), at most EXTRA_PROMPTS, until each has minSteps.
+      if (typeof hw === 'object') {
+        const fb = new StepFeedback(shape, hw, { correction });
+        const promptKeys = (t: ReturnType<Engine['takeTrace']>, stepIds: number[]) => new Set(stepIds.flatMap((s, i) => fb.samples(t, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1).map((x) => x.key)));
+        const short = (keys: Set<string>) => [...keys].filter((k) => correction.stepsOf(k) < correction.options.minSteps);
+        let keys = promptKeys(trace, ids.slice(0, chunks));
+        for (let extra = 1; extra <= EXTRA_PROMPTS && short(keys).length > 0; extra++) {
+          const more = Array.from({ length: prompt }, (_, i) => 1 + ((i * 7919 + extra * 104729) % (nVocab - 1)));
+          engine.setTracing(true);
+          await engine.logits(more);
+          const t = engine.takeTrace();
+          const sids = [...new Set(t.events.map((e) => e.step))].sort((x, y) => x - y).slice(0, chunks);
+          sids.forEach((s, i) => correction.fold(fb.samples(t, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
+          keys = promptKeys(t, sids);
+          extraPrompts++;
+        }
+      }
       // Median step by wall time; the per-layer breakdown averaged over the steps.
       const stepMs = median(steps.map((s) => stepBreakdown(trace, [s], nLayers).stepMs));
       const b = stepBreakdown(trace, steps, nLayers);
@@ -128,6 +151,11 @@ async function main(): Promise<void> {
   process.stdout.write(`\nmeasured correction: ${snap.steps} steps folded; factors applied (measured ÷ profile): ${Object.entries(snap.factors).map(([k, f]) => `${k} ×${f}`).join(', ') || 'none yet'}\n`);
   const unapplied = correction.describe().filter((d) => !d.applied);
   if (unapplied.length) process.stdout.write(`  not applied yet (fewer than ${correction.options.minSteps} steps): ${unapplied.map((d) => `${d.key} (${d.steps})`).join(', ')}\n`);
+  process.stdout.write(`  ${extraPrompts} untimed prompt(s) taught the prompt's classes; per class, judged over the last ${correction.options.window} steps (never "agrees" on fewer):\n`);
+  for (const d of correction.describe()) {
+    const v = d.verdict;
+    process.stdout.write(`    ${d.key.padEnd(40)} ×${String(d.factor).padEnd(6)} ${v.state === 'not enough steps' ? `not enough steps (${v.steps} of ${v.needed})` : `${v.state} (median ratio ${v.ratio})`}\n`);
+  }
   // Per layer, before and after: the executed placement's plan, and the same policy planned with the correction.
   process.stdout.write('\npolicy        measured step | predicted step before → after | layer |err| mean before → after   (after: the same policy planned with the correction)\n');
   const layerErr = (p: Plan, b: StepBreakdown): number => {

@@ -142,7 +142,7 @@ test('T4 preset: asynchronous overlap wherever inequality (5) fails (and §4.2\'
   const s = onlineSetup(ctx);
   const w = generateWorkload({ rate: Infinity, count: 100, prompt: { kind: 'uniform-10pct', mean: 512 }, output: { kind: 'uniform-10pct', mean: 800 }, seed: 1 });
   const apex = new ApexScheduler(s.limits, s.predictors);
-  let failing = 0, ao = 0, gated = 0;
+  let failing = 0, ao = 0, gated = 0, neoFaster = 0;
   runOnline(w, apex, s.truth, {
     onIteration: (plan) => {
       const d = apex.lastDecision;
@@ -151,11 +151,14 @@ test('T4 preset: asynchronous overlap wherever inequality (5) fails (and §4.2\'
       if (apBeatsGpuOnly(d.rates)) { assert.notEqual(plan.mode, 'async-overlap', d.reason); return; }
       failing++;
       if (plan.mode === 'async-overlap') ao++;
-      else { gated++; assert.match(d.reason, /< 8× .* no CPU attention launched/); }
+      else if (/< 8× .* no CPU attention launched/.test(d.reason)) gated++;
+      // Never below NEO: AO runs only when its estimate beats NEO's own schedule.
+      else { neoFaster++; assert.match(d.reason, /NEO's schedule \((gpu-only|two-batch)\) is estimated faster than asynchronous overlap/); }
     },
   });
   assert.ok(failing > 100, `(5) fails in ${failing} iterations`);
-  assert.equal(ao + gated, failing);
+  assert.equal(ao + gated + neoFaster, failing);
+  console.log(`# T4 decode-only iterations where (5) fails: ${failing}; asynchronous overlap ${ao}, 8× rule ${gated}, NEO's schedule estimated faster ${neoFaster}`);
   assert.ok(ao > 0);
   // Through the CLI's path: throughput of both on the same arrivals.
   const run = (policy: 'neo' | 'apex', vram: string, rate: string, gen: number) => planRequest({
@@ -165,12 +168,11 @@ test('T4 preset: asynchronous overlap wherever inequality (5) fails (and §4.2\'
   console.log(`# T4 preset VRAM, output 800: APEX ${own.apex.toFixed(1)} vs NEO ${own.neo.toFixed(1)} tok/s (+${((own.apex / own.neo - 1) * 100).toFixed(1)} %; paper: up to +49 % (abstract), +71 % (§5.2, OSC))`);
   assert.ok(own.apex > own.neo * 1.03, `APEX ${own.apex} vs NEO ${own.neo}`);
   // vram=14G leaves GPU KV for about two requests: (5) holds in every iteration (GPU attention is
-  // tiny beside the linear ops, so the RHS of (6) is large) and APEX runs NEO's AP schedule. The
-  // only difference left is that APEX keeps every overflowing prefill on the CPU (no step-5
-  // reduction), worth < 0.2 % either way here.
+  // tiny beside the linear ops, so the RHS of (6) is large) and APEX runs NEO's own schedule
+  // (before, its AP kept every overflowing prefill on the CPU and ran 0.03 % below NEO).
   for (const rate of ['2', '1000000']) {
     const neo = run('neo', ',vram=14G', rate, 800), ap = run('apex', ',vram=14G', rate, 800);
     console.log(`# T4 vram=14G rate ${rate}: APEX ${ap.toFixed(2)} vs NEO ${neo.toFixed(2)} tok/s`);
-    assert.ok(ap >= neo * 0.998, `rate ${rate}: APEX ${ap} vs NEO ${neo}`);
+    assert.ok(ap >= neo, `rate ${rate}: APEX ${ap} vs NEO ${neo}`);
   }
 });

@@ -213,3 +213,16 @@ test('the correction persists beside the profile cache and belongs to one measur
     cleanup();
   }
 });
+
+test('a class with fewer steps than the window says "not enough steps", never "agrees"; a full window judges', () => {
+  const c = new MeasuredCorrection({ window: 8, minSteps: 4 });
+  const key = 'cpu matmul Q8_0 @65+ ≥32MiB';
+  for (let i = 0; i < 5; i++) c.fold([{ key, measuredMs: 1.0, predictedMs: 1.0 }]);
+  assert.deepEqual(c.verdict(key), { state: 'not enough steps', steps: 5, needed: 8 });
+  assert.equal(c.describe()[0]!.verdict.state, 'not enough steps');
+  for (let i = 0; i < 3; i++) c.fold([{ key, measuredMs: 1.0, predictedMs: 1.0 }]);
+  assert.equal(c.verdict(key).state, 'agrees');
+  for (let i = 0; i < 8; i++) c.fold([{ key, measuredMs: 1.5, predictedMs: 1.0 }]);
+  assert.deepEqual(c.verdict(key), { state: 'disagrees', steps: 16, needed: 8, ratio: 1.5 });
+  assert.equal(c.verdict('device attention @1 <1MiB').state, 'not enough steps');
+});

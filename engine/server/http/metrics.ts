@@ -1,6 +1,7 @@
 // Prometheus text exposition of the server: requests, tokens, latencies, queue depth, KV use,
 // and the executed split.
 import type { SchedulerStats, ServeResult } from '../../runtime/scheduler/scheduler';
+import type { LiveStats } from '../../runtime/scheduler/online';
 
 const BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -31,7 +32,8 @@ export class Metrics {
     this.firstTokenSum += f;
   }
 
-  render(stats: SchedulerStats, split: string, kvBytes: number): string {
+  /** `live`: the online decider's counts (`--policy neo|apex`), absent when no decider runs. */
+  render(stats: SchedulerStats, split: string, kvBytes: number, live?: LiveStats): string {
     const lines: string[] = [];
     const metric = (name: string, type: string, help: string, values: [string, number][]) => {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
@@ -49,6 +51,14 @@ export class Metrics {
     metric('fulcrum_slots', 'gauge', 'KV sequences (most requests served at once).', [['', stats.slots]]);
     metric('fulcrum_kv_bytes_in_use', 'gauge', 'KV cache bytes held (host and device pages).', [['', kvBytes]]);
     metric('fulcrum_split_info', 'gauge', 'The executed split of the model between CPU and GPU.', [[`{split="${split.replace(/["\\\n]/g, ' ')}"}`, 1]]);
+    if (live) {
+      // The live NEO/APEX decisions (issue 21 item 2), the scheduler's own counts. A re-plan
+      // starts a new decider, so these restart with it (Prometheus reads a drop as a reset).
+      metric('fulcrum_online_iterations_total', 'counter', 'Iterations the online decider planned, by mode.', Object.entries(live.modes).map(([m, n]) => [`{mode="${m}"}`, n]));
+      metric('fulcrum_online_attention_total', 'counter', 'Decode attentions the online decider placed, by where they ran.', [['{where="device"}', live.deviceAttended], ['{where="cpu"}', live.cpuAttended]]);
+      metric('fulcrum_online_swaps_total', 'counter', 'KV moves between device and host the online decider made (out and in).', [['', live.swaps]]);
+      metric('fulcrum_online_refused_total', 'counter', 'Admissions or swaps the device refused memory for.', [['', live.refused]]);
+    }
     const histogram = (name: string, help: string, counts: number[], sum: number) => {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
       let acc = 0;
