@@ -248,50 +248,41 @@ void Model::compile(bool pipelined) {
       // staging slot the device's attention reads).
       cur_plan_op = kAttention;
       const bool by_seq = lp && lp->kv_by_sequence;
+      // The new positions' K and V into the KV at `at`, and attention over it there, for the rows
+      // of `part` (0: all; push gives a pipelined sub-batch's ops its own part).
+      auto store_kv_at = [&](Loc at, int part) {
+        need(Buf::K, at);
+        need(Buf::V, at);
+        Op s{OpKind::StoreKv};
+        s.src = Buf::K;
+        s.dst = Buf::V;
+        s.loc = at;
+        s.lane = compute_lane(at);
+        s.part = static_cast<int8_t>(part);
+        push(s);
+      };
+      auto attend_at = [&](Loc at, int part) {
+        need(Buf::Q, at);
+        Op a{OpKind::Attention};
+        a.src = Buf::Q;
+        a.dst = Buf::Att;
+        a.loc = at;
+        a.lane = compute_lane(at);
+        a.part = static_cast<int8_t>(part);
+        push(a);
+      };
       if (by_seq && cur_part != 0) {
         // Pipelined: this sub-batch's rows all keep their KV on one side (1: the device, 2: the
         // host), so its K, V and Q go there, and its attention output is where it was computed.
         const Loc al = cur_part == 1 ? Loc::Dev : Loc::Host;
-        need(Buf::K, al);
-        need(Buf::V, al);
-        Op s{OpKind::StoreKv};
-        s.src = Buf::K;
-        s.dst = Buf::V;
-        s.loc = al;
-        s.lane = compute_lane(al);
-        push(s);
-        need(Buf::Q, al);
-        Op a{OpKind::Attention};
-        a.src = Buf::Q;
-        a.dst = Buf::Att;
-        a.loc = al;
-        a.lane = compute_lane(al);
-        push(a);
+        store_kv_at(al, 0);
+        attend_at(al, 0);
         wrote(Buf::Att, al);
       } else if (by_seq) {
         // NEO: device-KV sequences' rows store and attend on the device, host-KV ones on the CPU,
         // at the same time; the CPU's attention rows then join the device's (or the reverse).
-        for (Loc l : {Loc::Dev, Loc::Host}) {
-          need(Buf::K, l);
-          need(Buf::V, l);
-          Op s{OpKind::StoreKv};
-          s.src = Buf::K;
-          s.dst = Buf::V;
-          s.loc = l;
-          s.lane = compute_lane(l);
-          s.part = l == Loc::Dev ? 1 : 2;
-          push(s);
-        }
-        for (Loc l : {Loc::Dev, Loc::Host}) {
-          need(Buf::Q, l);
-          Op a{OpKind::Attention};
-          a.src = Buf::Q;
-          a.dst = Buf::Att;
-          a.loc = l;
-          a.lane = compute_lane(l);
-          a.part = l == Loc::Dev ? 1 : 2;
-          push(a);
-        }
+        for (Loc at : {Loc::Dev, Loc::Host}) store_kv_at(at, at == Loc::Dev ? 1 : 2);
+        for (Loc at : {Loc::Dev, Loc::Host}) attend_at(at, at == Loc::Dev ? 1 : 2);
         const Loc out = place(l, kOutput).loc == Loc::Dev && place(l, kOutput).dev_fraction >= 1.0 ? Loc::Dev : Loc::Host;
         Op c{OpKind::CopyRows};
         c.src = c.dst = Buf::Att;
