@@ -264,14 +264,7 @@ std::vector<Model::OpTiming> Model::op_timings() const {
 }
 
 void Model::swap_program() {
-  std::swap(ops_, other_.ops);
-  std::swap(lanes_, other_.lanes);
-  std::swap(deps_, other_.deps);
-  std::swap(sync_after_, other_.sync_after);
-  std::swap(start_ns_, other_.start_ns);
-  std::swap(end_ns_, other_.end_ns);
-  std::swap(op_ns_, other_.op_ns);
-  std::swap(op_calls_, other_.op_calls);
+  exchange(other_);
   prefill_active_ = !prefill_active_;
 }
 
