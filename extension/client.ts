@@ -98,6 +98,7 @@ export function completionOptions(settings: FulcrumSettings): CompletionOptionsP
     maxCompletionTokens: settings.maxTokens,
     completionTimeLimitMs: settings.timeLimitMs,
     showPartialAfterMs: settings.showPartialAfterMs,
+    maxPromptMs: settings.maxPromptMs,
     extraContext: settings.extraContext,
     exactPrompt: settings.exactPrompt,
     // '' turns a previously set endpoint off in the engine.

@@ -19,6 +19,8 @@ export interface FulcrumSettings {
   timeLimitMs: number;
   /** Show the text so far of a completion still decoding after this many ms (0: wait for the end). */
   showPartialAfterMs: number;
+  /** Most time a completion spends on prompt text not cached yet, ms; a longer prompt is cut to the text nearest the cursor (0: no limit). */
+  maxPromptMs: number;
   /** Chunks of recently used other files go before the prompt. */
   extraContext: boolean;
   /** Evaluate every prompt token after a keystroke (no shifted reuse of the suffix's KV). */
@@ -36,7 +38,7 @@ export interface FulcrumSettings {
 }
 
 /** The settings the engine applies to every completion (sent at start and on change). */
-export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.showPartialAfterMs', 'completions.extraContext', 'completions.exactPrompt', 'completions.endpoint', 'completions.endpointKind', 'completions.token'] as const;
+export const COMPLETION_SETTING_KEYS = ['completions.promptBudget', 'completions.maxTokens', 'completions.timeLimitMs', 'completions.showPartialAfterMs', 'completions.maxPromptMs', 'completions.extraContext', 'completions.exactPrompt', 'completions.endpoint', 'completions.endpointKind', 'completions.token'] as const;
 
 function integerSetting(config: vscode.WorkspaceConfiguration, key: string, fallback: number, min: number, max: number): number {
   const value = config.get<number>(key, fallback);
@@ -56,6 +58,7 @@ export function readSettings(): FulcrumSettings {
     debounceMs: integerSetting(config, 'completions.debounceMs', 100, 0, 5000),
     timeLimitMs: integerSetting(config, 'completions.timeLimitMs', 1500, 0, 600000),
     showPartialAfterMs: integerSetting(config, 'completions.showPartialAfterMs', 300, 0, 600000),
+    maxPromptMs: integerSetting(config, 'completions.maxPromptMs', 1000, 0, 600000),
     extraContext: config.get<boolean>('completions.extraContext', false),
     exactPrompt: config.get<boolean>('completions.exactPrompt', false),
     device: (['auto', 'cpu', 'vulkan', 'loopback'] as const).find((d) => d === config.get<string>('execution.device', 'auto')) ?? 'auto',

@@ -22,6 +22,12 @@ export const DEFAULT_TIME_LIMIT_MS = 1500;
  * faster on the synthetic 0.5B Q8_0/Q4_0 models, 8 no faster than 4 (more rejected drafts).
  */
 export const DEFAULT_SPECULATE = 4;
+/** The step of cut budgets, and the smallest (a few lines around the cursor). */
+const MIN_CUT_BUDGET = 64;
+/** Documents whose cut budget is remembered. */
+const CUT_DOCUMENTS = 32;
+/** Fewest evaluated prompt tokens a speed sample needs (a keystroke's one or two tokens time the step, not the speed). */
+const MIN_SPEED_SAMPLE_TOKENS = 32;
 /** Texts whose tokens the Completer remembers (a keystroke's budget fit and prompt use about four). */
 const ENCODE_MEMO_ENTRIES = 8;
 
@@ -44,12 +50,20 @@ export interface CursorCompletionRequest {
    */
   extraContext?: readonly ContextChunk[];
   /**
-   * Show what we have: when decoding is still running this many ms after the request arrived,
-   * return the text so far (once the rules leave something to show) as a 'partial' completion,
+   * Show what we have: when decoding would still be running this many ms after the request
+   * arrived, return the text so far at the last token before then (judged by the decode step's
+   * time; once the rules leave something to show) as a 'partial' completion,
    * and let decoding go on to the full one (`CursorCompletion.rest`), which the cache then
    * serves. Continue shows partial results at 300 ms; 0 or undefined: off (wait for the end).
    */
   showPartialAfterMs?: number;
+  /**
+   * Most time the prompt's uncached tokens may take, ms, at the measured prompt speed (0 or
+   * undefined: no limit). A prompt that needs more (the first completion in a big file) is cut to
+   * the text nearest the cursor that fits, and the completion says so (`cut`): evaluating the
+   * whole prompt in the background (`warm`) then gives the completions after it the full context.
+   */
+  maxPromptMs?: number;
   /** Serve from and store in the completion cache (default true). */
   useCache?: boolean;
   /**
@@ -106,6 +120,21 @@ export interface CursorCompletion {
    * and its text, when there is one, is in the cache for the same cursor by then.
    */
   rest?: Promise<CursorCompletion>;
+  /**
+   * Set when `maxPromptMs` cut the prompt: its budget and the whole prompt's size. Warming the
+   * same request (without the cut) lets the next completions use the whole prompt.
+   */
+  cut?: PromptCut;
+}
+
+/** A prompt cut to meet `maxPromptMs`: the budget it used and what the whole prompt would have been. */
+export interface PromptCut {
+  budget: number;
+  wholePromptTokens: number;
+  /** Of the whole prompt, tokens a slot already held. */
+  wholeCachedTokens: number;
+  /** The measured prompt speed the cut was judged by (tokens/s). */
+  promptTokensPerSecond: number;
 }
 
 export class Completer {
@@ -115,6 +144,13 @@ export class Completer {
   /** The running cache warm-up, if any (at most one: a newer one or any completion cancels it). */
   private warming: AbortController | undefined;
   private readonly encodeMemo = new Map<string, number[]>();
+  /** Prompt evaluation speed measured on this engine (tokens/s), averaged over recent runs. */
+  private promptTokensPerSecond: number | undefined;
+  /**
+   * Per document, the budget its cut prompts use while its whole prompt is not cached: kept, so
+   * consecutive keystrokes get the same window and reuse its KV.
+   */
+  private readonly cutBudgets = new Map<string, number>();
 
   constructor(private readonly engine: Engine, log?: (message: string) => void) {
     this.prompts = new PromptBuilder(engine.tokenizer);
@@ -142,12 +178,12 @@ export class Completer {
     if (this.prompts.fim === undefined && request.before.length === 0) {
       return { text: '', stats: { ...emptyStats(this.format()), totalMs: performance.now() - t0, stopReason: 'length' } };
     }
-    const p = this.prepare(request);
+    const { p, cut } = this.prepareInTime(request);
     const buildMs = performance.now() - t0;
     const ctx = cursorContext(request.before, request.after);
     const rule = stopRule(ctx);
-    // Show what we have: from the deadline on, the first token after which the rules leave text
-    // to show resolves `partial`; decoding goes on. The deadline counts from the request's
+    // Show what we have: from the last token before the deadline on, the first token after which
+    // the rules leave text to show resolves `partial`; decoding goes on. The deadline counts from the request's
     // arrival, so a long queue or prefill shows the first words as soon as they exist.
     const showAfter = request.showPartialAfterMs ?? 0;
     let partial: ((text: string, generated: number) => void) | undefined;
@@ -155,9 +191,16 @@ export class Completer {
       partial = showAfter > 0 ? (text, generated) => resolve({ text, generated }) : undefined;
     });
     let generated = 0;
+    // Show by the deadline, not after it: at each token, if the next one (judged by the last
+    // decode step's time) would arrive past the deadline, this token is the last before it.
+    // Drafted tokens that stand arrive together, so a step is a gap of more than a millisecond.
+    let lastTokenAt = 0, stepMs = 0;
     const shouldStop = (text: string): boolean => {
       generated++;
-      if (partial !== undefined && performance.now() - t0 >= showAfter) {
+      const now = performance.now();
+      if (lastTokenAt > 0 && now - lastTokenAt > 1) stepMs = now - lastTokenAt;
+      lastTokenAt = now;
+      if (partial !== undefined && now - t0 + stepMs >= showAfter) {
         const visible = applyRules(text, ctx);
         if (visible.length > 0) {
           partial(visible, generated);
@@ -175,6 +218,7 @@ export class Completer {
       ...(request.signal ? { signal: request.signal } : {}),
     }).then((result): CursorCompletion => {
       partial = undefined;
+      if (result.stopReason !== 'cancelled') this.notePromptSpeed(result.promptTokens - result.reusedTokens, result.promptMs);
       const text = result.stopReason === 'cancelled' ? '' : applyRules(result.text, ctx);
       if (useCache && text.length > 0) this.cache.store(request.document, request.before, request.after, text);
       return {
@@ -196,6 +240,7 @@ export class Completer {
           draftedTokens: result.draftedTokens,
           acceptedDraftTokens: result.acceptedDraftTokens,
         },
+        ...(cut ? { cut } : {}),
       };
     });
     if (showAfter <= 0) return full;
@@ -206,6 +251,7 @@ export class Completer {
       text: first.text,
       stats: { ...emptyStats(p.format), buildMs, generatedTokens: first.generated, totalMs: performance.now() - t0, stopReason: 'partial' },
       rest: full,
+      ...(cut ? { cut } : {}),
     };
   }
 
@@ -230,6 +276,7 @@ export class Completer {
     if (request.signal?.aborted) mine.abort();
     try {
       const r = await runCompletion(this.engine, p.ids, { ...p.run, maxTokens: 0, priority: 'background', signal: mine.signal });
+      if (r.stopReason !== 'cancelled') this.notePromptSpeed(r.promptTokens - r.reusedTokens, r.promptMs);
       return { promptTokens: r.promptTokens, reusedTokens: r.reusedTokens, evaluatedTokens: r.promptTokens - r.reusedTokens, promptMs: r.promptMs, stopReason: r.stopReason };
     } finally {
       request.signal?.removeEventListener('abort', onAbort);
@@ -243,8 +290,48 @@ export class Completer {
     this.warming = undefined;
   }
 
+  /**
+   * The request's prompt, cut when `maxPromptMs` is set and its uncached tokens would take longer
+   * at the measured prompt speed (before any run has measured it, nothing is cut: a warm-up on
+   * focus or the first completion measures it). The cut prompt is the one the budget fit gives at a smaller budget: the
+   * text nearest the cursor, on the same stable line grid, so the next keystrokes reuse its KV.
+   */
+  private prepareInTime(request: CursorCompletionRequest): { p: ReturnType<Completer['prepare']>; cut?: PromptCut } {
+    const whole = this.prepare(request);
+    const limitMs = request.maxPromptMs ?? 0;
+    if (limitMs <= 0) return { p: whole };
+    const cached = this.engine.scheduler().cachedTokens(whole.ids, whole.run);
+    const rate = this.promptTokensPerSecond;
+    if (rate === undefined) return { p: whole };
+    const affordable = (rate * limitMs) / 1000;
+    // Whole multiples of the budget grid's step; the kept budget changes only when the speed
+    // moved by half or double, since a new budget moves the window and loses its KV.
+    const fitting = Math.max(MIN_CUT_BUDGET, Math.floor(affordable / MIN_CUT_BUDGET) * MIN_CUT_BUDGET);
+    let budget = this.cutBudgets.get(request.document);
+    if (budget === undefined || fitting >= 2 * budget || fitting * 2 <= budget) budget = fitting;
+    // No cut where it saves nothing: the whole prompt's new tokens fit the time, or are no more
+    // than a cut prompt of `budget` tokens would evaluate.
+    if (whole.ids.length - cached <= Math.max(affordable, budget) || budget >= whole.budget) {
+      this.cutBudgets.delete(request.document);
+      return { p: whole };
+    }
+    this.cutBudgets.set(request.document, budget);
+    if (this.cutBudgets.size > CUT_DOCUMENTS) this.cutBudgets.delete(this.cutBudgets.keys().next().value as string);
+    return {
+      p: this.prepare({ ...request, budget }),
+      cut: { budget, wholePromptTokens: whole.ids.length, wholeCachedTokens: cached, promptTokensPerSecond: rate },
+    };
+  }
+
+  /** Folds a run's prompt evaluation into the measured prompt speed (runs of a few tokens say little). */
+  private notePromptSpeed(evaluated: number, ms: number): void {
+    if (evaluated < MIN_SPEED_SAMPLE_TOKENS || ms <= 0) return;
+    const rate = (evaluated / ms) * 1000;
+    this.promptTokensPerSecond = this.promptTokensPerSecond === undefined ? rate : (this.promptTokensPerSecond + rate) / 2;
+  }
+
   /** The budgeted FIM prompt of a request and the runner options that depend on it (shared by complete and warm). */
-  private prepare(request: CursorCompletionRequest): { ids: number[]; format: FimFamily | 'prefix-only'; maxTokens: number; run: Pick<RunOptions, 'stopIds' | 'reuseShiftedKv' | 'farContextEnd'> } {
+  private prepare(request: CursorCompletionRequest): { ids: number[]; format: FimFamily | 'prefix-only'; maxTokens: number; budget: number; run: Pick<RunOptions, 'stopIds' | 'reuseShiftedKv' | 'farContextEnd'> } {
     const maxTokens = request.maxTokens ?? DEFAULT_MAX_TOKENS;
     // The prompt and every token the completion may add must fit the context.
     const budget = Math.min(request.budget ?? DEFAULT_PROMPT_BUDGET, this.engine.contextLength - maxTokens - 1);
@@ -260,7 +347,7 @@ export class Completer {
     // Extra-context chunks go right after BOS (PromptBuilder.build): the cursor's prompt follows them.
     const farContextEnd = extra.length ? (fim?.addBos && this.engine.tokenizer.bos !== undefined ? 1 : 0) + extra.length : 0;
     return {
-      ids: prompt.ids, format: prompt.format, maxTokens,
+      ids: prompt.ids, format: prompt.format, maxTokens, budget,
       run: { stopIds: prompt.stopIds, ...(shifted ? { reuseShiftedKv: true, ...(farContextEnd ? { farContextEnd } : {}) } : {}) },
     };
   }

@@ -15,6 +15,8 @@ export function parseCompletionOptions(method: string, params: Record<string, un
   if (timeLimit !== undefined) parsed.completionTimeLimitMs = timeLimit;
   const showPartial = optionalInteger(method, params, 'showPartialAfterMs', 0, 600_000, `${where}.showPartialAfterMs`);
   if (showPartial !== undefined) parsed.showPartialAfterMs = showPartial;
+  const maxPrompt = optionalInteger(method, params, 'maxPromptMs', 0, 600_000, `${where}.maxPromptMs`);
+  if (maxPrompt !== undefined) parsed.maxPromptMs = maxPrompt;
   if (params.completionCache !== undefined) {
     if (typeof params.completionCache !== 'boolean') throw invalidParams(method, `${where}.completionCache must be true or false`);
     parsed.completionCache = params.completionCache;

@@ -16,6 +16,8 @@ export interface ServerOptions {
   completionTimeLimitMs: number;
   /** Show the text so far of a completion still decoding after this many ms; 0 = off. */
   showPartialAfterMs: number;
+  /** Cut a prompt whose uncached tokens would take longer than this many ms; 0 = off. */
+  maxPromptMs: number;
   completionCache: boolean;
   /** Put chunks of recently used other documents before the prompt. */
   extraContext: boolean;

@@ -32,6 +32,13 @@ export interface FulcrumInitializationOptions {
    * 0 = off (the default without this option).
    */
   showPartialAfterMs?: number;
+  /**
+   * Most time a completion spends evaluating prompt tokens that are not cached yet, ms, at the
+   * measured prompt speed: a longer prompt (the first completion in a big file) is cut to the
+   * text nearest the cursor, and the whole prompt is then evaluated in the background for the
+   * completions after it; 0 = no limit (the default without this option).
+   */
+  maxPromptMs?: number;
   /** Keep recent completions and serve typed-through ones from them; default true. */
   completionCache?: boolean;
   /** Put chunks of recently used other documents before the FIM prompt (within the budget); default false. */
@@ -47,7 +54,7 @@ export interface FulcrumInitializationOptions {
 }
 
 /** fulcrum/completionOptions (client → server): new completion settings, applied to the next request. */
-export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'showPartialAfterMs' | 'completionCache' | 'extraContext' | 'exactPrompt' | 'completionEndpoint' | 'completionEndpointKind' | 'completionEndpointToken'>;
+export type CompletionOptionsParams = Pick<FulcrumInitializationOptions, 'maxCompletionTokens' | 'promptBudget' | 'completionTimeLimitMs' | 'showPartialAfterMs' | 'maxPromptMs' | 'completionCache' | 'extraContext' | 'exactPrompt' | 'completionEndpoint' | 'completionEndpointKind' | 'completionEndpointToken'>;
 
 export interface LoadModelParams {
   path: string;

@@ -34,6 +34,7 @@ export function startServer(connection: Connection): void {
     promptBudget: DEFAULT_PROMPT_BUDGET,
     completionTimeLimitMs: DEFAULT_TIME_LIMIT_MS,
     showPartialAfterMs: 0,
+    maxPromptMs: 0,
     completionCache: true,
     extraContext: false,
     exactPrompt: false,

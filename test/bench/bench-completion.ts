@@ -251,7 +251,7 @@ async function editing(completer: Completer, exact: boolean, extra: boolean, typ
  * (fulcrum/warmCompletion): the warm-up's own time (spent while the user reads the file) and the
  * completion's. Exact mode, 64 tokens.
  */
-async function warmedFirst(completer: Completer): Promise<{ warmMs: number; warmEvaluated: number; first: Phases; sameText: boolean }> {
+async function warmedFirst(completer: Completer): Promise<{ warmMs: number; warmEvaluated: number; first: Phases; shownMs: number; sameText: boolean }> {
   const a = pythonFile(50_000);
   const at = a.indexOf('\n\n', Math.floor(a.length / 2)) + 1;
   const request = { document: 'a.py', before: a.slice(0, at), after: a.slice(at), maxTokens: 64, useCache: false, exact: true } as const;
@@ -263,8 +263,51 @@ async function warmedFirst(completer: Completer): Promise<{ warmMs: number; warm
   const warmMs = performance.now() - t;
   t = performance.now();
   const r = await completer.complete(request);
+  const first = phasesOf(performance.now() - t, r.stats);
+  // The same with the editor's defaults (shifted suffix, shown at 300 ms): when the first text shows.
+  completer.clearKvCache();
+  const editor = { ...request, exact: false };
+  await completer.warm(editor);
+  t = performance.now();
+  const shown = await completer.complete({ ...editor, showPartialAfterMs: SHOW_PARTIAL_MS });
+  const shownMs = performance.now() - t;
+  if (shown.rest) await shown.rest;
   // The decode cap may end the two after different numbers of tokens: greedy output agrees up to the shorter one.
-  return { warmMs, warmEvaluated: w.evaluatedTokens, first: phasesOf(performance.now() - t, r.stats), sameText: r.text.startsWith(cold.text) || cold.text.startsWith(r.text) };
+  return { warmMs, warmEvaluated: w.evaluatedTokens, first, shownMs, sameText: r.text.startsWith(cold.text) || cold.text.startsWith(r.text) };
+}
+
+/** The editor's default fulcrum.completions.maxPromptMs. */
+const MAX_PROMPT_MS = 1000;
+
+/**
+ * The first completion in a.py with no KV cached and the editor's defaults (maxPromptMs 1000,
+ * shown at 300 ms): the prompt is cut to what the measured prompt speed evaluates in a second;
+ * then the whole prompt is read in the background (as the server does after a cut) and the next
+ * keystroke uses it whole. Run after other completions, so the prompt speed is measured.
+ */
+async function cutFirst(completer: Completer) {
+  const a = pythonFile(50_000);
+  const at = a.indexOf('\n\n', Math.floor(a.length / 2)) + 1;
+  const whole = { document: 'a.py', before: a.slice(0, at), after: a.slice(at), maxTokens: 64, useCache: false } as const;
+  const request = { ...whole, showPartialAfterMs: SHOW_PARTIAL_MS, maxPromptMs: MAX_PROMPT_MS };
+  completer.clearKvCache();
+  let t = performance.now();
+  const shown = await completer.complete(request);
+  const shownMs = performance.now() - t;
+  const full = shown.rest ? await shown.rest : shown;
+  const fullMs = performance.now() - t;
+  t = performance.now();
+  const w = await completer.warm(whole);
+  const warmMs = performance.now() - t;
+  t = performance.now();
+  const typed = { ...request, before: `${request.before}r` };
+  const next = await completer.complete(typed);
+  const nextShownMs = performance.now() - t;
+  const nextFull = next.rest ? await next.rest : next;
+  return {
+    shownMs, fullMs, cut: shown.cut, promptTokens: full.stats.promptTokens, promptMs: full.stats.promptMs, warmMs, warmEvaluated: w.evaluatedTokens,
+    nextShownMs, nextCut: next.cut !== undefined, nextPrompt: nextFull.stats.promptTokens, nextReused: nextFull.stats.reusedTokens,
+  };
 }
 
 /**
@@ -329,7 +372,7 @@ function targetTable(rows: readonly Target[]): void {
   }
 }
 
-interface ModelFigures { byMode: Map<string, EditingFigures>; warmed: Awaited<ReturnType<typeof warmedFirst>>; typed: Awaited<ReturnType<typeof typeThrough>> }
+interface ModelFigures { byMode: Map<string, EditingFigures>; warmed: Awaited<ReturnType<typeof warmedFirst>>; cutFirst: Awaited<ReturnType<typeof cutFirst>>; typed: Awaited<ReturnType<typeof typeThrough>> }
 
 /** Prints the editing table of one model and its phase breakdown; returns the figures by mode (the first mode's first completion is the first after loading). */
 async function editingTable(modelPath: string, label: string): Promise<ModelFigures> {
@@ -360,10 +403,15 @@ async function editingTable(modelPath: string, label: string): Promise<ModelFigu
     console.log(phaseLine('first after warm-up, exact', warmed.first, sampling));
     console.log(`  warm-up on focus (fulcrum/warmCompletion, before the first completion): ${warmed.warmEvaluated} tokens in ${warmed.warmMs.toFixed(0)} ms; ` +
       `the completion's text ${warmed.sameText ? 'agrees with' : 'DIFFERS from'} the cold completion's (up to the shorter, where the decode cap cuts them); sampling ${(sampling * 1000).toFixed(1)} µs per token (argmax over ${engine.tokenizer.vocabSize})`);
+    const cut = await cutFirst(completer);
+    console.log(`  first completion with no KV, editor defaults (maxPromptMs ${MAX_PROMPT_MS}, shown at ${SHOW_PARTIAL_MS} ms): first text ${cut.shownMs.toFixed(0)} ms, whole text ${cut.fullMs.toFixed(0)} ms; ` +
+      (cut.cut ? `prompt cut to ${cut.promptTokens} of ${cut.cut.wholePromptTokens} tokens (budget ${cut.cut.budget} at ${cut.cut.promptTokensPerSecond.toFixed(0)} tok/s measured), evaluated in ${cut.promptMs.toFixed(0)} ms` : `not cut (${cut.promptTokens} tokens in ${cut.promptMs.toFixed(0)} ms)`) +
+      `; then the whole prompt read in the background: ${cut.warmEvaluated} tokens in ${cut.warmMs.toFixed(0)} ms; the next keystroke ${cut.nextCut ? 'was STILL CUT' : 'used the whole prompt'} ` +
+      `(${cut.nextReused} of ${cut.nextPrompt} reused), first text ${cut.nextShownMs.toFixed(0)} ms`);
     const typed = await typeThrough(completer, keystrokes);
     console.log(`  typing the ghost text (${JSON.stringify(typed.shown.slice(0, 24))}…): ${typed.ms.length} keystrokes, p50 ${percentile(typed.ms.length ? typed.ms : [0], 50).toFixed(2)} ms, ` +
       `${typed.modelRuns} ran the model (the rest served from the completion cache)`);
-    return { byMode, warmed, typed };
+    return { byMode, warmed, cutFirst: cut, typed };
   } finally {
     engine.dispose();
   }
@@ -416,6 +464,9 @@ async function main(): Promise<void> {
     { what: 'keystroke p50 while typing the ghost text (type-through)', target: 300, measured: percentile(figures.typed.ms.length ? figures.typed.ms : [Infinity], 50), note: `${figures.typed.modelRuns} of ${figures.typed.ms.length} keystrokes ran the model` },
     { what: 'switch back a.py → b.py → a.py (shifted suffix, 64 tokens)', target: 350, measured: shifted.switchBackMs, note: `reused ${shifted.switchBackReused}/${shifted.switchBackPrompt} prompt tokens` },
     { what: 'first completion, cold (exact, 64 tokens)', target: 1500, measured: exact.firstMs, note: `prefill ${exact.firstPrefillTokens} tokens at ${exact.firstPrefillTokS.toFixed(0)} tok/s` },
+    { what: 'first completion, cold, first text (editor defaults)', target: 1500, measured: figures.cutFirst.shownMs, note: `maxPromptMs ${MAX_PROMPT_MS}, shown at ${SHOW_PARTIAL_MS} ms: ` +
+      (figures.cutFirst.cut ? `prompt cut to ${figures.cutFirst.promptTokens} of ${figures.cutFirst.cut.wholePromptTokens} tokens; the whole prompt follows in the background (${figures.cutFirst.warmMs.toFixed(0)} ms)` : 'not cut') },
+    { what: 'first completion after warm-up, first text (editor defaults)', target: 1500, measured: figures.warmed.shownMs, note: 'shifted suffix, shown at 300 ms, after the warm-up on focus' },
     { what: 'first completion after warm-up on focus (exact, 64 t.)', target: 1500, measured: figures.warmed.first.ms, note: `the warm-up evaluated ${figures.warmed.warmEvaluated} tokens in ${figures.warmed.warmMs.toFixed(0)} ms before it` },
   ]);
   if (existsSync(TINY)) await editingTable(TINY, 'tiny-fim-coder (13M, Q8_0)');

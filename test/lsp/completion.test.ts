@@ -123,6 +123,33 @@ describe('LSP inline completion with fill-in-the-middle', { skip: skipUnlessShar
     void lsp.connection.sendNotification('fulcrum/completionOptions', { showPartialAfterMs: 0 });
   });
 
+  test('maxPromptMs: a cold prompt over it is cut, the whole prompt is read in the background, and the next completion uses it', async () => {
+    const big = Array.from({ length: 120 }, (_, i) => `def handler_${i}(request):\n    return request.get("key_${i}", ${i})\n`).join('\n');
+    const line = big.split('\n').length - 1;
+    // A completion with no limit measures the prompt speed (its whole prompt is evaluated).
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { completionCache: false, maxPromptMs: 0 });
+    // (Text unlike big.py's: runs of its tokens would otherwise be reused, moved, by big.py's prompt.)
+    const unlike = Array.from({ length: 60 }, (_, i) => `class Worker${i}:\n    size = ${i * 3}\n`).join('\n');
+    lsp.openDocument('file:///work/measure.py', unlike, 'python');
+    await lsp.inlineCompletion('file:///work/measure.py', unlike.split('\n').length - 1, 0);
+    // 1 ms: any cold prompt is over it, so the cut is the smallest budget.
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { maxPromptMs: 1 });
+    const uri = 'file:///work/big.py';
+    lsp.openDocument(uri, big, 'python');
+    await lsp.inlineCompletion(uri, line, 0);
+    const cutStats = lsp.stats.at(-1)!;
+    assert.ok(cutStats.promptTokens <= 64, `the cut prompt has ${cutStats.promptTokens} tokens`);
+    const cutLog = lsp.logs.find((l) => /completion: prompt cut to 64 of \d+ tokens/.test(l));
+    assert.ok(cutLog, 'the log says the prompt was cut');
+    const whole = Number(/of (\d+) tokens/.exec(cutLog)![1]);
+    await lsp.waitFor(() => lsp.logs.some((l) => l.includes('the whole prompt is read (')), 'the background read of the whole prompt');
+    await lsp.inlineCompletion(uri, line, 0);
+    const next = lsp.stats.at(-1)!;
+    assert.equal(next.promptTokens, whole, 'the next completion uses the whole prompt');
+    assert.equal(next.reusedTokens, whole - 1, 'read in the background: only the last token is evaluated');
+    void lsp.connection.sendNotification('fulcrum/completionOptions', { completionCache: true, maxPromptMs: 0 });
+  });
+
   test('fulcrum/completionOptions changes the settings of the next completion; bad values are logged', async () => {
     void lsp.connection.sendNotification('fulcrum/completionOptions', { maxCompletionTokens: 2, completionCache: false, promptBudget: 128 });
     void lsp.connection.sendNotification('fulcrum/completionOptions', { maxCompletionTokens: -5 });

@@ -313,6 +313,23 @@ export class Scheduler {
     return this.online;
   }
 
+  /**
+   * Prompt tokens whose KV some slot already holds for `prompt` (its shared prefix, plus the runs
+   * a request with `reuseShiftedKv` may move into place): what submitting it would reuse, without
+   * admitting anything. Slots of running requests count only once they are cancelled (the
+   * superseded request of the same cursor, whose slot the next one waits for).
+   */
+  cachedTokens(prompt: readonly number[], req: Pick<ServeRequest, 'reuseShiftedKv' | 'farContextEnd'> = {}): number {
+    let best = 0;
+    for (const s of this.slots) {
+      if (s.running && !s.running.req.signal?.aborted) continue;
+      const shared = sharedPrefix(s, prompt);
+      const chunks = req.reuseShiftedKv ? reusableChunks(s, prompt, shared, req.farContextEnd ?? 0) : undefined;
+      best = Math.max(best, shared + (chunks?.moves.reduce((a, m) => a + m.length, 0) ?? 0));
+    }
+    return best;
+  }
+
   /** Forgets the prompts idle slots hold (their KV is cleared before the next step): the next requests evaluate every token. */
   clearCache(): void {
     for (const s of this.slots) {

@@ -110,7 +110,7 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
       // Decision: no ghost text rather than a NoModel error per keystroke; the notification and the log say why.
       if (!local) return { items: [] };
     }
-    const result = await ctx.host.complete((completer, signal) => completer.complete({
+    const request = {
       document: document.uri,
       before,
       after,
@@ -119,11 +119,23 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
       timeLimitMs: options.completionTimeLimitMs > 0 ? options.completionTimeLimitMs : Infinity,
       // Shown early only when the full text can be served from the cache afterwards.
       showPartialAfterMs: options.completionCache ? options.showPartialAfterMs : 0,
+      maxPromptMs: options.maxPromptMs,
       useCache: options.completionCache,
       exact: options.exactPrompt,
       ...(extraContext ? { extraContext } : {}),
-      signal,
-    }), abort.signal);
+    };
+    const result = await ctx.host.complete((completer, signal) => completer.complete({ ...request, signal }), abort.signal);
+    if (result.cut) {
+      // The whole prompt is read when the engine is free (after this completion's decoding); the
+      // next keystroke supersedes the warm-up, which keeps what it read and resumes after it.
+      const { budget, wholePromptTokens, wholeCachedTokens, promptTokensPerSecond } = result.cut;
+      ctx.connection.console.log(`completion: prompt cut to ${budget} of ${wholePromptTokens} tokens (${wholeCachedTokens} cached) to answer within maxPromptMs ${options.maxPromptMs} ` +
+        `at ${promptTokensPerSecond.toFixed(0)} tok/s; the whole prompt is read in the background`);
+      const { maxPromptMs: _cutLimit, showPartialAfterMs: _shown, ...whole } = request;
+      void ctx.host.warm((completer, signal) => completer.warm({ ...whole, signal })).then((w) => {
+        if (w && w.stopReason !== 'cancelled') ctx.connection.console.log(`completion: the whole prompt is read (${w.evaluatedTokens} tokens in ${w.promptMs.toFixed(0)} ms); the next completions use it`);
+      }, (err: unknown) => ctx.connection.console.warn(`completion: reading the whole prompt in the background failed: ${err instanceof Error ? err.message : String(err)}`));
+    }
     if (result.rest) {
       // Partial: the full completion's stats and log line come when it ends; the client is told
       // to ask again if it is longer (the cache then serves it at this cursor).
