@@ -8,6 +8,13 @@
 namespace fulcrum {
 namespace {
 
+// A decode matmul whose weights are smaller than this runs on the calling thread alone (the 0.5B
+// shape's K and V projections: 64 KiB in Q4_0, 122 KiB in Q8_0). One thread reads it in ~15 µs;
+// split over two it saves a few µs on a quiet machine, but the caller then waits for the other
+// thread, and on a busy two-vCPU host that thread is often descheduled mid-chunk: measured there
+// (0.5B Q4_0, 2 threads, load 2.8-6), attn_k 2897 -> 335 µs and attn_v 1883 -> 251 µs a token.
+constexpr size_t kInlineDecodeBytes = 192 << 10;
+
 // Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
 // multiple of `unit`; one chunk at one thread. Claims that shrink from a full share (each thread
 // streaming one long run of rows) measured no faster on the 2-vCPU Zen 3, and a worker that is
@@ -115,7 +122,8 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
       }
     }
   };
-  pool.run(body);
+  if (n_tokens == 1 && static_cast<size_t>(rows) * w_stride < kInlineDecodeBytes) body(0, 1);
+  else pool.run(body);
 }
 
 void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* w, int64_t rows, int64_t cols, const void* act,
@@ -176,7 +184,8 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
       }
     }
   };
-  pool.run(body);
+  if (n_tokens == 1 && static_cast<size_t>(groups) * group_bytes < kInlineDecodeBytes) body(0, 1);
+  else pool.run(body);
 }
 
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
