@@ -57,34 +57,21 @@ class ThreadPool {
   std::condition_variable wake_;
 };
 
-// Hands out [0, n) in contiguous chunks from a shared counter, each claim taking the work left
-// divided by the thread count (rounded up to `unit`, at least `min_chunk`). When the threads
-// start together the first takes a full share and the others' claims follow each other, so each
-// thread streams one long run of rows (a hardware prefetcher restarts at every jump); a thread
-// that runs late (preempted) still leaves its work to the others, who claim the shrinking rest.
+// Hands out [0, n) in contiguous chunks of `chunk` from a shared counter: one fetch_add a claim.
+// Threads that run late (preempted) claim fewer chunks instead of holding everyone at the join.
 class ChunkCounter {
  public:
-  ChunkCounter(int64_t n, int64_t unit, int64_t min_chunk, int nth)
-      : n_(n), unit_(unit < 1 ? 1 : unit), min_(min_chunk < 1 ? 1 : min_chunk), nth_(nth < 1 ? 1 : nth) {}
+  ChunkCounter(int64_t n, int64_t chunk) : n_(n), chunk_(chunk < 1 ? 1 : chunk) {}
   bool claim(int64_t* begin, int64_t* end) {
-    int64_t cur = next_.load(std::memory_order_relaxed);
-    for (;;) {
-      if (cur >= n_) return false;
-      const int64_t left = n_ - cur;
-      int64_t size = (left / nth_ + unit_ - 1) / unit_ * unit_;
-      if (size < min_) size = min_;
-      if (size > left) size = left;
-      if (next_.compare_exchange_weak(cur, cur + size, std::memory_order_relaxed)) {
-        *begin = cur;
-        *end = cur + size;
-        return true;
-      }
-    }
+    const int64_t b = next_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (b >= n_) return false;
+    *begin = b;
+    *end = b + chunk_ < n_ ? b + chunk_ : n_;
+    return true;
   }
 
  private:
-  const int64_t n_, unit_, min_;
-  const int nth_;
+  const int64_t n_, chunk_;
   std::atomic<int64_t> next_{0};
 };
 

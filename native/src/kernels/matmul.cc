@@ -8,9 +8,22 @@
 namespace fulcrum {
 namespace {
 
-// ChunkCounter's divisor for fixed-size chunks: the share it computes is then 0 and every claim
-// takes min_chunk (prefill's cache-sized blocks).
-constexpr int kFixedChunks = 1 << 30;
+// A decode matmul whose weights are smaller than this runs on the calling thread alone (the 0.5B
+// shape's K and V projections: 64 KiB in Q4_0, 122 KiB in Q8_0). One thread reads it in ~15 µs;
+// split over two it saves a few µs on a quiet machine, but the caller then waits for the other
+// thread, and on a busy two-vCPU host that thread is often descheduled mid-chunk: measured there
+// (0.5B Q4_0, 2 threads, load 2.8-6), attn_k 2897 -> 335 µs and attn_v 1883 -> 251 µs a token.
+constexpr size_t kInlineDecodeBytes = 192 << 10;
+
+// Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
+// multiple of `unit`; one chunk at one thread. Claims that shrink from a full share (each thread
+// streaming one long run of rows) measured no faster on the 2-vCPU Zen 3, and a worker that is
+// descheduled right after claiming a half share holds the join for all of it, not a sixteenth.
+int64_t decode_chunk(int64_t n, int64_t unit, int nth) {
+  if (nth == 1) return n;
+  const int64_t per = n / (nth * 8);
+  return std::max(unit, (per + unit - 1) / unit * unit);
+}
 
 }  // namespace
 
@@ -66,15 +79,13 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   // Rows are handed out in chunks from a shared counter rather than split statically, so a
   // thread that runs late (preempted, or on a slower core) does less of the work instead of
   // holding everyone at the join. Chunks are multiples of 16 rows (threads never share a cache
-  // line of y). Several tokens: one cache block each. Decode (read-bound): chunks shrink from a
-  // full share (ChunkCounter), so each thread streams one long run of rows instead of jumping
-  // between short chunks.
+  // line of y). Several tokens: one cache block each. Decode (read-bound): decode_chunk's ~8 a thread.
   const int nth_total = pool.size();
   const bool decode = n_tokens == 1 || rows_as_decode;
   const int64_t chunk = tile ? std::max(row_block, (tile_r + 15) / 16 * 16) : row_block;
   const int64_t unit = std::max<int64_t>(16, (gemv_r + 15) / 16 * 16);
-  ChunkCounter counter(rows, decode ? unit : chunk, decode ? unit : chunk, decode ? nth_total : kFixedChunks);
-  pool.run([&](int, int) {
+  ChunkCounter counter(rows, decode ? decode_chunk(rows, unit, nth_total) : chunk);
+  auto body = [&](int, int) {
     for (;;) {
       int64_t r0, r1;
       if (!counter.claim(&r0, &r1)) return;
@@ -110,7 +121,9 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
         }
       }
     }
-  });
+  };
+  if (n_tokens == 1 && static_cast<size_t>(rows) * w_stride < kInlineDecodeBytes) body(0, 1);
+  else pool.run(body);
 }
 
 void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* w, int64_t rows, int64_t cols, const void* act,
@@ -144,17 +157,17 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   const int64_t groups = rows / G;
   const int nth_total = pool.size();
   // Work is handed out in chunks of whole groups from a shared counter (as in matmul_prepared):
-  // multiples of 4 groups (16 rows), so threads never share a cache line of y. Decode: chunks
-  // shrinking from a full share (ChunkCounter), one long run of rows per thread; prefill: about
-  // 32 KiB of weights per chunk, which stay in L1/L2 while the token blocks pass over them.
+  // multiples of 4 groups (16 rows), so threads never share a cache line of y. Decode:
+  // decode_chunk's ~8 chunks a thread; prefill: about 32 KiB of weights per chunk, which stay in
+  // L1/L2 while the token blocks pass over them.
   const int64_t group_block = std::max<int64_t>(4, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / 4 * 4);
-  ChunkCounter counter(groups, n_tokens == 1 ? 4 : group_block, n_tokens == 1 ? 4 : group_block, n_tokens == 1 ? nth_total : kFixedChunks);
+  ChunkCounter counter(groups, n_tokens == 1 ? decode_chunk(groups, 4, nth_total) : group_block);
   // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
   // L2): every row group of a chunk re-reads them. AVX2 Q4_0's broadcast arrangement is 2.5x the
   // Q8_0 bytes (24 KiB a token at 4864 columns), which would otherwise spill the block to L3.
   const int64_t tc = pf.tile_cols;
   const int64_t token_block = std::max<int64_t>(tc, std::min<int64_t>(32, static_cast<int64_t>((256 << 10) / a_stride)) / tc * tc);
-  pool.run([&](int, int) {
+  auto body = [&](int, int) {
     for (;;) {
       int64_t g0, g1;
       if (!counter.claim(&g0, &g1)) return;
@@ -170,7 +183,9 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
                     static_cast<int>(std::min(tc, te - t)));
       }
     }
-  });
+  };
+  if (n_tokens == 1 && static_cast<size_t>(groups) * group_bytes < kInlineDecodeBytes) body(0, 1);
+  else pool.run(body);
 }
 
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,
