@@ -17,7 +17,6 @@
 // APEX/NEO 1.000 on the A10 of Fig. 7 instead of 1.065).
 
 import type { OnlinePredictors } from '../neo/costs';
-import type { OnlineRequest, RequestWhere } from '../neo/request';
 import { addCpuDecode, addGpuDecode, addPrefill, emptySubBatch, requestsIn } from '../neo/batch';
 import { type IterationPlan, type ModeEstimate, NeoScheduler, type OnlineQueues, type SchedulerLimits } from '../neo/scheduler';
 import { contextTokens } from '../neo/request';

@@ -77,12 +77,7 @@ export class NeoScheduler {
   private readonly gpuBlocks: number;
   private readonly cpuBlocks: number;
 
-  /**
-   * `reduceCpuPrefills` false skips step 5's reduction: APEX fills the CPU queue with every
-   * request that overflows GPU KV (digest 004 §2: "the CPU-decode queue is populated by GPU KV
-   * overflow"), since asynchronous overlap gives the CPU the whole iteration, not NEO's windows.
-   */
-  constructor(readonly variant: NeoVariant, readonly limits: SchedulerLimits, readonly predictors: OnlinePredictors, readonly options: { reduceCpuPrefills?: boolean } = {}) {
+  constructor(readonly variant: NeoVariant, readonly limits: SchedulerLimits, readonly predictors: OnlinePredictors) {
     for (const k of ['nLayers', 'gpuKvTokens', 'cpuKvTokens', 'maxBatchTokens'] as const) {
       const v = limits[k];
       if (!Number.isFinite(v) || v < 0) throw new Error(`NEO scheduler: limit ${k} must be a finite number ≥ 0, got ${v}`);
@@ -134,7 +129,7 @@ export class NeoScheduler {
   /** One iteration's schedule; moves requests between queues as `update_queues` does. */
   schedule(q: OnlineQueues): IterationPlan {
     const formed = this.form(q);
-    const plan = this.choose(formed, this.options.reduceCpuPrefills !== false);
+    const plan = this.choose(formed, true);
     this.commit(q, plan, formed);
     return plan;
   }
@@ -217,8 +212,11 @@ export class NeoScheduler {
   }
 
   /**
-   * Steps 5–6 over formed sub-batches; `reduce` false skips step 5's reduction. Pure: a
-   * reduction works on a copy of batch-0, so `formed` can be chosen from again.
+   * Steps 5–6 over formed sub-batches. Pure: a reduction works on a copy of batch-0, so `formed`
+   * can be chosen from again. `reduce` false skips step 5's reduction: APEX's AP candidate fills
+   * the CPU queue with every request that overflows GPU KV (digest 004 §2: "the CPU-decode queue
+   * is populated by GPU KV overflow"), since asynchronous overlap gives the CPU the whole
+   * iteration, not NEO's windows.
    */
   choose(formed: FormedIteration, reduce: boolean): IterationPlan {
     const p = this.predictors;
