@@ -52,10 +52,16 @@ export function workClass(work: Pick<OpWork, 'kind' | 'weightBytes' | 'format'>)
 
 /**
  * The key a time is corrected under: e.g. 'cpu matmul Q8_0 @1 <32MiB' (decode rows, a matrix of
- * up to 32 MiB), 'device attention @9-64 <1MiB', 'h2d copy' (copies: one rate, whatever the rows).
+ * up to 32 MiB), 'device attention @9-64 <1MiB', 'h2d copy @1' (a copy in a step of 1 row).
+ * Decision: copies are keyed by the rows of the step they run in too. A copy shares the cores and
+ * the memory with the step's compute, so its rate depends on the step: on the loopback link the
+ * weight copies of prompt steps measured 2.9–4.1 × the profile's time, those of decode steps
+ * 1.3–1.6 × (gpu-only, kvpr, split-points on the 0.5B model). One key for both gave decode plans
+ * the prompt steps' rate (the last steps folded): split-points' streamed layers, bound by H2D,
+ * were predicted up to twice too slow after the correction.
  */
 export function correctionKey(lane: FeedbackLane, work: WorkFields | 'copy', rows: number): string {
-  if (work === 'copy') return `${lane} copy`;
+  if (work === 'copy') return `${lane} copy @${rowBucket(rows)}`;
   return `${lane} ${workClass(work)} @${rowBucket(rows)} ${sizeBucket(work)}`;
 }
 
@@ -107,6 +113,24 @@ export function correctionFactorOf(c: CostCorrection | undefined, lane: Feedback
     if (f !== undefined) return f;
   }
   return 1;
+}
+
+/**
+ * The factor for a copy over `lane` in a step of `rows` rows: its own row bucket's, else a
+ * neighbouring bucket's (as correctionFactorOf), else the one rate corrections saved before
+ * copies had buckets ('h2d copy'), else 1.
+ */
+export function copyFactorOf(c: CostCorrection | undefined, lane: 'h2d' | 'd2h', rows: number): number {
+  if (!c) return 1;
+  const own = c.factors[correctionKey(lane, 'copy', rows)];
+  if (own !== undefined) return own;
+  const i = BUCKETS.findIndex((b) => b.label === rowBucket(rows));
+  for (const j of [i - 1, i + 1]) {
+    const b = BUCKETS[j];
+    const f = b ? c.factors[`${lane} copy @${b.label}`] : undefined;
+    if (f !== undefined) return f;
+  }
+  return c.factors[`${lane} copy`] ?? 1;
 }
 
 /** The cost source a plan reports when a correction changed its times. */

@@ -7,7 +7,7 @@ import type { HardwareProfile } from '../hardware/types';
 import { profileNoise } from '../hardware/validate';
 import { formatBytesPerElement, layerWeightBytes, type ModelShape } from '../model/shape';
 import { cpuOpMs, gpuOpMs, s2dMs, transferMs } from './device';
-import { correctionFactor, correctionFactorOf, correctionKey, correctionSourceText, type CostCorrection } from './feedback';
+import { copyFactorOf, correctionFactorOf, correctionSourceText, type CostCorrection } from './feedback';
 import { headWork, layerWork } from './ops';
 import type { LayerCostTable, OpTimes, OpWork, StageCosts, StepShape } from './types';
 
@@ -23,8 +23,11 @@ export interface CostModel {
   stage(stage: 'prefill' | 'decode', step: StepShape): StageCosts;
   /** Time of one op's work on one device; `contended`: while an h2d transfer runs (paper 000). */
   opMs(work: OpWork, device: 'cpu' | 'gpu', contended?: boolean): number;
-  /** Time to move `bytes` over the link. `pinned` false = pageable. */
-  transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned?: boolean): number;
+  /**
+   * Time to move `bytes` over the link. `pinned` false = pageable. `rows`: the rows of the step
+   * the copy runs in (the measured correction's bucket; default 1, a decode step's).
+   */
+  transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned?: boolean, rows?: number): number;
   /** LM head (+ final norm) times for `tokens` rows. */
   headTimes(tokens: number): OpTimes;
   /** True when decode costs come from a measured --costs table, not the model. */
@@ -82,8 +85,12 @@ export class ProfileCostModel implements CostModel {
     return work.kvReadBytes / perToken;
   }
 
-  transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned = true): number {
-    return transferMs(this.hardware, bytes, direction, pinned) * correctionFactor(this.correction, correctionKey(direction, 'copy', 0));
+  /**
+   * Decision: a transfer named without its step's rows (KV swaps between steps, a planner's own
+   * estimate) is corrected at the decode rate, serving's steady state.
+   */
+  transferMs(bytes: number, direction: 'h2d' | 'd2h', pinned = true, rows = 1): number {
+    return transferMs(this.hardware, bytes, direction, pinned) * copyFactorOf(this.correction, direction, rows);
   }
 
   /** Modelled op times; the `cpu` field is contended only when there is a GPU link to contend with. */
@@ -94,9 +101,9 @@ export class ProfileCostModel implements CostModel {
       t.cpu = this.opMs(w, 'cpu', true);
       t.gpu = this.opMs(w, 'gpu');
       const h2dBytes = w.weightBytes + w.kvReadBytes;
-      t.h2d = this.transferMs(h2dBytes, 'h2d');
-      if (w.kvReadBytes > 0) t.h2dKv = this.transferMs(w.kvReadBytes, 'h2d');
-      if (w.kvWriteBytes > 0) t.d2h = this.transferMs(w.kvWriteBytes, 'd2h');
+      t.h2d = this.transferMs(h2dBytes, 'h2d', true, w.rows);
+      if (w.kvReadBytes > 0) t.h2dKv = this.transferMs(w.kvReadBytes, 'h2d', true, w.rows);
+      if (w.kvWriteBytes > 0) t.d2h = this.transferMs(w.kvWriteBytes, 'd2h', true, w.rows);
       const s = s2dMs(this.hardware, w.weightBytes);
       if (s !== undefined) t.s2d = s;
     } else {

@@ -135,7 +135,7 @@ export class StepFeedback {
       } else if (t.lane === 'h2d' && t.byKind.copy_weight !== undefined) {
         const w = this.workOf(t.planOp, work, outRows);
         if (!w || split || !(w.weightBytes > 0)) continue;
-        out.push({ key: correctionKey('h2d', 'copy', 0), measuredMs: t.byKind.copy_weight, predictedMs: this.cost.transferMs(w.weightBytes, 'h2d') });
+        out.push({ key: correctionKey('h2d', 'copy', rows), measuredMs: t.byKind.copy_weight, predictedMs: this.cost.transferMs(w.weightBytes, 'h2d', true, rows) });
       }
     }
     return out;

@@ -11,7 +11,10 @@
 // one measured correction of the profile (engine/cost/feedback.ts); the second half is what the
 // table measures. Then every policy is planned again with the correction, and the table reports
 // the per-layer error before and after it, and whether `auto` picks a policy within 10 % of the
-// fastest executed one, before and after.
+// fastest executed one, before and after. The "own" column plans each policy with the correction
+// of its own steps alone (a class another policy's steps set shows as a difference); --layers
+// also prints the last layer's ops, predicted per lane before / with the shared / with its own
+// correction, next to what they measured.
 import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf/index';
@@ -64,7 +67,7 @@ async function main(): Promise<void> {
   const workloadGen = gen * 2;
   const shape = shapeFromGguf(readGguf(file));
   const correction = new MeasuredCorrection();
-  const runs: { policy: string; plan: Plan; params: NonNullable<Engine['execution']['planParams']>; b: StepBreakdown }[] = [];
+  const runs: { policy: string; plan: Plan; params: NonNullable<Engine['execution']['planParams']>; b: StepBreakdown; own: MeasuredCorrection }[] = [];
   for (const policy of POLICIES) {
     let engine: Engine;
     try {
@@ -100,10 +103,14 @@ async function main(): Promise<void> {
       const learn = all.slice(0, Math.floor(all.length / 2));
       const steps = all.slice(learn.length);
       const hw = ex.planParams?.hardware;
+      // The policy's own steps alone, beside the shared correction: a class whose factor another
+      // policy's steps set shows as a difference between the two "after" columns.
+      const own = new MeasuredCorrection();
+      const fold = (samples: ReturnType<StepFeedback['samples']>) => { correction.fold(samples); own.fold(samples); };
       if (typeof hw === 'object') {
         const fb = new StepFeedback(shape, hw, { correction });
-        ids.slice(0, Math.floor(chunks / 2)).forEach((s, i) => correction.fold(fb.samples(trace, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
-        learn.forEach((s, i) => correction.fold(fb.samples(trace, s, [{ rows: 1, context: prompt + i }], 1)));
+        ids.slice(0, Math.floor(chunks / 2)).forEach((s, i) => fold(fb.samples(trace, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
+        learn.forEach((s, i) => fold(fb.samples(trace, s, [{ rows: 1, context: prompt + i }], 1)));
       }
       // The prompt's classes (rows 9-64 and 65+) see one step per chunk, too few for their factor
       // (minSteps) from half of one prompt: they get more steps from untimed prompts of their own
@@ -119,7 +126,7 @@ async function main(): Promise<void> {
           await engine.logits(more);
           const t = engine.takeTrace();
           const sids = [...new Set(t.events.map((e) => e.step))].sort((x, y) => x - y).slice(0, chunks);
-          sids.forEach((s, i) => correction.fold(fb.samples(t, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
+          sids.forEach((s, i) => fold(fb.samples(t, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
           keys = promptKeys(t, sids);
           extraPrompts++;
         }
@@ -127,7 +134,7 @@ async function main(): Promise<void> {
       // Median step by wall time; the per-layer breakdown averaged over the steps.
       const stepMs = median(steps.map((s) => stepBreakdown(trace, [s], nLayers).stepMs));
       const b = stepBreakdown(trace, steps, nLayers);
-      if (!ex.fallback && ex.planParams) runs.push({ policy, plan, params: ex.planParams, b });
+      if (!ex.fallback && ex.planParams) runs.push({ policy, plan, params: ex.planParams, b, own });
       const errs = plan.stages.decode.layers.map((l, i) => Math.abs(b.layerMs[i]! - l.predictedMs) / Math.max(1e-9, l.predictedMs));
       const predicted = plan.predicted.stepMs;
       process.stdout.write(
@@ -157,7 +164,7 @@ async function main(): Promise<void> {
     process.stdout.write(`    ${d.key.padEnd(40)} ×${String(d.factor).padEnd(6)} ${v.state === 'not enough steps' ? `not enough steps (${v.steps} of ${v.needed})` : `${v.state} (median ratio ${v.ratio})`}\n`);
   }
   // Per layer, before and after: the executed placement's plan, and the same policy planned with the correction.
-  process.stdout.write('\npolicy        measured step | predicted step before → after | layer |err| mean before → after   (after: the same policy planned with the correction)\n');
+  process.stdout.write('\npolicy        measured step | predicted step before → after | layer |err| mean before → after   (after: the same policy planned with the correction; own: with the correction of its own steps only)\n');
   const layerErr = (p: Plan, b: StepBreakdown): number => {
     const errs = p.stages.decode.layers.map((l, i) => Math.abs(b.layerMs[i]! - l.predictedMs) / Math.max(1e-9, l.predictedMs));
     return (100 * errs.reduce((a, c) => a + c, 0)) / errs.length;
@@ -169,13 +176,34 @@ async function main(): Promise<void> {
     const head = `${ms.toFixed(2).padStart(13)} | ${r.plan.predicted.stepMs.toFixed(2).padStart(12)} → `;
     try {
       const after = planRequest({ ...r.params, policy: r.policy, correction: snap });
+      const ownPlan = planRequest({ ...r.params, policy: r.policy, correction: r.own.snapshot() });
+      const ownText = placement(ownPlan) === placement(r.plan) ? `own ${layerErr(ownPlan, r.b).toFixed(0)} %` : 'own: placed differently';
       line = placement(after) === placement(r.plan)
-        ? `${head}${after.predicted.stepMs.toFixed(2).padEnd(6)} | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → ${layerErr(after, r.b).toFixed(0)} %   (${after.costSource})`
+        ? `${head}${after.predicted.stepMs.toFixed(2).padEnd(6)} | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → ${layerErr(after, r.b).toFixed(0)} %, ${ownText}   (${after.costSource})`
         : `${head}${after.predicted.stepMs.toFixed(2).padEnd(6)} | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → n/a: with the correction ${r.policy} places ops differently (${after.chosenPolicy})`;
     } catch (e) {
       line = `${head}n/a    | ${layerErr(r.plan, r.b).toFixed(0).padStart(8)} % → n/a: ${(e as Error).message.slice(0, 100)}`;
     }
     process.stdout.write(`${r.policy.padEnd(13)} ${line}\n`);
+    if (process.argv.includes('--layers')) {
+      // The last layer (streamed or CPU-side where a policy keeps the first ones resident), per
+      // plan op: predicted per lane before / with the shared correction / with its own, and measured.
+      try {
+        const k = r.plan.stages.decode.layers.length - 1;
+        const plans = [r.plan, planRequest({ ...r.params, policy: r.policy, correction: snap }), planRequest({ ...r.params, policy: r.policy, correction: r.own.snapshot() })];
+        const terms = (p: Plan) => JSON.stringify((p.details as { split?: { terms?: unknown } } | undefined)?.split?.terms ?? '');
+        process.stdout.write(`    layer ${k}: measured ${r.b.layerMs[k]!.toFixed(3)} ms; predicted ${plans.map((p) => p.stages.decode.layers[k]!.predictedMs.toFixed(3)).join(' / ')} ms (before / shared / own)${terms(r.plan) !== '""' ? `; terms ${plans.map(terms).join(' / ')}` : ''}\n`);
+        r.plan.stages.decode.layers[k]!.ops.forEach((o, i) => {
+          const lanes = (p: Plan) => Object.entries(p.stages.decode.layers[k]!.ops[i]!.predictedMs).filter(([, v]) => (v ?? 0) > 0).map(([l, v]) => `${l} ${(v as number).toFixed(3)}`).join(' ');
+          // Scores, Softmax and WV run as one fused kernel (native 'Attention'): its time on the Scores line.
+          const fused = o.name === 'Scores' ? r.b.opMs[k]!.Attention : o.name === 'Softmax' || o.name === 'WV' ? NaN : undefined;
+          const m = fused ?? r.b.opMs[k]![o.name] ?? 0;
+          process.stdout.write(`      ${o.name.padEnd(10)} ${o.device.padEnd(5)} measured ${Number.isNaN(m) ? '  (fused)' : m.toFixed(3)} | ${plans.map(lanes).join(' | ')}\n`);
+        });
+      } catch (e) {
+        process.stdout.write(`    layers: ${(e as Error).message.slice(0, 100)}\n`);
+      }
+    }
   }
   if (!fastest) return;
   // auto minimises the workload's time (prefill + gen × decode step); the decode step alone beside it.

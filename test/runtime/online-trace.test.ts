@@ -67,7 +67,7 @@ test('neo on loopback: every live iteration is a trace event and counter, and /m
       assert.equal(sum('online swaps', 'out') + sum('online swaps', 'in'), live.swaps);
       assert.ok(trace.traceEvents.some((e) => e.ph === 'X'), 'the measured ops are in the same trace');
       // /metrics, as the HTTP server renders it from the same scheduler.
-      const text = new Metrics().render(s.stats, engine.execution.split, engine.kvBytesInUse(), s.onlineDecider?.stats);
+      const text = new Metrics().render(s.stats, engine.execution.split, engine.kvBytesInUse(), s.onlineStats);
       for (const [mode, n] of Object.entries(live.modes)) assert.equal(counter(text, `fulcrum_online_iterations_total{mode="${mode}"}`), n);
       assert.equal(counter(text, 'fulcrum_online_attention_total{where="device"}'), live.deviceAttended);
       assert.equal(counter(text, 'fulcrum_online_attention_total{where="cpu"}'), live.cpuAttended);

@@ -86,7 +86,8 @@ test('keys: lane, class (matmul format, attention, other, copy) and the row buck
   const big = layerWork(modelPreset('llama-2-7b'), { batch: 1, newTokens: 1, context: 1000 });
   assert.equal(correctionKey('cpu', big.find((x) => x.name === 'Gate')!, 1), 'cpu matmul F16 @1 ≥32MiB');
   assert.deepEqual(new Set(big.filter((x) => ['Scores', 'Softmax', 'WV'].includes(x.name)).map((x) => correctionKey('cpu', x, 1))), new Set(['cpu attention @1 <32MiB']));
-  assert.equal(correctionKey('h2d', 'copy', 0), 'h2d copy');
+  assert.equal(correctionKey('h2d', 'copy', 1), 'h2d copy @1');
+  assert.equal(correctionKey('d2h', 'copy', 64), 'd2h copy @9-64');
   assert.deepEqual([1, 2, 8, 9, 64, 65].map(rowBucket), ['1', '2-8', '2-8', '9-64', '9-64', '65+']);
 });
 
@@ -107,6 +108,7 @@ test('the cost model multiplies the times of a corrected class only, and says so
   assert.ok(Math.abs(beside.layerTimes(step, 'decode').ops.find((o) => o.name === 'Q')!.cpu! - 1.25 * plain.layerTimes(step, 'decode').ops.find((o) => o.name === 'Q')!.cpu!) < 1e-12);
   assert.equal(fixed.opMs(norm, 'cpu'), plain.opMs(norm, 'cpu'));
   assert.equal(fixed.opMs(q, 'gpu'), plain.opMs(q, 'gpu'));
+  // A correction saved before copies had row buckets: its one rate still applies.
   assert.ok(Math.abs(fixed.transferMs(1e8, 'h2d') - 2 * plain.transferMs(1e8, 'h2d')) < 1e-12);
   assert.equal(fixed.transferMs(1e8, 'd2h'), plain.transferMs(1e8, 'd2h'));
   // Prefill rows fall in another bucket: the decode factor does not apply to them.
@@ -225,4 +227,38 @@ test('a class with fewer steps than the window says "not enough steps", never "a
   for (let i = 0; i < 8; i++) c.fold([{ key, measuredMs: 1.5, predictedMs: 1.0 }]);
   assert.deepEqual(c.verdict(key), { state: 'disagrees', steps: 16, needed: 8, ratio: 1.5 });
   assert.equal(c.verdict('device attention @1 <1MiB').state, 'not enough steps');
+});
+
+test('weight copies are corrected per row bucket: prompt steps\' slow copies do not slow a decode plan\'s H2D (split-points after feedback)', async () => {
+  const { StepFeedback } = await import('../../engine/runtime/feedback');
+  const { measuredTrace } = await import('../../engine/runtime/trace');
+  const model = modelPreset('llama-2-7b');
+  const hw = hardwarePreset('rtx4090+ryzen9-7950x');
+  const plain = new ProfileCostModel(model, hw);
+  const gate = (rows: number) => plain.layerWork({ batch: 1, newTokens: rows, context: 512 }).find((x) => x.name === 'Gate')!;
+  const copyMs = plain.transferMs(gate(1).weightBytes, 'h2d');
+  // One layer whose Gate weights stream to the device: the copy, then the matmul.
+  const op = (kind: string, lane: 'h2d' | 'device') => ({ stage: 'decode', kind, lane, layer: 0, planOp: 'Gate', loc: lane === 'h2d' ? 'host' : 'device', deps: [-1, -1, -1, -1], weight: 'blk.0.ffn_gate.weight' });
+  const ops = [op('copy_weight', 'h2d'), op('matmul', 'device')] as never;
+  // As measured on the loopback link: a prompt step's copy 3.8 × the profile's time, a decode step's 1.4 ×.
+  const steps: { rows: number; ratio: number }[] = [...Array.from({ length: 12 }, () => ({ rows: 1, ratio: 1.4 })), ...Array.from({ length: 12 }, () => ({ rows: 64, ratio: 3.8 }))];
+  const raw: number[] = [];
+  let t = 0;
+  steps.forEach((s, i) => {
+    const copy = copyMs * s.ratio * 1e6;
+    raw.push(i, 0, t, t + copy, i, 1, t + copy, t + copy + 1e5);
+    t += copy + 2e5;
+  });
+  const trace = measuredTrace(ops, Float64Array.from(raw));
+  const fb = new StepFeedback(model, hw, { correction: new MeasuredCorrection() });
+  // Decode steps first, the prompt steps last (bench:plans folds its untimed prompts last).
+  steps.forEach((s, i) => fb.correction.fold(fb.samples(trace, i, [{ rows: s.rows, context: 512 }], 1)));
+  const fixed = new ProfileCostModel(model, hw, undefined, fb.correction.snapshot());
+  const h2d = (m: ProfileCostModel, rows: number) => m.layerTimes({ batch: 1, newTokens: rows, context: 512 }, rows === 1 ? 'decode' : 'prefill').ops.find((o) => o.name === 'Gate')!.h2d!;
+  const decodeRatio = h2d(fixed, 1) / h2d(plain, 1);
+  const promptRatio = h2d(fixed, 64) / h2d(plain, 64);
+  assert.ok(Math.abs(decodeRatio - 1.4) < 0.05, `a decode step's copy corrected by ${decodeRatio}, its steps measured 1.4`);
+  assert.ok(Math.abs(promptRatio - 3.8) < 0.1, `a prompt step's copy corrected by ${promptRatio}, its steps measured 3.8`);
+  // A transfer named without its step (a KV swap) is corrected at the decode rate.
+  assert.ok(Math.abs(fixed.transferMs(1e8, 'h2d') / plain.transferMs(1e8, 'h2d') - 1.4) < 0.05);
 });

@@ -7,15 +7,16 @@
 // Decision (issue 21 item 5, never below NEO): Algorithm 1 never compares AO with the schedule NEO
 // itself would run, and its AP kept every overflowing prefill on the CPU, so on the T4 preset at
 // vram=14G (where (5) always holds and AO never runs) APEX fell 0.03 % below NEO. Each iteration
-// APEX now plans NEO's own schedule too (a dry run on the same queues, undone): where (5) holds it
-// runs exactly that schedule, and it runs AO only when AO's estimate beats that schedule's.
+// APEX now plans NEO's own schedule too: where (5) holds it runs exactly that schedule, and it
+// runs AO only when AO's estimate beats that schedule's. Both schedules share NEO's steps 1–4
+// (formed once) and differ only in step 5's reduction, so nothing is run twice and the queues are
+// changed once, for the schedule chosen.
 // Decision: the iterations that fill the CPU queue for AO (mixed inequality holds, (5) does not)
 // and §4.2's GPU-only iterations are not compared per iteration: their pay-off is the AO
 // iterations after them, which a one-iteration estimate does not see (compared, AO never ran:
 // APEX/NEO 1.000 on the A10 of Fig. 7 instead of 1.065).
 
 import type { OnlinePredictors } from '../neo/costs';
-import type { OnlineRequest, RequestWhere } from '../neo/request';
 import { addCpuDecode, addGpuDecode, addPrefill, emptySubBatch, requestsIn } from '../neo/batch';
 import { type IterationPlan, type ModeEstimate, NeoScheduler, type OnlineQueues, type SchedulerLimits } from '../neo/scheduler';
 import { contextTokens } from '../neo/request';
@@ -37,33 +38,18 @@ export interface ApexDecision {
   rates?: ApexRates;
 }
 
-/** The queues' contents and each queued request's place, to undo a scheduler's dry run. */
-interface QueueState { waiting: OnlineRequest[]; gpu: OnlineRequest[]; cpu: OnlineRequest[]; where: RequestWhere[] }
-
-function saveQueues(q: OnlineQueues): QueueState {
-  const all = [...q.waiting, ...q.gpu, ...q.cpu];
-  return { waiting: [...q.waiting], gpu: [...q.gpu], cpu: [...q.cpu], where: all.map((r) => r.where) };
-}
-
-/** Puts the queues back as saved (in place: callers may hold the arrays). */
-function restoreQueues(q: OnlineQueues, s: QueueState): void {
-  q.waiting.splice(0, q.waiting.length, ...s.waiting);
-  q.gpu.splice(0, q.gpu.length, ...s.gpu);
-  q.cpu.splice(0, q.cpu.length, ...s.cpu);
-  [...s.waiting, ...s.gpu, ...s.cpu].forEach((r, i) => { r.where = s.where[i]!; });
-}
-
 export class ApexScheduler {
-  /** APEX's AP candidate: NEO's schedule without step 5's reduction (the CPU queue fills for AO). */
+  /**
+   * NEO's scheduler: steps 1–4 for both candidates; with step 5's reduction it is NEO's own
+   * schedule (the floor APEX never goes below by its estimate), without it APEX's AP candidate
+   * (the CPU queue fills for AO).
+   */
   private readonly neo: NeoScheduler;
-  /** NEO's own schedule, the floor APEX never goes below by its estimate. */
-  private readonly neoExact: NeoScheduler;
   readonly ratio: number;
   lastDecision: ApexDecision = { mode: 'gpu-only', reason: 'not run yet' };
 
   constructor(readonly limits: SchedulerLimits, readonly predictors: OnlinePredictors, opt: ApexOptions = {}) {
-    this.neo = new NeoScheduler('neo', limits, predictors, { reduceCpuPrefills: false });
-    this.neoExact = new NeoScheduler('neo', limits, predictors);
+    this.neo = new NeoScheduler('neo', limits, predictors);
     this.ratio = opt.cpuRequestRatio ?? 8;
   }
 
@@ -72,26 +58,27 @@ export class ApexScheduler {
     const L = this.limits.nLayers;
     // Partial-progress priority (§3.4): CPU requests already through some layers go first.
     if (q.cpu.some((r) => r.aoLayer > 0)) q.cpu.sort((a, b) => b.aoLayer - a.aoLayer);
-    // NEO's own schedule first, on a copy of the queue state; then APEX's AP candidate from the
-    // same state.
-    const before = saveQueues(q);
-    const neoPlan = this.neoExact.schedule(q);
-    const afterNeo = saveQueues(q);
-    restoreQueues(q, before);
-    const runNeo = (reason: string, rates?: ApexRates): IterationPlan => {
-      restoreQueues(q, afterNeo);
-      this.lastDecision = { mode: neoPlan.mode, reason, ...(rates ? { rates } : {}) };
-      return neoPlan;
+    const formed = this.neo.form(q);
+    // Each candidate is chosen from `formed` when first needed; `run` commits one to the queues.
+    let neoPlan: IterationPlan | undefined;
+    let apPlan: IterationPlan | undefined;
+    const neoOwn = (): IterationPlan => (neoPlan ??= this.neo.choose(formed, true));
+    // NEO's schedule without the reduction is APEX's AP candidate and carries the GPU-only alternative.
+    const apOwn = (): IterationPlan => (apPlan ??= this.neo.choose(formed, false));
+    const run = (queuesOf: IterationPlan, plan: IterationPlan, decision: ApexDecision): IterationPlan => {
+      this.neo.commit(q, queuesOf, formed);
+      this.lastDecision = decision;
+      return plan;
     };
-    // NEO's schedule (without the reduction) is APEX's AP candidate and carries the GPU-only alternative.
-    const ap = this.neo.schedule(q);
-    const b0 = ap.batches[0]!;
-    const moved = new Set(ap.swapOut);
-    const cpuReady = q.cpu.filter((r) => !moved.has(r) && !b0.cpuPrefills.includes(r));
-    const gpuDecodes = b0.gpuDecodes;
+    const runNeo = (reason: string, rates?: ApexRates): IterationPlan => {
+      const neo = neoOwn();
+      return run(neo, neo, { mode: neo.mode, reason, ...(rates ? { rates } : {}) });
+    };
+    const cpuReady = formed.cpuCandidates;
+    const gpuDecodes = formed.b0.gpuDecodes;
     if (cpuReady.length === 0) {
-      this.lastDecision = { mode: ap.mode, reason: 'no CPU requests: GPU-first (Algorithm 1, D_cpu empty)' };
-      return ap;
+      const ap = apOwn();
+      return run(ap, ap, { mode: ap.mode, reason: 'no CPU requests: GPU-first (Algorithm 1, D_cpu empty)' });
     }
     // Rates from the profiled predictors on this iteration's batches. Decision (digest 004 §6,
     // units unspecified): N_G, N_C = decode-attention requests per ms for one layer — the GPU
@@ -108,22 +95,23 @@ export class ApexScheduler {
       linearMs: p.linear.at(nG),
       gpuAttnMs: tGatt,
     };
+    const b0 = formed.b0;
     const prefillTokens = b0.gpuPrefills.reduce((s, r) => s + r.promptTokens, 0) + b0.cpuPrefills.reduce((s, r) => s + r.promptTokens, 0);
-    const apWins = prefillTokens === 0
-      ? apBeatsGpuOnly(rates)
-      : apBeatsGpuOnlyMixed(rates, p.linear.at(nG + prefillTokens), tGatt + b0.prefillAttnMs);
     // Where the decode-only inequality (5) holds, asynchronous overlap is never APEX's mode, so
-    // there is no CPU queue to fill for it: run exactly NEO's schedule. Where only the mixed one
-    // holds, AP runs with every overflowing prefill kept on the CPU (the CPU queue fills for the
-    // overlap of the decode-only iterations that follow: the source of APEX's gain over NEO).
-    if (apWins && (prefillTokens === 0 || apBeatsGpuOnly(rates))) return runNeo(`inequality ${prefillTokens === 0 ? '(5)' : '(mixed)'} holds: AP (NEO) schedule`, rates);
-    if (apWins) {
-      this.lastDecision = { mode: ap.mode, reason: 'inequality (mixed) holds but (5) does not: AP, every overflowing prefill kept on the CPU for asynchronous overlap', rates };
-      return ap;
+    // there is no CPU queue to fill for it: run exactly NEO's schedule (the AP candidate is not
+    // needed). Where only the mixed one holds, AP runs with every overflowing prefill kept on the
+    // CPU (the CPU queue fills for the overlap of the decode-only iterations that follow: the
+    // source of APEX's gain over NEO).
+    const decodeOnlyWins = apBeatsGpuOnly(rates);
+    if (prefillTokens === 0 && decodeOnlyWins) return runNeo('inequality (5) holds: AP (NEO) schedule', rates);
+    const ap = apOwn();
+    // The mixed inequality reads the prefill attention of the AP candidate's first sub-batch.
+    if (prefillTokens > 0 && apBeatsGpuOnlyMixed(rates, p.linear.at(nG + prefillTokens), tGatt + ap.batches[0]!.prefillAttnMs)) {
+      if (decodeOnlyWins) return runNeo('inequality (mixed) holds: AP (NEO) schedule', rates);
+      return run(ap, ap, { mode: ap.mode, reason: 'inequality (mixed) holds but (5) does not: AP, every overflowing prefill kept on the CPU for asynchronous overlap', rates });
     }
     if (cpuReady.length < this.ratio * gpuDecodes.length) {
-      this.lastDecision = { mode: 'gpu-only', reason: `AP not beneficial and ${cpuReady.length} CPU requests < ${this.ratio}× ${gpuDecodes.length} GPU requests: no CPU attention launched (§4.2)`, rates };
-      return this.gpuOnlyOf(ap);
+      return run(ap, this.gpuOnlyOf(ap), { mode: 'gpu-only', reason: `AP not beneficial and ${cpuReady.length} CPU requests < ${this.ratio}× ${gpuDecodes.length} GPU requests: no CPU attention launched (§4.2)`, rates });
     }
     // Asynchronous overlap: one unified batch; CPU requests run one layer each within the GPU
     // iteration's window (§3.3).
@@ -142,12 +130,13 @@ export class ApexScheduler {
     }
     const produced = requestsIn(ao) - ao.cpuDecodes.length + ao.cpuDecodes.length / L;
     const est: ModeEstimate = { mode: 'async-overlap', layerMs: gpuLayer, iterationMs: windowMs, requests: produced, tokensPerMs: produced / windowMs };
-    if (!(est.tokensPerMs > neoPlan.predicted.tokensPerMs)) {
+    const neo = neoOwn();
+    if (!(est.tokensPerMs > neo.predicted.tokensPerMs)) {
       const perS = (x: number) => (x * 1000).toFixed(1);
-      return runNeo(`AP not beneficial (N_G/N_C ≥ RHS of (6)) but NEO's schedule (${neoPlan.mode}) is estimated faster than asynchronous overlap: ${perS(neoPlan.predicted.tokensPerMs)} vs ${perS(est.tokensPerMs)} tokens/s`, rates);
+      return runNeo(`AP not beneficial (N_G/N_C ≥ RHS of (6)) but NEO's schedule (${neo.mode}) is estimated faster than asynchronous overlap: ${perS(neo.predicted.tokensPerMs)} vs ${perS(est.tokensPerMs)} tokens/s`, rates);
     }
-    this.lastDecision = { mode: 'async-overlap', reason: 'AP not beneficial (N_G/N_C ≥ RHS of (6)): asynchronous overlap', rates };
-    return { mode: 'async-overlap', batches: [ao], swapOut: ap.swapOut, swapIn: ap.swapIn, predicted: est, considered: [...neoPlan.considered, est], skippedCpu: cpuReady.length - ao.cpuDecodes.length };
+    const aoPlan: IterationPlan = { mode: 'async-overlap', batches: [ao], swapOut: ap.swapOut, swapIn: ap.swapIn, predicted: est, considered: [...neo.considered, est], skippedCpu: cpuReady.length - ao.cpuDecodes.length };
+    return run(ap, aoPlan, { mode: 'async-overlap', reason: 'AP not beneficial (N_G/N_C ≥ RHS of (6)): asynchronous overlap', rates });
   }
 
   /** The AP plan reduced to its GPU part (CPU requests wait this iteration). */

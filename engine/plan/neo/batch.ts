@@ -26,6 +26,11 @@ export function emptySubBatch(): SubBatch {
   return { gpuPrefills: [], cpuPrefills: [], gpuDecodes: [], cpuDecodes: [], tokens: 0, gpuDecodeKv: 0, prefillAttnMs: 0, cpuKv: 0 };
 }
 
+/** A copy to change without changing the original (same request lists, same sums). */
+export function copySubBatch(b: SubBatch): SubBatch {
+  return { ...b, gpuPrefills: [...b.gpuPrefills], cpuPrefills: [...b.cpuPrefills], gpuDecodes: [...b.gpuDecodes], cpuDecodes: [...b.cpuDecodes] };
+}
+
 export function requestsIn(b: SubBatch): number {
   return b.gpuPrefills.length + b.cpuPrefills.length + b.gpuDecodes.length + b.cpuDecodes.length;
 }

@@ -12,7 +12,7 @@
 import type { OnlinePredictors } from './costs';
 import {
   type StageTimes, type SubBatch, addCpuDecode, addGpuDecode, addPrefill, cpuHidden, emptySubBatch, gpuOnlyLayerMs,
-  popCpuDecode, removeLastCpuPrefill, requestsIn, stageTimes, twoBatchLayerMs,
+  copySubBatch, popCpuDecode, removeLastCpuPrefill, requestsIn, stageTimes, twoBatchLayerMs,
 } from './batch';
 import { type OnlineRequest, blocksFor, contextTokens } from './request';
 
@@ -53,6 +53,20 @@ export interface IterationPlan {
   skippedCpu: number;
 }
 
+/** Steps 1–4 of one iteration (NeoScheduler.form): the sub-batches before step 5's reduction. */
+export interface FormedIteration {
+  b0: SubBatch;
+  b1: SubBatch;
+  swapOut: OnlineRequest[];
+  swapIn: OnlineRequest[];
+  /** Wait-queue requests step 3 admitted (the first `admitted` of the queue). */
+  admitted: number;
+  /** CPU decodes step 4 could place in neither sub-batch (negative after the progress guarantee). */
+  skipped: number;
+  /** The CPU decodes step 4 considered (the CPU queue less the requests swapped out), in queue order. */
+  cpuCandidates: OnlineRequest[];
+}
+
 function estimate(mode: IterationMode, layerMs: number, requests: number, nLayers: number, p: OnlinePredictors): ModeEstimate {
   const iterationMs = nLayers * layerMs + (requests > 0 ? p.head.at(requests) : 0);
   return { mode, layerMs, iterationMs, requests, tokensPerMs: iterationMs > 0 ? requests / iterationMs : 0 };
@@ -63,12 +77,7 @@ export class NeoScheduler {
   private readonly gpuBlocks: number;
   private readonly cpuBlocks: number;
 
-  /**
-   * `reduceCpuPrefills` false skips step 5's reduction: APEX fills the CPU queue with every
-   * request that overflows GPU KV (digest 004 §2: "the CPU-decode queue is populated by GPU KV
-   * overflow"), since asynchronous overlap gives the CPU the whole iteration, not NEO's windows.
-   */
-  constructor(readonly variant: NeoVariant, readonly limits: SchedulerLimits, readonly predictors: OnlinePredictors, readonly options: { reduceCpuPrefills?: boolean } = {}) {
+  constructor(readonly variant: NeoVariant, readonly limits: SchedulerLimits, readonly predictors: OnlinePredictors) {
     for (const k of ['nLayers', 'gpuKvTokens', 'cpuKvTokens', 'maxBatchTokens'] as const) {
       const v = limits[k];
       if (!Number.isFinite(v) || v < 0) throw new Error(`NEO scheduler: limit ${k} must be a finite number ≥ 0, got ${v}`);
@@ -119,8 +128,19 @@ export class NeoScheduler {
 
   /** One iteration's schedule; moves requests between queues as `update_queues` does. */
   schedule(q: OnlineQueues): IterationPlan {
+    const formed = this.form(q);
+    const plan = this.choose(formed, true);
+    this.commit(q, plan, formed);
+    return plan;
+  }
+
+  /**
+   * Steps 1–4: the two sub-batches before step 5. Moves requests between the GPU and CPU run
+   * queues (step 2's swaps) and nothing else: the admitted prefills stay in the wait queue until
+   * `commit`. APEX forms once and chooses twice (NEO's step 5 with and without the reduction).
+   */
+  form(q: OnlineQueues): FormedIteration {
     const p = this.predictors;
-    const L = this.limits.nLayers;
     const swapOut: OnlineRequest[] = [];
     const swapIn: OnlineRequest[] = [];
     // 1.
@@ -156,10 +176,12 @@ export class NeoScheduler {
     // Requests prefilled to the CPU in step 3 join the CPU queue only after this iteration, so
     // they do not also decode in it.
     let skipped = 0;
+    const cpuCandidates: OnlineRequest[] = [];
     if (this.variant !== 'gpu-only') {
       const moved = new Set(swapOut);
       for (const r of q.cpu) {
         if (moved.has(r)) continue; // its KV is still on the way to the host
+        cpuCandidates.push(r);
         addCpuDecode(b1, r);
         if (cpuHidden(stageTimes(b0, b1, p))) continue;
         popCpuDecode(b1);
@@ -182,24 +204,42 @@ export class NeoScheduler {
           skipped--;
         }
       }
+    } else {
+      const moved = new Set(swapOut);
+      for (const r of q.cpu) if (!moved.has(r)) cpuCandidates.push(r);
     }
+    return { b0, b1, swapOut, swapIn, admitted, skipped, cpuCandidates };
+  }
+
+  /**
+   * Steps 5–6 over formed sub-batches. Pure: a reduction works on a copy of batch-0, so `formed`
+   * can be chosen from again. `reduce` false skips step 5's reduction: APEX's AP candidate fills
+   * the CPU queue with every request that overflows GPU KV (digest 004 §2: "the CPU-decode queue
+   * is populated by GPU KV overflow"), since asynchronous overlap gives the CPU the whole
+   * iteration, not NEO's windows.
+   */
+  choose(formed: FormedIteration, reduce: boolean): IterationPlan {
+    const p = this.predictors;
+    const L = this.limits.nLayers;
+    const { b1, skipped } = formed;
     // 5. GPU-only candidate = batch-0 without the CPU decodes of step 4 (Appendix A: CPU prefills
     // stay — their KV goes to the host while the GPU computes them); reduce CPU prefills in both.
     const gpuOnly = emptySubBatch();
-    for (const r of b0.gpuDecodes) addGpuDecode(gpuOnly, r);
-    for (const r of b0.gpuPrefills) addPrefill(gpuOnly, r, false, p);
-    for (const r of b0.cpuPrefills) addPrefill(gpuOnly, r, true, p);
+    for (const r of formed.b0.gpuDecodes) addGpuDecode(gpuOnly, r);
+    for (const r of formed.b0.gpuPrefills) addPrefill(gpuOnly, r, false, p);
+    for (const r of formed.b0.cpuPrefills) addPrefill(gpuOnly, r, true, p);
     // Decision (digest 003 §6, reduce_cpu_prefill order and trigger): newest first, and only while
     // the CPU is already saturated (some CPU decode was skipped in step 4) — more CPU requests
     // would only grow the backlog — and, for the two-batch schedule, the two inequalities still
     // hold without the prefill. While the CPU has spare capacity, CPU prefills stay so the CPU
     // decode queue fills (Maximizing GPU).
-    const reduce = this.options.reduceCpuPrefills !== false && skipped > 0;
-    while (b0.cpuPrefills.length > 0 && reduce) {
+    const reducing = reduce && skipped > 0;
+    const b0 = reducing && formed.b0.cpuPrefills.length > 0 ? copySubBatch(formed.b0) : formed.b0;
+    while (b0.cpuPrefills.length > 0 && reducing) {
       const r = removeLastCpuPrefill(b0, p)!;
       if (!cpuHidden(stageTimes(b0, b1, p))) { addPrefill(b0, r, true, p); break; }
     }
-    if (reduce) while (gpuOnly.cpuPrefills.length > 0) removeLastCpuPrefill(gpuOnly, p);
+    if (reducing) while (gpuOnly.cpuPrefills.length > 0) removeLastCpuPrefill(gpuOnly, p);
     // 6. Compare by estimated T_tr/x (x = sequences producing a token this iteration).
     const considered: ModeEstimate[] = [];
     const gpuEst = estimate('gpu-only', gpuOnlyLayerMs(gpuOnly, p), requestsIn(gpuOnly), L, p);
@@ -217,17 +257,20 @@ export class NeoScheduler {
       const useGpuOnly = this.variant === 'neo' && (noCpuDecodes || gpuEst.tokensPerMs > twoEst.tokensPerMs);
       chosen = useGpuOnly ? { est: gpuEst, batches: [gpuOnly] } : { est: twoEst, batches: b1.tokens > 0 ? [b0, b1] : [b0], stages: st };
     }
-    // update_queues: admitted prefills leave the wait queue for the GPU or CPU run queue.
-    const run = chosen.batches[0]!;
+    return {
+      mode: chosen.est.mode, batches: chosen.batches, swapOut: formed.swapOut, swapIn: formed.swapIn, predicted: chosen.est, considered,
+      stages: chosen.stages, skippedCpu: Math.max(0, skipped),
+    };
+  }
+
+  /** update_queues: the plan's admitted prefills leave the wait queue for the GPU or CPU run queue. */
+  commit(q: OnlineQueues, plan: IterationPlan, formed: FormedIteration): void {
+    const run = plan.batches[0]!;
     const taken = new Set<OnlineRequest>([...run.gpuPrefills, ...run.cpuPrefills]);
-    if (taken.size > 0 || admitted > 0) {
+    if (taken.size > 0 || formed.admitted > 0) {
       q.waiting = q.waiting.filter((r) => !taken.has(r));
       for (const r of run.gpuPrefills) { r.where = 'gpu'; q.gpu.push(r); }
       for (const r of run.cpuPrefills) { r.where = 'cpu'; q.cpu.push(r); }
     }
-    return {
-      mode: chosen.est.mode, batches: chosen.batches, swapOut, swapIn, predicted: chosen.est, considered,
-      stages: chosen.stages, skippedCpu: Math.max(0, skipped),
-    };
   }
 }

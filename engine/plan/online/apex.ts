@@ -7,9 +7,14 @@ import type { Decision } from '../explanation';
 import type { Policy } from '../policy';
 import type { Plan } from '../types';
 import { ApexScheduler } from '../apex/scheduler';
+import type { SchedulerLimits } from '../neo/scheduler';
+import type { OnlinePredictors } from '../neo/costs';
 import { apRatioBound } from '../apex/condition';
 import { onlineApplicable } from './neo';
 import { onlineRun, planOnline } from './plan-online';
+
+/** One function for the plan and the simulation, so they share one serving run (onlineRun). */
+const makeScheduler = (limits: SchedulerLimits, predictors: OnlinePredictors): ApexScheduler => new ApexScheduler(limits, predictors);
 
 export const policy: Policy = {
   name: 'apex',
@@ -17,11 +22,11 @@ export const policy: Policy = {
   source: '004 (APEX)',
   applicable: (ctx) => onlineApplicable(ctx, 'APEX'),
   simulatesItself: true,
-  simulateOnline: (_plan, ctx) => onlineRun(ctx, (limits, predictors) => new ApexScheduler(limits, predictors)),
+  simulateOnline: (_plan, ctx) => onlineRun(ctx, makeScheduler),
   plan(ctx): Plan {
     return planOnline(ctx, {
       policy: 'apex',
-      makeScheduler: (limits, predictors) => new ApexScheduler(limits, predictors),
+      makeScheduler,
       modeDecisions: (_it, s): Decision[] => {
         const d = (s as ApexScheduler).lastDecision;
         const r = d.rates;

@@ -9,7 +9,8 @@ import type { Policy, PlanContext } from '../policy';
 import type { Plan } from '../types';
 import { neoGpuFixedBytes } from '../neo/from-cost-model';
 import { onlineRun, planOnline } from './plan-online';
-import { NeoScheduler } from '../neo/scheduler';
+import { NeoScheduler, type SchedulerLimits } from '../neo/scheduler';
+import type { OnlinePredictors } from '../neo/costs';
 
 /** NEO keeps every weight on the GPU (§6 "NEO implicitly assumes putting all model weights on the GPU"). */
 export function onlineApplicable(ctx: PlanContext, name: string): { ok: boolean; reason: string } {
@@ -21,17 +22,20 @@ export function onlineApplicable(ctx: PlanContext, name: string): { ok: boolean;
   return { ok: true, reason: `weights fit on the GPU; the KV that does not fit moves to the CPU with its decode attention` };
 }
 
+/** One function for the plan and the simulation, so they share one serving run (onlineRun). */
+const makeScheduler = (limits: SchedulerLimits, predictors: OnlinePredictors): NeoScheduler => new NeoScheduler('neo', limits, predictors);
+
 export const policy: Policy = {
   name: 'neo',
   title: 'Asymmetric pipelining: decode attention of GPU-KV-overflow requests on the CPU, load-aware per-iteration scheduling',
   source: '003 (NEO, MLSys 2025)',
   applicable: (ctx) => onlineApplicable(ctx, 'NEO'),
   simulatesItself: true,
-  simulateOnline: (_plan, ctx) => onlineRun(ctx, (limits, predictors) => new NeoScheduler('neo', limits, predictors)),
+  simulateOnline: (_plan, ctx) => onlineRun(ctx, makeScheduler),
   plan(ctx): Plan {
     return planOnline(ctx, {
       policy: 'neo',
-      makeScheduler: (limits, predictors) => new NeoScheduler('neo', limits, predictors),
+      makeScheduler,
       modeDecisions: (it) => it.stages ? [{
         id: 'balance',
         chosen: `T_l0 ${it.stages.tl0.toFixed(3)} ≥ T_ca1 ${it.stages.tca1.toFixed(3)} ms; T_l1 + T_ga0 ${(it.stages.tl1 + it.stages.tga0).toFixed(3)} ≥ T_ca0 ${it.stages.tca0.toFixed(3)} ms`,

@@ -44,12 +44,25 @@ export function steadyStateQueues(ctx: PlanContext, limits: SchedulerLimits): On
 
 const ATTN = new Set(['scores', 'softmax', 'wv']);
 
+/** Runs already made per context and decider maker (the simulation is deterministic: seed 1). */
+const runs = new WeakMap<PlanContext, Map<OnlinePolicySpec['makeScheduler'], OnlineSimResult>>();
+
 /**
  * The serving simulation of an online workload (rate given): `requests` requests (default 64),
  * lengths ±10 % around prompt/gen, Poisson arrivals (seed 1), on the context's shared truth
- * costs. One run per question: plans (predicted.online), `auto` and `simulate` all report it.
+ * costs. One run per question: plans (predicted.online), `auto` and `simulate` all report it —
+ * `simulate` asks twice (the plan, then the simulation), so a run is kept per context and
+ * `makeScheduler` (pass the same function to share it; each caller gets its own copy).
  */
 export function onlineRun(ctx: PlanContext, makeScheduler: OnlinePolicySpec['makeScheduler']): OnlineSimResult {
+  let byMaker = runs.get(ctx);
+  if (!byMaker) { byMaker = new Map(); runs.set(ctx, byMaker); }
+  let r = byMaker.get(makeScheduler);
+  if (!r) { r = simulateServing(ctx, makeScheduler); byMaker.set(makeScheduler, r); }
+  return structuredClone(r);
+}
+
+function simulateServing(ctx: PlanContext, makeScheduler: OnlinePolicySpec['makeScheduler']): OnlineSimResult {
   const w = ctx.workload;
   if (w.rate === undefined) throw new Error('online simulation needs a rate (workload rate=R requests/s)');
   const setup = onlineSetup(ctx);

@@ -83,20 +83,41 @@ export interface LiveStats {
   refused: number;
 }
 
+export function emptyLiveStats(): LiveStats {
+  return { iterations: 0, modes: { 'gpu-only': 0, 'two-batch': 0, 'async-overlap': 0 }, deviceAttended: 0, cpuAttended: 0, swaps: 0, refused: 0 };
+}
+
+/** Adds one executed iteration to `s`. */
+export function countIteration(s: LiveStats, rec: IterationRecord): void {
+  s.iterations++;
+  s.modes[rec.mode]++;
+  s.deviceAttended += rec.deviceAttended;
+  s.cpuAttended += rec.cpuAttended;
+  s.swaps += rec.swappedOut.length + rec.swappedIn.length;
+  s.refused += rec.refused;
+}
+
+/** What one iteration's decision lets step, and its record. */
+export interface LiveDecision {
+  stepping: Set<number>;
+  record: IterationRecord;
+}
+
 export class LiveDecider {
   private readonly q: OnlineQueues = { waiting: [], gpu: [], cpu: [] };
   private readonly mirror = new Map<object, { r: OnlineRequest; seq: number }>();
   private nextId = 0;
-  readonly stats: LiveStats = { iterations: 0, modes: { 'gpu-only': 0, 'two-batch': 0, 'async-overlap': 0 }, deviceAttended: 0, cpuAttended: 0, swaps: 0, refused: 0 };
+  /** This decider's iterations (a re-plan's new decider starts again; the scheduler keeps the totals). */
+  readonly stats: LiveStats = emptyLiveStats();
 
   /** `limits`: what the decider was built with (the simulator replays the same arrivals with them). */
   constructor(readonly kind: DeciderKind, private readonly decider: OnlineDecider, private readonly kv: KvMover, readonly limits: SchedulerLimits, private readonly onIteration?: (rec: IterationRecord) => void) {}
 
   /**
    * Decides one iteration over the running requests (admission order) and executes its KV moves;
-   * returns the sequences that step now. At least one steps while any request runs.
+   * returns the sequences that step now (at least one while any request runs) and the record.
    */
-  decide(live: readonly LiveRequest[]): Set<number> {
+  decide(live: readonly LiveRequest[]): LiveDecision {
     this.reconcile(live);
     const plan = this.decider.schedule(this.q);
     // The step that follows runs the decision's two sub-batches pipelined (a step without rows on
@@ -141,16 +162,12 @@ export class LiveDecider {
       forced = true;
     }
     const rec: IterationRecord = {
-      iteration: ++this.stats.iterations, mode: plan.mode, deviceAttended, cpuAttended, admittedDevice, admittedHost, swappedOut, swappedIn, refused,
+      iteration: this.stats.iterations + 1, mode: plan.mode, deviceAttended, cpuAttended, admittedDevice, admittedHost, swappedOut, swappedIn, refused,
       waiting: live.length - stepping.size, predictedMs: plan.predicted.iterationMs, forced,
     };
-    this.stats.modes[plan.mode]++;
-    this.stats.deviceAttended += deviceAttended;
-    this.stats.cpuAttended += cpuAttended;
-    this.stats.swaps += swappedOut.length + swappedIn.length;
-    this.stats.refused += refused;
+    countIteration(this.stats, rec);
     this.onIteration?.(rec);
-    return stepping;
+    return { stepping, record: rec };
   }
 
   /** Brings the mirror up to date: new requests wait for admission, ended ones leave, tokens count. */

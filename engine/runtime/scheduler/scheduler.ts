@@ -33,7 +33,7 @@ import type { Tokenizer } from '../../model/tokenizer';
 import { Sampler, topKIds } from '../sampler';
 import { StopStringFilter } from '../stop-strings';
 import type { SamplingOptions, StopReason } from '../types';
-import type { LiveDecider } from './online';
+import { type LiveDecider, type LiveStats, countIteration, emptyLiveStats } from './online';
 
 export interface ServeRequest extends SamplingOptions {
   /** Prompt text, or token ids (then addBos/parseSpecial do not apply). */
@@ -225,6 +225,13 @@ export class Scheduler {
   private admissions = 0;
   /** NEO/APEX deciding per iteration, when the engine's plan is one of theirs (setOnline). */
   private online: LiveDecider | undefined;
+  /**
+   * Every online decider's iterations over the scheduler's life. A re-plan builds a new decider
+   * (its own stats start at 0); these go on, so /metrics' counters never drop (Prometheus would
+   * read a drop as a counter reset).
+   */
+  private readonly onlineTotals: LiveStats = emptyLiveStats();
+  private hadOnline = false;
   /** Whether the model can move KV positions (host KV); false after the first refusal. */
   private canShift = true;
 
@@ -307,6 +314,7 @@ export class Scheduler {
    */
   setOnline(decider: LiveDecider | undefined): void {
     this.online = decider;
+    if (decider) this.hadOnline = true;
   }
 
   get onlineDecider(): LiveDecider | undefined {
@@ -328,6 +336,11 @@ export class Scheduler {
       best = Math.max(best, shared + (chunks?.moves.reduce((a, m) => a + m.length, 0) ?? 0));
     }
     return best;
+  }
+
+  /** The online deciders' counts since the scheduler started, across re-plans; undefined while none was ever set. */
+  get onlineStats(): LiveStats | undefined {
+    return this.hadOnline ? this.onlineTotals : undefined;
   }
 
   /** Forgets the prompts idle slots hold (their KV is cleared before the next step): the next requests evaluate every token. */
@@ -541,10 +554,11 @@ export class Scheduler {
   private decided(stepping: Slot[]): Slot[] {
     if (!this.online) return stepping;
     const byAdmission = [...stepping].sort((a, b) => a.running!.admittedAt - b.running!.admittedAt);
-    const allowed = this.online.decide(byAdmission.map((s) => {
+    const { stepping: allowed, record } = this.online.decide(byAdmission.map((s) => {
       const r = s.running!;
       return { key: r, seq: s.seq, promptTokens: r.prompt.length, generated: r.generated, maxTokens: r.req.maxTokens };
     }));
+    countIteration(this.onlineTotals, record);
     const chosen = stepping.filter((s) => allowed.has(s.seq));
     return chosen.length ? chosen : stepping;
   }

@@ -32,7 +32,10 @@ export class Metrics {
     this.firstTokenSum += f;
   }
 
-  /** `live`: the online decider's counts (`--policy neo|apex`), absent when no decider runs. */
+  /**
+   * `live`: the online deciders' counts over the scheduler's life (`--policy neo|apex`; the
+   * scheduler's onlineStats, which a re-plan's new decider adds to), absent when no decider ran.
+   */
   render(stats: SchedulerStats, split: string, kvBytes: number, live?: LiveStats): string {
     const lines: string[] = [];
     const metric = (name: string, type: string, help: string, values: [string, number][]) => {
@@ -52,8 +55,8 @@ export class Metrics {
     metric('fulcrum_kv_bytes_in_use', 'gauge', 'KV cache bytes held (host and device pages).', [['', kvBytes]]);
     metric('fulcrum_split_info', 'gauge', 'The executed split of the model between CPU and GPU.', [[`{split="${split.replace(/["\\\n]/g, ' ')}"}`, 1]]);
     if (live) {
-      // The live NEO/APEX decisions (issue 21 item 2), the scheduler's own counts. A re-plan
-      // starts a new decider, so these restart with it (Prometheus reads a drop as a reset).
+      // The live NEO/APEX decisions (issue 21 item 2), counted by the scheduler across the
+      // deciders a re-plan builds: monotonic for the server's lifetime, as counters must be.
       metric('fulcrum_online_iterations_total', 'counter', 'Iterations the online decider planned, by mode.', Object.entries(live.modes).map(([m, n]) => [`{mode="${m}"}`, n]));
       metric('fulcrum_online_attention_total', 'counter', 'Decode attentions the online decider placed, by where they ran.', [['{where="device"}', live.deviceAttended], ['{where="cpu"}', live.cpuAttended]]);
       metric('fulcrum_online_swaps_total', 'counter', 'KV moves between device and host the online decider made (out and in).', [['', live.swaps]]);

@@ -368,7 +368,7 @@ export function createHttpServer(opts: HttpServerOptions): { server: Server; met
           return;
         case 'GET /metrics':
           res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
-          res.end(metrics.render(opts.scheduler.stats, opts.split(), opts.kvBytesInUse(), opts.scheduler.onlineDecider?.stats));
+          res.end(metrics.render(opts.scheduler.stats, opts.split(), opts.kvBytesInUse(), opts.scheduler.onlineStats));
           return;
         case 'POST /v1/completions':
           await completions(req, res);
