@@ -3,11 +3,12 @@
 // the time. Pure functions, so they are tested without VS Code.
 import type { CompletionStats } from '../engine/server/protocol';
 
-/** Short text for the status bar, e.g. "412 tok (380 reused) + 18 · 642 ms · 32.7 tok/s". */
+/** Short text for the status bar, e.g. "412 tok (380 reused) + 18 · 642 ms · 32.7 tok/s"; a cut prompt "109 of 941 tok (…". */
 export function statsSummary(s: CompletionStats): string {
   if (s.stopReason === 'cached') return 'from cache';
   const reused = s.reusedTokens !== undefined ? ` (${s.reusedTokens} reused)` : '';
-  return `${s.promptTokens} tok${reused} + ${s.generatedTokens} · ${Math.round(totalMs(s))} ms · ${s.tokensPerSecond.toFixed(1)} tok/s`;
+  const of = s.wholePromptTokens !== undefined ? ` of ${s.wholePromptTokens}` : '';
+  return `${s.promptTokens}${of} tok${reused} + ${s.generatedTokens} · ${Math.round(totalMs(s))} ms · ${s.tokensPerSecond.toFixed(1)} tok/s`;
 }
 
 /** One line for the log and the tooltip. */
@@ -18,7 +19,8 @@ export function statsLine(s: CompletionStats): string {
   return `last completion: prompt ${s.promptTokens} tokens (${reused} reused from the KV cache, ` +
     `${s.promptTokens - reused} evaluated in ${s.promptMs.toFixed(0)} ms, ${promptRate.toFixed(0)} tok/s), ` +
     `generated ${s.generatedTokens} tokens in ${s.generateMs.toFixed(0)} ms (${s.tokensPerSecond.toFixed(1)} tok/s), ` +
-    `total ${totalMs(s).toFixed(0)} ms${s.format ? `, format ${s.format}` : ''}, stop: ${stopWords(s.stopReason)}`;
+    `total ${totalMs(s).toFixed(0)} ms${s.format ? `, format ${s.format}` : ''}, stop: ${stopWords(s.stopReason)}` +
+    (s.wholePromptTokens !== undefined ? `; the prompt was cut to the text nearest the cursor (${s.promptTokens} of ${s.wholePromptTokens} tokens) to answer within fulcrum.completions.maxPromptMs, and the whole prompt is read in the background for the next completions` : '');
 }
 
 function totalMs(s: CompletionStats): number {

@@ -112,6 +112,11 @@ export interface CompletionStats {
   totalMs?: number;
   /** The FIM format of the prompt, or 'prefix-only'. */
   format?: string;
+  /**
+   * Set when maxPromptMs cut the prompt: the whole prompt's tokens (promptTokens is the cut
+   * one's); the whole prompt is then read in the background.
+   */
+  wholePromptTokens?: number;
 }
 
 /**

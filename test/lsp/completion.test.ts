@@ -139,6 +139,7 @@ describe('LSP inline completion with fill-in-the-middle', { skip: skipUnlessShar
     await lsp.inlineCompletion(uri, line, 0);
     const cutStats = lsp.stats.at(-1)!;
     assert.ok(cutStats.promptTokens <= 64, `the cut prompt has ${cutStats.promptTokens} tokens`);
+    assert.ok(cutStats.wholePromptTokens !== undefined && cutStats.wholePromptTokens > cutStats.promptTokens, 'fulcrum/stats names the whole prompt');
     const cutLog = lsp.logs.find((l) => /completion: prompt cut to 64 of \d+ tokens/.test(l));
     assert.ok(cutLog, 'the log says the prompt was cut');
     const whole = Number(/of (\d+) tokens/.exec(cutLog)![1]);
@@ -147,6 +148,8 @@ describe('LSP inline completion with fill-in-the-middle', { skip: skipUnlessShar
     const next = lsp.stats.at(-1)!;
     assert.equal(next.promptTokens, whole, 'the next completion uses the whole prompt');
     assert.equal(next.reusedTokens, whole - 1, 'read in the background: only the last token is evaluated');
+    assert.equal(next.wholePromptTokens, undefined, 'not cut');
+    assert.equal(cutStats.wholePromptTokens, whole);
     void lsp.connection.sendNotification('fulcrum/completionOptions', { completionCache: true, maxPromptMs: 0 });
   });
 

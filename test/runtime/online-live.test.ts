@@ -12,26 +12,20 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { hardwarePreset } from '../../engine/hardware/presets';
-import { readGguf } from '../../engine/model/gguf/index';
-import { readHparams } from '../../engine/model/hparams';
 import { Engine } from '../../engine/runtime/engine';
-import { deviceWorkspaceBytes } from '../../engine/runtime/devices';
 import type { IterationRecord } from '../../engine/runtime/scheduler/online';
 import type { NativeModel } from '../../engine/native/model';
-import { sharedPath, skipUnlessShared } from '../helpers/shared';
+import { skipUnlessShared } from '../helpers/shared';
+import { budget, LENGTHS, MODEL, PROMPTS, SEQS } from '../helpers/online-batch';
 import { resolve } from '../../engine/plan/api';
 import { makeDecider } from '../../engine/plan/online/decider';
 import { onlineSetup } from '../../engine/plan/online/setup';
 import { makeRequest } from '../../engine/plan/neo/request';
 import { runOnline } from '../../engine/plan/online/loop';
 
-const MODEL = sharedPath('models', 'stories260K.gguf');
 const BASE = hardwarePreset('ryzen9-7950x');
 const CTX = 256;
-const SEQS = 8;
 const GEN = 24;
-const LENGTHS = [5, 60, 12, 44, 20, 36, 28, 52];
-const PROMPTS = LENGTHS.map((n, k) => Array.from({ length: n }, (_, i) => 1 + ((i * 31 + k * 7) % 511)));
 // Exactly GEN tokens each: no end-of-generation token ends a request early.
 const REQ = { maxTokens: GEN, temperature: 0, onlyStopIds: true, stopIds: new Set<number>() };
 
@@ -48,11 +42,6 @@ async function alone(): Promise<number[][]> {
 }
 
 /** A device budget of the model's weights × f plus the executor's workspace. */
-function budget(f: number): number {
-  const g = readGguf(MODEL);
-  const size = g.tensors.reduce((s, t) => s + t.byteSize, 0);
-  return Math.round(size * f + deviceWorkspaceBytes(readHparams(g), 512, true, SEQS));
-}
 
 interface Served {
   tokens: number[][]; records: IterationRecord[]; split: string; executed: string; simulated: string[];

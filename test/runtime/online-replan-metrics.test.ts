@@ -10,29 +10,18 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 
 import { hardwarePreset } from '../../engine/hardware/presets';
-import { readGguf } from '../../engine/model/gguf/index';
-import { readHparams } from '../../engine/model/hparams';
 import { Engine } from '../../engine/runtime/engine';
-import { deviceWorkspaceBytes } from '../../engine/runtime/devices';
 import type { ReplanEvent } from '../../engine/runtime/replan';
 import type { IterationRecord } from '../../engine/runtime/scheduler/online';
 import { createHttpServer } from '../../engine/server/http/server';
 import { ChatFormatter } from '../../engine/server/http/chat';
 import { PromptBuilder } from '../../engine/completion/prompt';
-import { sharedPath, skipUnlessShared } from '../helpers/shared';
+import { skipUnlessShared } from '../helpers/shared';
+import { budget, MODEL, PROMPTS, SEQS } from '../helpers/online-batch';
 
-const MODEL = sharedPath('models', 'stories260K.gguf');
-const SEQS = 8;
 const GEN = 16;
-const LENGTHS = [5, 60, 12, 44, 20, 36, 28, 52];
-const PROMPTS = LENGTHS.map((n, k) => Array.from({ length: n }, (_, i) => 1 + ((i * 31 + k * 7) % 511)));
 const REQ = { maxTokens: GEN, temperature: 0, onlyStopIds: true, stopIds: new Set<number>() };
 
-function budget(f: number): number {
-  const g = readGguf(MODEL);
-  const size = g.tensors.reduce((s, t) => s + t.byteSize, 0);
-  return Math.round(size * f + deviceWorkspaceBytes(readHparams(g), 512, true, SEQS));
-}
 
 /** Every fulcrum_online_* series of a /metrics text, by name with labels. */
 function onlineSeries(text: string): Map<string, number> {

@@ -23,3 +23,10 @@ test('log line: the split, both speeds, the format and why it stopped in words',
   assert.match(line, /total 642 ms, format qwen2\.5-coder, stop: a completion rule/);
   assert.match(statsLine({ ...run, stopReason: 'time' }), /fulcrum\.completions\.timeLimitMs/);
 });
+
+test('a prompt cut by maxPromptMs: the status bar shows of how many, the log line says why', () => {
+  const cut = { ...run, promptTokens: 109, reusedTokens: 0, wholePromptTokens: 941 };
+  assert.equal(statsSummary(cut), '109 of 941 tok (0 reused) + 18 · 642 ms · 32.7 tok/s');
+  assert.match(statsLine(cut), /the prompt was cut to the text nearest the cursor \(109 of 941 tokens\) to answer within fulcrum\.completions\.maxPromptMs/);
+  assert.doesNotMatch(statsLine(run), /cut/);
+});

@@ -8,15 +8,11 @@ import assert from 'node:assert/strict';
 import { Engine } from '../../engine/runtime/engine';
 import { Completer, type CursorCompletionRequest } from '../../engine/completion/completer';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
+import { pythonFunctions as pythonFile } from '../helpers/python-source';
 
 const MODEL = sharedPath('models', 'tiny-fim-coder.q8_0.gguf');
 const skip = skipUnlessShared(MODEL);
 
-function pythonFile(n: number): string {
-  const lines = ['import os', ''];
-  for (let i = 0; i < n; i++) lines.push(`def handler_${i}(request, retries=${i % 7}):`, `    value = request.get("key_${i}", ${i})`, `    return value * ${i + 1} + retries`, '');
-  return lines.join('\n');
-}
 
 const DOC = pythonFile(200);
 const CUT = DOC.indexOf('def handler_120(');

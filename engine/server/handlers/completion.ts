@@ -4,7 +4,7 @@ import type { CancellationToken, InlineCompletionList, InlineCompletionParams } 
 import type { TextDocument } from 'vscode-languageserver-textdocument';
 import { ChunkRing } from '../../completion/extra-context';
 import type { ServerContext } from '../context';
-import type { CursorCompletionStats } from '../../completion/completer';
+import type { CursorCompletionStats, PromptCut } from '../../completion/completer';
 import { FulcrumNotifications, type CompletionExtendedParams, type CompletionStats, type RemoteStatusParams } from '../protocol';
 import { parseCompletionOptions } from '../completion-options';
 import { completeRemotely } from './remote-completion';
@@ -142,13 +142,13 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
       const version = document.version, uri = document.uri, position = document.positionAt(cursor), partialLength = result.text.length;
       ctx.connection.console.log(`completion: partial after ${result.stats.totalMs.toFixed(0)} ms (${result.stats.generatedTokens} tokens, ${partialLength} characters shown), decoding goes on`);
       void result.rest.then((full) => {
-        report(ctx, full.stats);
+        report(ctx, full.stats, full.cut);
         if (full.stats.stopReason === 'cancelled' || full.text.length <= partialLength || !full.text.startsWith(result.text)) return;
         void ctx.connection.sendNotification(FulcrumNotifications.completionExtended,
           { textDocument: { uri, version }, position, length: full.text.length, partialLength } satisfies CompletionExtendedParams);
       }, (err: unknown) => ctx.connection.console.error(`completion: decoding after the partial text failed: ${err instanceof Error ? err.message : String(err)}`));
     } else {
-      report(ctx, result.stats);
+      report(ctx, result.stats, result.cut);
     }
     if (result.text.length === 0) return { items: [] };
     const start = document.positionAt(selected ? selected.startOffset : cursor);
@@ -161,7 +161,7 @@ async function complete(ctx: ServerContext, ring: ChunkRing, raw: unknown, token
 }
 
 /** The status bar's figures (fulcrum/stats) and the log line of a finished completion. */
-function report(ctx: ServerContext, s: CursorCompletionStats): void {
+function report(ctx: ServerContext, s: CursorCompletionStats, cut?: PromptCut): void {
   const stats: CompletionStats = {
     promptTokens: s.promptTokens,
     generatedTokens: s.generatedTokens,
@@ -172,6 +172,7 @@ function report(ctx: ServerContext, s: CursorCompletionStats): void {
     reusedTokens: s.reusedTokens,
     totalMs: s.totalMs,
     format: s.format,
+    ...(cut ? { wholePromptTokens: cut.wholePromptTokens } : {}),
   };
   void ctx.connection.sendNotification(FulcrumNotifications.stats, stats);
   ctx.connection.console.log(`completion: ${s.format}, prompt ${s.promptTokens} tokens (${s.reusedTokens} reused, ` +
