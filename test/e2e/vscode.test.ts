@@ -377,7 +377,7 @@ e2e('Fulcrum: Select Model plans the picked file before loading it', async () =>
 
 e2e('the panels follow a light theme', async () => {
   // The theme is switched as a user does, with the theme picker (writing settings.json
-  // from outside was not always picked up: the workbench stayed dark for 30 s in 3 of 4 runs);
+  // from outside was not always picked up: the workbench stayed dark for 20-30 s in 5 of 6 runs);
   // the tests after this one do not depend on the theme, so it stays light.
   // Ctrl+K Ctrl+T (by name, the palette also offers 'Browse Color Themes in Marketplace').
   await page.keyboard.press('Escape');

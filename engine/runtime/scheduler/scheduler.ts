@@ -331,9 +331,7 @@ export class Scheduler {
     let best = 0;
     for (const s of this.slots) {
       if (s.running && !s.running.req.signal?.aborted) continue;
-      const shared = sharedPrefix(s, prompt);
-      const chunks = req.reuseShiftedKv ? reusableChunks(s, prompt, shared, req.farContextEnd ?? 0) : undefined;
-      best = Math.max(best, shared + (chunks?.moves.reduce((a, m) => a + m.length, 0) ?? 0));
+      best = Math.max(best, slotSaves(s, prompt, req).total);
     }
     return best;
   }
@@ -733,6 +731,17 @@ function sharedPrefix(slot: Slot, prompt: readonly number[]): number {
 }
 
 /**
+ * What `slot` saves `prompt`: its shared prefix `n`, plus (for a request that allows it) the runs
+ * it holds that can be moved into place; `whole` when the slot holds nothing but a prefix of it.
+ */
+function slotSaves(slot: Slot, prompt: readonly number[], req?: Pick<ServeRequest, 'reuseShiftedKv' | 'farContextEnd'>): { n: number; chunks: ReusableChunks | undefined; total: number; whole: boolean } {
+  const n = sharedPrefix(slot, prompt);
+  const chunks = req?.reuseShiftedKv ? reusableChunks(slot, prompt, n, req.farContextEnd ?? 0) : undefined;
+  const moved = chunks?.moves.reduce((a, m) => a + m.length, 0) ?? 0;
+  return { n, chunks, total: n + moved, whole: n > 0 && n === slot.tokens.length };
+}
+
+/**
  * The slot a prompt runs in: the free slot sharing the longest useful prefix; failing that an
  * empty slot, then the least recently used. `waitFor` when a busy slot whose request was cancelled
  * holds a longer useful prefix than any free slot (the superseded request of the same cursor).
@@ -741,12 +750,7 @@ function chooseSlot(slots: readonly Slot[], prompt: readonly number[], req?: Ser
   // What a slot saves this prompt: its shared prefix, plus (for requests that allow it) the runs
   // it holds that can be moved into place. A slot that holds nothing but a prefix of this prompt
   // (a cache warm-up) is always worth taking: nothing of it is lost.
-  const saved = (s: Slot) => {
-    const n = sharedPrefix(s, prompt);
-    const chunks = req?.reuseShiftedKv ? reusableChunks(s, prompt, n, req.farContextEnd ?? 0) : undefined;
-    const moved = chunks?.moves.reduce((a, m) => a + m.length, 0) ?? 0;
-    return { n, chunks, total: n + moved, whole: n > 0 && n === s.tokens.length };
-  };
+  const saved = (s: Slot) => slotSaves(s, prompt, req);
   const useful = (v: { total: number; whole: boolean }, s: Slot) => v.whole || (v.total >= Math.min(REUSE_MIN_TOKENS, prompt.length / 2) && v.total >= s.tokens.length - v.total);
   let best: Slot | undefined, bestSaved = -1, bestShared = 0, bestChunks: ReusableChunks | undefined;
   let fallback: Slot | undefined, fallbackSaved: ReturnType<typeof saved> | undefined;
