@@ -102,17 +102,22 @@ export function correctionFactor(c: CostCorrection | undefined, key: string): nu
  * 9–64 rows is nearer 65+ than 1; one bucket away only), else 1.
  */
 export function correctionFactorOf(c: CostCorrection | undefined, lane: FeedbackLane, work: WorkFields, rows: number): number {
-  if (!c) return 1;
-  const own = c.factors[correctionKey(lane, work, rows)];
+  return bucketedFactor(c, rows, (bucket) => `${lane} ${workClass(work)} @${bucket} ${sizeBucket(work)}`) ?? 1;
+}
+
+/** The factor under `keyAt(rows' bucket)`, else under a neighbouring bucket's key (one away only). */
+function bucketedFactor(c: CostCorrection | undefined, rows: number, keyAt: (bucket: string) => string): number | undefined {
+  if (!c) return undefined;
+  const bucket = rowBucket(rows);
+  const own = c.factors[keyAt(bucket)];
   if (own !== undefined) return own;
-  const i = BUCKETS.findIndex((b) => b.label === rowBucket(rows));
+  const i = BUCKETS.findIndex((b) => b.label === bucket);
   for (const j of [i - 1, i + 1]) {
     const b = BUCKETS[j];
-    if (!b) continue;
-    const f = c.factors[`${lane} ${workClass(work)} @${b.label} ${sizeBucket(work)}`];
+    const f = b ? c.factors[keyAt(b.label)] : undefined;
     if (f !== undefined) return f;
   }
-  return 1;
+  return undefined;
 }
 
 /**
@@ -121,16 +126,7 @@ export function correctionFactorOf(c: CostCorrection | undefined, lane: Feedback
  * copies had buckets ('h2d copy'), else 1.
  */
 export function copyFactorOf(c: CostCorrection | undefined, lane: 'h2d' | 'd2h', rows: number): number {
-  if (!c) return 1;
-  const own = c.factors[correctionKey(lane, 'copy', rows)];
-  if (own !== undefined) return own;
-  const i = BUCKETS.findIndex((b) => b.label === rowBucket(rows));
-  for (const j of [i - 1, i + 1]) {
-    const b = BUCKETS[j];
-    const f = b ? c.factors[`${lane} copy @${b.label}`] : undefined;
-    if (f !== undefined) return f;
-  }
-  return c.factors[`${lane} copy`] ?? 1;
+  return bucketedFactor(c, rows, (bucket) => `${lane} copy @${bucket}`) ?? c?.factors[`${lane} copy`] ?? 1;
 }
 
 /** The cost source a plan reports when a correction changed its times. */
