@@ -54,10 +54,21 @@ test('memory read and copy benchmarks return positive, finite bandwidths', { ski
   }
 });
 
+test('the read probe reads a slice as several streams side by side, every layout at a finite bandwidth', { skip }, async () => {
+  // 8 MiB + 4 KiB: the slices are not whole multiples of the streams' lines, so the tail is read too.
+  const bytes = 8 * MiB + 4096;
+  for (const streams of [1, 3, 4, 8]) {
+    const [r] = await bench!.memoryRead({ bytes, threads: [2], warmups: 0, runs: 2, streams, prefetch: streams > 1 });
+    const gbps = bytes / summarize(r!.ns).medianNs;
+    assert.ok(Number.isFinite(gbps) && gbps > 0, `${streams} streams: ${gbps}`);
+  }
+});
+
 test('bench options are validated with the option named', { skip }, async () => {
   assert.throws(() => bench!.memoryRead({ bytes: 1000, threads: [1] }), /bytes must be an integer in/);
   assert.throws(() => bench!.memoryRead({ bytes: 8 * MiB, threads: [] }), /threads must hold 1 to 64/);
   assert.throws(() => bench!.memoryRead({ bytes: 8 * MiB, threads: [0] }), /threads\[0\]/);
+  assert.throws(() => bench!.memoryRead({ bytes: 8 * MiB, threads: [1], streams: 17 }), /streams must be an integer in/);
   assert.throws(() => bench!.matmul({ rows: 4, cols: 32, tokens: 1, threads: [1] } as never), /type is required/);
   assert.throws(() => bench!.matmul({ type: 0, rows: 4, cols: 32, tokens: 1, threads: [1], disturb: 'dma' as never }), /disturb must be/);
   await assert.rejects(bench!.matmul({ type: 8, rows: 4, cols: 100, tokens: 1, threads: [1] }), /not a multiple of Q8_0's block size 32/);

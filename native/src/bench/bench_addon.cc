@@ -48,10 +48,12 @@ Napi::Value MemoryBench(const Napi::CallbackInfo& info) {
   const RunPlan plan = run_plan(o, fn);
   // memoryRead: options.prefetch also prefetches each line 2 KiB ahead, as the decode kernels do.
   const bool prefetch = !kCopy && js_bool(o, fn, "prefetch", false);
+  // memoryRead: options.streams reads each thread's slice as that many segments side by side.
+  const int streams = kCopy ? 1 : static_cast<int>(js_number(o, fn, "streams", 1, 1, 16, true));
   const CancelToken cancel = CancelToken::current();
   return run_async<std::vector<ThreadSamples>>(
       info.Env(),
-      [=] { return kCopy ? bench_memory_copy(bytes, threads, plan, cancel) : bench_memory_read(bytes, threads, plan, cancel, prefetch); },
+      [=] { return kCopy ? bench_memory_copy(bytes, threads, plan, cancel) : bench_memory_read(bytes, threads, plan, cancel, prefetch, streams); },
       [](Napi::Env env, const std::vector<ThreadSamples>& r) { return thread_samples_to_js(env, r); });
 }
 

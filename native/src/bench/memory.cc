@@ -71,7 +71,7 @@ int max_of(const std::vector<int>& v) {
 }  // namespace
 
 std::vector<ThreadSamples> bench_memory_read(size_t bytes, const std::vector<int>& thread_counts,
-                                             const RunPlan& plan, const CancelToken& cancel, bool prefetch) {
+                                             const RunPlan& plan, const CancelToken& cancel, bool prefetch, int streams) {
   check_args(bytes, thread_counts, plan);
   BigBuffer buf(bytes);
   first_touch(buf, max_of(thread_counts));
@@ -80,7 +80,7 @@ std::vector<ThreadSamples> bench_memory_read(size_t bytes, const std::vector<int
     size_t b, e;
     slice(bytes, tid, threads, &b, &e);
     // Slices are 4 KiB aligned, so whole 64-bit words.
-    sink.fetch_add(read_stream(reinterpret_cast<const uint64_t*>(buf.data() + b), static_cast<int64_t>((e - b) / 8), prefetch),
+    sink.fetch_add(read_streams(reinterpret_cast<const uint64_t*>(buf.data() + b), static_cast<int64_t>((e - b) / 8), streams, prefetch),
                    std::memory_order_relaxed);
   });
   keep(sink);

@@ -30,11 +30,11 @@ struct ThreadSamples {
 };
 
 // Each run reads all `bytes` once, split into one contiguous slice per thread, through the one
-// read probe (read_probe.h; `prefetch` as there). The only read-bandwidth benchmark: the
+// read probe (read_probe.h; `prefetch` and `streams` as there). The only read-bandwidth benchmark: the
 // profiler's memory read, bench:cpu's decode limit and the quant kernels' single-thread ceiling
 // (test/bench/bench-quant.mjs) all call it.
 std::vector<ThreadSamples> bench_memory_read(size_t bytes, const std::vector<int>& thread_counts,
-                                             const RunPlan& plan, const CancelToken& cancel, bool prefetch = false);
+                                             const RunPlan& plan, const CancelToken& cancel, bool prefetch = false, int streams = 1);
 
 // Each run copies `bytes` (source and destination are separate `bytes`-sized buffers), split
 // into one slice per thread.

@@ -33,5 +33,22 @@ uint64_t read_stream(const uint64_t* p, int64_t words, bool prefetch) {
   return wide ? read_stream_avx512(p, words, prefetch) : read_stream_portable(p, words, prefetch);
 }
 
+uint64_t read_streams(const uint64_t* p, int64_t words, int streams, bool prefetch) {
+  if (streams <= 1) return read_stream(p, words, prefetch);
+  const int64_t seg = words / streams / 8 * 8;  // whole cache lines per segment
+  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (int64_t i = 0; i < seg; i += 8) {
+    for (int s = 0; s < streams; ++s) {
+      const uint64_t* q = p + s * seg + i;
+      if (prefetch) __builtin_prefetch(q + kPrefetchWords, 0, 3);
+      a0 ^= q[0] ^ q[4];
+      a1 ^= q[1] ^ q[5];
+      a2 ^= q[2] ^ q[6];
+      a3 ^= q[3] ^ q[7];
+    }
+  }
+  return a0 ^ a1 ^ a2 ^ a3 ^ read_stream(p + seg * streams, words - seg * streams, prefetch);
+}
+
 }  // namespace bench
 }  // namespace fulcrum

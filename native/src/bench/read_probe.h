@@ -14,5 +14,11 @@ namespace bench {
 // that reads DRAM faster than the hardware prefetcher alone).
 uint64_t read_stream(const uint64_t* p, int64_t words, bool prefetch = false);
 
+// The same bytes read as `streams` equal segments side by side, a cache line from each in turn
+// (the last words % (8 · streams) read after): what the decode GEMV does (one row-group segment
+// per stream, quant/tiles/gemm_tile_dispatch.h). On a Zen 3 VM one core reads DRAM faster with
+// several streams in flight than with one, so the bandwidth a core can draw is the best of both.
+uint64_t read_streams(const uint64_t* p, int64_t words, int streams, bool prefetch = false);
+
 }  // namespace bench
 }  // namespace fulcrum
