@@ -19,6 +19,11 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
+// The GEMV's software prefetch distance (to L2), as the Q4_0/Q8_0 GEMV's: 0.5B Q4_K_M decode at
+// 1 thread, alternating runs, 30.3 tok/s without, 34.0 at 512 B, 33.4 at 1 KiB, 32.6 at 2 KiB (at 2
+// threads all within the noise).
+constexpr size_t kGemvPrefetchBytes = 512;
+
 inline __m256i bcast16(const int8_t* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 // A pair of rows' four floats each (lane 0 the first row): (l0 + l2) + (l1 + l3), as the AVX-512
@@ -71,6 +76,8 @@ struct Kernel {
     for (int64_t i = 0; i < nsb; ++i) {
       for (int s = 0; s < S; ++s) {  // S row groups (the GEMV's streams), each its own accumulators
         const uint8_t* g = w + s * ws + i * kSbBytes;
+        if constexpr (C == 1)
+          for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
         __m256 (&acc)[C][2] = acc_all[s];
         const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
         // [d0..d3, dmin0..dmin3]
@@ -157,6 +164,8 @@ struct Kernel {
     for (int64_t i = 0; i < nsb; ++i) {
       for (int s = 0; s < S; ++s) {  // S row groups (the GEMV's streams), each its own accumulators
         const uint8_t* g = w + s * ws + i * kSbBytes;
+        if constexpr (C == 1)
+          for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
         __m256 (&acc)[C][2] = acc_all[s];
         const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
         for (int pr = 0; pr < 2; ++pr) {
