@@ -6,6 +6,7 @@ import {
   CloseAction,
   ErrorAction,
   LanguageClient,
+  RevealOutputChannelOn,
   TransportKind,
   type CloseHandlerResult,
   type DocumentSelector,
@@ -50,6 +51,12 @@ export function createClient(extensionPath: string, output: vscode.LogOutputChan
   const clientOptions: LanguageClientOptions = {
     documentSelector: DOCUMENT_SELECTOR,
     outputChannel: output,
+    // The library's own errors go to Output › Fulcrum only, never to a toast: after the restart
+    // policy gave up, every edit or save of an open document failed with "Sending document
+    // notification … failed … Connection is disposed" next to Fulcrum's own message, which
+    // already says what happened. Fulcrum raises its own toasts (give-up, engine error); the
+    // library still forces its toast where the connection cannot be made at all.
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
     // A function, so every (re)start sends the current settings.
     initializationOptions: (): FulcrumInitializationOptions => {
       const settings = readSettings();
