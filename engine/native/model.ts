@@ -110,6 +110,15 @@ export interface NativeSeqInput {
   startPos: number;
   /** Keep the sequence's positions after this input's (a shifted chunk of reused KV waits there) instead of rewinding to it. */
   keepAfter?: boolean;
+  /**
+   * APEX's asynchronous overlap: run only this decoder layer of the one token at `startPos`
+   * (native Model::SeqInput::layer). Layer 0 starts the token, each next layer continues from the
+   * residual the sequence kept; only the last layer's call returns logits (the others an empty
+   * array) and advances the sequence.
+   */
+  layer?: number;
+  /** How many layers from `layer` (default 1): the rest of a token (to the last layer) finishes it. */
+  layers?: number;
 }
 
 export interface NativePlacement {
@@ -152,11 +161,13 @@ export interface NativePrefillPlacement {
 
 export interface NativeCompiledOp {
   /**
-   * Which op list the op belongs to: the decode placement's, the prefill placement's, or the
+   * Which op list the op belongs to: the decode placement's, the prefill placement's, the
    * pipelined one (NEO's two sub-batches, compiled from the decode placement when a step first
-   * uses it; see `pipelined`). compiledOps lists them in that order.
+   * uses it; see `pipelined`), or the layer-by-layer one (the decode placement with each layer's
+   * edges for rows that run one layer, compiled when a step first has one; NativeSeqInput.layer).
+   * compiledOps lists them in that order.
    */
-  stage: 'decode' | 'prefill' | 'pipelined';
+  stage: 'decode' | 'prefill' | 'pipelined' | 'layer-by-layer';
   /** A pipelined op's sub-batch: 0 the rows whose KV is on the device, 1 those whose KV is on the host (absent: all rows). */
   batch?: 0 | 1;
   kind: string;
@@ -234,6 +245,12 @@ export interface NativeModel {
    * host-KV rows while the device runs the device-KV rows' linear ops. Same bits as one step.
    */
   pipelined: boolean;
+  /**
+   * Layer-by-layer steps (NativeSeqInput.layer: APEX's asynchronous overlap) are compiled for the
+   * placement: set by setPlacement for a placement by sequence that allows them (not a device with
+   * kernels of its own, which keeps the rows' residual in its memory).
+   */
+  readonly layerSteps: boolean;
   threads: number;
   readonly nPast: number;
   readonly contextLength: number;

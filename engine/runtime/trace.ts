@@ -76,9 +76,10 @@ export function measuredChromeTrace(t: MeasuredTrace, label: (step: number) => s
   for (const s of steps) {
     const pid = s - first + 1;
     // Which of the plan's placements the step ran (prompt steps may run the prefill one; NEO's
-    // two-batch steps the pipelined sub-batches).
-    const ran = t.events.find((e) => e.step === s && (t.ops[e.op]?.stage === 'prefill' || t.ops[e.op]?.stage === 'pipelined'));
-    const stage = ran ? (t.ops[ran.op]!.stage === 'prefill' ? ' (prefill placement)' : ' (pipelined sub-batches)') : '';
+    // two-batch steps the pipelined sub-batches; APEX's asynchronous overlap the layer-by-layer rows).
+    const STAGE_LABEL: Record<string, string> = { prefill: ' (prefill placement)', pipelined: ' (pipelined sub-batches)', 'layer-by-layer': ' (layer-by-layer rows)' };
+    const ran = t.events.find((e) => e.step === s && STAGE_LABEL[t.ops[e.op]?.stage ?? 'decode'] !== undefined);
+    const stage = ran ? STAGE_LABEL[t.ops[ran.op]!.stage ?? 'decode']! : '';
     out.push({ name: 'process_name', ph: 'M', ts: 0, pid, tid: 0, args: { name: `${label(s)}${stage}` } });
     const lanes = new Set(t.events.filter((e) => e.step === s).map((e) => t.ops[e.op]!.lane));
     for (const l of lanes) out.push({ name: 'thread_name', ph: 'M', ts: 0, pid, tid: LANE_TID[l], args: { name: LANE_NAME[l] } });

@@ -24,12 +24,20 @@
 //   - NEO's placement of a few CPU decodes in batch 0: the pipeline's sub-batches are by where
 //     the KV lives (device-KV rows, host-KV rows), so a CPU decode the decider puts in batch 0
 //     attends with batch 1's rows on the CPU; it still steps in this iteration.
-//   - APEX's asynchronous overlap (a CPU request advances one layer per iteration, its result
-//     picked up in a later one): a step evaluates every layer of every row it carries, so a CPU
-//     request the decider puts in the unified batch runs its whole token in this step, its
-//     attention on the CPU beside the device's. The mirror therefore never carries partial layers.
+//   - APEX's asynchronous overlap: a CPU request in the unified batch advances one decoder layer
+//     per iteration (the native model's layer-by-layer step: its row runs that layer's linear
+//     ops with the device's rows, its attention on the CPU over its host KV, and its residual
+//     waits in the sequence for the next layer); its token is done, and sampled, at the last
+//     layer. An iteration of another mode finishes a partly done token (its remaining layers in
+//     one step), as the simulator counts it (loop.ts). What is not the paper's: the CPU's
+//     attention of layer i is joined within its step (before layer i's output projection), not
+//     picked up in the next iteration, so its window is the device's attention of that layer, not
+//     the whole iteration. Where the placement has no layer-by-layer program (a device with
+//     kernels of its own: Vulkan), such a request runs its whole token in the step instead, and
+//     the mirror never carries partial layers.
 import type { DeciderKind, IterationMode, OnlineDecider, OnlineQueues, SchedulerLimits } from '../../plan/online/decider';
 import type { OnlineRequest } from '../../plan/neo/request';
+import type { IterationPlan } from '../../plan/neo/scheduler';
 import type { NativeLoc } from '../../native/model';
 
 /**
@@ -39,6 +47,14 @@ import type { NativeLoc } from '../../native/model';
 export interface KvMover {
   swapSequenceKv(seq: number, loc: NativeLoc): void;
   pipelined: boolean;
+  /** The native model runs layer-by-layer rows under its placement (NativeModel.layerSteps). */
+  readonly layerSteps?: boolean;
+}
+
+/** Decoder layers [layer, layer + layers) of a request's pending token, run in this step. */
+export interface LayerRange {
+  layer: number;
+  layers: number;
 }
 
 /** A running request as the scheduler shows it to the decider. */
@@ -49,6 +65,8 @@ export interface LiveRequest {
   promptTokens: number;
   generated: number;
   maxTokens: number;
+  /** Its prompt is evaluated and a token is pending: the step decodes it (only then can it run part of the token). */
+  decoding?: boolean;
 }
 
 /** One iteration's decision as executed: what the log and the trace show. */
@@ -72,6 +90,8 @@ export interface IterationRecord {
   predictedMs: number;
   /** True when the decider scheduled nothing and the runtime stepped the oldest request anyway. */
   forced: boolean;
+  /** Requests that ran part of their token's layers (asynchronous overlap), by sequence. */
+  layerRows: ({ seq: number } & LayerRange)[];
 }
 
 export interface LiveStats {
@@ -100,6 +120,8 @@ export function countIteration(s: LiveStats, rec: IterationRecord): void {
 /** What one iteration's decision lets step, and its record. */
 export interface LiveDecision {
   stepping: Set<number>;
+  /** Sequences that run part of their token (asynchronous overlap), by sequence; absent: the whole token. */
+  layers: Map<number, LayerRange>;
   record: IterationRecord;
 }
 
@@ -146,6 +168,7 @@ export class LiveDecider {
       for (const r of b.gpuDecodes) { stepping.add(seqOf(r)); if (r.where === 'gpu') deviceAttended++; else cpuAttended++; }
       for (const r of b.cpuDecodes) { stepping.add(seqOf(r)); cpuAttended++; }
     }
+    const layers = this.layerRanges(plan, stepping, new Set(live.filter((l) => l.decoding).map((l) => l.seq)));
     let forced = false;
     if (stepping.size === 0 && live.length > 0) {
       // Decision: the decider found nothing to run (a prompt that fits neither KV pool by its
@@ -164,10 +187,36 @@ export class LiveDecider {
     const rec: IterationRecord = {
       iteration: this.stats.iterations + 1, mode: plan.mode, deviceAttended, cpuAttended, admittedDevice, admittedHost, swappedOut, swappedIn, refused,
       waiting: live.length - stepping.size, predictedMs: plan.predicted.iterationMs, forced,
+      layerRows: [...layers].map(([seq, r]) => ({ seq, ...r })),
     };
     countIteration(this.stats, rec);
     this.onIteration?.(rec);
-    return { stepping, record: rec };
+    return { stepping, layers, record: rec };
+  }
+
+  /**
+   * The layers each stepping request's token runs, and the mirror's count of layers done after
+   * this step (as the simulator's loop counts them): an asynchronous-overlap iteration advances
+   * its CPU decodes one layer; any iteration finishes a partly done token (its remaining layers).
+   * Empty where the native model has no layer-by-layer program: every token then runs whole.
+   */
+  private layerRanges(plan: IterationPlan, stepping: Set<number>, decoding: Set<number>): Map<number, LayerRange> {
+    const out = new Map<number, LayerRange>();
+    const L = this.limits.nLayers;
+    if (!this.kv.layerSteps || L < 2) return out;
+    const oneLayer = new Set(plan.mode === 'async-overlap' ? plan.batches.flatMap((b) => b.cpuDecodes) : []);
+    for (const m of this.mirror.values()) {
+      const r = m.r;
+      if (!stepping.has(m.seq) || !decoding.has(m.seq)) continue;
+      if (oneLayer.has(r)) {
+        out.set(m.seq, { layer: r.aoLayer, layers: 1 });
+        r.aoLayer = r.aoLayer + 1 >= L ? 0 : r.aoLayer + 1;
+      } else if (r.aoLayer > 0) {
+        out.set(m.seq, { layer: r.aoLayer, layers: L - r.aoLayer });
+        r.aoLayer = 0;
+      }
+    }
+    return out;
   }
 
   /** Brings the mirror up to date: new requests wait for admission, ended ones leave, tokens count. */
@@ -232,6 +281,9 @@ export function iterationLine(kind: string, rec: IterationRecord): string {
   if (rec.swappedIn.length) parts.push(`swapped in seq ${rec.swappedIn.join(',')}`);
   if (rec.refused) parts.push(`${rec.refused} refused by the device`);
   if (rec.waiting) parts.push(`${rec.waiting} waiting`);
+  const oneLayer = rec.layerRows.filter((r) => r.layers === 1).length;
+  if (oneLayer) parts.push(`${oneLayer} advanced one layer`);
+  if (rec.layerRows.length > oneLayer) parts.push(`${rec.layerRows.length - oneLayer} finished a token's remaining layers`);
   if (rec.forced) parts.push('(nothing scheduled: oldest request stepped)');
   return parts.join(', ');
 }

@@ -33,7 +33,7 @@ import type { Tokenizer } from '../../model/tokenizer';
 import { Sampler, topKIds } from '../sampler';
 import { StopStringFilter } from '../stop-strings';
 import type { SamplingOptions, StopReason } from '../types';
-import { type LiveDecider, type LiveStats, countIteration, emptyLiveStats } from './online';
+import { type LayerRange, type LiveDecider, type LiveStats, countIteration, emptyLiveStats } from './online';
 
 export interface ServeRequest extends SamplingOptions {
   /** Prompt text, or token ids (then addBos/parseSpecial do not apply). */
@@ -501,11 +501,14 @@ export class Scheduler {
       }
       const stepping = this.slots.filter((s) => s.running);
       if (!stepping.length) continue;
-      const inputs = this.buildStep(this.decided(stepping));
+      const { slots: decided, layers } = this.decided(stepping);
+      const inputs = this.buildStep(decided, layers);
       const wantAll = inputs.some((i) => i.draft.length > 0);
       let logits: Float32Array[];
       try {
-        logits = await this.native.evalBatchAsync(inputs.map((i) => ({ seq: i.slot.seq, tokens: Int32Array.from(i.tokens), startPos: i.startPos, ...(i.keepAfter ? { keepAfter: true } : {}) })), wantAll);
+        logits = await this.native.evalBatchAsync(inputs.map((i) => ({
+          seq: i.slot.seq, tokens: Int32Array.from(i.tokens), startPos: i.startPos, ...(i.keepAfter ? { keepAfter: true } : {}), ...(i.layers ?? {}),
+        })), wantAll);
       } catch (e) {
         if (this.onStepError?.(e)) {
           // The model now runs on the CPU with every sequence's KV gone: each running request
@@ -549,16 +552,16 @@ export class Scheduler {
    * With an online decider (NEO, APEX): the running requests it lets step this iteration, after
    * it moved their KV (engine/runtime/scheduler/online.ts); without one, all of them.
    */
-  private decided(stepping: Slot[]): Slot[] {
-    if (!this.online) return stepping;
+  private decided(stepping: Slot[]): { slots: Slot[]; layers: Map<number, LayerRange> } {
+    if (!this.online) return { slots: stepping, layers: new Map() };
     const byAdmission = [...stepping].sort((a, b) => a.running!.admittedAt - b.running!.admittedAt);
-    const { stepping: allowed, record } = this.online.decide(byAdmission.map((s) => {
+    const { stepping: allowed, layers, record } = this.online.decide(byAdmission.map((s) => {
       const r = s.running!;
-      return { key: r, seq: s.seq, promptTokens: r.prompt.length, generated: r.generated, maxTokens: r.req.maxTokens };
+      return { key: r, seq: s.seq, promptTokens: r.prompt.length, generated: r.generated, maxTokens: r.req.maxTokens, decoding: r.pending !== undefined && r.pos >= r.prompt.length };
     }));
     countIteration(this.onlineTotals, record);
     const chosen = stepping.filter((s) => allowed.has(s.seq));
-    return chosen.length ? chosen : stepping;
+    return { slots: chosen.length ? chosen : stepping, layers };
   }
 
   /**
@@ -566,12 +569,19 @@ export class Scheduler {
    * speculate), then prompt chunks (a request's prompt, or the tokens it is rebuilding after a
    * device failure) in the rows left.
    */
-  private buildStep(stepping: Slot[]): StepInput[] {
+  private buildStep(stepping: Slot[], layers: Map<number, LayerRange> = new Map()): StepInput[] {
     const inputs: StepInput[] = [];
     let rows = 0;
     for (const s of stepping) {
       const r = s.running!;
       if (r.pending === undefined || r.pos < r.prompt.length) continue;
+      const part = layers.get(s.seq);
+      if (part) {
+        // Part of the pending token (APEX's asynchronous overlap): its layers only, no drafts.
+        inputs.push({ slot: s, tokens: [r.pending], draft: [], startPos: s.tokens.length, last: true, layers: part, partial: part.layer + part.layers < (this.online?.limits.nLayers ?? 0) });
+        rows += 1;
+        continue;
+      }
       const room = Math.min(r.req.speculate ?? 0, r.req.maxTokens - r.generated - 1, this.contextLength - s.tokens.length - 2, this.stepRows);
       const draft = room > 0 && r.sampler.greedy ? findDraft(r.history, room, DEFAULT_DRAFT) : [];
       inputs.push({ slot: s, tokens: [r.pending, ...draft], draft, startPos: s.tokens.length, last: true });
@@ -595,6 +605,9 @@ export class Scheduler {
     const s = inp.slot;
     const r = s.running;
     if (!r) return;
+    // Layers of the pending token that are not its last: its KV of those layers is written, the
+    // token is not (the sequence stays where it was) and there are no logits to sample.
+    if (inp.partial) return;
     s.tokens.push(...inp.tokens);
     const decoding = r.pending !== undefined && r.pos >= r.prompt.length;
     if (!decoding) {
@@ -688,6 +701,10 @@ interface StepInput {
   draft: number[];
   startPos: number;
   last: boolean;
+  /** Part of the pending token's layers (APEX's asynchronous overlap); absent: all. */
+  layers?: LayerRange;
+  /** The layers do not reach the last: no logits come back. */
+  partial?: boolean;
 }
 
 /**

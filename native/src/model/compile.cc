@@ -27,13 +27,15 @@ Lane compute_lane(Loc l) { return l == Loc::Host ? Lane::Cpu : Lane::Device; }
 Lane copy_lane(Loc dst) { return dst == Loc::Host ? Lane::ToHost : Lane::ToDevice; }
 }  // namespace
 
-void Model::compile(bool pipelined) {
+void Model::compile(bool pipelined, bool layer_steps) {
   ops_.clear();
-  // The pipelined program is compiled from the decode placement when first asked for
-  // (build_pipelined); any new placement forgets it.
-  if (!pipelined) {
+  // The pipelined and layer-by-layer programs are compiled from the decode placement when first
+  // asked for (build_pipelined, build_layer_steps); any new placement forgets them.
+  if (!pipelined && !layer_steps) {
     pipe_ = Program{};
     pipe_state_ = 0;
+    layer_prog_ = Program{};
+    layer_prog_state_ = 0;
   }
   const bool dev = device_ != nullptr && placement_.uses_device();
   const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, F = cfg_.n_ff;
@@ -396,8 +398,25 @@ void Model::compile(bool pipelined) {
     }
   };
   const int n_layers = static_cast<int>(cfg_.n_layers);
+  // The layer-by-layer program's edges of layer l (SeqInput::layer): the rows that run only this
+  // layer take X from their sequence's residual before it and keep X after it, on the host.
+  auto layer_edge = [&](OpKind k, int l) {
+    cur_layer = l;
+    cur_plan_op = k == OpKind::LayerEnter ? kAttnNorm : kDown;
+    need(Buf::X, Loc::Host);
+    Op e{k};
+    e.src = e.dst = Buf::X;
+    e.loc = Loc::Host;
+    e.lane = Lane::Cpu;
+    push(e);
+    if (k == OpKind::LayerEnter) wrote(Buf::X, Loc::Host);
+  };
   if (!pipelined) {
-    for (int l = 0; l < n_layers; ++l) emit_layer(l, kPre | kAttn | kPost);
+    for (int l = 0; l < n_layers; ++l) {
+      if (layer_steps) layer_edge(OpKind::LayerEnter, l);
+      emit_layer(l, kPre | kAttn | kPost);
+      if (layer_steps) layer_edge(OpKind::LayerExit, l);
+    }
   } else {
     // NEO's asymmetric pipeline (paper 003 Sec. 4, Fig. 5) as one op list: sub-batch 1 (device-KV
     // rows) and sub-batch 2 (host-KV rows) each run every op over their own rows, skewed so that
@@ -438,6 +457,9 @@ void Model::compile(bool pipelined) {
   {
     const Loc xl = home(Buf::X);
     compute(OpKind::LastRows, xl, Buf::X, Buf::X);
+    // The rows moved where X is valid on both sides (the layer-by-layer program's last edge
+    // leaves it so): the other side's copy no longer holds the head's rows.
+    wrote(Buf::X, xl);
     after_last = true;
     const Loc hl = place(-1, 0).loc;
     need(Buf::X, hl);
@@ -581,6 +603,8 @@ void Model::op_resources_rows(const Op& op, std::vector<int>* r, std::vector<int
     case OpKind::AddBias: case OpKind::Rope: r->push_back(b(op.dst, loc)); w->push_back(b(op.dst, loc)); break;
     case OpKind::AddResidual: r->push_back(b(op.src, loc)); r->push_back(b(op.dst, loc)); w->push_back(b(op.dst, loc)); break;
     case OpKind::LastRows: r->push_back(b(Buf::X, loc)); w->push_back(b(Buf::X, loc)); break;
+    case OpKind::LayerEnter: r->push_back(b(Buf::X, 0)); w->push_back(b(Buf::X, 0)); break;
+    case OpKind::LayerExit: r->push_back(b(Buf::X, 0)); break;
     case OpKind::StoreKv:
       r->push_back(b(Buf::K, loc));
       r->push_back(b(Buf::V, loc));
@@ -656,6 +680,52 @@ void Model::exchange(Program& p) {
   std::swap(op_calls_, p.op_calls);
 }
 
+void Model::adopt_device_weights(const std::vector<Op>& decode) {
+  // Device matmuls read the weight copies the decode program's do (resident copies, or the
+  // same places in the streaming slots); its prefetches fill the same places.
+  for (Op& op : ops_) {
+    if (!((op.kind == OpKind::MatMul && op.loc == Loc::Dev) || op.kind == OpKind::CopyWeight)) continue;
+    for (const Op& d : decode)
+      if (d.kind == op.kind && d.w == op.w && d.loc == op.loc && (op.kind == OpKind::CopyWeight || d.r0 == op.r0)) {
+        op.wdata = d.wdata;
+        op.r1 = d.r1;
+        break;
+      }
+  }
+}
+
+bool Model::layer_steps_supported() const {
+  // A device with kernels of its own keeps X in its memory: the edges would need row uploads.
+  if (dk_) return false;
+  // Streamed KV (and KVPR's recomputation over it) works on every row of the layer's step.
+  if (device_ && placement_.uses_device())
+    for (const LayerPlacement& lp : placement_.layers)
+      if (!lp.kv_by_sequence && lp.kv == Loc::Host && lp.op[kAttention].loc == Loc::Dev) return false;
+  return true;
+}
+
+bool Model::build_layer_steps() {
+  if (layer_prog_state_ != 0) return layer_prog_state_ > 0;
+  layer_prog_state_ = -1;
+  if (!layer_steps_supported()) return false;
+  if (prefill_active_) swap_program();
+  // The decode program aside in layer_prog_ while the layer-by-layer one compiles into ops_ …
+  exchange(layer_prog_);
+  try {
+    compile(false, true);
+    adopt_device_weights(layer_prog_.ops);
+    build_deps();
+  } catch (...) {
+    exchange(layer_prog_);
+    layer_prog_ = Program{};
+    throw;
+  }
+  // … and back: the decode program runs, the layer-by-layer one waits in layer_prog_.
+  exchange(layer_prog_);
+  layer_prog_state_ = 1;
+  return true;
+}
+
 bool Model::build_pipelined() {
   if (pipe_state_ != 0) return pipe_state_ > 0;
   pipe_state_ = -1;
@@ -667,17 +737,7 @@ bool Model::build_pipelined() {
   exchange(pipe_);
   try {
     compile(true);
-    // Device matmuls read the weight copies the decode program's do (resident copies, or the
-    // same places in the streaming slots); its prefetches fill the same places.
-    for (Op& op : ops_) {
-      if (!((op.kind == OpKind::MatMul && op.loc == Loc::Dev) || op.kind == OpKind::CopyWeight)) continue;
-      for (const Op& d : pipe_.ops)
-        if (d.kind == op.kind && d.w == op.w && d.loc == op.loc && (op.kind == OpKind::CopyWeight || d.r0 == op.r0)) {
-          op.wdata = d.wdata;
-          op.r1 = d.r1;
-          break;
-        }
-    }
+    adopt_device_weights(pipe_.ops);
     build_deps();
   } catch (...) {
     exchange(pipe_);
@@ -699,15 +759,17 @@ Model::OpInfo Model::op_info(int32_t i) const {
   const std::vector<Op>& decode = decode_program_ops();
   const std::vector<Op>& prefill_ops = prefill_program_ops();
   const size_t k = static_cast<size_t>(i);
-  const bool prefill = k >= decode.size() && k < decode.size() + prefill_ops.size();
-  const bool pipe = k >= decode.size() + prefill_ops.size();
-  const size_t local = pipe ? k - decode.size() - prefill_ops.size() : prefill ? k - decode.size() : k;
-  const Op& op = pipe ? pipe_.ops[local] : prefill ? prefill_ops[local] : decode[local];
+  const size_t pipe_base = decode.size() + prefill_ops.size(), layer_base = pipe_base + pipe_.ops.size();
+  const bool prefill = k >= decode.size() && k < pipe_base;
+  const bool layered = k >= layer_base;
+  const bool pipe = k >= pipe_base && !layered;
+  const size_t local = layered ? k - layer_base : pipe ? k - pipe_base : prefill ? k - decode.size() : k;
+  const Op& op = layered ? layer_prog_.ops[local] : pipe ? pipe_.ops[local] : prefill ? prefill_ops[local] : decode[local];
   // The running program's deps are deps_, the other's other_.deps (see Program).
-  const std::vector<LaneDeps>& deps = pipe ? pipe_.deps : (prefill == prefill_active_) ? deps_ : other_.deps;
+  const std::vector<LaneDeps>& deps = layered ? layer_prog_.deps : pipe ? pipe_.deps : (prefill == prefill_active_) ? deps_ : other_.deps;
   OpInfo o;
   if (local < deps.size()) o.deps = deps[local];
-  o.stage = pipe ? "pipelined" : prefill ? "prefill" : "decode";
+  o.stage = layered ? "layer-by-layer" : pipe ? "pipelined" : prefill ? "prefill" : "decode";
   o.part = op.part;
   o.kind = op_kind_name(static_cast<int>(op.kind));
   o.lane = lane_name(op.lane);

@@ -69,6 +69,20 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
     if (s.start_pos + s.n > cfg_.context_length)
       throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": positions " + std::to_string(s.start_pos) + ".." +
                                std::to_string(s.start_pos + s.n) + " exceed the context length " + std::to_string(cfg_.context_length));
+    if (s.layer >= 0) {
+      const std::string who = "eval: sequence " + std::to_string(s.seq) + ", layer-by-layer step at layer " + std::to_string(s.layer);
+      if (s.layers < 1 || s.layer + static_cast<int64_t>(s.layers) > cfg_.n_layers)
+        throw std::runtime_error(who + ", " + std::to_string(s.layers) + " layer(s): the model has " + std::to_string(cfg_.n_layers) + " layers");
+      if (s.n != 1) throw std::runtime_error(who + ": one token, got " + std::to_string(s.n));
+      if (want_all) throw std::runtime_error(who + ": every row's logits cannot be asked with a layer-by-layer step");
+      if (s.keep_after || s.start_pos != have)
+        throw std::runtime_error(who + ": the token must be the sequence's next (position " + std::to_string(have) + "), got position " + std::to_string(s.start_pos));
+      const Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
+      if (s.layer > 0 && (q.residual_pos != s.start_pos || q.residual_layer != s.layer - 1))
+        throw std::runtime_error(who + " of position " + std::to_string(s.start_pos) + ": it continues from layer " + std::to_string(s.layer - 1) +
+                                 " of that position, but the sequence holds " +
+                                 (q.residual_pos < 0 ? std::string("no residual") : "the residual after layer " + std::to_string(q.residual_layer) + " of position " + std::to_string(q.residual_pos)));
+    }
     for (int64_t i = 0; i < s.n; ++i)
       if (s.tokens[i] < 0 || s.tokens[i] >= cfg_.n_vocab)
         throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": token " + std::to_string(s.tokens[i]) + " at index " +
@@ -109,13 +123,15 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
     st.spans.clear();
     st.n = 0;
     st.n_dev_rows = 0;
+    st.layer_steps = false;
     members.clear();
     for (size_t k : order) {
       const SeqInput& s = in[k];
       const int64_t left = s.n - done[k];
       if (left <= 0 || st.n >= budget) continue;
       const int64_t take = std::min(left, budget - st.n);
-      st.spans.push_back(Span{s.seq, s.tokens + done[k], st.n, take, s.start_pos + done[k]});
+      st.spans.push_back(Span{s.seq, s.tokens + done[k], st.n, take, s.start_pos + done[k], s.layer, s.layer + s.layers});
+      st.layer_steps = st.layer_steps || s.layer >= 0;
       for (int64_t r = 0; r < take; ++r) row_pos_[static_cast<size_t>(st.n + r)] = s.start_pos + done[k] + r;
       if (seqs_[static_cast<size_t>(s.seq)]->kv_loc == Loc::Dev) st.n_dev_rows += take;
       st.n += take;
@@ -124,13 +140,16 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
     if (st.spans.empty()) break;
     const int64_t out_rows = want_all ? st.n : static_cast<int64_t>(st.spans.size());
     st.need_logits = want_all;
-    for (size_t m = 0; m < members.size(); ++m) st.need_logits = st.need_logits || done[members[m]] + st.spans[m].n == in[members[m]].n;
+    // A layer-by-layer row has logits at the last layer only.
+    for (size_t m = 0; m < members.size(); ++m)
+      st.need_logits = st.need_logits || (done[members[m]] + st.spans[m].n == in[members[m]].n && (st.spans[m].layer < 0 || st.spans[m].layer_end == cfg_.n_layers));
     logits.resize(static_cast<size_t>(out_rows * cfg_.n_vocab));
     forward(want_all, logits.data());
     for (size_t m = 0; m < members.size(); ++m) {
       const size_t k = members[m];
       const Span& sp = st.spans[m];
       done[k] += sp.n;
+      if (sp.layer >= 0 && sp.layer_end < cfg_.n_layers) continue;  // the token is not done: no logits, no new position
       seqs_[static_cast<size_t>(in[k].seq)]->n_past = std::max(kept_end[k], in[k].start_pos + done[k]);
       const float* src = logits.data() + (want_all ? sp.row0 : static_cast<int64_t>(m)) * cfg_.n_vocab;
       if (want_all) out[k].insert(out[k].end(), src, src + sp.n * cfg_.n_vocab);
@@ -143,15 +162,25 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
 void Model::forward(bool want_all, float* logits_out) {
   if (device_) device_->check();
   // The placement for this step's rows: prompt steps of prefill_rows or more run the prefill one.
-  const bool want_prefill = has_prefill_ && step_state_.n >= prefill_rows_;
+  // A step with layer-by-layer rows runs the decode placement's layer-by-layer program.
+  const bool layered = step_state_.layer_steps;
+  const bool want_prefill = has_prefill_ && step_state_.n >= prefill_rows_ && !layered;
   if (want_prefill != prefill_active_) swap_program();
+  if (layered && !build_layer_steps())
+    throw std::runtime_error("eval: layer-by-layer steps need a placement without device kernels of its own (Vulkan) and without streamed KV");
   // NEO's two sub-batches pipelined, when asked for and the step has both (set_pipelined).
-  const bool pipe = pipelined_ && !want_prefill && step_state_.n_dev_rows > 0 && step_state_.n_dev_rows < step_state_.n && build_pipelined();
-  // Ops of the pipelined program are numbered after both placements' (op_info).
-  const size_t id_base = pipe ? decode_program_ops().size() + prefill_program_ops().size() : prefill_active_ ? other_.ops.size() : 0;
+  const bool pipe = !layered && pipelined_ && !want_prefill && step_state_.n_dev_rows > 0 && step_state_.n_dev_rows < step_state_.n && build_pipelined();
+  // Ops of the pipelined program are numbered after both placements', the layer-by-layer
+  // program's after those (op_info).
+  const size_t both = decode_program_ops().size() + prefill_program_ops().size();
+  const size_t id_base = layered ? both + pipe_.ops.size() : pipe ? both : prefill_active_ ? other_.ops.size() : 0;
   if (pipe) {
     exchange(pipe_);
     pipe_active_ = true;
+  }
+  if (layered) {
+    exchange(layer_prog_);
+    layer_prog_active_ = true;
   }
   struct Restore {
     Model* m;
@@ -159,6 +188,10 @@ void Model::forward(bool want_all, float* logits_out) {
       if (m->pipe_active_) {
         m->exchange(m->pipe_);
         m->pipe_active_ = false;
+      }
+      if (m->layer_prog_active_) {
+        m->exchange(m->layer_prog_);
+        m->layer_prog_active_ = false;
       }
     }
   } restore{this};
@@ -280,7 +313,7 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
     case OpKind::StoreKv: {
       const int64_t idx = op.kv_slot >= 0 ? op.kv_slot : kv_index_[static_cast<size_t>(op.layer)];
       for (const Span& sp : st.spans) {
-        if (!in_part(sp)) continue;
+        if (!in_part(sp) || !sp.runs_layer(op.layer)) continue;
         KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
         store_kv(kn, kv, idx, buf_at(Buf::K, at) + sp.row0 * KVW, buf_at(Buf::V, at) + sp.row0 * KVW, sp.n, sp.pos0);
       }
@@ -291,7 +324,7 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       const AttentionWork work = at == Loc::Dev ? AttentionWork{&dev_attn_scratch_, dev_gather_k_, dev_gather_v_, dev_page_table_}
                                                 : AttentionWork{&attn_scratch_, nullptr, nullptr, nullptr};
       for (const Span& sp : st.spans) {
-        if (!in_part(sp)) continue;
+        if (!in_part(sp) || !sp.runs_layer(op.layer)) continue;
         KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
         kn.attention(attention_shape(op.layer), buf_at(Buf::Q, at) + sp.row0 * QW, sp.n, sp.pos0, kv.pages(idx), buf_at(Buf::Att, at) + sp.row0 * QW, work);
       }
@@ -314,6 +347,27 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       const bool own = &kn == dk_;
       moe.run(kn, own ? device_.get() : nullptr, own ? dev_moe_ : moe.host_buffers(), moe_weights(layers_[static_cast<size_t>(op.layer)], at),
               B(op.src), rows, B(op.dst));
+      break;
+    }
+    case OpKind::LayerEnter:
+    case OpKind::LayerExit: {
+      // The rows that run part of their token: X from / to their sequence's residual (host memory;
+      // the op runs on the host, where the compiled program made X valid).
+      float* x = buf_at(Buf::X, Loc::Host);
+      for (const Span& sp : st.spans) {
+        if (op.layer != (op.kind == OpKind::LayerEnter ? sp.layer : sp.layer_end - 1) || sp.layer < 0) continue;
+        Sequence& q = *seqs_[static_cast<size_t>(sp.seq)];
+        float* row = x + sp.row0 * E;
+        if (op.kind == OpKind::LayerExit && sp.layer_end == cfg_.n_layers) {
+          q.residual_pos = -1;  // the token is done: nothing waits for a next layer
+        } else if (op.kind == OpKind::LayerExit) {
+          q.residual.assign(row, row + E);
+          q.residual_pos = sp.pos0;
+          q.residual_layer = sp.layer_end - 1;
+        } else if (sp.layer > 0) {
+          std::memcpy(row, q.residual.data(), static_cast<size_t>(E) * sizeof(float));
+        }
+      }
       break;
     }
     case OpKind::LogitSoftcap: {

@@ -62,8 +62,8 @@ std::string supported_architectures() {
 }
 
 Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, const ModelConfig& cfg) : cfg_(cfg) {
-  if (op_kind_count() != static_cast<int>(OpKind::LogitSoftcap) + 1)
-    throw std::logic_error("op table: " + std::to_string(op_kind_count()) + " op kind names for " + std::to_string(static_cast<int>(OpKind::LogitSoftcap) + 1) + " op kinds");
+  if (op_kind_count() != static_cast<int>(OpKind::LayerExit) + 1)
+    throw std::logic_error("op table: " + std::to_string(op_kind_count()) + " op kind names for " + std::to_string(static_cast<int>(OpKind::LayerExit) + 1) + " op kinds");
   variant_ = arch_variant(cfg_.arch);
   if (!variant_) throw std::runtime_error(path + ": architecture '" + cfg_.arch + "' is not supported (" + supported_architectures() + ")");
   check_range("n_layers", cfg_.n_layers, 1, 1024);
@@ -245,6 +245,8 @@ void Model::set_profiling(bool on) {
   other_.op_calls.assign(other_.ops.size(), 0);
   pipe_.op_ns.assign(pipe_.ops.size(), 0);
   pipe_.op_calls.assign(pipe_.ops.size(), 0);
+  layer_prog_.op_ns.assign(layer_prog_.ops.size(), 0);
+  layer_prog_.op_calls.assign(layer_prog_.ops.size(), 0);
 }
 
 // Every program's ops (decode, prefill, pipelined, as op_info numbers them), with their accumulated times.
@@ -259,7 +261,8 @@ std::vector<Model::OpTiming> Model::op_timings() const {
   const bool swapped = prefill_active_;
   add(swapped ? other_.ops : ops_, swapped ? other_.op_ns : op_ns_, swapped ? other_.op_calls : op_calls_);
   if (has_prefill_) add(swapped ? ops_ : other_.ops, swapped ? op_ns_ : other_.op_ns, swapped ? op_calls_ : other_.op_calls);
-  add(pipe_.ops, pipe_.op_ns, pipe_.op_calls);  // NEO's pipelined program, numbered last (op_info)
+  add(pipe_.ops, pipe_.op_ns, pipe_.op_calls);  // NEO's pipelined program, numbered next (op_info)
+  add(layer_prog_.ops, layer_prog_.op_ns, layer_prog_.op_calls);  // the layer-by-layer program, last
   return out;
 }
 

@@ -151,7 +151,18 @@ class Model {
     // Keep the positions after this input's last one (a shifted chunk of reused KV waits there,
     // see shift_kv) instead of rewinding the sequence to it.
     bool keep_after = false;
+    // APEX's asynchronous overlap (paper 004 §3.3): ≥ 0 runs only decoder layers [layer, layer +
+    // layers) of the one token at start_pos (n = 1), the layer-by-layer step. Layer 0 starts the
+    // token from its embedding; layer l > 0 continues from the residual the sequence kept after
+    // layer l - 1 of the same position. Only a call that runs the last layer returns logits (and
+    // advances the sequence); the others return none. Its row rides in the step's batch with whole
+    // tokens of other sequences; its KV and logits are the bits of the whole token's.
+    int32_t layer = -1;
+    int32_t layers = 1;
   };
+  // Whether the placement allows layer-by-layer steps (build_layer_steps).
+  bool layer_steps_supported() const;
+  bool layer_steps_ready() const { return layer_prog_state_ > 0; }
   std::vector<std::vector<float>> eval_batch(const std::vector<SeqInput>& in, bool want_all);
   // NEO's asymmetric pipeline (paper 003 Sec. 4): with it on, a decode-placement step that
   // carries both device-KV and host-KV sequences in layers placed by sequence (every layer) runs
@@ -164,6 +175,10 @@ class Model {
   // compiles it if this was not called after the placement was set.
   bool build_pipelined();
   bool pipelined() const { return pipelined_; }
+  // Compiles the layer-by-layer program (SeqInput::layer) beside the decode one if the placement
+  // allows it (no device kernels of its own, no streamed KV); false when it does not. A step
+  // that needs it compiles it if this was not called after the placement was set.
+  bool build_layer_steps();
   // Forgets KV positions ≥ from_pos of sequence `seq`.
   void clear_kv(int64_t from_pos, int32_t seq = 0);
   // Moves sequence `seq`'s KV positions [from, to) by `delta` (keys re-rotated, see
@@ -235,7 +250,7 @@ class Model {
   // Ops are numbered across the programs: the decode op list first, then the prefill one's, then
   // the pipelined one's once a step has used it (trace events use these numbers).
   OpInfo op_info(int32_t i) const;
-  size_t op_count() const { return decode_program_ops().size() + prefill_program_ops().size() + pipe_.ops.size(); }
+  size_t op_count() const { return decode_program_ops().size() + prefill_program_ops().size() + pipe_.ops.size() + layer_prog_.ops.size(); }
   // What set_placement changed in the placement it was given, and why (e.g. a matmul whose
   // weight format the device has no kernel for runs on the CPU).
   const std::vector<std::string>& placement_notes() const { return placement_notes_; }
@@ -261,6 +276,9 @@ class Model {
     GeGlu,        // SwiGlu's place with GELU (gemma)
     MoeFfn,       // the routed experts of the layer, H -> H (model/moe.h)
     LogitSoftcap, // logits = tanh(logits / cap) · cap (gemma2's final soft-capping), on the host
+    LayerEnter,   // layer-by-layer rows at this layer: X from the residual their sequence kept (host)
+    LayerExit,    // layer-by-layer rows at this layer: X kept as their sequence's residual (host)
+    // (the last kind: op_table.cc names every kind up to it)
   };
   struct Op {
     OpKind kind;
@@ -304,8 +322,12 @@ class Model {
   // are run as the separate matmuls they fuse: same bytes, same kernels, same placement ops).
   Weight rows_of(const Weight& whole, int64_t row0, int64_t rows, const std::string& name);
   std::vector<float> vector_f32(const Weight& w, int64_t n);
-  // pipelined: the decode placement's pipelined program (two sub-batches, see set_pipelined).
-  void compile(bool pipelined = false);
+  // pipelined: the decode placement's pipelined program (two sub-batches, see set_pipelined);
+  // layer_steps: the decode placement's layer-by-layer program (SeqInput::layer).
+  void compile(bool pipelined = false, bool layer_steps = false);
+  // After compiling a variant of the decode program into ops_: its device matmuls and weight
+  // copies use the places the decode program's (`decode`) do.
+  void adopt_device_weights(const std::vector<Op>& decode);
   void fuse_converts();
   float* buf(Buf b);
   int64_t width(Buf b) const;
@@ -396,6 +418,11 @@ class Model {
     std::vector<std::vector<float>> saved;  // KVPR: per layer [prefix][n_embd] attn_norm rows (host)
     std::atomic<int64_t> n_past{0};         // read by the JS thread while evalAsync runs on a worker
     Loc kv_loc = Loc::Host;                 // for layers placed by sequence
+    // Layer-by-layer (SeqInput::layer): the residual after layer `residual_layer` of position
+    // `residual_pos` (n_embd floats), which the call for the next layer continues from.
+    std::vector<float> residual;
+    int64_t residual_pos = -1;
+    int32_t residual_layer = -1;
   };
   std::vector<std::unique_ptr<Sequence>> seqs_;
   std::vector<int8_t> kv_cache_of_;  // 0 host, 1 device, 2 by sequence
@@ -445,6 +472,9 @@ class Model {
   bool pipelined_ = false;        // set_pipelined
   bool pipe_active_ = false;      // ops_ … hold pipe_'s program (during its step)
   size_t pipe_layer_bytes_ = 0;   // a layer's matmul weight bytes, mean over layers (forward)
+  Program layer_prog_;            // the decode placement's layer-by-layer program (outside its steps)
+  int8_t layer_prog_state_ = 0;   // as pipe_state_
+  bool layer_prog_active_ = false;
   static constexpr size_t kShareCoresLayerBytes = 256 << 10;
   const std::vector<Op> other_empty_;
   bool has_prefill_ = false;      // a prefill placement is compiled
@@ -463,6 +493,9 @@ class Model {
     int32_t seq;
     const int32_t* tokens;
     int64_t row0, n, pos0;
+    int32_t layer = -1, layer_end = -1;  // SeqInput::layer: layers [layer, layer_end) of its row, or -1 (all)
+    // Whether the span's row takes part in layer l's KV store and attention.
+    bool runs_layer(int l) const { return layer < 0 || (l >= layer && l < layer_end); }
   };
   struct StepState {
     std::vector<Span> spans;       // device-KV sequences first (eval_batch orders them so)
@@ -470,6 +503,7 @@ class Model {
     int64_t n_dev_rows = 0;        // rows of the device-KV sequences: [0, n_dev_rows)
     bool want_all = false;
     bool need_logits = true;       // some sequence finishes in this step (or all logits wanted)
+    bool layer_steps = false;      // some span runs one layer (SeqInput::layer)
     float* logits_out = nullptr;   // want_all: n rows, else one per span
   } step_state_;
   std::vector<int64_t> row_pos_;   // position of each row of the step

@@ -136,10 +136,12 @@ struct BatchInput {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<int64_t> starts;
   std::vector<bool> keep_after;
+  std::vector<int32_t> layers, layer_counts;
   std::vector<Model::SeqInput> view() const {
     std::vector<Model::SeqInput> v;
     for (size_t i = 0; i < seqs.size(); ++i)
-      v.push_back(Model::SeqInput{seqs[i], tokens[i].data(), static_cast<int64_t>(tokens[i].size()), starts[i], i < keep_after.size() && keep_after[i]});
+      v.push_back(Model::SeqInput{seqs[i], tokens[i].data(), static_cast<int64_t>(tokens[i].size()), starts[i], i < keep_after.size() && keep_after[i],
+                                  i < layers.size() ? layers[i] : -1, i < layer_counts.size() ? layer_counts[i] : 1});
     return v;
   }
 };
@@ -212,6 +214,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceAccessor("tracing", &ModelWrap::GetTracing, &ModelWrap::SetTracing),
                         InstanceAccessor("profiling", &ModelWrap::GetProfiling, &ModelWrap::SetProfiling),
                         InstanceAccessor("pipelined", &ModelWrap::GetPipelined, &ModelWrap::SetPipelined),
+                        InstanceAccessor("layerSteps", &ModelWrap::GetLayerSteps, nullptr),
                         InstanceAccessor("threads", &ModelWrap::GetThreads, &ModelWrap::SetThreads),
                         InstanceAccessor("nPast", &ModelWrap::GetNPast, nullptr),
                         InstanceAccessor("contextLength", &ModelWrap::GetContext, nullptr),
@@ -399,6 +402,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     s.busy.store(false);
   }
   Napi::Value GetPipelined(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), model(info.Env()).pipelined()); }
+  Napi::Value GetLayerSteps(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), model(info.Env()).layer_steps_ready()); }
   // Takes the model like the other setters: a step running on a worker reads the flag.
   void SetPipelined(const Napi::CallbackInfo& info, const Napi::Value& v) {
     Shared& s = acquire(info.Env());
@@ -458,7 +462,9 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       else s.model->set_placement(p, std::move(dev));
       // The pipelined program now, not at its first step: compiledOps() (which traces are read
       // against, and which the engine keeps) then lists it from the start.
-      s.model->build_pipelined();
+      // The layer-by-layer program beside it (APEX's asynchronous overlap runs on NEO's
+      // placement), where the placement allows it (layerSteps).
+      if (s.model->build_pipelined()) s.model->build_layer_steps();
     } catch (const DeviceError& e) {
       s.busy.store(false);
       throw device_error(env, e.what());
@@ -620,6 +626,12 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       in.seqs.push_back(static_cast<int32_t>(get_int(o, "seq", true)));
       in.starts.push_back(get_int(o, "startPos", true));
       in.keep_after.push_back(o.Has("keepAfter") && o.Get("keepAfter").ToBoolean().Value());
+      const int64_t layer = get_int(o, "layer", false, -1);
+      if (layer < -1 || layer > INT32_MAX) throw Napi::RangeError::New(env, "evalBatch: input " + std::to_string(i) + ".layer " + std::to_string(layer) + " is not a layer index");
+      in.layers.push_back(static_cast<int32_t>(layer));
+      const int64_t count = get_int(o, "layers", false, 1);
+      if (count < 1 || count > INT32_MAX) throw Napi::RangeError::New(env, "evalBatch: input " + std::to_string(i) + ".layers " + std::to_string(count) + " must be at least 1");
+      in.layer_counts.push_back(static_cast<int32_t>(count));
     }
     return in;
   }

@@ -44,6 +44,8 @@ void Model::clear_kv(int64_t from_pos, int32_t seq) {
   check_seq(seq, "clearKv");
   Sequence& q = *seqs_[static_cast<size_t>(seq)];
   q.n_past = std::min(q.n_past.load(), from_pos);
+  // A token part-way through its layers at a cleared position is gone with its KV.
+  if (q.residual_pos >= q.n_past.load()) q.residual_pos = -1;
   for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
     if (c) c->release_from(q.n_past.load());
 }
@@ -148,7 +150,9 @@ void Model::swap_sequence_kv(int32_t seq, Loc loc) {
   const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
   auto moved = loc == Loc::Dev ? std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt, device_.get())
                                : std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt);
-  const int64_t n = q.n_past.load();
+  // A token part-way through its layers (layer-by-layer steps) has K and V at its position for
+  // the layers done: they move with the rest.
+  const int64_t n = q.n_past.load() + (q.residual_pos == q.n_past.load() ? 1 : 0);
   moved->hold(n);  // throws DeviceError when the device is full; nothing has changed then
   const size_t bytes = moved->page_bytes();
   for (int64_t l = 0; l < moved->n_layers(); ++l) {
