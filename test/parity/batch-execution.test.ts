@@ -5,14 +5,12 @@
 // (NEO/APEX: device-KV sequences attend on the device while host-KV ones attend on the CPU).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
 
-import { GgmlType } from '../../engine/model/ggml-types';
-import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
 import { nativePlanOps, type NativeLayerPlacement, type NativeLoc, type NativeModel, type NativePlacement } from '../../engine/native/model';
-import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
+import { aloneLogits, withSyntheticQwen2 } from '../helpers/alone-logits';
+import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const SEQS = 4;
 const DECODE_STEPS = 4;
@@ -40,13 +38,7 @@ async function check(file: string, vocab: number, nLayers: number): Promise<void
   try {
     const native = (engine as unknown as { native: NativeModel }).native;
     // Each sequence alone (sequence 0 of the model, from scratch).
-    const alone: Float32Array[][] = prompts.map((p) => {
-      native.clearKv(0, 0);
-      const out = [native.eval(Int32Array.from(p), 0, false)];
-      let pos = p.length;
-      for (let i = 0; i < DECODE_STEPS; i++) out.push(native.eval(Int32Array.of(argmax(out[out.length - 1]!)), pos++, false));
-      return out;
-    });
+    const alone = aloneLogits(native, prompts, DECODE_STEPS);
     const together = (swap?: NativeLoc[]): Float32Array[][] => {
       const out: Float32Array[][] = prompts.map(() => []);
       const first = native.evalBatch(prompts.map((p, s) => ({ seq: s, tokens: Int32Array.from(p), startPos: 0 })));
@@ -90,12 +82,5 @@ test('four sequences of different lengths in one step equal each alone (stories2
 });
 
 test('four sequences of different lengths in one step equal each alone (synthetic qwen2 Q8_0, GQA)', async () => {
-  const { dir, cleanup } = tempDir();
-  try {
-    const file = path.join(dir, 'qwen2.gguf');
-    writeSyntheticModel(file, { architecture: 'qwen2', nLayers: 3, nEmbd: 128, nHeads: 4, nKvHeads: 2, nFf: 256, nVocab: 512, contextLength: 128, seed: 3, weightType: GgmlType.Q8_0 });
-    await check(file, 512, 3);
-  } finally {
-    cleanup();
-  }
+  await withSyntheticQwen2((file) => check(file, 512, 3));
 });

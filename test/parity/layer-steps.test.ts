@@ -5,14 +5,11 @@
 // by sequence (APEX's placement: device-KV requests attend on the device, host-KV ones on the CPU).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-
-import { GgmlType } from '../../engine/model/ggml-types';
-import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
 import { nativePlanOps, type NativeLayerPlacement, type NativeModel, type NativeSeqInput } from '../../engine/native/model';
-import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
+import { aloneLogits, withSyntheticQwen2 } from '../helpers/alone-logits';
+import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const SEQS = 4;
 const DECODE_STEPS = 3;
@@ -24,13 +21,7 @@ async function check(file: string, vocab: number, nLayers: number): Promise<void
   const engine = await Engine.load(file, { threads: 1, contextLength: 128, device: 'cpu', maxSequences: SEQS });
   try {
     const native = (engine as unknown as { native: NativeModel }).native;
-    const alone: Float32Array[][] = prompts.map((p) => {
-      native.clearKv(0, 0);
-      const out = [native.eval(Int32Array.from(p), 0, false)];
-      let pos = p.length;
-      for (let i = 0; i < DECODE_STEPS; i++) out.push(native.eval(Int32Array.of(argmax(out[out.length - 1]!)), pos++, false));
-      return out;
-    });
+    const alone = aloneLogits(native, prompts, DECODE_STEPS);
     const together = (): { out: Float32Array[][]; steps: number } => {
       for (let s = 0; s < SEQS; s++) native.clearKv(0, s);
       const out: Float32Array[][] = prompts.map(() => []);
@@ -113,12 +104,5 @@ test('sequences stepping one layer at a time beside whole tokens equal each alon
 });
 
 test('sequences stepping one layer at a time beside whole tokens equal each alone (synthetic qwen2 Q8_0, GQA)', async () => {
-  const { dir, cleanup } = tempDir();
-  try {
-    const file = path.join(dir, 'qwen2.gguf');
-    writeSyntheticModel(file, { architecture: 'qwen2', nLayers: 3, nEmbd: 128, nHeads: 4, nKvHeads: 2, nFf: 256, nVocab: 512, contextLength: 128, seed: 3, weightType: GgmlType.Q8_0 });
-    await check(file, 512, 3);
-  } finally {
-    cleanup();
-  }
+  await withSyntheticQwen2((file) => check(file, 512, 3));
 });

@@ -26,6 +26,7 @@ import { argmax } from '../../engine/runtime/sampler';
 import type { IterationRecord } from '../../engine/runtime/scheduler/online';
 import { nativePlanOps, type NativeCompiledOp, type NativeLoc, type NativeModel, type NativePlacement } from '../../engine/native/model';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
+import { aloneLogits } from '../helpers/alone-logits';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
 
 const SEQS = 4;
@@ -120,13 +121,7 @@ async function check(file: string, vocab: number, nLayers: number, lengths: numb
   const engine = await Engine.load(file, { threads: 1, contextLength: 1024, device: 'cpu', maxSequences: SEQS });
   try {
     const native = (engine as unknown as { native: NativeModel }).native;
-    const alone: Float32Array[][] = prompts.map((p) => {
-      native.clearKv(0, 0);
-      const out = [native.eval(Int32Array.from(p), 0, false)];
-      let pos = p.length;
-      for (let i = 0; i < DECODE_STEPS; i++) out.push(native.eval(Int32Array.of(argmax(out[out.length - 1]!)), pos++, false));
-      return out;
-    });
+    const alone = aloneLogits(native, prompts, DECODE_STEPS);
     const together = (pipelined: boolean): { logits: Float32Array[][]; ev: Event[]; ops: NativeCompiledOp[] } => {
       native.setPlacement(neoPlacement(nLayers), device === 'loopback' ? { kind: 'loopback', capacityBytes: 64 << 20, threads: 1 } : { kind: 'vulkan', capacityBytes: 128 << 20 });
       KV.forEach((loc, s) => native.setSequenceKv(s, loc));
