@@ -168,7 +168,6 @@ export class LiveDecider {
       for (const r of b.gpuDecodes) { stepping.add(seqOf(r)); if (r.where === 'gpu') deviceAttended++; else cpuAttended++; }
       for (const r of b.cpuDecodes) { stepping.add(seqOf(r)); cpuAttended++; }
     }
-    const layers = this.layerRanges(plan, stepping, new Set(live.filter((l) => l.decoding).map((l) => l.seq)));
     let forced = false;
     if (stepping.size === 0 && live.length > 0) {
       // Decision: the decider found nothing to run (a prompt that fits neither KV pool by its
@@ -184,6 +183,8 @@ export class LiveDecider {
       if (oldest.r.where === 'gpu') deviceAttended++; else cpuAttended++;
       forced = true;
     }
+    // After the fallback: a forced request part-way through a token finishes its layers too.
+    const layers = this.layerRanges(plan, stepping, new Set(live.filter((l) => l.decoding).map((l) => l.seq)));
     const rec: IterationRecord = {
       iteration: this.stats.iterations + 1, mode: plan.mode, deviceAttended, cpuAttended, admittedDevice, admittedHost, swappedOut, swappedIn, refused,
       waiting: live.length - stepping.size, predictedMs: plan.predicted.iterationMs, forced,

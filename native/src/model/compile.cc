@@ -704,24 +704,28 @@ bool Model::layer_steps_supported() const {
   return true;
 }
 
+void Model::build_variant(Program& into, bool pipelined, bool layer_steps) {
+  if (prefill_active_) swap_program();
+  // The decode program aside in `into` while the variant compiles into ops_ …
+  exchange(into);
+  try {
+    compile(pipelined, layer_steps);
+    adopt_device_weights(into.ops);
+    build_deps();
+  } catch (...) {
+    exchange(into);
+    into = Program{};
+    throw;
+  }
+  // … and back: the decode program runs, the variant waits in `into`.
+  exchange(into);
+}
+
 bool Model::build_layer_steps() {
   if (layer_prog_state_ != 0) return layer_prog_state_ > 0;
   layer_prog_state_ = -1;
   if (!layer_steps_supported()) return false;
-  if (prefill_active_) swap_program();
-  // The decode program aside in layer_prog_ while the layer-by-layer one compiles into ops_ …
-  exchange(layer_prog_);
-  try {
-    compile(false, true);
-    adopt_device_weights(layer_prog_.ops);
-    build_deps();
-  } catch (...) {
-    exchange(layer_prog_);
-    layer_prog_ = Program{};
-    throw;
-  }
-  // … and back: the decode program runs, the layer-by-layer one waits in layer_prog_.
-  exchange(layer_prog_);
+  build_variant(layer_prog_, false, true);
   layer_prog_state_ = 1;
   return true;
 }
@@ -732,20 +736,7 @@ bool Model::build_pipelined() {
   if (!device_ || !placement_.uses_device() || placement_.layers.empty()) return false;
   for (const LayerPlacement& lp : placement_.layers)
     if (!lp.kv_by_sequence) return false;
-  if (prefill_active_) swap_program();
-  // The decode program aside in pipe_ while the pipelined one compiles into ops_ …
-  exchange(pipe_);
-  try {
-    compile(true);
-    adopt_device_weights(pipe_.ops);
-    build_deps();
-  } catch (...) {
-    exchange(pipe_);
-    pipe_ = Program{};
-    throw;
-  }
-  // … and back: the decode program runs, the pipelined one waits in pipe_.
-  exchange(pipe_);
+  build_variant(pipe_, true, false);
   pipe_state_ = 1;
   size_t bytes = 0;
   for (const Layer& L : layers_)

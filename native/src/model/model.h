@@ -379,6 +379,9 @@ class Model {
   void swap_program();
   // Exchanges the running program (ops_ … op_calls_) with `p`.
   void exchange(Program& p);
+  // Compiles a variant of the decode program (compile's flags) into `into`, beside the decode
+  // program, which stays the running one; on a throw `into` is left empty.
+  void build_variant(Program& into, bool pipelined, bool layer_steps);
   const std::vector<Op>& decode_program_ops() const { return prefill_active_ ? other_.ops : ops_; }
   const std::vector<Op>& prefill_program_ops() const { return !has_prefill_ ? other_empty_ : prefill_active_ ? ops_ : other_.ops; }
   void relocate_matmul_weights();
