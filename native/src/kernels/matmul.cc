@@ -13,6 +13,9 @@ namespace {
 // split over two it saves a few µs on a quiet machine, but the caller then waits for the other
 // thread, and on a busy two-vCPU host that thread is often descheduled mid-chunk: measured there
 // (0.5B Q4_0, 2 threads, load 2.8-6), attn_k 2897 -> 335 µs and attn_v 1883 -> 251 µs a token.
+// It is one claim of the whole matrix: cut in decode_chunk's pieces for the pool's thread count
+// (eight 16-row pieces at 2 threads), each GEMV call restarted its streams and prefetch, and the
+// 0.5B K projection took 11-17 µs against 5-6 µs in one piece (bench.matmul, 128 x 896 Q4_0).
 constexpr size_t kInlineDecodeBytes = 192 << 10;
 
 // Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
@@ -84,7 +87,8 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   const bool decode = n_tokens == 1 || rows_as_decode;
   const int64_t chunk = tile ? std::max(row_block, (tile_r + 15) / 16 * 16) : row_block;
   const int64_t unit = std::max<int64_t>(16, (gemv_r + 15) / 16 * 16);
-  ChunkCounter counter(rows, decode ? decode_chunk(rows, unit, nth_total) : chunk);
+  const bool inline_decode = n_tokens == 1 && static_cast<size_t>(rows) * w_stride < kInlineDecodeBytes;
+  ChunkCounter counter(rows, inline_decode ? rows : decode ? decode_chunk(rows, unit, nth_total) : chunk);
   auto body = [&](int, int) {
     for (;;) {
       int64_t r0, r1;
@@ -122,7 +126,7 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
       }
     }
   };
-  if (n_tokens == 1 && static_cast<size_t>(rows) * w_stride < kInlineDecodeBytes) body(0, 1);
+  if (inline_decode) body(0, 1);
   else pool.run(body);
 }
 
@@ -161,7 +165,8 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   // decode_chunk's ~8 chunks a thread; prefill: about 32 KiB of weights per chunk, which stay in
   // L1/L2 while the token blocks pass over them.
   const int64_t group_block = std::max<int64_t>(4, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / 4 * 4);
-  ChunkCounter counter(groups, n_tokens == 1 ? decode_chunk(groups, 4, nth_total) : group_block);
+  const bool inline_decode = n_tokens == 1 && static_cast<size_t>(groups) * group_bytes < kInlineDecodeBytes;
+  ChunkCounter counter(groups, inline_decode ? groups : n_tokens == 1 ? decode_chunk(groups, 4, nth_total) : group_block);
   // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
   // L2): every row group of a chunk re-reads them. AVX2 Q4_0's broadcast arrangement is 2.5x the
   // Q8_0 bytes (24 KiB a token at 4864 columns), which would otherwise spill the block to L3.
@@ -184,7 +189,7 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
       }
     }
   };
-  if (n_tokens == 1 && static_cast<size_t>(groups) * group_bytes < kInlineDecodeBytes) body(0, 1);
+  if (inline_decode) body(0, 1);
   else pool.run(body);
 }
 
