@@ -114,7 +114,9 @@ export interface NativeSeqInput {
    * APEX's asynchronous overlap: run only this decoder layer of the one token at `startPos`
    * (native Model::SeqInput::layer). Layer 0 starts the token, each next layer continues from the
    * residual the sequence kept; only the last layer's call returns logits (the others an empty
-   * array) and advances the sequence.
+   * array) and advances the sequence. Where the row's attention at its last layer runs on the
+   * host, a call that does not finish the token defers that attention (APEX's window,
+   * `deferredAttention`): the next call joins it before that layer's output projection.
    */
   layer?: number;
   /** How many layers from `layer` (default 1): the rest of a token (to the last layer) finishes it. */
@@ -247,10 +249,18 @@ export interface NativeModel {
   pipelined: boolean;
   /**
    * Layer-by-layer steps (NativeSeqInput.layer: APEX's asynchronous overlap) are compiled for the
-   * placement: set by setPlacement for a placement by sequence that allows them (not a device with
-   * kernels of its own, which keeps the rows' residual in its memory).
+   * placement: set by setPlacement for a placement by sequence that allows them (not streamed KV,
+   * whose staging slots serve every row of a layer's step). On Vulkan the rows' X is copied to
+   * the host at each layer edge and back.
    */
   readonly layerSteps: boolean;
+  /**
+   * APEX's window (NativeSeqInput.layer): layer-by-layer rows whose attention runs on the host
+   * defer it to the next call for the token, which joins it before that layer's output
+   * projection. Attentions deferred since load, the ns they ran on the window's thread, and the
+   * ns joins waited for them (0 when each was done before it was needed).
+   */
+  readonly deferredAttention: { started: number; runNs: number; waitNs: number };
   threads: number;
   readonly nPast: number;
   readonly contextLength: number;

@@ -29,12 +29,14 @@
 //     ops with the device's rows, its attention on the CPU over its host KV, and its residual
 //     waits in the sequence for the next layer); its token is done, and sampled, at the last
 //     layer. An iteration of another mode finishes a partly done token (its remaining layers in
-//     one step), as the simulator counts it (loop.ts). What is not the paper's: the CPU's
-//     attention of layer i is joined within its step (before layer i's output projection), not
-//     picked up in the next iteration, so its window is the device's attention of that layer, not
-//     the whole iteration. Where the placement has no layer-by-layer program (a device with
-//     kernels of its own: Vulkan), such a request runs its whole token in the step instead, and
-//     the mirror never carries partial layers.
+//     one step), as the simulator counts it (loop.ts). The window is the paper's: the CPU's
+//     attention of layer i starts once the row's K and V of layer i are stored and runs on its
+//     own thread while the rest of the iteration goes on; the next iteration joins it before
+//     layer i's output projection (native model/deferred_attention.h; NativeModel.
+//     deferredAttention counts the attentions and how long joins waited). It runs on loopback and
+//     on Vulkan (whose X lives in device memory: the layer edges copy it to the host and back).
+//     Where the placement has no layer-by-layer program (streamed KV), such a request runs its
+//     whole token in the step instead, and the mirror never carries partial layers.
 import type { DeciderKind, IterationMode, OnlineDecider, OnlineQueues, SchedulerLimits } from '../../plan/online/decider';
 import type { OnlineRequest } from '../../plan/neo/request';
 import type { IterationPlan } from '../../plan/neo/scheduler';

@@ -36,7 +36,9 @@ void Model::compile(bool pipelined, bool layer_steps) {
     pipe_state_ = 0;
     layer_prog_ = Program{};
     layer_prog_state_ = 0;
+    layer_defers_.clear();
   }
+  if (layer_steps) layer_defers_.assign(static_cast<size_t>(cfg_.n_layers), 0);  // window_point sets them
   const bool dev = device_ != nullptr && placement_.uses_device();
   const int64_t E = cfg_.n_embd, QW = cfg_.n_heads * cfg_.head_dim, F = cfg_.n_ff;
   auto place = [&](int layer, int op) -> OpPlacement {
@@ -263,6 +265,26 @@ void Model::compile(bool pipelined, bool layer_steps) {
         s.part = static_cast<int8_t>(part);
         push(s);
       };
+      // The layer-by-layer program's window point (APEX, SeqInput::layer): after the host's
+      // attention of the rows of `part`, the rows that continue from an attention deferred at
+      // this layer take its output and their X back, and the rows that stop at this layer keep X
+      // and start their attention on the window's thread (their rows skip the step's attention).
+      // by_seq: for host-KV sequences' rows (layer_defers_ 2), else for every row (1). A row
+      // that joins may belong to a sequence whose KV moved to the device since it deferred
+      // (re-planning): its output then goes to the device's Att row too, so the op covers all rows
+      // (part 0) and the device's Att, and the device's output projection waits for it.
+      auto window_point = [&](bool host_kv_rows) {
+        need(Buf::Q, Loc::Host);
+        need(Buf::X, Loc::Host);
+        Op d{OpKind::DeferredAttention};
+        d.src = Buf::Q;
+        d.dst = Buf::Att;
+        d.loc = Loc::Host;
+        d.lane = Lane::Cpu;
+        push(d);
+        wrote(Buf::X, Loc::Host);
+        layer_defers_[static_cast<size_t>(l)] = host_kv_rows ? 2 : 1;
+      };
       auto attend_at = [&](Loc at, int part) {
         need(Buf::Q, at);
         Op a{OpKind::Attention};
@@ -285,6 +307,7 @@ void Model::compile(bool pipelined, bool layer_steps) {
         // at the same time; the CPU's attention rows then join the device's (or the reverse).
         for (Loc at : {Loc::Dev, Loc::Host}) store_kv_at(at, at == Loc::Dev ? 1 : 2);
         for (Loc at : {Loc::Dev, Loc::Host}) attend_at(at, at == Loc::Dev ? 1 : 2);
+        if (layer_steps) window_point(true);
         const Loc out = place(l, kOutput).loc == Loc::Dev && place(l, kOutput).dev_fraction >= 1.0 ? Loc::Dev : Loc::Host;
         Op c{OpKind::CopyRows};
         c.src = c.dst = Buf::Att;
@@ -333,6 +356,7 @@ void Model::compile(bool pipelined, bool layer_steps) {
         a.kv_slot = kv_streamed ? l % 2 : -1;
         push(a);
         wrote(Buf::Att, attn_loc);
+        if (layer_steps && attn_loc == Loc::Host && kv_loc == Loc::Host && !kv_streamed) window_point(false);
       }
     }
     if (phases & kPost) {
@@ -605,6 +629,15 @@ void Model::op_resources_rows(const Op& op, std::vector<int>* r, std::vector<int
     case OpKind::LastRows: r->push_back(b(Buf::X, loc)); w->push_back(b(Buf::X, loc)); break;
     case OpKind::LayerEnter: r->push_back(b(Buf::X, 0)); w->push_back(b(Buf::X, 0)); break;
     case OpKind::LayerExit: r->push_back(b(Buf::X, 0)); break;
+    // Its attention reads the layer's host KV, which the step's StoreKv wrote before it.
+    case OpKind::DeferredAttention:
+      r->push_back(b(Buf::Q, 0));
+      r->push_back(b(Buf::X, 0));
+      r->push_back(kv_host);
+      w->push_back(b(Buf::X, 0));
+      w->push_back(b(Buf::Att, 0));
+      w->push_back(b(Buf::Att, 1));
+      break;
     case OpKind::StoreKv:
       r->push_back(b(Buf::K, loc));
       r->push_back(b(Buf::V, loc));
@@ -695,8 +728,8 @@ void Model::adopt_device_weights(const std::vector<Op>& decode) {
 }
 
 bool Model::layer_steps_supported() const {
-  // A device with kernels of its own keeps X in its memory: the edges would need row uploads.
-  if (dk_) return false;
+  // A device with kernels of its own (Vulkan) keeps X in its memory: the layer edges and the
+  // window point are host ops, so compile copies X to the host before them and back after.
   // Streamed KV (and KVPR's recomputation over it) works on every row of the layer's step.
   if (device_ && placement_.uses_device())
     for (const LayerPlacement& lp : placement_.layers)

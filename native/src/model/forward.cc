@@ -77,6 +77,8 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
       if (want_all) throw std::runtime_error(who + ": every row's logits cannot be asked with a layer-by-layer step");
       if (s.keep_after || s.start_pos != have)
         throw std::runtime_error(who + ": the token must be the sequence's next (position " + std::to_string(have) + "), got position " + std::to_string(s.start_pos));
+      if (!build_layer_steps())
+        throw std::runtime_error(who + ": layer-by-layer steps need a placement without streamed KV (its staging slots serve every row of a layer)");
       const Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
       if (s.layer > 0 && (q.residual_pos != s.start_pos || q.residual_layer != s.layer - 1))
         throw std::runtime_error(who + " of position " + std::to_string(s.start_pos) + ": it continues from layer " + std::to_string(s.layer - 1) +
@@ -87,6 +89,21 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
       if (s.tokens[i] < 0 || s.tokens[i] >= cfg_.n_vocab)
         throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": token " + std::to_string(s.tokens[i]) + " at index " +
                                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(cfg_.n_vocab) + ")");
+  }
+  // APEX's window: an input that continues a token from the attention its sequence deferred
+  // joins it within the step; any other input of that sequence waits for it here and forgets the
+  // partly done token (its position is being written anew).
+  std::vector<uint8_t> joins(in.size(), 0), defers(in.size(), 0);
+  for (size_t k = 0; k < in.size(); ++k) {
+    const SeqInput& s = in[k];
+    Sequence& q = *seqs_[static_cast<size_t>(s.seq)];
+    const bool continues = s.layer > 0 && q.deferred_layer == s.layer - 1 && q.residual_pos == s.start_pos;
+    if (q.deferred_layer >= 0 && !continues) join_deferred(q, false);
+    joins[k] = continues;
+    if (s.layer >= 0 && s.layer + s.layers < cfg_.n_layers) {
+      const int8_t d = layer_defers_[static_cast<size_t>(s.layer + s.layers - 1)];
+      defers[k] = d == 1 || (d == 2 && q.kv_loc == Loc::Host);
+    }
   }
   // Each hold throws, leaving its cache as it was, if a page cannot be allocated (a device cache
   // throws DeviceError: the engine then falls back to the CPU).
@@ -130,7 +147,7 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
       const int64_t left = s.n - done[k];
       if (left <= 0 || st.n >= budget) continue;
       const int64_t take = std::min(left, budget - st.n);
-      st.spans.push_back(Span{s.seq, s.tokens + done[k], st.n, take, s.start_pos + done[k], s.layer, s.layer + s.layers});
+      st.spans.push_back(Span{s.seq, s.tokens + done[k], st.n, take, s.start_pos + done[k], s.layer, s.layer + s.layers, joins[k] != 0, defers[k] != 0});
       st.layer_steps = st.layer_steps || s.layer >= 0;
       for (int64_t r = 0; r < take; ++r) row_pos_[static_cast<size_t>(st.n + r)] = s.start_pos + done[k] + r;
       if (seqs_[static_cast<size_t>(s.seq)]->kv_loc == Loc::Dev) st.n_dev_rows += take;
@@ -149,6 +166,8 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
       const size_t k = members[m];
       const Span& sp = st.spans[m];
       done[k] += sp.n;
+      // The joined attention's output is used: the token now stands at this step's layers.
+      if (sp.joins && !sp.defers) seqs_[static_cast<size_t>(sp.seq)]->deferred_layer = -1;
       if (sp.layer >= 0 && sp.layer_end < cfg_.n_layers) continue;  // the token is not done: no logits, no new position
       seqs_[static_cast<size_t>(in[k].seq)]->n_past = std::max(kept_end[k], in[k].start_pos + done[k]);
       const float* src = logits.data() + (want_all ? sp.row0 : static_cast<int64_t>(m)) * cfg_.n_vocab;
@@ -167,7 +186,7 @@ void Model::forward(bool want_all, float* logits_out) {
   const bool want_prefill = has_prefill_ && step_state_.n >= prefill_rows_ && !layered;
   if (want_prefill != prefill_active_) swap_program();
   if (layered && !build_layer_steps())
-    throw std::runtime_error("eval: layer-by-layer steps need a placement without device kernels of its own (Vulkan) and without streamed KV");
+    throw std::runtime_error("eval: layer-by-layer steps need a placement without streamed KV (its staging slots serve every row of a layer)");
   // NEO's two sub-batches pipelined, when asked for and the step has both (set_pipelined).
   const bool pipe = !layered && pipelined_ && !want_prefill && step_state_.n_dev_rows > 0 && step_state_.n_dev_rows < step_state_.n && build_pipelined();
   // Ops of the pipelined program are numbered after both placements', the layer-by-layer
@@ -324,7 +343,7 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       const AttentionWork work = at == Loc::Dev ? AttentionWork{&dev_attn_scratch_, dev_gather_k_, dev_gather_v_, dev_page_table_}
                                                 : AttentionWork{&attn_scratch_, nullptr, nullptr, nullptr};
       for (const Span& sp : st.spans) {
-        if (!in_part(sp) || !sp.runs_layer(op.layer)) continue;
+        if (!in_part(sp) || !sp.attends(op.layer)) continue;
         KvCache& kv = kv_for(*seqs_[static_cast<size_t>(sp.seq)], op.layer, op.kv_slot);
         kn.attention(attention_shape(op.layer), buf_at(Buf::Q, at) + sp.row0 * QW, sp.n, sp.pos0, kv.pages(idx), buf_at(Buf::Att, at) + sp.row0 * QW, work);
       }
@@ -356,6 +375,9 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       float* x = buf_at(Buf::X, Loc::Host);
       for (const Span& sp : st.spans) {
         if (op.layer != (op.kind == OpKind::LayerEnter ? sp.layer : sp.layer_end - 1) || sp.layer < 0) continue;
+        // A row that joined a deferred attention came into this layer through the previous one's
+        // output projection and FFN; a row that deferred its attention kept X at the window point.
+        if (op.kind == OpKind::LayerEnter ? sp.joins : sp.defers) continue;
         Sequence& q = *seqs_[static_cast<size_t>(sp.seq)];
         float* row = x + sp.row0 * E;
         if (op.kind == OpKind::LayerExit && sp.layer_end == cfg_.n_layers) {
@@ -366,6 +388,37 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
           q.residual_layer = sp.layer_end - 1;
         } else if (sp.layer > 0) {
           std::memcpy(row, q.residual.data(), static_cast<size_t>(E) * sizeof(float));
+        }
+      }
+      break;
+    }
+    case OpKind::DeferredAttention: {
+      // APEX's window point of this layer (host; Q's and X's rows valid here, compile).
+      float* x = buf_at(Buf::X, Loc::Host);
+      float* att = buf_at(Buf::Att, Loc::Host);
+      const float* qrows = buf_at(Buf::Q, Loc::Host);
+      for (const Span& sp : st.spans) {
+        Sequence& q = *seqs_[static_cast<size_t>(sp.seq)];
+        if (sp.joins && sp.layer - 1 == op.layer) {
+          deferred_.wait(q.deferred_ticket);
+          q.deferred_ticket = 0;
+          std::memcpy(att + sp.row0 * QW, q.deferred_att.data(), static_cast<size_t>(QW) * sizeof(float));
+          std::memcpy(x + sp.row0 * E, q.residual.data(), static_cast<size_t>(E) * sizeof(float));
+          // Its KV moved to the device since (swapSequenceKv): its row is a device-KV row now, whose
+          // attention output the output projection takes from the device's Att.
+          if (q.kv_loc == Loc::Dev && buf_at(Buf::Att, Loc::Dev))
+            device_->copy_to_device(buf_at(Buf::Att, Loc::Dev) + sp.row0 * QW, q.deferred_att.data(), static_cast<size_t>(QW) * sizeof(float));
+        }
+        if (sp.defers && sp.layer_end - 1 == op.layer) {
+          float* row = x + sp.row0 * E;
+          q.residual.assign(row, row + E);
+          q.residual_pos = sp.pos0;
+          q.residual_layer = op.layer;
+          q.deferred_layer = op.layer;
+          std::memcpy(q.deferred_q.data(), qrows + sp.row0 * QW, static_cast<size_t>(QW) * sizeof(float));
+          KvCache& kv = kv_for(q, op.layer, -1);
+          q.deferred_ticket = deferred_.start(attention_shape(op.layer), q.deferred_q.data(), sp.pos0, kv.pages(kv_index_[static_cast<size_t>(op.layer)]),
+                                              q.deferred_att.data());
         }
       }
       break;

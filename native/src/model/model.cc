@@ -62,8 +62,8 @@ std::string supported_architectures() {
 }
 
 Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, const ModelConfig& cfg) : cfg_(cfg) {
-  if (op_kind_count() != static_cast<int>(OpKind::LayerExit) + 1)
-    throw std::logic_error("op table: " + std::to_string(op_kind_count()) + " op kind names for " + std::to_string(static_cast<int>(OpKind::LayerExit) + 1) + " op kinds");
+  if (op_kind_count() != static_cast<int>(OpKind::DeferredAttention) + 1)
+    throw std::logic_error("op table: " + std::to_string(op_kind_count()) + " op kind names for " + std::to_string(static_cast<int>(OpKind::DeferredAttention) + 1) + " op kinds");
   variant_ = arch_variant(cfg_.arch);
   if (!variant_) throw std::runtime_error(path + ": architecture '" + cfg_.arch + "' is not supported (" + supported_architectures() + ")");
   check_range("n_layers", cfg_.n_layers, 1, 1024);
@@ -198,7 +198,11 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
     }
   }
   // Page tables only: pages are allocated as positions are first written.
-  for (int64_t i = 0; i < cfg_.max_sequences; ++i) seqs_.push_back(std::make_unique<Sequence>());
+  for (int64_t i = 0; i < cfg_.max_sequences; ++i) {
+    seqs_.push_back(std::make_unique<Sequence>());
+    seqs_.back()->deferred_q.assign(static_cast<size_t>(cfg_.n_heads * cfg_.head_dim), 0.f);
+    seqs_.back()->deferred_att.assign(static_cast<size_t>(cfg_.n_heads * cfg_.head_dim), 0.f);
+  }
   build_sequences();
 
   relocate_matmul_weights();
@@ -214,6 +218,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   pool_ = std::make_unique<ThreadPool>(cfg_.threads);
   const AttentionShape shape = attention_shape();
   attn_scratch_.reserve(shape, cfg_.context_length, B, cfg_.threads);
+  deferred_.reserve(shape, cfg_.context_length, static_cast<int>(cfg_.max_sequences));
   step_state_.spans.reserve(static_cast<size_t>(cfg_.max_sequences));
   row_pos_.assign(static_cast<size_t>(B), 0);
   if (variant_->ffn == FfnKind::Moe) moe_host_.reserve(MoeShape{E, F, cfg_.n_expert, cfg_.n_expert_used}, moe_weights(layers_[0], Loc::Host), B);

@@ -20,6 +20,7 @@
 #include "ggml_types.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "model/deferred_attention.h"
 #include "model/kv_cache.h"
 #include "model/moe.h"
 #include "model/op_table.h"
@@ -157,12 +158,19 @@ class Model {
     // layer l - 1 of the same position. Only a call that runs the last layer returns logits (and
     // advances the sequence); the others return none. Its row rides in the step's batch with whole
     // tokens of other sequences; its KV and logits are the bits of the whole token's.
+    // Where the row's attention at its last layer runs on the host (the layer program's
+    // deferred_attention op there; for NEO/APEX's placement, a host-KV sequence), a call that
+    // does not finish the token defers that attention (APEX's window, model/deferred_attention.h):
+    // it stores the layer's K and V, starts the attention on the window's thread and stops; the
+    // call for the next layer joins it and runs that layer's output projection and FFN first.
     int32_t layer = -1;
     int32_t layers = 1;
   };
   // Whether the placement allows layer-by-layer steps (build_layer_steps).
   bool layer_steps_supported() const;
   bool layer_steps_ready() const { return layer_prog_state_ > 0; }
+  // APEX's window (SeqInput::layer): attentions deferred so far, their run time and join waits.
+  const DeferredAttention& deferred_attention() const { return deferred_; }
   std::vector<std::vector<float>> eval_batch(const std::vector<SeqInput>& in, bool want_all);
   // NEO's asymmetric pipeline (paper 003 Sec. 4): with it on, a decode-placement step that
   // carries both device-KV and host-KV sequences in layers placed by sequence (every layer) runs
@@ -278,6 +286,9 @@ class Model {
     LogitSoftcap, // logits = tanh(logits / cap) · cap (gemma2's final soft-capping), on the host
     LayerEnter,   // layer-by-layer rows at this layer: X from the residual their sequence kept (host)
     LayerExit,    // layer-by-layer rows at this layer: X kept as their sequence's residual (host)
+    DeferredAttention,  // layer-by-layer rows after this layer's attention: the rows that continue
+                        // from a deferred attention here take its output (Att) and X back; the rows
+                        // that stop here keep X and start their attention on the window's thread
     // (the last kind: op_table.cc names every kind up to it)
   };
   struct Op {
@@ -426,8 +437,22 @@ class Model {
     std::vector<float> residual;
     int64_t residual_pos = -1;
     int32_t residual_layer = -1;
+    // APEX's window: the attention of layer deferred_layer (= residual_layer) started on
+    // deferred_ (ticket; 0 once joined), over deferred_q, into deferred_att (n_heads × head_dim
+    // floats each); residual is X at that layer's input. The call for the next layer joins it.
+    uint64_t deferred_ticket = 0;
+    int32_t deferred_layer = -1;  // the layer whose attention was deferred and not yet used (-1: none)
+    std::vector<float> deferred_q, deferred_att;
   };
   std::vector<std::unique_ptr<Sequence>> seqs_;
+  // After seqs_: destroyed first, so no deferred attention outlives the KV pages it reads.
+  DeferredAttention deferred_;
+  // The layer program's deferred_attention op at each layer: 0 none, 1 for every row (attention on
+  // the host), 2 for host-KV sequences' rows (placed by sequence). Set with the program.
+  std::vector<int8_t> layer_defers_;
+  // Waits for the sequence's deferred attention, if any; `keep` false also forgets the partly
+  // done token (its KV or its position is going away).
+  void join_deferred(Sequence& q, bool keep);
   std::vector<int8_t> kv_cache_of_;  // 0 host, 1 device, 2 by sequence
   bool profiling_ = false;
   std::vector<uint64_t> op_ns_, op_calls_;  // indexed like ops_
@@ -499,6 +524,10 @@ class Model {
     int32_t layer = -1, layer_end = -1;  // SeqInput::layer: layers [layer, layer_end) of its row, or -1 (all)
     // Whether the span's row takes part in layer l's KV store and attention.
     bool runs_layer(int l) const { return layer < 0 || (l >= layer && l < layer_end); }
+    // APEX's window: the row continues from the attention it deferred at layer - 1 (joins), and
+    // defers its attention at layer_end - 1 (defers): no attention there within this step.
+    bool joins = false, defers = false;
+    bool attends(int l) const { return runs_layer(l) && !(defers && l == layer_end - 1); }
   };
   struct StepState {
     std::vector<Span> spans;       // device-KV sequences first (eval_batch orders them so)

@@ -215,6 +215,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceAccessor("profiling", &ModelWrap::GetProfiling, &ModelWrap::SetProfiling),
                         InstanceAccessor("pipelined", &ModelWrap::GetPipelined, &ModelWrap::SetPipelined),
                         InstanceAccessor("layerSteps", &ModelWrap::GetLayerSteps, nullptr),
+                        InstanceAccessor("deferredAttention", &ModelWrap::GetDeferredAttention, nullptr),
                         InstanceAccessor("threads", &ModelWrap::GetThreads, &ModelWrap::SetThreads),
                         InstanceAccessor("nPast", &ModelWrap::GetNPast, nullptr),
                         InstanceAccessor("contextLength", &ModelWrap::GetContext, nullptr),
@@ -403,6 +404,14 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
   Napi::Value GetPipelined(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), model(info.Env()).pipelined()); }
   Napi::Value GetLayerSteps(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), model(info.Env()).layer_steps_ready()); }
+  Napi::Value GetDeferredAttention(const Napi::CallbackInfo& info) {
+    const DeferredAttention& d = model(info.Env()).deferred_attention();
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("started", static_cast<double>(d.started()));
+    o.Set("runNs", static_cast<double>(d.run_ns()));
+    o.Set("waitNs", static_cast<double>(d.wait_ns()));
+    return o;
+  }
   // Takes the model like the other setters: a step running on a worker reads the flag.
   void SetPipelined(const Napi::CallbackInfo& info, const Napi::Value& v) {
     Shared& s = acquire(info.Env());

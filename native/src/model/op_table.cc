@@ -29,7 +29,7 @@ const PlanOpEntry kTable[kPlanOps] = {
 const char* const kKindNames[] = {"embed", "rmsnorm", "convert", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual",
                                   "swiglu", "last_rows", "copy_rows", "copy_cols", "copy_weight", "copy_kv", "save_acts", "copy_acts",
                                   "recompute_kv", "layernorm", "gelu", "geglu", "moe_ffn", "logit_softcap",
-                                  "layer_enter", "layer_exit"};
+                                  "layer_enter", "layer_exit", "deferred_attention"};
 
 }  // namespace
 

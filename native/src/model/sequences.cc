@@ -39,12 +39,24 @@ uint64_t Model::kv_bytes_reserved() const {
   return b;
 }
 
+void Model::join_deferred(Sequence& q, bool keep) {
+  const uint64_t ticket = q.deferred_ticket;
+  q.deferred_ticket = 0;
+  if (!keep) {
+    q.deferred_layer = -1;
+    q.residual_pos = -1;
+  }
+  deferred_.wait(ticket);
+}
+
 void Model::clear_kv(int64_t from_pos, int32_t seq) {
   if (from_pos < 0) throw std::runtime_error("clearKv: position " + std::to_string(from_pos) + " is negative");
   check_seq(seq, "clearKv");
   Sequence& q = *seqs_[static_cast<size_t>(seq)];
   q.n_past = std::min(q.n_past.load(), from_pos);
-  // A token part-way through its layers at a cleared position is gone with its KV.
+  // A token part-way through its layers at a cleared position is gone with its KV (and its
+  // deferred attention, which reads that KV, is waited for first).
+  join_deferred(q, q.residual_pos < q.n_past.load());
   if (q.residual_pos >= q.n_past.load()) q.residual_pos = -1;
   for (KvCache* c : {q.host.get(), q.dev.get(), q.by_seq.get(), q.staging.get()})
     if (c) c->release_from(q.n_past.load());
@@ -53,6 +65,7 @@ void Model::clear_kv(int64_t from_pos, int32_t seq) {
 void Model::shift_kv(int64_t from, int64_t to, int64_t delta, int32_t seq) {
   check_seq(seq, "shiftKv");
   Sequence& q = *seqs_[static_cast<size_t>(seq)];
+  join_deferred(q, true);  // its attention reads the pages being moved
   if (q.dev || q.by_seq || q.staging || !q.host)
     throw std::runtime_error("shiftKv: sequence " + std::to_string(seq) + " keeps KV on the device; shifting is supported for host KV only");
   for (const auto& rows : q.saved)
@@ -96,6 +109,7 @@ void Model::build_sequences() {
   const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
   for (auto& sp : seqs_) {
     Sequence& q = *sp;
+    join_deferred(q, false);
     q.host.reset();
     q.dev.reset();
     q.by_seq.reset();
@@ -125,6 +139,7 @@ void Model::set_sequence_kv(int32_t seq, Loc loc) {
   check_seq(seq, "setSequenceKv");
   if (loc == Loc::Dev && !device_) throw std::runtime_error("setSequenceKv: the model has no device");
   Sequence& q = *seqs_[static_cast<size_t>(seq)];
+  join_deferred(q, false);
   q.kv_loc = loc;
   q.n_past = 0;
   q.by_seq.reset();
@@ -143,6 +158,8 @@ void Model::swap_sequence_kv(int32_t seq, Loc loc) {
   check_seq(seq, "swapSequenceKv");
   if (loc == Loc::Dev && !device_) throw std::runtime_error("swapSequenceKv: the model has no device");
   Sequence& q = *seqs_[static_cast<size_t>(seq)];
+  // A deferred attention reads the pages being moved; its output stays with the sequence.
+  join_deferred(q, true);
   if (q.kv_loc == loc || !q.by_seq) {
     q.kv_loc = loc;
     return;
