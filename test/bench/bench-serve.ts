@@ -12,6 +12,7 @@
 // arrivals (test/bench/serve-online.ts):
 //   npm run bench:serve -- --online [--model FILE] [--requests 16] [--prompt 48] [--gen 32] [--rate inf|R]
 //                          [--parallel 8] [--vram BYTES | --kv-factor 0.95] [--hardware PRESET|this] [--repeat 3] [--no-vulkan]
+//                          [--cpu-attn-scale 40 [--cpu-request-ratio 2]]   (a row of APEX on a T4-like CPU:GPU gap)
 import os from 'node:os';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { nativeKernels } from '../../engine/native/model';

@@ -8,6 +8,10 @@
 // model.
 // Measured: generated tokens per second from the first arrival to the last completion, and the
 // mean per-token latency (finish − arrival) / tokens, as NEO §5.1 defines them.
+// --cpu-attn-scale F adds a row 'apex ×F': APEX deciding on predictions whose CPU attention is F×
+// the cost model's (the T4-like gap where its inequality (6) fails and it chooses asynchronous
+// overlap), live and in the simulator alike; --cpu-request-ratio R lowers §4.2's threshold for
+// launching CPU attention (8× the device's requests) for few slots.
 import os from 'node:os';
 import { readGguf } from '../../engine/model/gguf/index';
 import { readHparams } from '../../engine/model/hparams';
@@ -20,6 +24,11 @@ import { runOnline } from '../../engine/plan/online/loop';
 import { generateWorkload } from '../../engine/plan/online/workload';
 import type { OnlineRequest } from '../../engine/plan/neo/request';
 import { Engine } from '../../engine/runtime/engine';
+import { LiveDecider } from '../../engine/runtime/scheduler/online';
+import { ApexScheduler } from '../../engine/plan/apex/scheduler';
+import { profilePredictors } from '../../engine/plan/neo/costs';
+import type { OnlineDecider } from '../../engine/plan/online/decider';
+import type { NativeModel } from '../../engine/native/model';
 import { deviceWorkspaceBytes, resolveDevice, vulkanWorkspaceBytes } from '../../engine/runtime/devices';
 import { thisMachineProfile } from '../../engine/profile/profiler';
 import { sharedPath } from '../helpers/shared';
@@ -32,6 +41,17 @@ function arg(name: string, fallback: string): string {
   return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
 }
 
+/** A row of the table: a decider, or APEX on predictions with its CPU attention scaled. */
+interface Row { kind: DeciderKind; label: string; cpuAttnScale: number; cpuRequestRatio?: number }
+
+/** The row's decider on `limits`: the cost model's predictors, or APEX's on scaled CPU attention. */
+function deciderOf(row: Row, engine: Engine, limits: Parameters<typeof makeDecider>[1]): OnlineDecider {
+  const setup = onlineSetup(resolve(engine.execution.planParams!).ctx);
+  if (row.cpuAttnScale === 1) return makeDecider(row.kind, limits, setup.predictors);
+  const slowCpu = { ...setup.truth, cpuAttnMs: (kv: number) => row.cpuAttnScale * setup.truth.cpuAttnMs(kv) };
+  return new ApexScheduler(limits, profilePredictors(slowCpu), row.cpuRequestRatio ? { cpuRequestRatio: row.cpuRequestRatio } : {});
+}
+
 interface Measured { tokensPerS: number; perTokenMs: number; iterations: number; modes: string; cpuShare: number; swaps: number }
 interface Simulated { tokensPerS: number; perTokenMs: number; iterations: number; modes: string }
 
@@ -41,10 +61,16 @@ function promptOf(r: OnlineRequest, vocab: number): number[] {
   return Array.from({ length: r.promptTokens }, (_, i) => 1 + ((i * 7919 + r.id * 104729) % (vocab - 1)));
 }
 
-async function serve(engine: Engine, kind: DeciderKind, reqs: OnlineRequest[], vocab: number): Promise<{ m: Measured; limits: NonNullable<ReturnType<Engine['scheduler']>['onlineDecider']>['limits'] }> {
+async function serve(engine: Engine, row: Row, reqs: OnlineRequest[], vocab: number): Promise<{ m: Measured; limits: NonNullable<ReturnType<Engine['scheduler']>['onlineDecider']>['limits'] }> {
+  const kind = row.kind;
   const s = engine.scheduler({ online: { kind } });
-  const live = s.onlineDecider;
-  if (!live) throw new Error(`no live decider on ${engine.execution.policy} (${engine.execution.split})`);
+  if (!s.onlineDecider) throw new Error(`no live decider on ${engine.execution.policy} (${engine.execution.split})`);
+  if (row.cpuAttnScale !== 1) {
+    const limits = s.onlineDecider.limits;
+    const native = (engine as unknown as { native: NativeModel }).native;
+    s.setOnline(new LiveDecider(kind, deciderOf(row, engine, limits), native, limits));
+  }
+  const live = s.onlineDecider!;
   // Warm-up: page the weights in (one short request through the decider).
   await s.submit({ prompt: [1, 2, 3], maxTokens: 2, temperature: 0, onlyStopIds: true, stopIds: new Set() }).result;
   const before = { ...live.stats, modes: { ...live.stats.modes } };
@@ -72,12 +98,12 @@ async function serve(engine: Engine, kind: DeciderKind, reqs: OnlineRequest[], v
   };
 }
 
-function simulate(engine: Engine, kind: DeciderKind, reqs: OnlineRequest[], limits: Parameters<typeof makeDecider>[1], slots: number): Simulated | string {
+function simulate(engine: Engine, row: Row, reqs: OnlineRequest[], limits: Parameters<typeof makeDecider>[1], slots: number): Simulated | string {
   const params = engine.execution.planParams;
   if (!params) return 'no plan';
   const setup = onlineSetup(resolve(params).ctx);
   try {
-    const r = runOnline(reqs, makeDecider(kind, limits, setup.predictors), setup.truth, { maxRunning: slots });
+    const r = runOnline(reqs, deciderOf(row, engine, limits), setup.truth, { maxRunning: slots });
     return { tokensPerS: r.throughputTokensPerS, perTokenMs: r.perTokenLatencyMs, iterations: r.iterations, modes: modesText(r.modes) };
   } catch (e) {
     return (e as Error).message;
@@ -104,6 +130,10 @@ export async function onlineBench(): Promise<void> {
   // Default device budget: the weights and the executor's workspace, plus --kv-factor × the
   // weights for KV (the smallest budgets at which NEO applies leave the device short of KV).
   const kvFactor = Number(arg('kv-factor', '0.95'));
+  const rows: Row[] = KINDS.map((kind) => ({ kind, label: kind, cpuAttnScale: 1 }));
+  const cpuAttnScale = Number(arg('cpu-attn-scale', '1'));
+  const cpuRequestRatio = arg('cpu-request-ratio', '') ? Number(arg('cpu-request-ratio', '')) : undefined;
+  if (cpuAttnScale !== 1) rows.push({ kind: 'apex', label: `apex ×${cpuAttnScale}`, cpuAttnScale, ...(cpuRequestRatio ? { cpuRequestRatio } : {}) });
   const devices: ('loopback' | 'vulkan')[] = ['loopback'];
   if (!process.argv.includes('--no-vulkan') && resolveDevice('vulkan').device === 'vulkan') devices.push('vulkan');
   const reqs = generateWorkload({ rate, count, prompt: { kind: 'uniform-10pct', mean: prompt }, output: { kind: 'uniform-10pct', mean: gen }, seed: 1 });
@@ -111,7 +141,8 @@ export async function onlineBench(): Promise<void> {
   process.stdout.write('device   | decider  | measured tok/s | simulated tok/s | sim/meas | per-token ms meas / sim | CPU attn share | swaps | measured iterations (modes) | simulated iterations (modes)\n');
   for (const device of devices) {
     const vram = arg('vram', '') ? Number(arg('vram', '')) : Math.round(weights * (1 + kvFactor) + deviceWorkspaceBytes(hp, 512, true, slots) + (device === 'vulkan' ? vulkanWorkspaceBytes(hp, ctx) : 0));
-    for (const kind of KINDS) {
+    for (const row of rows) {
+      const kind = row.kind;
       const policy = kind === 'apex' ? 'apex' : 'neo';
       // A preset host has no measured Vulkan device: plan it as the tests do (the loopback rates under a GPU's name).
       const planOn = device === 'vulkan' && hwName !== 'this' ? planHardware('vulkan') : hardware;
@@ -119,20 +150,20 @@ export async function onlineBench(): Promise<void> {
       try {
         engine = await Engine.load(file, { threads, contextLength: ctx, device, vramBytes: vram, policy, hardware: planOn, linkGBps: 10, workload: { batch: slots, prompt, gen, vramBytes: vram }, maxSequences: slots, feedback: false });
       } catch (e) {
-        process.stdout.write(`${device.padEnd(8)} | ${kind.padEnd(8)} | ${policy} does not load: ${(e as Error).message.split('\n')[0]}\n`);
+        process.stdout.write(`${device.padEnd(8)} | ${row.label.padEnd(8)} | ${policy} does not load: ${(e as Error).message.split('\n')[0]}\n`);
         continue;
       }
       try {
         // The median of --repeat runs by throughput (a run of a tiny model lasts a fraction of a second).
         const runs: Awaited<ReturnType<typeof serve>>[] = [];
-        for (let i = 0; i < repeat; i++) runs.push(await serve(engine, kind, reqs, hp.nVocab));
+        for (let i = 0; i < repeat; i++) runs.push(await serve(engine, row, reqs, hp.nVocab));
         runs.sort((a, b) => a.m.tokensPerS - b.m.tokensPerS);
         const { m, limits } = runs[Math.floor(runs.length / 2)]!;
-        const sim = simulate(engine, kind, reqs, limits, slots);
+        const sim = simulate(engine, row, reqs, limits, slots);
         const simTok = typeof sim === 'string' ? '—' : sim.tokensPerS.toFixed(1);
         const ratio = typeof sim === 'string' ? '—' : (sim.tokensPerS / m.tokensPerS).toFixed(2);
         const lat = `${m.perTokenMs.toFixed(1)} / ${typeof sim === 'string' ? '—' : sim.perTokenMs.toFixed(1)}`;
-        process.stdout.write(`${device.padEnd(8)} | ${kind.padEnd(8)} | ${m.tokensPerS.toFixed(1).padStart(14)} | ${simTok.padStart(15)} | ${ratio.padStart(8)} | ${lat.padStart(23)} | ${(100 * m.cpuShare).toFixed(0).padStart(13)}% | ${String(m.swaps).padStart(5)} | ${m.iterations} (${m.modes}) | ${typeof sim === 'string' ? sim : `${sim.iterations} (${sim.modes})`}\n`);
+        process.stdout.write(`${device.padEnd(8)} | ${row.label.padEnd(8)} | ${m.tokensPerS.toFixed(1).padStart(14)} | ${simTok.padStart(15)} | ${ratio.padStart(8)} | ${lat.padStart(23)} | ${(100 * m.cpuShare).toFixed(0).padStart(13)}% | ${String(m.swaps).padStart(5)} | ${m.iterations} (${m.modes}) | ${typeof sim === 'string' ? sim : `${sim.iterations} (${sim.modes})`}\n`);
         if (kind === 'gpu-only') process.stdout.write(`         |          | device KV ${limits.gpuKvTokens} tokens, ${limits.maxBatchTokens} rows per step, device budget ${(vram / 2 ** 20).toFixed(2)} MiB, split ${engine.execution.split}\n`);
       } finally {
         engine.dispose();
