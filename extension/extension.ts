@@ -37,6 +37,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       status.setState('starting', `restart ${attempt} after the engine exited`);
     },
     onGiveUp: (crashes) => {
+      loadedModel = undefined;
       status.setState('error', `the engine exited ${crashes} times in a short time`);
       void vscode.window.showErrorMessage(
         `Fulcrum: the engine exited ${crashes} times within ${policy.windowMs / 60_000} minutes and was not restarted. See Output › Fulcrum.`,
@@ -141,12 +142,17 @@ async function refreshPlanSummary(status: StatusBar, output: vscode.LogOutputCha
   if (!client) return;
   // The status bar describes the loaded model (fulcrum.plan.model only redirects the panels).
   if (!loadedModel) { status.setPlan(undefined); return; }
-  const inputs = { ...planInputs(loadedModel), model: loadedModel };
+  const model = loadedModel;
+  const inputs = { ...planInputs(model), model };
+  // An answer that arrives after the engine exited (or loaded another model) describes nothing
+  // that runs: it must not put a split beside "error".
+  const current = (): boolean => loadedModel === model && status.current !== 'error' && status.current !== 'stopped';
   try {
     // A model that executes on a device shows the split that runs (and any fallback to the CPU).
     // The status bar shows what runs: the executed split, or "CPU only". The plan panels' plan for
     // fulcrum.plan.hardware (often a GPU preset this machine lacks) goes in the tooltip, marked so.
     const info = await client.sendRequest<ModelInfo>(FulcrumRequests.modelInfo);
+    if (!current()) return;
     const ex = info.execution;
     if (ex && ex.device !== 'cpu') {
       status.setPlan(ex.split, `Executing: ${ex.policy} on ${ex.device}${ex.fallback ? ` — fell back to the CPU: ${ex.fallback}` : ''}`);
@@ -155,15 +161,17 @@ async function refreshPlanSummary(status: StatusBar, output: vscode.LogOutputCha
     const running = `Executing: on the CPU${ex?.fallback ? ` (the device failed: ${ex.fallback})` : ''}`;
     try {
       const plan = await requestPlan(client, inputs);
+      if (!current()) return;
       status.setPlan('CPU only', `${running}\nPlan panels (what-if for ${plan.hardware.name}): ${plan.chosenPolicy}, ${splitText(plan)}, ${plan.predicted.tokensPerSecond.toFixed(1)} tokens/s predicted`);
     } catch (err) {
+      if (!current()) return;
       status.setPlan('CPU only', `${running}\nNo plan for the panels: ${err instanceof Error ? err.message : String(err)}`);
     }
   } catch (err) {
     // No cached profile for 'this' is common before Profile Machine: say so in the tooltip.
     const message = err instanceof Error ? err.message : String(err);
     output.appendLine(`plan for the status bar: ${message}`);
-    status.setPlan(undefined, `No plan: ${message}`);
+    if (current()) status.setPlan(undefined, `No plan: ${message}`);
   }
 }
 

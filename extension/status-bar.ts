@@ -65,6 +65,13 @@ export class StatusBar implements vscode.Disposable {
   setState(state: ShownState, detail?: string): void {
     this.state = state;
     this.detail = detail;
+    // An engine that stopped or gave up has no model loaded: its last completion's speed and its
+    // plan's split would read as the state of a model that is gone (beside a red "error").
+    if (state === 'error' || state === 'stopped') {
+      this.lastStats = undefined;
+      this.split = undefined;
+      this.planLine = undefined;
+    }
     this.render();
   }
 

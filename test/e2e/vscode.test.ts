@@ -511,7 +511,9 @@ e2e('after repeated crashes the engine is not restarted and an error is shown', 
   }
   const toast = page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'Fulcrum: the engine exited 5 times' });
   await toast.first().waitFor({ state: 'visible', timeout: 20_000 });
-  await waitForStatus(/Fulcrum: error/, 10_000);
+  const gaveUp = await waitForStatus(/Fulcrum: error/, 10_000);
+  // The engine is gone: no completion speed or split of the model it had beside "error".
+  assert.doesNotMatch(gaveUp, /tok\/s|GPU \d|CPU/, `status bar after giving up: ${gaveUp}`);
   assert.deepEqual(findEnginePids(), [], 'no engine runs');
   // Editing and saving a document with no engine: the language client's failed notifications
   // stay in the log (Output › Fulcrum), with no toast of their own beside Fulcrum's.
