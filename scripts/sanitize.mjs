@@ -172,7 +172,7 @@ function verifyBuild(addon) {
 function discoverTests() {
   if (explicitTests.length > 0) return explicitTests.filter((f) => existsSync(path.join(root, f)));
   const found = [];
-  for (const dir of ['test/unit', 'test/parity']) {
+  for (const dir of ['test/unit', 'test/parity', 'test/runtime']) {
     const abs = path.join(root, dir);
     if (!existsSync(abs)) continue;
     for (const f of readdirSync(abs).sort()) {
