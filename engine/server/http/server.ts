@@ -54,37 +54,65 @@ function sendError(res: ServerResponse, status: number, message: string, type: s
   send(res, status, { error: { message, type, code: status } });
 }
 
+/**
+ * A refused body of up to this many bytes is read to its end and dropped before the 413 is sent:
+ * a server that answers and closes while the client is still writing makes most clients (Node's
+ * fetch, requests) fail with EPIPE instead of reading the 413. Longer bodies, and bodies that stop
+ * coming for DRAIN_IDLE_MS, get the 413 at once.
+ */
+const DRAIN_MAX_BYTES = 64 << 20;
+const DRAIN_IDLE_MS = 5_000;
+
 /** The body as UTF-8 text, refusing more than `limit` bytes (413) and invalid UTF-8 (400). */
 function readBody(req: IncomingMessage, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > limit) {
-      reject(new RequestError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`, 'request_too_large'));
-      req.resume();
-      return;
-    }
     const chunks: Buffer[] = [];
     let size = 0;
-    let failed = false;
+    let refused: RequestError | undefined;  // over the limit: the rest is drained, then this
+    let settled = false;
+    let idle: NodeJS.Timeout | undefined;
+    const settle = (e?: Error, body?: string): void => {
+      if (settled) return;
+      settled = true;
+      if (idle) clearTimeout(idle);
+      if (e) reject(e);
+      else resolve(body!);
+    };
+    const drainOrRefuse = (e: RequestError, expected: number): void => {
+      refused = e;
+      if (expected > DRAIN_MAX_BYTES) { settle(e); req.resume(); return; }
+      idle = setTimeout(() => settle(e), DRAIN_IDLE_MS);
+    };
+    if (Number.isFinite(declared) && declared > limit) {
+      drainOrRefuse(new RequestError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`, 'request_too_large'), declared);
+      req.resume();
+    }
     req.on('data', (c: Buffer) => {
-      if (failed) return;
       size += c.length;
+      if (refused) {
+        if (idle) idle.refresh();
+        if (size > DRAIN_MAX_BYTES) settle(refused);
+        return;
+      }
       if (size > limit) {
-        failed = true;
-        reject(new RequestError(413, `request body exceeds the limit of ${limit} bytes`, 'request_too_large'));
+        chunks.length = 0;
+        drainOrRefuse(new RequestError(413, `request body exceeds the limit of ${limit} bytes`, 'request_too_large'), Number.isFinite(declared) ? declared : size);
         return;
       }
       chunks.push(c);
     });
     req.on('end', () => {
-      if (failed) return;
+      if (refused) { settle(refused); return; }
       try {
-        resolve(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks)));
+        settle(undefined, new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks)));
       } catch {
-        reject(new RequestError(400, 'request body is not valid UTF-8', 'invalid_request_error'));
+        settle(new RequestError(400, 'request body is not valid UTF-8', 'invalid_request_error'));
       }
     });
-    req.on('error', (e) => { if (!failed) { failed = true; reject(e); } });
+    // The client went away mid-body: nothing will be answered, but the request must settle.
+    req.on('close', () => settle(refused ?? new RequestError(400, 'the request body ended early (the client closed the connection)', 'invalid_request_error')));
+    req.on('error', (e) => settle(e));
   });
 }
 
