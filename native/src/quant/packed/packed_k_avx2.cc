@@ -7,7 +7,8 @@
 // vpmaddubsw, two int16 adds, two vpmaddwd by the sub-blocks' scales and the int32 adds (exact:
 // vec_dot_q4_k's integer sums).
 // Q6_K: the 6-bit values and scales of one sub-block are built just before the tokens use them
-// (one at a time, not four), which keeps a 2-token tile within the 16 ymm registers.
+// (one at a time, not four), which keeps a 2-token tile within the 16 ymm registers. Its GEMV
+// (q6k::gemv_step) reads two streams as Q4_K's does.
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
 // steps are the AVX-512 kernels': both ISAs give the same bits.
 #include "quant/formats/blocks.h"
@@ -218,9 +219,9 @@ inline __m256i spread_scale(__m256i sc8, const uint8_t* ctl) { return _mm256_sra
 
 struct Kernel {
   static constexpr size_t kSbBytes = 4 * sizeof(block_q6_K);  // 840: one super-block of four rows
-  // One: two groups' 6-bit unpacking does not fit the 16 ymm registers; the spills cost more than
-  // the second stream gains (0.5B Q4_K_M decode, whose ffn_down is Q6_K: 31 -> 21.5 tok/s at 1 thread).
-  static constexpr int kGemvStreams = 1;
+  // (The tile. Run with two streams interleaved inside it (run<1, 2>), two groups' 6-bit unpacking
+  // did not fit the 16 ymm registers: 0.5B Q4_K_M decode 31 -> 21.5 tok/s at 1 thread. The GEMV is
+  // gemv_step below, one super-block of one stream at a time.)
 
   template <int C, int S = 1>
   static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t ws = 0, int64_t out_s = 0) {
@@ -277,12 +278,99 @@ struct Kernel {
   }
 };
 
+// The GEMV's step (one token): one super-block of one row group into that group's two pair
+// accumulators, computing run<1>'s integer sums and float operations in the same order (the same
+// bits). The scales are sign-extended to int16 once per pair of rows and picked per sub-block
+// with one byte shuffle (run<1>: a shuffle into the high bytes and an arithmetic shift, 32 shifts a
+// super-block more on the shift/shuffle ports). Inlined once per stream (gemv2): with the single
+// stream of run<1>, bench.matmul 4864 x 1024 Q6_K read 7.3-8.1 GB/s from DRAM at 1 thread, 67 % of a
+// read probe taken just before and after (Q4_0, Q8_0 and Q4_K GEMVs: 91-96 %); with two, 8.3-10.7.
+// From L3 12.1-12.6 -> 13.1-14.3 GB/s; DRAM at 2 threads 11.9-13.9 -> 14.5-19.4 (alternating builds).
+alignas(32) constexpr uint8_t kPick16[8][32] = {
+#define FULCRUM_PICK(j) {2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, \
+                          2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1}
+    FULCRUM_PICK(0), FULCRUM_PICK(1), FULCRUM_PICK(2), FULCRUM_PICK(3), FULCRUM_PICK(4), FULCRUM_PICK(5), FULCRUM_PICK(6), FULCRUM_PICK(7)
+#undef FULCRUM_PICK
+};
+
+[[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
+  const __m256 dy = _mm256_set1_ps(yb->d);
+#pragma GCC unroll 2
+  for (int pr = 0; pr < 2; ++pr) {
+    // Row 2·pr's scales in the low lane, row 2·pr + 1's in the high: scales 0-7 and 8-15 as int16.
+    const __m256i sc8 = load32(g + 32 * pr);
+    const __m256i sc_a = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(sc8)), sc_b = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(sc8, 1));
+    // sc_a = [row 2pr: 0..15] (256 bits), sc_b = [row 2pr+1: 0..15]; lanes per row: low 128 = scales 0-7, high = 8-15.
+    const __m256i s07 = _mm256_permute2x128_si256(sc_a, sc_b, 0x20), s815 = _mm256_permute2x128_si256(sc_a, sc_b, 0x31);
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const int hf = q / 2, p = q % 2, j0 = 8 * hf + p;
+      const uint8_t* b = g + kBodyAt + 192 * q + 32 * pr;
+      const __m256i va = load32(b), vb = load32(b + 64), vh = load32(b + 128);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i lo = k == 0 ? va : k == 1 ? vb : k == 2 ? _mm256_srli_epi16(va, 4) : _mm256_srli_epi16(vb, 4);
+        const __m256i hi = k == 0 ? _mm256_slli_epi16(vh, 4) : k == 1 ? _mm256_slli_epi16(vh, 2) : k == 2 ? vh : _mm256_srli_epi16(vh, 2);
+        const __m256i qk = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30));
+        const int j = j0 + 2 * k;
+        const __m256i sk = _mm256_shuffle_epi8(j < 8 ? s07 : s815, load32(kPick16[j % 8]));
+        const int8_t* y = yb->qs + 128 * hf + 16 * p + 32 * k;
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(qk, bcast16(y)), sk));
+      }
+    }
+    const __m256i bs_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)));
+    const __m256i bs_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
+    const __m256i offset = _mm256_add_epi32(_mm256_madd_epi16(s07, bs_lo), _mm256_madd_epi16(s815, bs_hi));
+    const __m256i total = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
+    const __m256 dv = _mm256_set_m128(_mm_set1_ps(d4[2 * pr + 1]), _mm_set1_ps(d4[2 * pr]));
+    __m256& acc = pr == 0 ? acc0 : acc1;
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dv, dy), _mm256_cvtepi32_ps(total), acc);
+  }
+}
+
+// Decode over row groups in two streams: group g and group g + seg side by side.
+inline void gemv2(int64_t n, float* out, const uint8_t* w0, const uint8_t* w1, const uint8_t* act, float* out1) {
+  const int64_t nsb = n / QK_K;
+  const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
+  __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* g0 = w0 + i * Kernel::kSbBytes;
+    const uint8_t* g1 = w1 + i * Kernel::kSbBytes;
+    for (size_t o = 0; o < Kernel::kSbBytes; o += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(g1 + kGemvPrefetchBytes + o), _MM_HINT_T1);
+    }
+    gemv_step(g0, y + i, a00, a01);
+    gemv_step(g1, y + i, a10, a11);
+  }
+  store_pair_rows(a00, out);
+  store_pair_rows(a01, out + 2);
+  store_pair_rows(a10, out1);
+  store_pair_rows(a11, out1 + 2);
+}
+
+// One stream (an odd last group).
+inline void gemv1(int64_t n, float* out, const uint8_t* w, const uint8_t* act) {
+  const int64_t nsb = n / QK_K;
+  const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* g = w + i * Kernel::kSbBytes;
+    for (size_t o = 0; o < Kernel::kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
+    gemv_step(g, y + i, a0, a1);
+  }
+  store_pair_rows(a0, out);
+  store_pair_rows(a1, out + 2);
+}
+
 }  // namespace q6k
 
-// Decode: K::kGemvStreams row groups at once, one from each segment of the walk (as the
-// Q4_0/Q8_0 GEMV, tiles/gemm_tile_dispatch.h): that many weight streams and accumulator chains in
-// flight. Each group's sums run in the same order as alone: the same bits as the tile.
-// Q4_K: row groups in two streams (q4k::gemv2), an odd last group alone; Q6_K: gemv below.
+// Decode: two row groups at once, one from each half of the walk (as the Q4_0/Q8_0 GEMV,
+// tiles/gemm_tile_dispatch.h): two weight streams and accumulator chains in flight, an odd last
+// group alone. Each group's sums run in the same order as alone: the same bits as the tile.
 void gemv_q4k(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const size_t group_bytes = static_cast<size_t>(n / QK_K) * q4k::Kernel::kSbBytes;
   const int seg = groups / 2;
@@ -291,16 +379,12 @@ void gemv_q4k(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t
   for (int g = 2 * seg; g < groups; ++g) q4k::Kernel::run<1>(n, out + 4 * g, 0, w + g * group_bytes, act, 0);
 }
 
-template <class K>
-void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  constexpr int S = K::kGemvStreams;
-  const size_t group_bytes = static_cast<size_t>(n / QK_K) * K::kSbBytes;
-  const int seg = groups / S;
-  if constexpr (S > 1) {
-    for (int g = 0; g < seg; ++g)
-      K::template run<1, S>(n, out + 4 * g, 0, w + g * group_bytes, act, 0, static_cast<size_t>(seg) * group_bytes, 4 * static_cast<int64_t>(seg));
-  }
-  for (int g = S > 1 ? S * seg : 0; g < groups; ++g) K::template run<1>(n, out + 4 * g, 0, w + g * group_bytes, act, 0);
+void gemv_q6k(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  const size_t group_bytes = static_cast<size_t>(n / QK_K) * q6k::Kernel::kSbBytes;
+  const int seg = groups / 2;
+  for (int g = 0; g < seg; ++g)
+    q6k::gemv2(n, out + 4 * g, w + g * group_bytes, w + (g + seg) * group_bytes, act, out + 4 * (g + seg));
+  for (int g = 2 * seg; g < groups; ++g) q6k::gemv1(n, out + 4 * g, w + g * group_bytes, act);
 }
 
 template <class K>
@@ -320,7 +404,7 @@ void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const
 void tile_q4_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
-void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q6k::Kernel>(n, out, w, groups, act); }
+void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv_q6k(n, out, w, groups, act); }
 void tile_q6_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q6k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
