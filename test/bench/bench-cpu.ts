@@ -75,6 +75,16 @@ interface Row {
   decode_ratio?: number;
   fulcrum_decode_of_limit?: number;
   llama_cpp_decode_of_limit?: number;
+  /**
+   * Decode against the read bandwidth probed just before and just after the run (their mean), the
+   * median over the engine's runs: the limit above is the best moment of the whole bench, which a
+   * shared host reaches only now and then (this 2-vCPU VM: single probes 12.8-16.5 GB/s at one
+   * thread within a minute), so it mixes the kernels' distance from the memory with the host's.
+   */
+  fulcrum_decode_of_nearby?: number;
+  llama_cpp_decode_of_nearby?: number;
+  /** The probes around each run, per engine, in the order the runs went (bytes/s, mean of before and after). */
+  nearby_read_bandwidth_bytes_per_s?: { fulcrum: number[]; 'llama.cpp': number[] };
 }
 
 interface EngineRow {
@@ -204,6 +214,12 @@ async function main(): Promise<void> {
     probes.set(t, (probes.get(t) ?? 0) + 1);
   };
   for (const t of threadList) await probe(t);
+  // The probes around each run (fewer rounds: two of every layout); they count toward the limit too.
+  const nearbyProbe = async (t: number) => {
+    const b = await bestReadBandwidth(512 << 20, t, 2);
+    bandwidth.set(t, Math.max(bandwidth.get(t)!, b));
+    return b;
+  };
 
   const rows: Row[] = [];
   for (const shape of shapes) {
@@ -225,9 +241,12 @@ async function main(): Promise<void> {
         const req = { model: file, threads, promptTokens, genTokens, contextSize };
         const rowId: RowId = { shape: shape.label, type: type.label, threads, promptTokens, genTokens };
         const done: Record<BenchEngine, ChildResult[]> = { fulcrum: [], 'llama.cpp': [] };
+        const nearby: Record<BenchEngine, number[]> = { fulcrum: [], 'llama.cpp': [] };
         const measure = async (order: BenchEngine[]) => {
           for (const engine of order) {
+            const before = await nearbyProbe(threads);
             done[engine].push(await runBenchChild({ ...req, engine }, engine === 'fulcrum' ? fulcrumEnv : llamaEnv));
+            nearby[engine].push((before + (await nearbyProbe(threads))) / 2);
           }
         };
         await measure(alternationOrder(runs, peer));
@@ -253,6 +272,11 @@ async function main(): Promise<void> {
         }
         const f = engineRow(done.fulcrum);
         row.fulcrum = f;
+        row.nearby_read_bandwidth_bytes_per_s = nearby;
+        const tokenBytes = bytes.weights + bytes.kv;
+        const ofNearby = (e: BenchEngine) => median(done[e].map((r, i) => (r.gen_tokens_per_s * tokenBytes) / nearby[e][i]!));
+        row.fulcrum_decode_of_nearby = ofNearby('fulcrum');
+        if (peer) row.llama_cpp_decode_of_nearby = ofNearby('llama.cpp');
         row.context_size = f.memory.context_size;
         row.kv_bytes = f.memory.kv_bytes;
         if (peer) {
@@ -299,8 +323,10 @@ async function main(): Promise<void> {
   const lines = [
     `prompt ${promptTokens} tokens, decode ${genTokens} tokens, KV cache ${contextSize} positions (both engines, f16); ` +
       `${runs} alternating round(s) per row, medians shown (a flagged row has its re-measurements in the median too); ` +
-      `read bandwidth (best of the run's probes) ${threadList.map((t) => `${t}T ${(bandwidth.get(t)! / 1e9).toFixed(1)} GB/s (${probes.get(t)} probes)`).join(', ')}`,
+      `read bandwidth (best of the run's probes: ${threadList.map((t) => `${t}T ${(bandwidth.get(t)! / 1e9).toFixed(1)} GB/s (${probes.get(t)} full probes and those around each run)`).join(', ')}; ` +
+      `decode/limit is against that best, decode/nearby against the probes just before and after each run (median over the runs)`,
     'shape  type  thr | prefill tok/s  fulcrum  llama.cpp  ratio | decode tok/s  fulcrum  llama.cpp  ratio | decode/limit  fulcrum  llama.cpp' +
+      ' | decode/nearby  fulcrum  llama.cpp' +
       ' | peak RSS MiB  fulcrum  llama.cpp  KV | fulcrum ≤ llama.cpp+KV (margin MiB)',
   ];
   for (const r of rows) {
@@ -313,6 +339,7 @@ async function main(): Promise<void> {
         `${fmt(r.fulcrum?.prompt_tokens_per_s).padStart(23)}${fmt(r.llama_cpp?.prompt_tokens_per_s).padStart(11)}${fmt(r.prefill_ratio, 2).padStart(7)} |` +
         `${fmt(r.fulcrum?.gen_tokens_per_s, 2).padStart(22)}${fmt(r.llama_cpp?.gen_tokens_per_s, 2).padStart(11)}${fmt(r.decode_ratio, 2).padStart(7)} |` +
         `${pct(r.fulcrum_decode_of_limit).padStart(22)}${pct(r.llama_cpp_decode_of_limit).padStart(11)} |` +
+        `${pct(r.fulcrum_decode_of_nearby).padStart(23)}${pct(r.llama_cpp_decode_of_nearby).padStart(11)} |` +
         `${mib(r.fulcrum?.peak_rss_bytes).padStart(22)}${mib(r.llama_cpp?.peak_rss_bytes).padStart(11)}${mib(r.kv_bytes).padStart(4)} | ${target(r)}` +
         (r.peer_check?.flagged.length ? '  !! peer flagged (see peer sanity)' : ''),
     );
