@@ -166,7 +166,7 @@ void repack_pieces(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8
     for (int64_t j = 0; j < nb / 4; ++j) {
       uint8_t* c = dst + static_cast<size_t>(j) * 16 * bb;
       for (int p = 0; p < 2; ++p) {
-        uint32_t masks[8] = {};
+        uint8_t plane[32] = {};
         for (int h = 0; h < 2; ++h)
           for (int r = 0; r < 4; ++r) {
             const uint8_t* b = scratch + r * rb + static_cast<size_t>(4 * j + 2 * p + h) * bb;
@@ -181,10 +181,11 @@ void repack_pieces(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8
             if (q5) {
               uint32_t qh;
               std::memcpy(&qh, reinterpret_cast<const block_q5_0*>(b)->qh, 4);
-              for (int s = 0; s < 8; ++s) masks[s] |= ((qh >> (4 * s)) & 0xFu) << (16 * h + 4 * r);
+              for (int s = 0; s < 8; ++s)
+                for (int b4 = 0; b4 < 4; ++b4) plane[16 * h + 4 * r + b4] |= static_cast<uint8_t>(((qh >> (4 * s + b4)) & 1u) << s);
             }
           }
-        if (q5) std::memcpy(c + 32 + 32 * p, masks, sizeof(masks));
+        if (q5) std::memcpy(c + 32 + 32 * p, plane, sizeof(plane));
       }
     }
   }

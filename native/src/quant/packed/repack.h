@@ -54,9 +54,10 @@
 //   [16·p, +16)               the pair's 8 f16 scales, row r block 2p+h at index 4·h + r
 //   [32 + 128·p + 32·m, +32)  piece m = 0..3: byte 16·h + 4·r + b is byte 4·m + b of row r's
 //                              block 2p+h (low nibble quant 4m+b, high nibble quant 4m+b+16)
-// Q5_0 the same with its 352-byte chunk: [0, 32) the scales as above, then per pair p 32 bytes of
-// fifth bits at 32 + 32·p — for step s = 0..7 (quants 4s..4s+3) a 32-bit mask at +4·s whose bit
-// 16·h + 4·r + b is bit 4s + b of row r block 2p+h's qh — then the nibble pieces at 96 + 128·p.
+// Q5_0 the same with its 352-byte chunk: [0, 32) the scales as above, then per pair p a 32-byte
+// plane of fifth bits at 32 + 32·p — byte 16·h + 4·r + b holds in bit s (s = 0..7, the kernel's
+// vector of quants 4s..4s+3) bit 4s + b of row r block 2p+h's qh, so a 16-bit shift by 4 − s and
+// an AND with 0x10 put vector s's fifth bits in place — then the nibble pieces at 96 + 128·p.
 // Q8_0 on AVX2 the same with its 544-byte chunk: [0, 32) the scales as above, then per pair p
 // eight pieces at 32 + 256·p + 32·m (m = 0..7): byte 16·h + 4·r + b is quant 4m + b of row r's
 // block 2p+h (the format's int8, as stored).
