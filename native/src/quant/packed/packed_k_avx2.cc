@@ -8,7 +8,7 @@
 // vec_dot_q4_k's integer sums).
 // Q6_K: the 6-bit values and scales of one sub-block are built just before the tokens use them
 // (one at a time, not four), which keeps a 2-token tile within the 16 ymm registers. Its GEMV
-// (q6k::gemv_step) reads two streams as Q4_K's does.
+// (q6k::gemv_step in gemv_streams) reads two streams as Q4_K's does.
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
 // steps are the AVX-512 kernels': both ISAs give the same bits.
 #include "quant/formats/blocks.h"
@@ -60,9 +60,8 @@ constexpr Controls kCtl{};
 
 struct Kernel {
   static constexpr size_t kSbBytes = 4 * sizeof(block_q4_K);  // 576: one super-block of four rows
-  // Two (1152 B a step in flight, as Q8_0's two streams): 0.5B Q4_K decode, alternating runs,
-  // 1 thread 28.7 -> 31.9 tok/s, 2 threads 49 -> 52. The GEMV runs them in gemv2.
-  static constexpr int kGemvStreams = 2;
+  // The GEMV reads two streams (1152 B a step in flight, as Q8_0's two streams): 0.5B Q4_K decode,
+  // alternating runs, 1 thread 28.7 -> 31.9 tok/s, 2 threads 49 -> 52 (gemv_streams).
 
   template <int C, int S = 1>
   static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t ws = 0, int64_t out_s = 0) {
@@ -126,7 +125,7 @@ struct Kernel {
 
 // The GEMV's step (one token): one super-block of one row group into that group's two pair
 // accumulators, as run<1> computes it (the same integer sums, the same float operations in the
-// same order: the same bits). Inlined once per stream (gemv2), it leaves the compiler fewer live
+// same order: the same bits). Inlined once per stream (gemv_streams), it leaves the compiler fewer live
 // values than run<1, 2> (the scale-unpacking constants are memory operands, not six registers,
 // and the activations' bsums are summed once a super-block). Measured with alternating builds
 // (bench.matmul 4864 x 1024 Q4_K, 1 thread): from L3 11.7-12.7 -> 15.6-16.4 GB/s, from DRAM
@@ -168,28 +167,6 @@ struct Kernel {
     acc = _mm256_fmadd_ps(_mm256_mul_ps(dv, dy), _mm256_cvtepi32_ps(sum), acc);
     acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmv, dy), _mm256_cvtepi32_ps(mins), acc);
   }
-}
-
-// Decode over row groups in two streams (Kernel::kGemvStreams): group g and group g + seg side by
-// side, each with its own two accumulators.
-inline void gemv2(int64_t n, float* out, const uint8_t* w0, const uint8_t* w1, const uint8_t* act, float* out1) {
-  const int64_t nsb = n / QK_K;
-  const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
-  __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nsb; ++i) {
-    const uint8_t* g0 = w0 + i * Kernel::kSbBytes;
-    const uint8_t* g1 = w1 + i * Kernel::kSbBytes;
-    for (size_t o = 0; o < Kernel::kSbBytes; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(g1 + kGemvPrefetchBytes + o), _MM_HINT_T1);
-    }
-    gemv_step(g0, y + i, a00, a01);
-    gemv_step(g1, y + i, a10, a11);
-  }
-  store_pair_rows(a00, out);
-  store_pair_rows(a01, out + 2);
-  store_pair_rows(a10, out1);
-  store_pair_rows(a11, out1 + 2);
 }
 
 }  // namespace q4k
@@ -282,7 +259,7 @@ struct Kernel {
 // accumulators, computing run<1>'s integer sums and float operations in the same order (the same
 // bits). The scales are sign-extended to int16 once per pair of rows and picked per sub-block
 // with one byte shuffle (run<1>: a shuffle into the high bytes and an arithmetic shift, 32 shifts a
-// super-block more on the shift/shuffle ports). Inlined once per stream (gemv2): with the single
+// super-block more on the shift/shuffle ports). Inlined once per stream (gemv_streams): with the single
 // stream of run<1>, bench.matmul 4864 x 1024 Q6_K read 7.3-8.1 GB/s from DRAM at 1 thread, 67 % of a
 // read probe taken just before and after (Q4_0, Q8_0 and Q4_K GEMVs: 91-96 %); with two, 8.3-10.7.
 // From L3 12.1-12.6 -> 13.1-14.3 GB/s; DRAM at 2 threads 11.9-13.9 -> 14.5-19.4 (alternating builds).
@@ -331,60 +308,50 @@ alignas(32) constexpr uint8_t kPick16[8][32] = {
   }
 }
 
-// Decode over row groups in two streams: group g and group g + seg side by side.
-inline void gemv2(int64_t n, float* out, const uint8_t* w0, const uint8_t* w1, const uint8_t* act, float* out1) {
-  const int64_t nsb = n / QK_K;
-  const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
-  __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nsb; ++i) {
-    const uint8_t* g0 = w0 + i * Kernel::kSbBytes;
-    const uint8_t* g1 = w1 + i * Kernel::kSbBytes;
-    for (size_t o = 0; o < Kernel::kSbBytes; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(g1 + kGemvPrefetchBytes + o), _MM_HINT_T1);
-    }
-    gemv_step(g0, y + i, a00, a01);
-    gemv_step(g1, y + i, a10, a11);
-  }
-  store_pair_rows(a00, out);
-  store_pair_rows(a01, out + 2);
-  store_pair_rows(a10, out1);
-  store_pair_rows(a11, out1 + 2);
-}
-
-// One stream (an odd last group).
-inline void gemv1(int64_t n, float* out, const uint8_t* w, const uint8_t* act) {
-  const int64_t nsb = n / QK_K;
-  const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nsb; ++i) {
-    const uint8_t* g = w + i * Kernel::kSbBytes;
-    for (size_t o = 0; o < Kernel::kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
-    gemv_step(g, y + i, a0, a1);
-  }
-  store_pair_rows(a0, out);
-  store_pair_rows(a1, out + 2);
-}
-
 }  // namespace q6k
 
 // Decode: two row groups at once, one from each half of the walk (as the Q4_0/Q8_0 GEMV,
 // tiles/gemm_tile_dispatch.h): two weight streams and accumulator chains in flight, an odd last
-// group alone. Each group's sums run in the same order as alone: the same bits as the tile.
-void gemv_q4k(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  const size_t group_bytes = static_cast<size_t>(n / QK_K) * q4k::Kernel::kSbBytes;
-  const int seg = groups / 2;
-  for (int g = 0; g < seg; ++g)
-    q4k::gemv2(n, out + 4 * g, w + g * group_bytes, w + (g + seg) * group_bytes, act, out + 4 * (g + seg));
-  for (int g = 2 * seg; g < groups; ++g) q4k::Kernel::run<1>(n, out + 4 * g, 0, w + g * group_bytes, act, 0);
-}
+// group alone. Step is the format's inlined super-block step (q4k / q6k::gemv_step), which runs
+// the tile's integer sums and float operations in the tile's order: the same bits as the tile.
+using StepFn = void (*)(const uint8_t*, const block_q8_K*, __m256&, __m256&);
 
-void gemv_q6k(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  const size_t group_bytes = static_cast<size_t>(n / QK_K) * q6k::Kernel::kSbBytes;
+template <size_t SbBytes, StepFn Step>
+[[gnu::always_inline]] inline void gemv_streams(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  const int64_t nsb = n / QK_K;
+  const size_t group_bytes = static_cast<size_t>(nsb) * SbBytes;
+  const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
   const int seg = groups / 2;
-  for (int g = 0; g < seg; ++g)
-    q6k::gemv2(n, out + 4 * g, w + g * group_bytes, w + (g + seg) * group_bytes, act, out + 4 * (g + seg));
-  for (int g = 2 * seg; g < groups; ++g) q6k::gemv1(n, out + 4 * g, w + g * group_bytes, act);
+  for (int g = 0; g < seg; ++g) {
+    const uint8_t* w0 = w + g * group_bytes;
+    const uint8_t* w1 = w + (g + seg) * group_bytes;
+    __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const uint8_t* g0 = w0 + i * SbBytes;
+      const uint8_t* g1 = w1 + i * SbBytes;
+      for (size_t o = 0; o < SbBytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(g1 + kGemvPrefetchBytes + o), _MM_HINT_T1);
+      }
+      Step(g0, y + i, a00, a01);
+      Step(g1, y + i, a10, a11);
+    }
+    store_pair_rows(a00, out + 4 * g);
+    store_pair_rows(a01, out + 4 * g + 2);
+    store_pair_rows(a10, out + 4 * (g + seg));
+    store_pair_rows(a11, out + 4 * (g + seg) + 2);
+  }
+  for (int g = 2 * seg; g < groups; ++g) {
+    const uint8_t* w0 = w + g * group_bytes;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const uint8_t* g0 = w0 + i * SbBytes;
+      for (size_t o = 0; o < SbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_T1);
+      Step(g0, y + i, a0, a1);
+    }
+    store_pair_rows(a0, out + 4 * g);
+    store_pair_rows(a1, out + 4 * g + 2);
+  }
 }
 
 template <class K>
@@ -400,11 +367,15 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 
 }  // namespace
 
-void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv_q4k(n, out, w, groups, act); }
+void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step>(n, out, w, groups, act);
+}
 void tile_q4_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
-void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv_q6k(n, out, w, groups, act); }
+void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step>(n, out, w, groups, act);
+}
 void tile_q6_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q6k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
