@@ -63,75 +63,69 @@ struct Kernel {
   // The GEMV reads two streams (1152 B a step in flight, as Q8_0's two streams): 0.5B Q4_K decode,
   // alternating runs, 1 thread 28.7 -> 31.9 tok/s, 2 threads 49 -> 52 (gemv_streams).
 
-  template <int C, int S = 1>
-  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t ws = 0, int64_t out_s = 0) {
+  template <int C>
+  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
     const int64_t nsb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i idx_a = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIdxA)), idx_b = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIdxB));
     const __m256i shift_a = _mm256_load_si256(reinterpret_cast<const __m256i*>(kShiftA));
     const __m256i mask_a = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskA)), mask_b = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskB));
-    __m256 acc_all[S][C][2];
-    for (int s = 0; s < S; ++s)
-      for (int c = 0; c < C; ++c) acc_all[s][c][0] = acc_all[s][c][1] = _mm256_setzero_ps();
+    __m256 acc[C][2];
+    for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
-      for (int s = 0; s < S; ++s) {  // S row groups (the GEMV's streams), each its own accumulators
-        const uint8_t* g = w + s * ws + i * kSbBytes;
-        if constexpr (C == 1)
-          for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
-        __m256 (&acc)[C][2] = acc_all[s];
-        const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
-        // [d0..d3, dmin0..dmin3]
-        const __m256 dd = _mm256_cvtph_ps(_mm_unpackhi_epi64(_mm256_extracti128_si256(h0, 1), _mm256_extracti128_si256(h1, 1)));
-        for (int p = 0; p < 2; ++p) {
-          const __m256i hp = p == 0 ? h0 : h1;
-          const __m256i a = _mm256_permutevar8x32_epi32(hp, idx_a), b = _mm256_permutevar8x32_epi32(hp, idx_b);
-          const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(a, shift_a), mask_a), _mm256_and_si256(_mm256_srli_epi32(b, 2), mask_b));
-          __m256i sum[C];
-          for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
-          for (int ch = 0; ch < 4; ++ch) {
-            const __m256i s_lo = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch])));
-            const __m256i s_hi = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch + 1])));
-            const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 128 * ch + 32 * p));
-            const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 128 * ch + 32 * p));
-            const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
-            const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
-            for (int c = 0; c < C; ++c) {
-              const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 64 * ch;
-              const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast16(y)), _mm256_maddubs_epi16(lo1, bcast16(y + 16)));
-              const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast16(y + 32)), _mm256_maddubs_epi16(hi1, bcast16(y + 48)));
-              sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(_mm256_madd_epi16(plo, s_lo), _mm256_madd_epi16(phi, s_hi)));
-            }
-          }
-          const __m256i mins16 = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.mins)));
-          const __m256 dv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
-          const __m256 dmv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p));
+      const uint8_t* g = w + i * kSbBytes;
+      if constexpr (C == 1)
+        for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
+      const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
+      // [d0..d3, dmin0..dmin3]
+      const __m256 dd = _mm256_cvtph_ps(_mm_unpackhi_epi64(_mm256_extracti128_si256(h0, 1), _mm256_extracti128_si256(h1, 1)));
+      for (int p = 0; p < 2; ++p) {
+        const __m256i hp = p == 0 ? h0 : h1;
+        const __m256i a = _mm256_permutevar8x32_epi32(hp, idx_a), b = _mm256_permutevar8x32_epi32(hp, idx_b);
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(a, shift_a), mask_a), _mm256_and_si256(_mm256_srli_epi32(b, 2), mask_b));
+        __m256i sum[C];
+        for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+        for (int ch = 0; ch < 4; ++ch) {
+          const __m256i s_lo = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch])));
+          const __m256i s_hi = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch + 1])));
+          const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 128 * ch + 32 * p));
+          const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 128 * ch + 32 * p));
+          const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+          const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
           for (int c = 0; c < C; ++c) {
-            const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
-            const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)),
-                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
-            const __m256i mins = _mm256_madd_epi16(mins16, _mm256_broadcastsi128_si256(bs));
-            const __m256 dy = _mm256_set1_ps(yb->d);
-            acc[c][p] = _mm256_fmadd_ps(_mm256_mul_ps(dv, dy), _mm256_cvtepi32_ps(sum[c]), acc[c][p]);
-            acc[c][p] = _mm256_fnmadd_ps(_mm256_mul_ps(dmv, dy), _mm256_cvtepi32_ps(mins), acc[c][p]);
+            const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 64 * ch;
+            const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast16(y)), _mm256_maddubs_epi16(lo1, bcast16(y + 16)));
+            const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast16(y + 32)), _mm256_maddubs_epi16(hi1, bcast16(y + 48)));
+            sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(_mm256_madd_epi16(plo, s_lo), _mm256_madd_epi16(phi, s_hi)));
           }
+        }
+        const __m256i mins16 = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.mins)));
+        const __m256 dv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
+        const __m256 dmv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p));
+        for (int c = 0; c < C; ++c) {
+          const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
+          const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
+          const __m256i mins = _mm256_madd_epi16(mins16, _mm256_broadcastsi128_si256(bs));
+          const __m256 dy = _mm256_set1_ps(yb->d);
+          acc[c][p] = _mm256_fmadd_ps(_mm256_mul_ps(dv, dy), _mm256_cvtepi32_ps(sum[c]), acc[c][p]);
+          acc[c][p] = _mm256_fnmadd_ps(_mm256_mul_ps(dmv, dy), _mm256_cvtepi32_ps(mins), acc[c][p]);
         }
       }
     }
-    for (int s = 0; s < S; ++s)
-      for (int c = 0; c < C; ++c)
-        for (int p = 0; p < 2; ++p) store_pair_rows(acc_all[s][c][p], out + s * out_s + c * os + 2 * p);
+    for (int c = 0; c < C; ++c)
+      for (int p = 0; p < 2; ++p) store_pair_rows(acc[c][p], out + c * os + 2 * p);
   }
 };
 
 // The GEMV's step (one token): one super-block of one row group into that group's two pair
 // accumulators, as run<1> computes it (the same integer sums, the same float operations in the
-// same order: the same bits). Inlined once per stream (gemv_streams), it leaves the compiler fewer live
-// values than run<1, 2> (the scale-unpacking constants are memory operands, not six registers,
-// and the activations' bsums are summed once a super-block). Measured with alternating builds
-// (bench.matmul 4864 x 1024 Q4_K, 1 thread): from L3 11.7-12.7 -> 15.6-16.4 GB/s, from DRAM
-// 9.4-12.0 -> 11.5-13.4 GB/s; 0.5B Q4_K decode at 1 thread 36.9 -> 39.8 tok/s (medians of 3), at
-// 2 threads within the noise. The same for Q6_K (one or two streams, prefetch 512 B to 3.3 KiB)
-// measured no faster: it stays on run<1>.
+// same order: the same bits). Inlined once per stream (gemv_streams), it leaves the compiler fewer
+// live values than the tile run with two streams inside it did (the scale-unpacking constants are
+// memory operands, not six registers, and the activations' bsums are summed once a super-block).
+// Measured with alternating builds (bench.matmul 4864 x 1024 Q4_K, 1 thread): from L3 11.7-12.7 ->
+// 15.6-16.4 GB/s, from DRAM 9.4-12.0 -> 11.5-13.4 GB/s; 0.5B Q4_K decode at 1 thread 36.9 -> 39.8
+// tok/s (medians of 3), at 2 threads within the noise. (Q6_K's own step: q6k::gemv_step.)
 [[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
@@ -180,7 +174,11 @@ struct Controls {
   alignas(32) uint8_t scale[16][32] = {};
   alignas(32) uint8_t scales_lo[32] = {};
   alignas(32) uint8_t scales_hi[32] = {};
+  // gemv_step: int16 lane i of each 128-bit lane gets int16 j of that lane (bytes 2j, 2j + 1).
+  alignas(32) uint8_t pick16[8][32] = {};
   constexpr Controls() {
+    for (int j = 0; j < 8; ++j)
+      for (int b = 0; b < 32; ++b) pick16[j][b] = static_cast<uint8_t>(2 * j + b % 2);
     for (int j = 0; j < 16; ++j)
       for (int b = 0; b < 32; ++b) scale[j][b] = b % 2 == 1 ? static_cast<uint8_t>(j) : 0x80;
     for (int b = 0; b < 32; ++b) {
@@ -196,62 +194,57 @@ inline __m256i spread_scale(__m256i sc8, const uint8_t* ctl) { return _mm256_sra
 
 struct Kernel {
   static constexpr size_t kSbBytes = 4 * sizeof(block_q6_K);  // 840: one super-block of four rows
-  // (The tile. Run with two streams interleaved inside it (run<1, 2>), two groups' 6-bit unpacking
-  // did not fit the 16 ymm registers: 0.5B Q4_K_M decode 31 -> 21.5 tok/s at 1 thread. The GEMV is
-  // gemv_step below, one super-block of one stream at a time.)
+  // (The tile. Run with two streams interleaved inside it, two groups' 6-bit unpacking did not fit
+  // the 16 ymm registers: 0.5B Q4_K_M decode 31 -> 21.5 tok/s at 1 thread. The GEMV is gemv_step
+  // below, one super-block of one stream at a time.)
 
-  template <int C, int S = 1>
-  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t ws = 0, int64_t out_s = 0) {
+  template <int C>
+  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
     const int64_t nsb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc_all[S][C][2];
-    for (int s = 0; s < S; ++s)
-      for (int c = 0; c < C; ++c) acc_all[s][c][0] = acc_all[s][c][1] = _mm256_setzero_ps();
+    __m256 acc[C][2];
+    for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
-      for (int s = 0; s < S; ++s) {  // S row groups (the GEMV's streams), each its own accumulators
-        const uint8_t* g = w + s * ws + i * kSbBytes;
-        if constexpr (C == 1)
-          for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
-        __m256 (&acc)[C][2] = acc_all[s];
-        const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
-        for (int pr = 0; pr < 2; ++pr) {
-          const __m256i sc8 = load32(g + 32 * pr);
-          __m256i sum[C];
-          for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
-          for (int q = 0; q < 4; ++q) {
-            const int hf = q / 2, p = q % 2, j0 = 8 * hf + p;
-            const uint8_t* b = g + kBodyAt + 192 * q + 32 * pr;
-            const __m256i va = load32(b), vb = load32(b + 64), vh = load32(b + 128);
-            for (int k = 0; k < 4; ++k) {
-              // Sub-block j0 + 2k: k = 0, 1 the low nibbles of the quarter's two ql pieces, k = 2, 3
-              // their high nibbles; the top two bits are qh's bit pair k.
-              const __m256i lo = k == 0 ? va : k == 1 ? vb : k == 2 ? _mm256_srli_epi16(va, 4) : _mm256_srli_epi16(vb, 4);
-              const __m256i hi = k == 0 ? _mm256_slli_epi16(vh, 4) : k == 1 ? _mm256_slli_epi16(vh, 2) : k == 2 ? vh : _mm256_srli_epi16(vh, 2);
-              const __m256i qk = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30));
-              const __m256i sk = spread_scale(sc8, kCtl.scale[j0 + 2 * k]);
-              for (int c = 0; c < C; ++c) {
-                const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 128 * hf + 16 * p + 32 * k;
-                sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(qk, bcast16(y)), sk));
-              }
+      const uint8_t* g = w + i * kSbBytes;
+      if constexpr (C == 1)
+        for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
+      const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
+      for (int pr = 0; pr < 2; ++pr) {
+        const __m256i sc8 = load32(g + 32 * pr);
+        __m256i sum[C];
+        for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+        for (int q = 0; q < 4; ++q) {
+          const int hf = q / 2, p = q % 2, j0 = 8 * hf + p;
+          const uint8_t* b = g + kBodyAt + 192 * q + 32 * pr;
+          const __m256i va = load32(b), vb = load32(b + 64), vh = load32(b + 128);
+          for (int k = 0; k < 4; ++k) {
+            // Sub-block j0 + 2k: k = 0, 1 the low nibbles of the quarter's two ql pieces, k = 2, 3
+            // their high nibbles; the top two bits are qh's bit pair k.
+            const __m256i lo = k == 0 ? va : k == 1 ? vb : k == 2 ? _mm256_srli_epi16(va, 4) : _mm256_srli_epi16(vb, 4);
+            const __m256i hi = k == 0 ? _mm256_slli_epi16(vh, 4) : k == 1 ? _mm256_slli_epi16(vh, 2) : k == 2 ? vh : _mm256_srli_epi16(vh, 2);
+            const __m256i qk = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30));
+            const __m256i sk = spread_scale(sc8, kCtl.scale[j0 + 2 * k]);
+            for (int c = 0; c < C; ++c) {
+              const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 128 * hf + 16 * p + 32 * k;
+              sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(qk, bcast16(y)), sk));
             }
           }
-          const __m256i sc_lo = spread_scale(sc8, kCtl.scales_lo), sc_hi = spread_scale(sc8, kCtl.scales_hi);
-          // Lane 0: row 2·pr's d, lane 1: row 2·pr + 1's.
-          const __m256 dv = _mm256_set_m128(_mm_set1_ps(d4[2 * pr + 1]), _mm_set1_ps(d4[2 * pr]));
-          for (int c = 0; c < C; ++c) {
-            const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
-            const __m256i bs_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)));
-            const __m256i bs_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
-            const __m256i offset = _mm256_add_epi32(_mm256_madd_epi16(sc_lo, bs_lo), _mm256_madd_epi16(sc_hi, bs_hi));
-            const __m256i total = _mm256_sub_epi32(sum[c], _mm256_slli_epi32(offset, 5));
-            acc[c][pr] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(yb->d)), _mm256_cvtepi32_ps(total), acc[c][pr]);
-          }
+        }
+        const __m256i sc_lo = spread_scale(sc8, kCtl.scales_lo), sc_hi = spread_scale(sc8, kCtl.scales_hi);
+        // Lane 0: row 2·pr's d, lane 1: row 2·pr + 1's.
+        const __m256 dv = _mm256_set_m128(_mm_set1_ps(d4[2 * pr + 1]), _mm_set1_ps(d4[2 * pr]));
+        for (int c = 0; c < C; ++c) {
+          const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
+          const __m256i bs_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)));
+          const __m256i bs_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
+          const __m256i offset = _mm256_add_epi32(_mm256_madd_epi16(sc_lo, bs_lo), _mm256_madd_epi16(sc_hi, bs_hi));
+          const __m256i total = _mm256_sub_epi32(sum[c], _mm256_slli_epi32(offset, 5));
+          acc[c][pr] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(yb->d)), _mm256_cvtepi32_ps(total), acc[c][pr]);
         }
       }
     }
-    for (int s = 0; s < S; ++s)
-      for (int c = 0; c < C; ++c)
-        for (int p = 0; p < 2; ++p) store_pair_rows(acc_all[s][c][p], out + s * out_s + c * os + 2 * p);
+    for (int c = 0; c < C; ++c)
+      for (int p = 0; p < 2; ++p) store_pair_rows(acc[c][p], out + c * os + 2 * p);
   }
 };
 
@@ -263,13 +256,6 @@ struct Kernel {
 // stream of run<1>, bench.matmul 4864 x 1024 Q6_K read 7.3-8.1 GB/s from DRAM at 1 thread, 67 % of a
 // read probe taken just before and after (Q4_0, Q8_0 and Q4_K GEMVs: 91-96 %); with two, 8.3-10.7.
 // From L3 12.1-12.6 -> 13.1-14.3 GB/s; DRAM at 2 threads 11.9-13.9 -> 14.5-19.4 (alternating builds).
-alignas(32) constexpr uint8_t kPick16[8][32] = {
-#define FULCRUM_PICK(j) {2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, \
-                          2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1}
-    FULCRUM_PICK(0), FULCRUM_PICK(1), FULCRUM_PICK(2), FULCRUM_PICK(3), FULCRUM_PICK(4), FULCRUM_PICK(5), FULCRUM_PICK(6), FULCRUM_PICK(7)
-#undef FULCRUM_PICK
-};
-
 [[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
@@ -293,7 +279,7 @@ alignas(32) constexpr uint8_t kPick16[8][32] = {
         const __m256i hi = k == 0 ? _mm256_slli_epi16(vh, 4) : k == 1 ? _mm256_slli_epi16(vh, 2) : k == 2 ? vh : _mm256_srli_epi16(vh, 2);
         const __m256i qk = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30));
         const int j = j0 + 2 * k;
-        const __m256i sk = _mm256_shuffle_epi8(j < 8 ? s07 : s815, load32(kPick16[j % 8]));
+        const __m256i sk = _mm256_shuffle_epi8(j < 8 ? s07 : s815, load32(kCtl.pick16[j % 8]));
         const int8_t* y = yb->qs + 128 * hf + 16 * p + 32 * k;
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(qk, bcast16(y)), sk));
       }
