@@ -99,7 +99,7 @@ export async function measureRun(engine: Engine, opts: { promptTokens?: number; 
   const median = lengths[Math.floor(lengths.length / 2)]?.id ?? steps[steps.length - 1]!;
   const stepEvents = trace.events.filter((e) => e.step === median);
   const t0 = Math.min(...stepEvents.map((e) => e.startMs));
-  const oneStep = { ops: trace.ops, events: stepEvents.map((e) => ({ ...e, startMs: e.startMs - t0, endMs: e.endMs - t0 })) };
+  const oneStep = { ops: trace.ops, listStarts: trace.listStarts, events: stepEvents.map((e) => ({ ...e, startMs: e.startMs - t0, endMs: e.endMs - t0 })) };
   const measuredTrace = measuredChromeTrace(oneStep, () => `measured decode step (median of ${decodeIds.length})`, { policy: plan.chosenPolicy, split: ex.split, device: ex.device });
   const predictedTrace = simulateRequest({ ...params, trace: true }).trace! as ChromeTraceJson;
   return { plan, measured, predictedTrace, measuredTrace, decodeStepMs: b.stepMs, predictedStepMs: plan.predicted.stepMs };

@@ -28,6 +28,11 @@ export interface TraceMark {
 
 export interface MeasuredTrace {
   ops: NativeCompiledOp[];
+  /**
+   * Where each compiled op list starts in `ops` (a stage of one placement; an op's deps index
+   * into its own list). Lists of earlier placements come first.
+   */
+  listStarts: number[];
   events: MeasuredOp[];
   marks?: TraceMark[];
 }
@@ -43,17 +48,19 @@ export interface RawMark { name: string; atNs: number; args: Record<string, unkn
 export function measuredTrace(ops: NativeCompiledOp[], raw: Float64Array, marks: RawMark[] = [], earlier: { ops: NativeCompiledOp[]; raw: Float64Array }[] = []): MeasuredTrace {
   const parts = [...earlier, { ops, raw }];
   const allOps: NativeCompiledOp[] = [];
+  const listStarts: number[] = [];
   const events: MeasuredOp[] = [];
   let t0 = Infinity;
   for (const p of parts) for (let i = 0; i < p.raw.length; i += 4) t0 = Math.min(t0, p.raw[i + 2]!);
   for (const p of parts) {
     const base = allOps.length;
+    p.ops.forEach((op, i) => { if (i === 0 || p.ops[i - 1]!.stage !== op.stage) listStarts.push(base + i); });
     allOps.push(...p.ops);
     for (let i = 0; i < p.raw.length; i += 4) {
       events.push({ step: p.raw[i]!, op: base + p.raw[i + 1]!, startMs: (p.raw[i + 2]! - t0) / 1e6, endMs: (p.raw[i + 3]! - t0) / 1e6 });
     }
   }
-  const out: MeasuredTrace = { ops: allOps, events };
+  const out: MeasuredTrace = { ops: allOps, listStarts, events };
   if (marks.length && events.length) {
     // Each step's start, to place a mark in the step it precedes.
     const starts = new Map<number, number>();

@@ -11,8 +11,9 @@ import { planRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
 import { cpuForThreads, deviceWorkspaceBytes, loopbackHardware, vulkanWorkspaceBytes } from '../../engine/runtime/devices';
 import { lowerPlan } from '../../engine/runtime/lowering';
-import { stepBreakdown } from '../../engine/runtime/trace';
+import { stepBreakdown, type MeasuredTrace } from '../../engine/runtime/trace';
 import { argmax } from '../../engine/runtime/sampler';
+import { finishedBefore, mayOverlap, opLists } from './op-order';
 
 export const POLICIES = ['gpu-only', 'layer-split', 'split-points', 'lia', 'kvpr', 'neo', 'apex'];
 export const CTX = 1024;
@@ -124,8 +125,10 @@ export async function checkModel(label: string, file: string, prompt: number[], 
       console.log(`  ${label} ${policy}: vram ${(vram / 1024).toFixed(0)} KiB, split ${engine.execution.split}, peak ${(stats.peakBytes / 1024).toFixed(0)} KiB, lanes ${[...lanes].join('/')}, overlap ${b.overlapMs.toFixed(3)} ms/step`);
       const kinds = new Set(trace.ops.map((o) => o.kind));
       if (/streamed/.test(engine.execution.split)) {
-        // The next layer's weights are copied while this layer computes.
-        assert.ok(b.overlapMs > 0, `${label} ${policy}: weights are streamed but no two lanes were ever busy at once`);
+        // The next layer's weights are copied while this layer computes: the executor lets a layer's
+        // weight copy run beside the layer before's compute. Read from the dependencies, not from
+        // the measured overlap logged above: a tiny layer's copy can end before the compute starts.
+        assert.ok(copiesAhead(trace), `${label} ${policy}: weights are streamed, but every layer's weight copy waits for the compute of the layer before`);
       }
       if (/KV recompute/.test(engine.execution.split)) assert.ok(kinds.has('recompute_kv') && kinds.has('save_acts'), 'KVPR recomputes K and V from stored activations');
       if (/streamed/.test(engine.execution.split)) assert.ok(kinds.has('copy_weight'), 'streamed weights are copied layer by layer');
@@ -184,4 +187,13 @@ export function planHardware(device: 'loopback' | 'vulkan') {
   if (device === 'loopback') return BASE;
   const hw = loopbackHardware({ ...BASE, cpu: cpuForThreads(BASE.cpu, THREADS) }, { vramBytes: 1 << 30, linkGBps: LINK_GBPS, linkLatencyUs: 0, deviceThreads: 1, workspaceBytes: 0 });
   return { ...hw, gpu: { ...hw.gpu!, name: 'test GPU (Vulkan)' } };
+}
+
+/** Whether some layer's weight copy may run while the layer before computes (on the CPU or the device). */
+function copiesAhead(trace: MeasuredTrace): boolean {
+  return opLists(trace).some((list) => {
+    const before = finishedBefore(list);
+    return list.some((c, i) => c.kind === 'copy_weight' && c.layer >= 1 && list.some((w, j) =>
+      (w.lane === 'cpu' || w.lane === 'device') && w.layer === c.layer - 1 && mayOverlap(list, before, i, j)));
+  });
 }

@@ -27,6 +27,7 @@ import type { IterationRecord } from '../../engine/runtime/scheduler/online';
 import { nativePlanOps, type NativeCompiledOp, type NativeLoc, type NativeModel, type NativePlacement } from '../../engine/native/model';
 import { sharedPath, skipUnlessShared, tempDir } from '../helpers/shared';
 import { aloneLogits } from '../helpers/alone-logits';
+import { finishedBefore, mayOverlap } from '../helpers/op-order';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
 
 const SEQS = 4;
@@ -72,32 +73,6 @@ function overlaps(ev: Event[]): { cpuAttentions: number; overlapping: number; ov
   return { cpuAttentions, overlapping, overlapNs, cpuNs };
 }
 
-const LANES = ['cpu', 'device', 'h2d', 'd2h'] as const;
-
-/**
- * For each op of one list (one stage), the last op of every lane that has ended before it starts:
- * its own lane's predecessor and, through the executor's dependencies, everything they waited for.
- */
-function finishedBefore(ops: readonly NativeCompiledOp[]): number[][] {
-  const before: number[][] = [];
-  const lastOnLane = [-1, -1, -1, -1];
-  ops.forEach((op, i) => {
-    const lane = LANES.indexOf(op.lane);
-    const known = [-1, -1, -1, -1];
-    const take = (j: number) => {
-      if (j < 0) return;
-      const l = LANES.indexOf(ops[j]!.lane);
-      known[l] = Math.max(known[l]!, j);
-      before[j]!.forEach((k, m) => { known[m] = Math.max(known[m]!, k); });
-    };
-    take(lastOnLane[lane]!);
-    op.deps.forEach((j) => take(j));
-    before.push(known);
-    lastOnLane[lane] = i;
-  });
-  return before;
-}
-
 /**
  * Pairs (CPU attention, device matmul of the same layer) that the executor's dependencies let run
  * at the same time: neither waits, directly or through others, for the other.
@@ -109,7 +84,7 @@ function concurrentPairs(ops: readonly NativeCompiledOp[]): Array<{ attention: N
     if (a.kind !== 'attention' || a.lane !== 'cpu') return;
     ops.forEach((m, j) => {
       if (m.kind !== 'matmul' || m.lane !== 'device' || m.layer !== a.layer) return;
-      if (before[i]![1]! >= j || before[j]![0]! >= i) return;
+      if (!mayOverlap(ops, before, i, j)) return;
       out.push({ attention: a, matmul: m });
     });
   });
