@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
-import { nativePlanOps, type NativeLayerPlacement, type NativeModel, type NativeSeqInput } from '../../engine/native/model';
+import { nativePlanOps, type NativeCompiledOp, type NativeLayerPlacement, type NativeModel, type NativeSeqInput } from '../../engine/native/model';
 import { aloneLogits, withSyntheticQwen2 } from '../helpers/alone-logits';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 import { existsSync } from 'node:fs';
@@ -94,6 +94,14 @@ async function check(file: string, vocab: number, nLayers: number): Promise<void
     const deferred1 = native.deferredAttention.started;
     const loopback = together();
     for (let s = 0; s < SEQS; s++) assert.deepEqual(loopback.out[s], alone[s], `loopback, KV by sequence: sequence ${s} differs`);
+    // Between two device layers the edges move only their rows, on the copy lanes: X itself does
+    // not go to the host and back at every layer.
+    const layerOps = native.compiledOps().filter((o) => o.stage === 'layer-by-layer');
+    for (const o of layerOps.filter((x) => x.layer >= 1 && x.layer < nLayers - 1 && (x.kind === 'layer_enter' || x.kind === 'layer_exit')))
+      assert.deepEqual([o.lane, o.loc], [o.kind === 'layer_enter' ? 'h2d' : 'd2h', 'device'], `${o.kind} of layer ${o.layer} on the device's copy lane`);
+    const interior = (o: NativeCompiledOp | undefined, kind: string): boolean => o?.kind === kind && o.layer >= 1 && o.layer < nLayers - 1;
+    const edgeX = layerOps.filter((o, i) => o.kind === 'copy_rows' && (interior(layerOps[i + 1], 'layer_exit') || interior(layerOps[i - 1], 'layer_enter')));
+    assert.deepEqual(edgeX, [], 'no whole-X copy around an edge between two device layers');
     assert.equal(native.deferredAttention.started - deferred1, deferredPerRun, 'loopback: the host-KV sequences deferred their attention');
 
     // A deferred attention in flight when its sequence's KV moves (re-planning swaps it to the
@@ -133,8 +141,8 @@ async function check(file: string, vocab: number, nLayers: number): Promise<void
     assert.deepEqual(prefilled, alone[3]![0], 'loopback: a prompt beside a layer-by-layer row differs from alone');
     assert.equal(none!.length, 0);
 
-    // Vulkan (kernels of its own: X lives in device memory, the layer edges and the window point
-    // copy it to the host and back): the layer-by-layer rows give the bits of the same placement's
+    // Vulkan (kernels of its own: X lives in device memory, the layer edges copy their rows on the
+    // copy lanes, the window point copies X to the host and back): the layer-by-layer rows give the bits of the same placement's
     // whole tokens on the device (the shaders are not the CPU's kernels: equal to each other, not
     // to the CPU), with no validation message.
     const noVulkan = vulkanSkip();

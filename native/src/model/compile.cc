@@ -423,13 +423,26 @@ void Model::compile(bool pipelined, bool layer_steps) {
   };
   const int n_layers = static_cast<int>(cfg_.n_layers);
   // The layer-by-layer program's edges of layer l (SeqInput::layer): the rows that run only this
-  // layer take X from their sequence's residual before it and keep X after it, on the host.
+  // layer take X from their sequence's residual (host memory) before it and keep X after it.
+  // Where X is on the device only (a layer on the device ends; the next starts there), the edge
+  // copies just those rows on a copy lane, and X stays where it is. (Before, every edge brought the
+  // whole X to the host and back: two copies of every row per layer, each draining the device's
+  // queue, in every step of APEX's asynchronous overlap.) Elsewhere the edge runs on the host.
   auto layer_edge = [&](OpKind k, int l) {
     cur_layer = l;
     cur_plan_op = k == OpKind::LayerEnter ? kAttnNorm : kDown;
-    need(Buf::X, Loc::Host);
+    const bool x_on_dev_only = S().valid[static_cast<int>(Buf::X)] == bit(Loc::Dev);
+    const bool on_dev = x_on_dev_only && (k == OpKind::LayerExit || place(l, kAttnNorm).loc == Loc::Dev);
     Op e{k};
     e.src = e.dst = Buf::X;
+    if (on_dev) {
+      e.loc = Loc::Dev;
+      e.lane = k == OpKind::LayerEnter ? Lane::ToDevice : Lane::ToHost;
+      push(e);
+      if (k == OpKind::LayerEnter) wrote(Buf::X, Loc::Dev);
+      return;
+    }
+    need(Buf::X, Loc::Host);
     e.loc = Loc::Host;
     e.lane = Lane::Cpu;
     push(e);
@@ -627,8 +640,8 @@ void Model::op_resources_rows(const Op& op, std::vector<int>* r, std::vector<int
     case OpKind::AddBias: case OpKind::Rope: r->push_back(b(op.dst, loc)); w->push_back(b(op.dst, loc)); break;
     case OpKind::AddResidual: r->push_back(b(op.src, loc)); r->push_back(b(op.dst, loc)); w->push_back(b(op.dst, loc)); break;
     case OpKind::LastRows: r->push_back(b(Buf::X, loc)); w->push_back(b(Buf::X, loc)); break;
-    case OpKind::LayerEnter: r->push_back(b(Buf::X, 0)); w->push_back(b(Buf::X, 0)); break;
-    case OpKind::LayerExit: r->push_back(b(Buf::X, 0)); break;
+    case OpKind::LayerEnter: r->push_back(b(Buf::X, loc)); w->push_back(b(Buf::X, loc)); break;
+    case OpKind::LayerExit: r->push_back(b(Buf::X, loc)); break;
     // Its attention reads the layer's host KV, which the step's StoreKv wrote before it.
     case OpKind::DeferredAttention:
       r->push_back(b(Buf::Q, 0));
@@ -728,9 +741,9 @@ void Model::adopt_device_weights(const std::vector<Op>& decode) {
 }
 
 bool Model::layer_steps_supported() const {
-  // A device with kernels of its own (Vulkan) keeps X in its memory: the layer edges and the
-  // window point are host ops, so compile copies X to the host before them and back after.
-  // Streamed KV (and KVPR's recomputation over it) works on every row of the layer's step.
+  // A device with kernels of its own (Vulkan) keeps X in its memory: the layer edges copy their
+  // rows on its copy lanes, and the window point is a host op, so compile copies X to the host
+  // before it and back after. Streamed KV (and KVPR's recomputation over it) works on every row of the layer's step.
   if (device_ && placement_.uses_device())
     for (const LayerPlacement& lp : placement_.layers)
       if (!lp.kv_by_sequence && lp.kv == Loc::Host && lp.op[kAttention].loc == Loc::Dev) return false;

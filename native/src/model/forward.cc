@@ -370,9 +370,11 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
     }
     case OpKind::LayerEnter:
     case OpKind::LayerExit: {
-      // The rows that run part of their token: X from / to their sequence's residual (host memory;
-      // the op runs on the host, where the compiled program made X valid).
-      float* x = buf_at(Buf::X, Loc::Host);
+      // The rows that run part of their token: X from / to their sequence's residual (host
+      // memory), on the side where the compiled program keeps X: the host, or the device through
+      // its copy lanes (those rows only).
+      float* x = buf_at(Buf::X, at);
+      const size_t row_bytes = static_cast<size_t>(E) * sizeof(float);
       for (const Span& sp : st.spans) {
         if (op.layer != (op.kind == OpKind::LayerEnter ? sp.layer : sp.layer_end - 1) || sp.layer < 0) continue;
         // A row that joined a deferred attention came into this layer through the previous one's
@@ -383,11 +385,14 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
         if (op.kind == OpKind::LayerExit && sp.layer_end == cfg_.n_layers) {
           q.residual_pos = -1;  // the token is done: nothing waits for a next layer
         } else if (op.kind == OpKind::LayerExit) {
-          q.residual.assign(row, row + E);
+          q.residual.resize(static_cast<size_t>(E));  // allocates once per sequence
+          if (at == Loc::Dev) device_->copy_to_host(q.residual.data(), row, row_bytes);
+          else std::memcpy(q.residual.data(), row, row_bytes);
           q.residual_pos = sp.pos0;
           q.residual_layer = sp.layer_end - 1;
         } else if (sp.layer > 0) {
-          std::memcpy(row, q.residual.data(), static_cast<size_t>(E) * sizeof(float));
+          if (at == Loc::Dev) device_->copy_to_device(row, q.residual.data(), row_bytes);
+          else std::memcpy(row, q.residual.data(), row_bytes);
         }
       }
       break;

@@ -284,8 +284,8 @@ class Model {
     GeGlu,        // SwiGlu's place with GELU (gemma)
     MoeFfn,       // the routed experts of the layer, H -> H (model/moe.h)
     LogitSoftcap, // logits = tanh(logits / cap) · cap (gemma2's final soft-capping), on the host
-    LayerEnter,   // layer-by-layer rows at this layer: X from the residual their sequence kept (host)
-    LayerExit,    // layer-by-layer rows at this layer: X kept as their sequence's residual (host)
+    LayerEnter,   // layer-by-layer rows at this layer: X from the residual their sequence kept (host memory), on X's side
+    LayerExit,    // layer-by-layer rows at this layer: X kept as their sequence's residual (host memory), from X's side
     DeferredAttention,  // layer-by-layer rows after this layer's attention: the rows that continue
                         // from a deferred attention here take its output (Att) and X back; the rows
                         // that stop here keep X and start their attention on the window's thread
