@@ -175,11 +175,11 @@ export function extensionLogs(userDataDir: string): string {
  * `settled`. A quick input closes when something else takes the focus (seen under load), so the
  * sequence is retried up to three times.
  */
-export async function pickInQuickInput(page: Page, key: string, text: string, row: string, settled?: () => Promise<void>): Promise<void> {
+export async function pickInQuickInput(page: Page, key: string | readonly string[], text: string, row: string, settled?: () => Promise<void>): Promise<void> {
   const input = page.locator('.quick-input-widget .quick-input-box input');
   for (let attempt = 1; ; attempt++) {
     try {
-      await page.keyboard.press(key);
+      for (const k of typeof key === 'string' ? [key] : key) await page.keyboard.press(k);
       await input.waitFor({ state: 'visible', timeout: 10_000 });
       await input.fill(text, { timeout: 10_000 });
       await page.locator('.quick-input-widget .monaco-list-row', { hasText: row }).first().waitFor({ state: 'visible', timeout: 20_000 });
