@@ -52,6 +52,8 @@ const testPatterns = [
   /^test\/unit\/kv-cache\.test\.ts$/,
   // Moving KV positions and re-rotating keys (native shiftKv, issue 23).
   /^test\/unit\/kv-shift.*\.test\.ts$/,
+  // Logits into the caller's arrays (eval's `out`): direct, gathered and staged copies, a detached array.
+  /^test\/unit\/logits-out\.test\.ts$/,
   /^test\/unit\/attention\.test\.ts$/,
   /^test\/unit\/profile-native\.test\.ts$/,
   /^test\/parity\/stories260k\.test\.ts$/,

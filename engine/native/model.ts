@@ -216,10 +216,15 @@ export interface NativeModel {
   failDeviceAfter(n: number): void;
   readonly deviceStats: NativeDeviceStats | null;
   tracing: boolean;
-  /** Logits of the last token (nVocab floats), or of every token when wantAllLogits. */
-  eval(tokens: Int32Array, startPos: number, wantAllLogits?: boolean): Float32Array;
-  /** Same, on a worker thread. One evaluation at a time per model. */
-  evalAsync(tokens: Int32Array, startPos: number, wantAllLogits?: boolean): Promise<Float32Array>;
+  /**
+   * Logits of the last token (nVocab floats), or of every token when wantAllLogits. `out`: the
+   * caller's array of exactly that many floats, filled and returned: a decode loop that passes the
+   * same array every token allocates nothing for its logits (a new array's pages fault in again
+   * each time, ~0.1-0.5 ms a token for 32k-152k vocabularies).
+   */
+  eval(tokens: Int32Array, startPos: number, wantAllLogits?: boolean, out?: Float32Array): Float32Array;
+  /** Same, on a worker thread. One evaluation at a time per model. `out` is written when it resolves. */
+  evalAsync(tokens: Int32Array, startPos: number, wantAllLogits?: boolean, out?: Float32Array): Promise<Float32Array>;
   /** Forget KV positions ≥ fromPos (of sequence `seq`, default 0). */
   clearKv(fromPos: number, seq?: number): void;
   /**
@@ -227,9 +232,13 @@ export interface NativeModel {
    * positions then reach at least to + delta. Host KV only: throws for KV on a device or KVPR.
    */
   shiftKv(from: number, to: number, delta: number, seq?: number): void;
-  /** Several sequences at their own positions in the same steps; each input's logits (last, or all). */
-  evalBatch(inputs: NativeSeqInput[], wantAllLogits?: boolean): Float32Array[];
-  evalBatchAsync(inputs: NativeSeqInput[], wantAllLogits?: boolean): Promise<Float32Array[]>;
+  /**
+   * Several sequences at their own positions in the same steps; each input's logits (last, or
+   * all; empty for a layer-by-layer call before the last layer). `outs`: per input the caller's
+   * array to fill (as eval's `out`) or undefined.
+   */
+  evalBatch(inputs: NativeSeqInput[], wantAllLogits?: boolean, outs?: (Float32Array | undefined)[]): Float32Array[];
+  evalBatchAsync(inputs: NativeSeqInput[], wantAllLogits?: boolean, outs?: (Float32Array | undefined)[]): Promise<Float32Array[]>;
   /** Where a sequence keeps its KV in layers placed by sequence; forgets its KV. */
   setSequenceKv(seq: number, loc: NativeLoc): void;
   /** Moves a sequence's KV (layers placed by sequence) to `loc`, keeping its positions (NEO's swap); throws with deviceError when the device is full. */

@@ -76,18 +76,20 @@ export async function benchModel(path: string, opts: BenchOptions): Promise<Benc
     // Warm-up: one short step pages in the weights so the first timed step is not a page-fault run.
     await model.evalAsync(Int32Array.from(prompt.slice(0, 1)), 0);
     model.clearKv(0);
+    // One logits array for every step, as the engine's decode loops keep one (NativeModel.eval's `out`).
+    const logitsOut = new Float32Array(hp.nVocab);
     const t0 = performance.now();
     let logits: Float32Array | undefined;
     for (let pos = 0; pos < prompt.length; pos += PREFILL_BATCH) {
       if (opts.signal?.aborted) throw new Error('bench: cancelled');
-      logits = await model.evalAsync(Int32Array.from(prompt.slice(pos, pos + PREFILL_BATCH)), pos);
+      logits = await model.evalAsync(Int32Array.from(prompt.slice(pos, pos + PREFILL_BATCH)), pos, false, logitsOut);
     }
     const t1 = performance.now();
     let pos = prompt.length;
     let next = logits ? argmax(logits) : 1;
     for (let i = 0; i < opts.genTokens; i++) {
       if (opts.signal?.aborted) throw new Error('bench: cancelled');
-      logits = await model.evalAsync(Int32Array.of(next), pos++);
+      logits = await model.evalAsync(Int32Array.of(next), pos++, false, logitsOut);
       next = argmax(logits);
     }
     const t2 = performance.now();

@@ -205,15 +205,15 @@ export class Engine {
   /** The native model whose evaluations are observed for feedback. */
   private observed(model: NativeModel): NativeModel {
     if (!this.feedback) return model;
-    const evalAsync = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> => {
+    const evalAsync: NativeModel['evalAsync'] = async (tokens, pos, all, out) => {
       const sampled = this.beforeEval();
-      const r = await model.evalAsync(tokens, pos, all);
+      const r = await model.evalAsync(tokens, pos, all, out);
       this.afterEval(sampled, [{ rows: tokens.length, context: pos }], all ? tokens.length : 1);
       return r;
     };
-    const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all) => {
+    const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all, outs) => {
       const sampled = this.beforeEval();
-      const r = await model.evalBatchAsync(inputs, all);
+      const r = await model.evalBatchAsync(inputs, all, outs);
       this.afterEval(sampled, inputs.map((i) => ({ rows: i.tokens.length, context: i.startPos })), all ? inputs.reduce((n, i) => n + i.tokens.length, 0) : inputs.length);
       return r;
     };
@@ -372,10 +372,10 @@ export class Engine {
    * rebuilds every running request's KV under the new placement and runs the step again.
    */
   private batchGuarded(model: NativeModel): NativeModel {
-    const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all) => {
+    const evalBatchAsync: NativeModel['evalBatchAsync'] = async (inputs, all, outs) => {
       const event = this.replanForBatch(inputs.length);
       if (event) throw new BatchReplanned(event);
-      return model.evalBatchAsync(inputs, all);
+      return model.evalBatchAsync(inputs, all, outs);
     };
     return new Proxy(model, {
       get: (target, prop) => {
@@ -470,8 +470,8 @@ export class Engine {
    * Evaluates `tokens` at `pos`. When the device fails, the model moves to the CPU and the KV
    * cache is rebuilt there from the tokens it held, so the request goes on where it was.
    */
-  private evalTokens(tokens: number[], pos: number): Promise<Float32Array> {
-    return this.withFallback(this.observed(this.model())).evalAsync(Int32Array.from(tokens), pos);
+  private evalTokens(tokens: number[], pos: number, out?: Float32Array): Promise<Float32Array> {
+    return this.withFallback(this.observed(this.model())).evalAsync(Int32Array.from(tokens), pos, false, out);
   }
 
 
@@ -512,16 +512,16 @@ export class Engine {
    * a failing device completes on the CPU instead of failing.
    */
   private withFallback(model: NativeModel): NativeModel {
-    const evalWithFallback = async (tokens: Int32Array, pos: number, all?: boolean): Promise<Float32Array> => {
+    const evalWithFallback: NativeModel['evalAsync'] = async (tokens, pos, all, out) => {
       try {
-        return await model.evalAsync(tokens, pos, all);
+        return await model.evalAsync(tokens, pos, all, out);
       } catch (e) {
         // The KV is gone with the placement: rebuild the positions before `pos` on the CPU.
         const before = this.kvTokens.slice(0, pos);
         if (!this.deviceFailed(e)) throw e;
         for (let p = 0; p < before.length; p += PREFILL_CHUNK) await model.evalAsync(Int32Array.from(before.slice(p, p + PREFILL_CHUNK)), p);
         this.kvTokens.push(...before);
-        return model.evalAsync(tokens, pos, all);
+        return model.evalAsync(tokens, pos, all, out);
       }
     };
     return new Proxy(model, {
@@ -627,6 +627,8 @@ export class Engine {
       opts.onText?.(text);
     };
     let reason: StopReason = 'length';
+    // The decode steps' logits go into one array: each is sampled before the next step.
+    const decodeLogits = new Float32Array(logits.length);
     for (;;) {
       if (generated.length >= opts.maxTokens) break;
       if (signal?.aborted) { reason = 'cancelled'; break; }
@@ -640,7 +642,7 @@ export class Engine {
       if (generated.length >= opts.maxTokens) break;
       if (this.kvTokens.length >= ctx) { reason = 'context'; break; }
       if (signal?.aborted) { reason = 'cancelled'; break; }
-      logits = await this.evalTokens([id], this.kvTokens.length);
+      logits = await this.evalTokens([id], this.kvTokens.length, decodeLogits);
       this.kvTokens.push(id);
     }
     if (reason !== 'stop') {

@@ -142,6 +142,8 @@ interface Slot {
    * fresh: what the tail has not seen. Past MAX_STALE_TOKENS the tail is evaluated again.
    */
   staleTokens: number;
+  /** The array this slot's decode logits are written into, step after step (NativeModel.evalBatchAsync's `outs`). */
+  logits?: Float32Array;
 }
 
 interface Running {
@@ -234,6 +236,8 @@ export class Scheduler {
   private hadOnline = false;
   /** Whether the model can move KV positions (host KV); false after the first refusal. */
   private canShift = true;
+  /** The model's vocabulary, learnt from the first step's logits (sizes each slot's logits array). */
+  private nVocab: number | undefined;
 
   constructor(private readonly native: NativeModel, private readonly tokenizer: Tokenizer, private readonly contextLength: number, opts: SchedulerOptions = {}) {
     this.slots = Array.from({ length: native.maxSequences }, (_, seq) => ({ seq, tokens: [], lastUsed: 0, staleTokens: 0 }));
@@ -504,11 +508,15 @@ export class Scheduler {
       const { slots: decided, layers } = this.decided(stepping);
       const inputs = this.buildStep(decided, layers);
       const wantAll = inputs.some((i) => i.draft.length > 0);
+      // Each input's last-row logits go into its slot's own array (afterStep reads them before the
+      // next step); a step with drafts returns every row's, in new arrays.
+      const vocab = this.nVocab;
+      const outs = !wantAll && vocab ? inputs.map((i) => (i.partial ? undefined : (i.slot.logits ??= new Float32Array(vocab)))) : undefined;
       let logits: Float32Array[];
       try {
         logits = await this.native.evalBatchAsync(inputs.map((i) => ({
           seq: i.slot.seq, tokens: Int32Array.from(i.tokens), startPos: i.startPos, ...(i.keepAfter ? { keepAfter: true } : {}), ...(i.layers ?? {}),
-        })), wantAll);
+        })), wantAll, outs);
       } catch (e) {
         if (this.onStepError?.(e)) {
           // The model now runs on the CPU with every sequence's KV gone: each running request
@@ -543,6 +551,7 @@ export class Scheduler {
       this.stats.steps++;
       this.stats.stepRows += inputs.reduce((n, i) => n + i.tokens.length, 0);
       const nVocab = wantAll ? logits.length && inputs.length ? logits[0]!.length / inputs[0]!.tokens.length : 0 : 0;
+      if (!wantAll) this.nVocab ??= logits.find((l) => l.length > 0)?.length;
       inputs.forEach((inp, k) => this.afterStep(inp, logits[k]!, wantAll ? nVocab : 0));
       this.stats.running = this.slots.filter((x) => x.running).length;
     }

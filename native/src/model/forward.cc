@@ -49,7 +49,33 @@ std::vector<float> Model::eval(const int32_t* tokens, int64_t n, int64_t start_p
   return std::move(eval_batch({SeqInput{0, tokens, n, start_pos}}, want_all)[0]);
 }
 
+int64_t Model::logits_floats(const SeqInput& s, bool want_all) const {
+  if (s.layer >= 0 && s.layer + static_cast<int64_t>(s.layers) < cfg_.n_layers) return 0;
+  return (want_all ? std::max<int64_t>(s.n, 0) : 1) * cfg_.n_vocab;
+}
+
 std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& in, bool want_all) {
+  check_inputs(in, want_all);
+  std::vector<std::vector<float>> out(in.size());
+  std::vector<float*> dests(in.size(), nullptr);
+  for (size_t k = 0; k < in.size(); ++k) {
+    out[k].resize(static_cast<size_t>(logits_floats(in[k], want_all)));
+    if (!out[k].empty()) dests[k] = out[k].data();
+  }
+  eval_steps(in, want_all, dests);
+  return out;
+}
+
+void Model::eval_into(const std::vector<SeqInput>& in, bool want_all, const std::vector<float*>& dests) {
+  check_inputs(in, want_all);
+  if (dests.size() != in.size())
+    throw std::runtime_error("eval: " + std::to_string(dests.size()) + " logits destinations for " + std::to_string(in.size()) + " inputs");
+  for (size_t k = 0; k < in.size(); ++k)
+    if (!dests[k] && logits_floats(in[k], want_all) > 0) throw std::runtime_error("eval: input " + std::to_string(k) + " has logits but no destination");
+  eval_steps(in, want_all, dests);
+}
+
+void Model::check_inputs(const std::vector<SeqInput>& in, bool want_all) {
   if (in.empty()) throw std::runtime_error("eval: no sequences");
   if (static_cast<int64_t>(in.size()) > cfg_.max_sequences)
     throw std::runtime_error("eval: " + std::to_string(in.size()) + " sequences in one batch, the model was loaded for " + std::to_string(cfg_.max_sequences));
@@ -90,6 +116,9 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
         throw std::runtime_error("eval: sequence " + std::to_string(s.seq) + ": token " + std::to_string(s.tokens[i]) + " at index " +
                                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(cfg_.n_vocab) + ")");
   }
+}
+
+void Model::eval_steps(const std::vector<SeqInput>& in, bool want_all, const std::vector<float*>& dests) {
   // APEX's window: an input that continues a token from the attention its sequence deferred
   // joins it within the step; any other input of that sequence waits for it here and forgets the
   // partly done token (its position is being written anew).
@@ -127,11 +156,12 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return (seqs_[static_cast<size_t>(in[a].seq)]->kv_loc == Loc::Dev) > (seqs_[static_cast<size_t>(in[b].seq)]->kv_loc == Loc::Dev);
   });
-  std::vector<std::vector<float>> out(in.size());
   std::vector<int64_t> done(in.size(), 0);
   int64_t budget = device_ ? std::min(cfg_.batch_size, kDeviceRows) : cfg_.batch_size;
   if (want_all && dev_logits_) budget = std::min(budget, dev_logit_rows_);
-  std::vector<float> logits;
+  // One input done in one step (a decode token, a short prompt): its logits rows are the step's,
+  // in the same order, so the LM head writes them straight into the caller's memory.
+  float* direct = in.size() == 1 && in[0].n <= budget ? dests[0] : nullptr;
   std::vector<size_t> members;  // inputs in the step being built (reused: no allocation per step)
   members.reserve(in.size());
   for (;;) {
@@ -160,8 +190,8 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
     // A layer-by-layer row has logits at the last layer only.
     for (size_t m = 0; m < members.size(); ++m)
       st.need_logits = st.need_logits || (done[members[m]] + st.spans[m].n == in[members[m]].n && (st.spans[m].layer < 0 || st.spans[m].layer_end == cfg_.n_layers));
-    logits.resize(static_cast<size_t>(out_rows * cfg_.n_vocab));
-    forward(want_all, logits.data());
+    if (!direct && step_logits_.size() < static_cast<size_t>(out_rows * cfg_.n_vocab)) step_logits_.resize(static_cast<size_t>(out_rows * cfg_.n_vocab));
+    forward(want_all, direct ? direct : step_logits_.data());
     for (size_t m = 0; m < members.size(); ++m) {
       const size_t k = members[m];
       const Span& sp = st.spans[m];
@@ -170,12 +200,13 @@ std::vector<std::vector<float>> Model::eval_batch(const std::vector<SeqInput>& i
       if (sp.joins && !sp.defers) seqs_[static_cast<size_t>(sp.seq)]->deferred_layer = -1;
       if (sp.layer >= 0 && sp.layer_end < cfg_.n_layers) continue;  // the token is not done: no logits, no new position
       seqs_[static_cast<size_t>(in[k].seq)]->n_past = std::max(kept_end[k], in[k].start_pos + done[k]);
-      const float* src = logits.data() + (want_all ? sp.row0 : static_cast<int64_t>(m)) * cfg_.n_vocab;
-      if (want_all) out[k].insert(out[k].end(), src, src + sp.n * cfg_.n_vocab);
-      else if (done[k] == in[k].n) out[k].assign(src, src + cfg_.n_vocab);
+      if (direct || !dests[k]) continue;
+      const float* src = step_logits_.data() + (want_all ? sp.row0 : static_cast<int64_t>(m)) * cfg_.n_vocab;
+      const size_t V = static_cast<size_t>(cfg_.n_vocab);
+      if (want_all) std::memcpy(dests[k] + static_cast<size_t>(done[k] - sp.n) * V, src, static_cast<size_t>(sp.n) * V * sizeof(float));
+      else if (done[k] == in[k].n) std::memcpy(dests[k], src, V * sizeof(float));
     }
   }
-  return out;
 }
 
 void Model::forward(bool want_all, float* logits_out) {

@@ -172,6 +172,14 @@ class Model {
   // APEX's window (SeqInput::layer): attentions deferred so far, their run time and join waits.
   const DeferredAttention& deferred_attention() const { return deferred_; }
   std::vector<std::vector<float>> eval_batch(const std::vector<SeqInput>& in, bool want_all);
+  // The same steps, each input's logits written to dests[k] (logits_floats(in[k], want_all) floats;
+  // an input without logits may have nullptr). The caller owns the memory and reuses it token
+  // after token: a decode loop then allocates nothing per token, where a fresh 128 KiB-600 KiB
+  // result faults its pages in again every time (measured: 124-148 µs a token for 32000 floats).
+  void eval_into(const std::vector<SeqInput>& in, bool want_all, const std::vector<float*>& dests);
+  // Floats of an input's logits: n_vocab, n × n_vocab when want_all, 0 for a layer-by-layer call
+  // that stops before the last layer.
+  int64_t logits_floats(const SeqInput& s, bool want_all) const;
   // NEO's asymmetric pipeline (paper 003 Sec. 4): with it on, a decode-placement step that
   // carries both device-KV and host-KV sequences in layers placed by sequence (every layer) runs
   // the pipelined program: the two sub-batches' ops over their own rows, interleaved so the CPU
@@ -343,6 +351,9 @@ class Model {
   float* buf(Buf b);
   int64_t width(Buf b) const;
   void forward(bool want_all, float* logits_out);
+  // eval_batch's input checks (throws naming the input and the problem).
+  void check_inputs(const std::vector<SeqInput>& in, bool want_all);
+  void eval_steps(const std::vector<SeqInput>& in, bool want_all, const std::vector<float*>& dests);
   // Layer `layer`'s attention (its window when it slides); -1: the shape scratch is sized for.
   AttentionShape attention_shape(int layer = -1) const {
     AttentionShape a{cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
@@ -418,7 +429,8 @@ class Model {
   std::vector<Layer> layers_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<Op> ops_;
-  std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_, logits_;
+  std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
+  std::vector<float> step_logits_;  // a step's logits when they do not go straight to the caller's memory
   std::map<GgmlType, std::vector<uint8_t>> act_;  // converted activations per vec_dot_type
   AttentionScratch attn_scratch_;
   MoeFfn moe_host_, moe_dev_;  // MoE scratch for the host lane and the device's

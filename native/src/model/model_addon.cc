@@ -3,6 +3,7 @@
 // event loop stays free; one eval at a time per model (a second is rejected, not queued, so
 // callers see their own sequencing bugs). Every failure becomes a JS Error.
 #include <cmath>
+#include <cstring>
 #include <napi.h>
 
 #include <atomic>
@@ -19,6 +20,11 @@ namespace {
 struct Shared {
   std::unique_ptr<Model> model;
   std::atomic<bool> busy{false};
+  // evalAsync / evalBatchAsync into the caller's arrays: the worker writes the logits here (kept
+  // and reused, so its pages stay mapped), and the JS thread copies them into those arrays when
+  // the evaluation is done: a JS array may not be touched off the JS thread, and its buffer could
+  // be detached while the worker runs.
+  std::vector<float> staged_logits;
 };
 
 int64_t get_int(const Napi::Object& o, const char* key, bool required, int64_t fallback = 0) {
@@ -152,16 +158,84 @@ Napi::Array to_js_list(Napi::Env env, std::vector<std::vector<float>>&& v) {
   return a;
 }
 
+// The caller's logits arrays (eval's `out`, evalBatch's `outs`): for each input a Float32Array of
+// exactly logits_floats floats, or undefined (a new array is returned for it). Inputs without
+// logits (a layer-by-layer call before the last layer) ignore theirs.
+struct LogitsOuts {
+  std::vector<Napi::ObjectReference> refs;  // empty entries: no array given
+  std::vector<int64_t> floats;
+  bool given = false;
+};
+
+LogitsOuts logits_outs(Napi::Env env, const Model& m, const BatchInput& in, bool all, const std::vector<Napi::Value>& arrays, const char* who) {
+  LogitsOuts o;
+  o.given = true;
+  const std::vector<Model::SeqInput> view = in.view();
+  for (size_t k = 0; k < view.size(); ++k) {
+    o.floats.push_back(m.logits_floats(view[k], all));
+    Napi::Value v = k < arrays.size() ? arrays[k] : env.Undefined();
+    if (v.IsUndefined() || o.floats.back() == 0) {
+      o.refs.emplace_back();
+      continue;
+    }
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+      throw Napi::TypeError::New(env, std::string(who) + ": the logits array of input " + std::to_string(k) + " must be a Float32Array");
+    const size_t len = v.As<Napi::Float32Array>().ElementLength();
+    if (static_cast<int64_t>(len) != o.floats.back())
+      throw Napi::RangeError::New(env, std::string(who) + ": the logits array of input " + std::to_string(k) + " holds " + std::to_string(len) + " floats, its logits are " +
+                                           std::to_string(o.floats.back()) + (all ? " (tokens × nVocab)" : " (nVocab)"));
+    o.refs.push_back(Napi::Persistent(v.As<Napi::Object>()));
+  }
+  return o;
+}
+
+// The staged logits of each input, in input order, into the caller's arrays (or new ones); an
+// array detached or shrunk while the evaluation ran is an error, not a write past its end.
+Napi::Array logits_to_js(Napi::Env env, LogitsOuts& o, const float* staged) {
+  Napi::Array a = Napi::Array::New(env, o.floats.size());
+  size_t at = 0;
+  for (size_t k = 0; k < o.floats.size(); ++k) {
+    const size_t n = static_cast<size_t>(o.floats[k]);
+    Napi::Float32Array dst;
+    if (o.refs[k].IsEmpty()) {
+      dst = Napi::Float32Array::New(env, n);
+    } else {
+      dst = o.refs[k].Value().As<Napi::Float32Array>();
+      if (dst.ElementLength() != n || (n > 0 && !dst.Data()))
+        throw Napi::Error::New(env, "evalAsync: the logits array of input " + std::to_string(k) + " was detached or resized while the evaluation ran");
+    }
+    if (n > 0) std::memcpy(dst.Data(), staged + at, n * sizeof(float));
+    at += n;
+    a.Set(static_cast<uint32_t>(k), dst);
+  }
+  return a;
+}
+
 // evalAsync and evalBatchAsync on a libuv worker thread. `single`: evalAsync's one sequence,
 // resolved with its logits rather than a list.
 class EvalBatchWorker : public Napi::AsyncWorker {
  public:
-  EvalBatchWorker(Napi::Env env, std::shared_ptr<Shared> shared, BatchInput in, bool all, bool single = false)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), shared_(std::move(shared)), in_(std::move(in)), all_(all), single_(single) {}
+  EvalBatchWorker(Napi::Env env, std::shared_ptr<Shared> shared, BatchInput in, bool all, bool single = false, LogitsOuts outs = {})
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), shared_(std::move(shared)), in_(std::move(in)), all_(all), single_(single),
+        outs_(std::move(outs)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
   void Execute() override {
     try {
-      out_ = shared_->model->eval_batch(in_.view(), all_);
+      if (!outs_.given) {
+        out_ = shared_->model->eval_batch(in_.view(), all_);
+        return;
+      }
+      size_t total = 0;
+      for (int64_t f : outs_.floats) total += static_cast<size_t>(f);
+      std::vector<float>& staged = shared_->staged_logits;
+      if (staged.size() < total) staged.resize(total);
+      std::vector<float*> dests;
+      size_t at = 0;
+      for (int64_t f : outs_.floats) {
+        dests.push_back(f > 0 ? staged.data() + at : nullptr);
+        at += static_cast<size_t>(f);
+      }
+      shared_->model->eval_into(in_.view(), all_, dests);
     } catch (const DeviceError& e) {
       device_error_ = true;
       SetError(e.what());
@@ -173,6 +247,15 @@ class EvalBatchWorker : public Napi::AsyncWorker {
   // model whose promise has not settled.
   void OnOK() override {
     shared_->busy.store(false);
+    if (outs_.given) {
+      try {
+        Napi::Array a = logits_to_js(Env(), outs_, shared_->staged_logits.data());
+        deferred_.Resolve(single_ ? a.Get(0u) : a);
+      } catch (const Napi::Error& e) {
+        deferred_.Reject(e.Value());
+      }
+      return;
+    }
     if (single_) deferred_.Resolve(to_js(Env(), std::move(out_[0])));
     else deferred_.Resolve(to_js_list(Env(), std::move(out_)));
   }
@@ -190,6 +273,7 @@ class EvalBatchWorker : public Napi::AsyncWorker {
   bool single_;
   bool device_error_ = false;
   std::vector<std::vector<float>> out_;
+  LogitsOuts outs_;
 };
 
 class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
@@ -250,6 +334,25 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     return *shared_;
   }
 
+  // Runs fn on the model acquire() took and releases it however fn ends; a C++ error becomes a JS
+  // error (a device's with deviceError set, so the engine falls back to the CPU).
+  template <class F>
+  static auto held(Napi::Env env, Shared& s, F&& fn) -> decltype(fn()) {
+    struct Release {
+      Shared& s;
+      ~Release() { s.busy.store(false); }
+    } release{s};
+    try {
+      return fn();
+    } catch (const Napi::Error&) {
+      throw;
+    } catch (const DeviceError& e) {
+      throw device_error(env, e.what());
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
+  }
+
   static std::vector<int32_t> tokens_arg(const Napi::CallbackInfo& info) {
     if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array || !info[1].IsNumber())
       throw Napi::TypeError::New(info.Env(), "eval(tokens: Int32Array, startPos: number, wantAllLogits?: boolean)");
@@ -269,19 +372,11 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     const int64_t start = pos_arg(info);
     const bool all = info.Length() > 2 && info[2].ToBoolean().Value();
     Shared& s = acquire(info.Env());
-    std::vector<float> out;
-    try {
-      out = s.model->eval(tokens.data(), static_cast<int64_t>(tokens.size()), start, all);
-    } catch (const DeviceError& e) {
-      s.busy.store(false);
-      Napi::Error err = Napi::Error::New(info.Env(), e.what());
-      err.Set("deviceError", Napi::Boolean::New(info.Env(), true));
-      throw err;
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(info.Env(), e.what());
+    if (info.Length() > 3 && !info[3].IsUndefined()) {
+      BatchInput in = single_input(std::move(tokens), start);
+      return eval_sync(info.Env(), s, in, all, {info[3]}, "eval").Get(0u);
     }
-    s.busy.store(false);
+    std::vector<float> out = held(info.Env(), s, [&] { return s.model->eval(tokens.data(), static_cast<int64_t>(tokens.size()), start, all); });
     return to_js(info.Env(), std::move(out));
   }
 
@@ -289,12 +384,11 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     std::vector<int32_t> tokens = tokens_arg(info);
     const int64_t start = pos_arg(info);
     const bool all = info.Length() > 2 && info[2].ToBoolean().Value();
-    acquire(info.Env());
-    BatchInput in;
-    in.seqs.push_back(0);
-    in.tokens.push_back(std::move(tokens));
-    in.starts.push_back(start);
-    auto* w = new EvalBatchWorker(info.Env(), shared_, std::move(in), all, true);
+    Shared& s = acquire(info.Env());
+    BatchInput in = single_input(std::move(tokens), start);
+    LogitsOuts outs;
+    if (info.Length() > 3 && !info[3].IsUndefined()) outs = outs_or_release(info.Env(), s, in, all, {info[3]}, "evalAsync");
+    auto* w = new EvalBatchWorker(info.Env(), shared_, std::move(in), all, true, std::move(outs));
     Napi::Promise p = w->promise();
     w->Queue();
     return p;
@@ -303,13 +397,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value ClearKv(const Napi::CallbackInfo& info) {
     if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "clearKv(fromPos: number)");
     Shared& s = acquire(info.Env());
-    try {
-      s.model->clear_kv(info[0].As<Napi::Number>().Int64Value(), info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0);
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(info.Env(), e.what());
-    }
-    s.busy.store(false);
+    held(info.Env(), s, [&] { s.model->clear_kv(info[0].As<Napi::Number>().Int64Value(), info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0); });
     return info.Env().Undefined();
   }
 
@@ -318,14 +406,10 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber())
       throw Napi::TypeError::New(info.Env(), "shiftKv(from: number, to: number, delta: number, seq?: number)");
     Shared& s = acquire(info.Env());
-    try {
+    held(info.Env(), s, [&] {
       s.model->shift_kv(info[0].As<Napi::Number>().Int64Value(), info[1].As<Napi::Number>().Int64Value(), info[2].As<Napi::Number>().Int64Value(),
                         info.Length() > 3 && info[3].IsNumber() ? info[3].As<Napi::Number>().Int32Value() : 0);
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(info.Env(), e.what());
-    }
-    s.busy.store(false);
+    });
     return info.Env().Undefined();
   }
 
@@ -343,13 +427,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   void SetThreads(const Napi::CallbackInfo& info, const Napi::Value& v) {
     if (!v.IsNumber()) throw Napi::TypeError::New(info.Env(), "threads must be a number");
     Shared& s = acquire(info.Env());
-    try {
-      s.model->set_threads(static_cast<int>(v.As<Napi::Number>().Int32Value()));
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(info.Env(), e.what());
-    }
-    s.busy.store(false);
+    held(info.Env(), s, [&] { s.model->set_threads(static_cast<int>(v.As<Napi::Number>().Int32Value())); });
   }
   Napi::Value GetNPast(const Napi::CallbackInfo& info) {
     if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
@@ -466,7 +544,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       }
     }
     Shared& s = acquire(env);
-    try {
+    held(env, s, [&] {
       if (has_prefill) s.model->set_placements(p, &prefill, prefill_rows, std::move(dev));
       else s.model->set_placement(p, std::move(dev));
       // The pipelined program now, not at its first step: compiledOps() (which traces are read
@@ -474,14 +552,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       // The layer-by-layer program beside it (APEX's asynchronous overlap runs on NEO's
       // placement), where the placement allows it (layerSteps).
       if (s.model->build_pipelined()) s.model->build_layer_steps();
-    } catch (const DeviceError& e) {
-      s.busy.store(false);
-      throw device_error(env, e.what());
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(env, e.what());
-    }
-    s.busy.store(false);
+    });
     return env.Undefined();
   }
 
@@ -619,6 +690,52 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
 
   bool tracing_ = false;
 
+  static BatchInput single_input(std::vector<int32_t> tokens, int64_t start) {
+    BatchInput in;
+    in.seqs.push_back(0);
+    in.tokens.push_back(std::move(tokens));
+    in.starts.push_back(start);
+    return in;
+  }
+
+  // evalBatch's third argument: one entry (Float32Array or undefined) per input.
+  static std::vector<Napi::Value> outs_arg(const Napi::CallbackInfo& info, const char* who, size_t n) {
+    if (!info[2].IsArray()) throw Napi::TypeError::New(info.Env(), std::string(who) + ": outs must be an array (a Float32Array or undefined per input)");
+    Napi::Array a = info[2].As<Napi::Array>();
+    if (a.Length() != n)
+      throw Napi::RangeError::New(info.Env(), std::string(who) + ": " + std::to_string(a.Length()) + " logits arrays for " + std::to_string(n) + " inputs");
+    std::vector<Napi::Value> v;
+    for (uint32_t k = 0; k < a.Length(); ++k) v.push_back(a.Get(k));
+    return v;
+  }
+
+  // The outputs checked while the model is held: a bad one releases it before throwing.
+  static LogitsOuts outs_or_release(Napi::Env env, Shared& s, const BatchInput& in, bool all, const std::vector<Napi::Value>& arrays, const char* who) {
+    try {
+      return logits_outs(env, *s.model, in, all, arrays, who);
+    } catch (...) {
+      s.busy.store(false);  // the evaluation will not run: nothing else releases the model
+      throw;
+    }
+  }
+
+  // eval / evalBatch into the caller's arrays, on this thread: the model writes into them directly
+  // (no JS runs meanwhile), and arrays are made for inputs that gave none.
+  static Napi::Array eval_sync(Napi::Env env, Shared& s, const BatchInput& in, bool all, const std::vector<Napi::Value>& arrays, const char* who) {
+    LogitsOuts outs = outs_or_release(env, s, in, all, arrays, who);
+    return held(env, s, [&] {
+      Napi::Array result = Napi::Array::New(env, outs.floats.size());
+      std::vector<float*> dests;
+      for (size_t k = 0; k < outs.floats.size(); ++k) {
+        Napi::Float32Array a = outs.refs[k].IsEmpty() ? Napi::Float32Array::New(env, static_cast<size_t>(outs.floats[k])) : outs.refs[k].Value().As<Napi::Float32Array>();
+        result.Set(static_cast<uint32_t>(k), a);
+        dests.push_back(outs.floats[k] > 0 ? a.Data() : nullptr);
+      }
+      s.model->eval_into(in.view(), all, dests);
+      return result;
+    });
+  }
+
   static BatchInput batch_arg(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 1 || !info[0].IsArray()) throw Napi::TypeError::New(env, "evalBatch(inputs: {seq, tokens: Int32Array, startPos}[], wantAllLogits?: boolean)");
@@ -648,26 +765,25 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value EvalBatch(const Napi::CallbackInfo& info) {
     BatchInput in = batch_arg(info);
     const bool all = info.Length() > 1 && info[1].ToBoolean().Value();
+    std::vector<Napi::Value> arrays;
+    const bool given = info.Length() > 2 && !info[2].IsUndefined();
+    if (given) arrays = outs_arg(info, "evalBatch", in.seqs.size());
     Shared& s = acquire(info.Env());
-    std::vector<std::vector<float>> out;
-    try {
-      out = s.model->eval_batch(in.view(), all);
-    } catch (const DeviceError& e) {
-      s.busy.store(false);
-      throw device_error(info.Env(), e.what());
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(info.Env(), e.what());
-    }
-    s.busy.store(false);
+    if (given) return eval_sync(info.Env(), s, in, all, arrays, "evalBatch");
+    std::vector<std::vector<float>> out = held(info.Env(), s, [&] { return s.model->eval_batch(in.view(), all); });
     return to_js_list(info.Env(), std::move(out));
   }
 
   Napi::Value EvalBatchAsync(const Napi::CallbackInfo& info) {
     BatchInput in = batch_arg(info);
     const bool all = info.Length() > 1 && info[1].ToBoolean().Value();
-    acquire(info.Env());
-    auto* w = new EvalBatchWorker(info.Env(), shared_, std::move(in), all);
+    std::vector<Napi::Value> arrays;
+    const bool given = info.Length() > 2 && !info[2].IsUndefined();
+    if (given) arrays = outs_arg(info, "evalBatchAsync", in.seqs.size());
+    Shared& s = acquire(info.Env());
+    LogitsOuts outs;
+    if (given) outs = outs_or_release(info.Env(), s, in, all, arrays, "evalBatchAsync");
+    auto* w = new EvalBatchWorker(info.Env(), shared_, std::move(in), all, false, std::move(outs));
     Napi::Promise p = w->promise();
     w->Queue();
     return p;
@@ -677,13 +793,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "setSequenceKv(seq: number, loc: 'host' | 'device')");
     const Loc loc = parse_loc(info.Env(), info[1], "setSequenceKv loc");
     Shared& s = acquire(info.Env());
-    try {
-      s.model->set_sequence_kv(info[0].As<Napi::Number>().Int32Value(), loc);
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(info.Env(), e.what());
-    }
-    s.busy.store(false);
+    held(info.Env(), s, [&] { s.model->set_sequence_kv(info[0].As<Napi::Number>().Int32Value(), loc); });
     return info.Env().Undefined();
   }
 
@@ -691,16 +801,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     if (info.Length() < 2 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "swapSequenceKv(seq: number, loc: 'host' | 'device')");
     const Loc loc = parse_loc(info.Env(), info[1], "swapSequenceKv loc");
     Shared& s = acquire(info.Env());
-    try {
-      s.model->swap_sequence_kv(info[0].As<Napi::Number>().Int32Value(), loc);
-    } catch (const DeviceError& e) {
-      s.busy.store(false);
-      throw device_error(info.Env(), e.what());
-    } catch (const std::exception& e) {
-      s.busy.store(false);
-      throw Napi::Error::New(info.Env(), e.what());
-    }
-    s.busy.store(false);
+    held(info.Env(), s, [&] { s.model->swap_sequence_kv(info[0].As<Napi::Number>().Int32Value(), loc); });
     return info.Env().Undefined();
   }
 
