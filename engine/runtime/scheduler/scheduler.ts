@@ -142,7 +142,7 @@ interface Slot {
    * fresh: what the tail has not seen. Past MAX_STALE_TOKENS the tail is evaluated again.
    */
   staleTokens: number;
-  /** The array this slot's decode logits are written into, step after step (NativeModel.evalBatchAsync's `outs`). */
+  /** The array this slot's logits are written into, step after step (NativeModel.evalBatchAsync's `outs`). */
   logits?: Float32Array;
 }
 
@@ -508,10 +508,10 @@ export class Scheduler {
       const { slots: decided, layers } = this.decided(stepping);
       const inputs = this.buildStep(decided, layers);
       const wantAll = inputs.some((i) => i.draft.length > 0);
-      // Each input's last-row logits go into its slot's own array (afterStep reads them before the
-      // next step); a step with drafts returns every row's, in new arrays.
+      // Each input's logits (its last row's, or every row's in a step with drafts) go into its
+      // slot's own array, grown to the most rows it has needed: afterStep reads them before the next step.
       const vocab = this.nVocab;
-      const outs = !wantAll && vocab ? inputs.map((i) => (i.partial ? undefined : (i.slot.logits ??= new Float32Array(vocab)))) : undefined;
+      const outs = vocab ? inputs.map((i) => (i.partial ? undefined : slotLogits(i.slot, (wantAll ? i.tokens.length : 1) * vocab))) : undefined;
       let logits: Float32Array[];
       try {
         logits = await this.native.evalBatchAsync(inputs.map((i) => ({
@@ -552,6 +552,7 @@ export class Scheduler {
       this.stats.stepRows += inputs.reduce((n, i) => n + i.tokens.length, 0);
       const nVocab = wantAll ? logits.length && inputs.length ? logits[0]!.length / inputs[0]!.tokens.length : 0 : 0;
       if (!wantAll) this.nVocab ??= logits.find((l) => l.length > 0)?.length;
+      else if (nVocab > 0) this.nVocab ??= nVocab;
       inputs.forEach((inp, k) => this.afterStep(inp, logits[k]!, wantAll ? nVocab : 0));
       this.stats.running = this.slots.filter((x) => x.running).length;
     }
@@ -746,6 +747,12 @@ function preferToEvict(a: Slot, b: Slot | undefined): boolean {
   const aEmpty = a.tokens.length === 0, bEmpty = b.tokens.length === 0;
   if (aEmpty !== bEmpty) return aEmpty;
   return a.lastUsed < b.lastUsed;
+}
+
+/** `floats` of the slot's logits array (a view of it, which grows to the largest asked). */
+function slotLogits(slot: Slot, floats: number): Float32Array {
+  if (!slot.logits || slot.logits.length < floats) slot.logits = new Float32Array(floats);
+  return slot.logits.subarray(0, floats);
 }
 
 /** Tokens of `prompt` whose KV `slot` holds (the last prompt token is always evaluated: its logits are needed). */
