@@ -8,7 +8,7 @@ import type { MeasuredTrace } from '../../engine/runtime/trace';
 const LANES = ['cpu', 'device', 'h2d', 'd2h'] as const;
 
 /** The lane index deps and finishedBefore use (cpu, device, h2d, d2h). */
-export function laneIndex(op: NativeCompiledOp): number {
+function laneIndex(op: NativeCompiledOp): number {
   return LANES.indexOf(op.lane);
 }
 

@@ -142,9 +142,9 @@ async function check(file: string, vocab: number, nLayers: number): Promise<void
     assert.equal(none!.length, 0);
 
     // Vulkan (kernels of its own: X lives in device memory, the layer edges copy their rows on the
-    // copy lanes, the window point copies X to the host and back): the layer-by-layer rows give the bits of the same placement's
-    // whole tokens on the device (the shaders are not the CPU's kernels: equal to each other, not
-    // to the CPU), with no validation message.
+    // copy lanes, the window point copies X to the host and back): the layer-by-layer rows give
+    // the bits of the same placement's whole tokens on the device (the shaders are not the CPU's
+    // kernels: equal to each other, not to the CPU), with no validation message.
     const noVulkan = vulkanSkip();
     if (noVulkan) console.log(`  Vulkan part skipped: ${noVulkan}`);
     else {

@@ -743,7 +743,8 @@ void Model::adopt_device_weights(const std::vector<Op>& decode) {
 bool Model::layer_steps_supported() const {
   // A device with kernels of its own (Vulkan) keeps X in its memory: the layer edges copy their
   // rows on its copy lanes, and the window point is a host op, so compile copies X to the host
-  // before it and back after. Streamed KV (and KVPR's recomputation over it) works on every row of the layer's step.
+  // before it and back after. Streamed KV (and KVPR's recomputation over it) works on every row
+  // of the layer's step.
   if (device_ && placement_.uses_device())
     for (const LayerPlacement& lp : placement_.layers)
       if (!lp.kv_by_sequence && lp.kv == Loc::Host && lp.op[kAttention].loc == Loc::Dev) return false;
