@@ -165,11 +165,13 @@ struct LogitsOuts {
   std::vector<Napi::ObjectReference> refs;  // empty entries: no array given
   std::vector<int64_t> floats;
   bool given = false;
+  const char* who = "";  // the JS method, for errors
 };
 
 LogitsOuts logits_outs(Napi::Env env, const Model& m, const BatchInput& in, bool all, const std::vector<Napi::Value>& arrays, const char* who) {
   LogitsOuts o;
   o.given = true;
+  o.who = who;
   const std::vector<Model::SeqInput> view = in.view();
   for (size_t k = 0; k < view.size(); ++k) {
     o.floats.push_back(m.logits_floats(view[k], all));
@@ -202,7 +204,7 @@ Napi::Array logits_to_js(Napi::Env env, LogitsOuts& o, const float* staged) {
     } else {
       dst = o.refs[k].Value().As<Napi::Float32Array>();
       if (dst.ElementLength() != n || (n > 0 && !dst.Data()))
-        throw Napi::Error::New(env, "evalAsync: the logits array of input " + std::to_string(k) + " was detached or resized while the evaluation ran");
+        throw Napi::Error::New(env, std::string(o.who) + ": the logits array of input " + std::to_string(k) + " was detached or resized while the evaluation ran");
     }
     if (n > 0) std::memcpy(dst.Data(), staged + at, n * sizeof(float));
     at += n;
