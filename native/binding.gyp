@@ -15,6 +15,12 @@
       "cflags_cc": ["-mavx2", "-mfma", "-mf16c"]
     },
     {
+      "target_name": "fulcrum_avxvnni",
+      "type": "static_library",
+      "sources": ["<!@(node list-sources.js avxvnni)"],
+      "cflags_cc": ["-mavx2", "-mfma", "-mf16c", "-mavxvnni"]
+    },
+    {
       "target_name": "fulcrum_avx512",
       "type": "static_library",
       "sources": ["<!@(node list-sources.js avx512)"],
@@ -23,7 +29,7 @@
     {
       "target_name": "fulcrum",
       "sources": ["<!@(node list-sources.js base)"],
-      "dependencies": ["fulcrum_avx2", "fulcrum_avx512"],
+      "dependencies": ["fulcrum_avx2", "fulcrum_avxvnni", "fulcrum_avx512"],
       "libraries": ["-pthread"]
     }
   ]

@@ -1,6 +1,7 @@
 // Lists the addon's C++ sources for binding.gyp, by ISA: files named *_avx2.cc are compiled
 // with AVX2/FMA/F16C enabled, *_avx512.cc with AVX-512 (F/BW/VL/DQ/VNNI/BF16), everything else
-// for baseline x86-64. Run-time dispatch (ggml_types.h) picks among them.
+// for baseline x86-64. The block formats' AVX2 files (src/quant/**/*_avx2.cc) are listed a second
+// time as `avxvnni`, compiled with AVX-VNNI as well (core/isa.h). Run-time dispatch picks among them.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -13,7 +14,8 @@ const out = [];
     if (e.isDirectory()) walk(p);
     else if (e.name.endsWith('.cc')) {
       const isa = e.name.endsWith('_avx2.cc') ? 'avx2' : e.name.endsWith('_avx512.cc') ? 'avx512' : 'base';
-      if (isa === kind) out.push(path.relative(__dirname, p).split(path.sep).join('/'));
+      const rel = path.relative(__dirname, p).split(path.sep).join('/');
+      if (isa === kind || (kind === 'avxvnni' && isa === 'avx2' && rel.startsWith('src/quant/'))) out.push(rel);
     }
   }
 })(root);

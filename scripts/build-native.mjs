@@ -58,7 +58,7 @@ try {
   // Vulkan shaders to SPIR-V, embedded as C arrays (needs glslc; without it the device is unavailable).
   const embed = spawnSync(process.execPath, [path.join(nativeDir, 'embed-shaders.js')], { stdio: 'inherit' });
   if (embed.status !== 0) throw new Error('embedding the Vulkan shaders failed');
-  const list = ['base', 'avx2', 'avx512'].map((k) =>
+  const list = ['base', 'avx2', 'avxvnni', 'avx512'].map((k) =>
     spawnSync(process.execPath, [path.join(nativeDir, 'list-sources.js'), k]).stdout.toString()).join('\n')
     + readFileSync(path.join(nativeDir, 'binding.gyp'), 'utf8')
     + (process.env.FULCRUM_NATIVE_FLAGS ?? '');

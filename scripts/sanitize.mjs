@@ -134,7 +134,7 @@ function gypRun(args) {
 
 function build() {
   const patched = syncSources();
-  const sources = ['base', 'avx2', 'avx512'].map((k) =>
+  const sources = ['base', 'avx2', 'avxvnni', 'avx512'].map((k) =>
     spawnSync(process.execPath, [path.join(tree, 'list-sources.js'), k]).stdout.toString()).join('\n');
   const stamp = path.join(tree, 'build', '.sources');
   const key = sources + patched;

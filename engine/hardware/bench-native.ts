@@ -105,7 +105,7 @@ export function nativePhysicalCores(): number | undefined {
   }
 }
 
-/** The ISA level the kernels were dispatched to ('scalar' | 'avx2' | 'avx512'), if known. */
+/** The ISA level the kernels were dispatched to ('scalar' | 'avx2' | 'avxvnni' | 'avx512'), if known. */
 export function nativeIsaLevel(): string | undefined {
   try {
     return loadAddon<AddonWithBench>().kernels?.isaLevel?.();

@@ -87,7 +87,7 @@ export function cpuIsa(flags: Set<string> | undefined, isaLevel: string): CpuIsa
       amx: flags.has('amx_bf16') || flags.has('amx_int8'),
     };
   }
-  const avx2 = isaLevel === 'avx2' || isaLevel === 'avx512';
+  const avx2 = isaLevel === 'avx2' || isaLevel === 'avxvnni' || isaLevel === 'avx512';
   const avx512 = isaLevel === 'avx512';
   return { avx2, fma: avx2, f16c: avx2, avx512f: avx512, avx512vnni: avx512, avx512bf16: false, amx: false };
 }

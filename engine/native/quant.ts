@@ -3,7 +3,7 @@
 // callers can compare paths; plus which ISA paths this CPU runs and which formats exist.
 import { loadAddon } from './addon';
 
-export type QuantIsa = 'scalar' | 'avx2' | 'avx512';
+export type QuantIsa = 'scalar' | 'avx2' | 'avxvnni' | 'avx512';
 
 export interface QuantFormat {
   typeId: number;
@@ -68,7 +68,7 @@ export function quantFormats(): QuantFormat[] {
   return addon().quantFormats();
 }
 
-export const ALL_QUANT_ISAS: readonly QuantIsa[] = ['scalar', 'avx2', 'avx512'];
+export const ALL_QUANT_ISAS: readonly QuantIsa[] = ['scalar', 'avx2', 'avxvnni', 'avx512'];
 
 // ---- micro-benchmarks and the llama.cpp peer (native/src/bench/quant_bench.cc) ----
 

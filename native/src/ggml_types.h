@@ -21,7 +21,7 @@ struct CpuFeatures {
 // What the CPU and OS support, detected once (cpuid + OS XSAVE support). Kernels do not read it:
 // they run at the one choice made from it (core/isa.h kernel_choice(), capped by FULCRUM_ISA).
 const CpuFeatures& cpu_features();
-// The ISA level kernels were chosen for: "scalar", "avx2" or "avx512".
+// The ISA level kernels were chosen for: "scalar", "avx2", "avxvnni" or "avx512".
 const char* isa_level();
 
 // Dot product of one weight row (n elements of the row's type) with one activation row that

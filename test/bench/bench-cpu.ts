@@ -24,7 +24,7 @@
 // Options: --quick (64-token prompt, 16 decoded), --prompt N, --gen N, --threads 1,2,
 // --shapes 0.5B,1.3B, --types Q8_0,Q4_0,Q4_K,Q4_K_M (llama.cpp's mix), --runs N (rounds per row,
 // default 3), --no-peer, --history FILE (default bench-results/peer-history.json),
-// --isa native|avx2|avx512 (Fulcrum with FULCRUM_ISA, llama.cpp with only its CPU library of that
+// --isa native|avx2|avxvnni|avx512 (Fulcrum with FULCRUM_ISA, llama.cpp with only its CPU library of that
 // level: llama-cpp-isa.ts).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -174,7 +174,7 @@ const baseName = (p: string): string => p.slice(p.lastIndexOf('/') + 1);
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2), ['prompt', 'gen', 'threads', 'shapes', 'types', 'isa', 'runs', 'history'], ['quick', 'no-peer']);
   const isa = (args.options.get('isa') ?? 'native') as IsaChoice;
-  if (!['native', 'avx2', 'avx512'].includes(isa)) throw new Error(`--isa must be native, avx2 or avx512, got ${isa}`);
+  if (!['native', 'avx2', 'avxvnni', 'avx512'].includes(isa)) throw new Error(`--isa must be native, avx2, avxvnni or avx512, got ${isa}`);
   const fulcrumEnv: Record<string, string> = isa === 'native' ? {} : { FULCRUM_ISA: isa };
   const llamaVariant = llamaCpuVariant(isa);
   const llamaEnv = llamaCppEnvFor(llamaVariant);

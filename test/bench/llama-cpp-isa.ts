@@ -1,5 +1,6 @@
 // node-llama-cpp at one CPU level. llama.cpp's CPU backend ships as one library per level
-// (libggml-cpu-haswell.so = AVX2, skylakex/icelake/zen4 = AVX-512, sapphirerapids = AMX, …) and
+// (libggml-cpu-haswell.so = AVX2, alderlake = AVX2 + AVX-VNNI, skylakex/icelake/zen4 = AVX-512,
+// sapphirerapids = AMX, …) and
 // loads the best one the CPU runs. To compare Fulcrum capped at an ISA (FULCRUM_ISA) with
 // llama.cpp at the same level, a package tree is built in the temp directory in which
 // @node-llama-cpp/linux-x64 holds only the chosen library (its binaries copied, the rest linked)
@@ -10,12 +11,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../engine/native/addon';
 
-export type IsaChoice = 'native' | 'avx2' | 'avx512';
+export type IsaChoice = 'native' | 'avx2' | 'avxvnni' | 'avx512';
 
 /** The llama.cpp CPU library for `isa` on this CPU (undefined: its own choice). */
 export function llamaCpuVariant(isa: IsaChoice): string | undefined {
   if (isa === 'native') return undefined;
   if (isa === 'avx2') return 'haswell';
+  if (isa === 'avxvnni') return 'alderlake';
   const flags = /^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.split(/\s+/) ?? [];
   const has = (f: string) => flags.includes(f);
   // The most capable AVX-512 build this CPU runs (no AMX: that is another level).

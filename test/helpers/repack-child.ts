@@ -22,6 +22,17 @@ export interface RepackCase {
   packedVsVecdot: number;
   /** every token's outputs in the batch equal, bit for bit, that token multiplied alone */
   batchEqualsAlone: boolean;
+  /** FNV-1a of the packed path's and the vec_dot path's output bytes: the same at two ISA levels
+   *  only if they give the same bits */
+  packedBits: string;
+  vecdotBits: string;
+}
+
+function fnv1a(x: Float32Array): string {
+  const bytes = new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  let h = 0x811c9dc5;
+  for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h.toString(16).padStart(8, '0');
 }
 
 const Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q4_K = 12, Q6_K = 14;
@@ -51,7 +62,7 @@ function main(): void {
     const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
     const layout = k.packedLayout(type, rows, cols);
     if (layout === null) {
-      cases.push({ type: name, rows, cols, nTokens: 0, threads: 0, layout, packedVsVecdot: 0, batchEqualsAlone: true });
+      cases.push({ type: name, rows, cols, nTokens: 0, threads: 0, layout, packedVsVecdot: 0, batchEqualsAlone: true, packedBits: '', vecdotBits: '' });
       continue;
     }
     for (const nTokens of [1, 2, 3, 5, 8, 17, 64]) {
@@ -70,7 +81,7 @@ function main(): void {
             packedVsVecdot = Math.max(packedVsVecdot, Math.abs(p - ref[tok * rows + r]!) / Math.max(scale, 1e-30));
           }
         }
-        cases.push({ type: name, rows, cols, nTokens, threads, layout, packedVsVecdot, batchEqualsAlone });
+        cases.push({ type: name, rows, cols, nTokens, threads, layout, packedVsVecdot, batchEqualsAlone, packedBits: fnv1a(packed), vecdotBits: fnv1a(ref) });
       }
     }
   }

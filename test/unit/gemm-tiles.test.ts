@@ -24,8 +24,10 @@ function runIsa(isa: string): { isa: string; cases: GemmCase[] } {
   return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; cases: GemmCase[] };
 }
 
-for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
+for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
+  // avxvnni is the AVX2 kernels compiled with AVX-VNNI: the same tiles, GEMVs and bits as avx2.
+  const avx2Level = isa === 'avx2' || isa === 'avxvnni';
   test(`matmul tiles equal per-token vec_dot (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
     const out = runIsa(isa);
     assert.equal(out.isa, isa);
@@ -37,7 +39,7 @@ for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
     // Likewise the decode GEMV kernels (one token).
     const gemv = new Set(out.cases.filter((c) => c.gemvRows !== null).map((c) => c.type));
     // (AVX-512 decodes the K-quants with their tile kernels at one token.)
-    assert.deepEqual([...gemv].sort(), isa === 'scalar' ? [] : isa === 'avx2' ? ['Q4_0', 'Q8_0'] : ['Q4_0', 'Q4_K', 'Q6_K', 'Q8_0']);
+    assert.deepEqual([...gemv].sort(), isa === 'scalar' ? [] : avx2Level ? ['Q4_0', 'Q8_0'] : ['Q4_0', 'Q4_K', 'Q6_K', 'Q8_0']);
     for (const c of out.cases) {
       const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
       // Q4_1 adds m·s with s = d·Σq stored as f16 in the Q8_1 block: its rounding is not in the
@@ -52,7 +54,7 @@ for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
       const reorderingGemv = c.nTokens === 1 && c.gemvRows !== null && (c.type === 'Q4_0' || c.type === 'Q4_K') && isa === 'avx512';
       // The AVX2 K-quant tiles keep vec_dot's two accumulators and order: identical too.
       const exactTile = c.tile !== null && ((isa === 'avx512' && ((c.tile.rows === 4 && c.tile.cols === 4) || c.type === 'Q6_K')) ||
-        (isa === 'avx2' && (c.type === 'Q4_K' || c.type === 'Q6_K')));
+        (avx2Level && (c.type === 'Q4_K' || c.type === 'Q6_K')));
       if (!reorderingGemv && (c.nTokens === 1 || c.tile === null || exactTile)) {
         assert.ok(c.identical, `${label}: expected bit-identical results`);
       }

@@ -65,7 +65,7 @@ for (const name of WEIGHT_FORMATS) {
     const actRef = refFormat(ACT_OF[name] ?? '');
     const rng = new Rng(0x7777 + ref.typeId);
     const isas = q.quantIsas();
-    for (const isa of ['avx2', 'avx512'] as const) {
+    for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
       if (!isas.includes(isa)) t.diagnostic(`${name}: ${isa} path skipped: this CPU (or FULCRUM_ISA) does not run it`);
     }
     for (const c of cases(ref, rng, (t, x) => q.quantize(t, x))) {

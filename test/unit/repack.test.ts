@@ -30,10 +30,13 @@ function runIsa(isa: string): ChildOut {
   return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as ChildOut;
 }
 
-for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
+const outputs = new Map<string, ChildOut>();
+
+for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
   test(`Q4_0, Q5_0, Q8_0, Q4_K and Q6_K repacked in 4-row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
     const out = runIsa(isa);
+    outputs.set(isa, out);
     assert.equal(out.isa, isa);
     // Shapes that are not whole row groups and chunks (128 columns, K-quants 256) stay in the GGUF layout.
     for (const u of out.unpackable) assert.equal(u.layout, null, `${u.rows}x${u.cols} must not be repacked`);
@@ -51,3 +54,17 @@ for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
     }
   });
 }
+
+// avxvnni is the AVX2 kernels compiled with AVX-VNNI (vpdpbusd where AVX2 has vpmaddubsw +
+// vpmaddwd): the integer sums are the same, so every output must be the same bits as avx2's.
+test('avxvnni gives avx2\'s bits on the packed and the vec_dot path', { skip: quantIsas().includes('avxvnni') ? false : 'this CPU does not run avxvnni' }, () => {
+  const plain = outputs.get('avx2') ?? runIsa('avx2');
+  const vnni = outputs.get('avxvnni') ?? runIsa('avxvnni');
+  assert.equal(vnni.cases.length, plain.cases.length);
+  vnni.cases.forEach((c, i) => {
+    const p = plain.cases[i]!;
+    const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
+    assert.equal(c.packedBits, p.packedBits, `${label}: packed outputs differ from avx2's`);
+    assert.equal(c.vecdotBits, p.vecdotBits, `${label}: vec_dot outputs differ from avx2's`);
+  });
+});

@@ -67,6 +67,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
+    case Isa::AvxVnni: return "avxvnni";
     case Isa::Avx512: return "avx512";
   }
   return "unknown";
@@ -87,6 +88,7 @@ bool isa_runs_on(Isa isa, const CpuFeatures& f) {
   switch (isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return avx2;
+    case Isa::AvxVnni: return avx2 && f.avx_vnni;
     case Isa::Avx512:
       return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16;
   }
@@ -96,7 +98,8 @@ bool isa_runs_on(Isa isa, const CpuFeatures& f) {
 KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
   KernelChoice c;
   Isa limit = Isa::Avx512;
-  // An unknown FULCRUM_ISA value caps nothing (as before: only scalar and avx2 lower the level).
+  // An unknown FULCRUM_ISA value caps nothing. The levels are searched downwards from the cap, so
+  // a CPU with AVX-512 but no AVX-VNNI (Ice Lake server) capped at avxvnni runs avx2.
   if (cap && !isa_from_name(cap, &limit)) limit = Isa::Avx512;
   for (int i = static_cast<int>(limit); i > 0; --i) {
     if (isa_runs_on(static_cast<Isa>(i), f)) {

@@ -1,6 +1,6 @@
 // The instruction-set levels the kernels are compiled for, and the one choice among them the
 // process runs at. The choice is made once (kernel_choice(), forced at module load) from cpuid +
-// the OS's XSAVE state, capped by FULCRUM_ISA=scalar|avx2|avx512 for tests and comparisons;
+// the OS's XSAVE state, capped by FULCRUM_ISA=scalar|avx2|avxvnni|avx512 for tests and comparisons;
 // select_kernels installs every kernel family's implementations for it, and every family reads
 // it from here rather than looking at the CPU itself.
 #pragma once
@@ -8,22 +8,25 @@
 
 namespace fulcrum {
 
-enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512 = 2 };
-constexpr int kIsaCount = 3;
+// avxvnni is AVX2 plus AVX-VNNI (the VEX vpdpbusd of Alder Lake and later, Zen 4 and later): the
+// block formats' AVX2 kernels (quant/**/*_avx2.cc) are compiled a second time with it, under
+// *_avxvnni names; the float kernels have nothing to gain from it and stay AVX2's.
+enum class Isa : int { Scalar = 0, Avx2 = 1, AvxVnni = 2, Avx512 = 3 };
+constexpr int kIsaCount = 4;
 
 const char* isa_name(Isa isa);
-// Parses "scalar" / "avx2" / "avx512"; false for anything else.
+// Parses "scalar" / "avx2" / "avxvnni" / "avx512"; false for anything else.
 bool isa_from_name(const char* s, Isa* out);
 
 // Whether code compiled for `isa` can run on a CPU with features `f`: avx2 needs AVX2+FMA+F16C;
-// avx512 needs those plus AVX-512 F/BW/VL/DQ/VNNI/BF16 (its files are compiled with all of them,
+// avxvnni those plus AVX-VNNI; avx512 needs AVX2+FMA+F16C plus AVX-512 F/BW/VL/DQ/VNNI/BF16 (its files are compiled with all of them,
 // so a CPU with part of the set runs none of it).
 bool isa_runs_on(Isa isa, const CpuFeatures& f);
 
 struct KernelChoice {
   Isa isa = Isa::Scalar;
-  // AMX-INT8 prefill tiles for Q8_0/Q4_0/Q5_0/Q4_K; only with isa Avx512 (so FULCRUM_ISA=avx2
-  // turns them off too).
+  // AMX-INT8 prefill tiles for Q8_0/Q4_0/Q5_0/Q4_K; only with isa Avx512 (so FULCRUM_ISA=avx2 or
+  // avxvnni turns them off too).
   bool amx_int8 = false;
 };
 

@@ -146,6 +146,7 @@ FloatFns g_fns{};
 const FloatFns& select_float_fns(Isa isa) {
   switch (isa) {
     case Isa::Avx512: fill_float_fns_avx512(&g_fns); break;
+    case Isa::AvxVnni:  // VNNI is an integer dot: the float kernels are AVX2's
     case Isa::Avx2: fill_float_fns_avx2(&g_fns); break;
     case Isa::Scalar: fill_float_fns_scalar(&g_fns); break;
   }

@@ -35,10 +35,10 @@ Isa best_isa() { return kernel_choice().isa; }
 
 Isa isa_arg(Napi::Env env, const Napi::CallbackInfo& info, size_t i, const char* fn) {
   if (info.Length() <= i || info[i].IsUndefined()) return best_isa();
-  if (!info[i].IsString()) fail(env, std::string(fn) + ": isa must be 'scalar', 'avx2' or 'avx512'");
+  if (!info[i].IsString()) fail(env, std::string(fn) + ": isa must be 'scalar', 'avx2', 'avxvnni' or 'avx512'");
   const std::string s = info[i].As<Napi::String>().Utf8Value();
   Isa isa = Isa::Scalar;
-  if (!isa_from_name(s.c_str(), &isa)) fail(env, std::string(fn) + ": unknown isa '" + s + "' (expected scalar, avx2 or avx512)");
+  if (!isa_from_name(s.c_str(), &isa)) fail(env, std::string(fn) + ": unknown isa '" + s + "' (expected scalar, avx2, avxvnni or avx512)");
   if (!isa_allowed(isa))
     fail(env, std::string(fn) + ": isa " + s + " cannot run on this CPU (or FULCRUM_ISA caps it; level is " +
                   isa_level() + ")");

@@ -1,3 +1,3 @@
 // Q5_1 kernels compiled for avx2 (body in q5_1_simd.h).
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/dot/q5_1_simd.h"

@@ -3,14 +3,14 @@
 #include "quant/formats/blocks.h"
 #include "quant/formats/k_scales.h"
 #include "quant/formats/quant_impl.h"
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
 namespace quant {
 using namespace simd;
 
-void vec_dot_q5_k_avx2(int64_t n, float* out, const void* w, const void* a) {
+void QUANT_FN(vec_dot_q5_k)(int64_t n, float* out, const void* w, const void* a) {
   const block_q5_K* x = static_cast<const block_q5_K*>(w);
   const block_q8_K* y = static_cast<const block_q8_K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);

@@ -3,7 +3,7 @@
 // once per super-block as 32 * Σ scales[g] * bsums[g].
 #include "quant/formats/blocks.h"
 #include "quant/formats/quant_impl.h"
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
@@ -11,7 +11,7 @@ namespace quant {
 using namespace simd;
 
 
-void vec_dot_q6_k_avx2(int64_t n, float* out, const void* w, const void* a) {
+void QUANT_FN(vec_dot_q6_k)(int64_t n, float* out, const void* w, const void* a) {
   const block_q6_K* x = static_cast<const block_q6_K*>(w);
   const block_q8_K* y = static_cast<const block_q8_K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);

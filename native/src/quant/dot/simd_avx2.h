@@ -19,6 +19,14 @@ namespace quant {
 namespace simd {
 
 // Kernel names get the ISA of the including file: QUANT_FN(vec_dot_q4_0) -> vec_dot_q4_0_avx2.
+// The *_avx2.cc files are compiled twice (binding.gyp): plain, and with -mavxvnni for the avxvnni
+// level (core/isa.h). They name their ISA QUANT_AVX2_LEVEL, which the compiler flags decide, so a
+// copy's names cannot disagree with the instructions in it.
+#if defined(__AVXVNNI__)
+#define QUANT_AVX2_LEVEL avxvnni
+#else
+#define QUANT_AVX2_LEVEL avx2
+#endif
 #define QUANT_CAT2(a, b) a##_##b
 #define QUANT_CAT(a, b) QUANT_CAT2(a, b)
 #define QUANT_FN(name) QUANT_CAT(name, QUANT_ISA)
@@ -83,12 +91,23 @@ static inline __m256i bits_to_bytes_32(const uint8_t* p) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
 }
 
-// Σ over pairs of u8 * s8 -> 8 int32 (each the sum of 4 products). u <= 128 and |s| <= 127 keep
-// maddubs below int16 saturation.
-// With AVX-512 VNNI (the *_avx512.cc files) this is one vpdpbusd.
-static inline __m256i dot_us8(__m256i u, __m256i s) {
+// acc + Σ over groups of 4 of u8 * s8 -> 8 int32. u <= 128 and |s| <= 127 keep maddubs below
+// int16 saturation, so every path gives the same integers.
+// With AVX-512 VNNI (the *_avx512.cc files) or AVX-VNNI (the avxvnni copies) this is one vpdpbusd,
+// which also does the accumulate; on plain AVX2 it is vpmaddubsw, vpmaddwd and vpaddd.
+static inline __m256i dot_us8_add(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+  return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+// Σ over groups of 4 of u8 * s8 -> 8 int32 (same limits as dot_us8_add).
+static inline __m256i dot_us8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+  return dot_us8_add(_mm256_setzero_si256(), u, s);
 #else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif

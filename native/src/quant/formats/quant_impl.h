@@ -44,6 +44,7 @@ const Kernels* quant_impl(GgmlType t, Isa isa);
 // SIMD: vec_dot only (dequantize and weight quantize stay scalar; they are not per token).
 #define FULCRUM_QUANT_DECL_SIMD(fmt)                                                \
   void vec_dot_##fmt##_avx2(int64_t n, float* out, const void* w, const void* a); \
+  void vec_dot_##fmt##_avxvnni(int64_t n, float* out, const void* w, const void* a); \
   void vec_dot_##fmt##_avx512(int64_t n, float* out, const void* w, const void* a);
 
 FULCRUM_QUANT_DECL_SCALAR(q4_0) FULCRUM_QUANT_DECL_SIMD(q4_0)
@@ -59,14 +60,17 @@ FULCRUM_QUANT_DECL_SCALAR(q6_k) FULCRUM_QUANT_DECL_SIMD(q6_k)
 
 // Activation formats (per token): SIMD quantize, bit-identical to scalar.
 void quantize_row_q8_0_avx2(const float* src, void* dst, int64_t n);
+void quantize_row_q8_0_avxvnni(const float* src, void* dst, int64_t n);
 void quantize_row_q8_0_avx512(const float* src, void* dst, int64_t n);
 void dequantize_row_q8_1_scalar(const void* src, float* dst, int64_t n);
 void quantize_row_q8_1_scalar(const float* src, void* dst, int64_t n);
 void quantize_row_q8_1_avx2(const float* src, void* dst, int64_t n);
+void quantize_row_q8_1_avxvnni(const float* src, void* dst, int64_t n);
 void quantize_row_q8_1_avx512(const float* src, void* dst, int64_t n);
 void dequantize_row_q8_k_scalar(const void* src, float* dst, int64_t n);
 void quantize_row_q8_k_scalar(const float* src, void* dst, int64_t n);
 void quantize_row_q8_k_avx2(const float* src, void* dst, int64_t n);
+void quantize_row_q8_k_avxvnni(const float* src, void* dst, int64_t n);
 void quantize_row_q8_k_avx512(const float* src, void* dst, int64_t n);
 
 }  // namespace quant

@@ -35,18 +35,19 @@ struct Entry {
 #define ACT(fmt, isa) {nullptr, quantize_row_##fmt##_##isa, nullptr}
 
 Entry kEntries[] = {
-    {GgmlType::Q4_0, {SCALAR(q4_0), DOT(q4_0, avx2), DOT(q4_0, avx512)}},
-    {GgmlType::Q4_1, {SCALAR(q4_1), DOT(q4_1, avx2), DOT(q4_1, avx512)}},
-    {GgmlType::Q5_0, {SCALAR(q5_0), DOT(q5_0, avx2), DOT(q5_0, avx512)}},
-    {GgmlType::Q5_1, {SCALAR(q5_1), DOT(q5_1, avx2), DOT(q5_1, avx512)}},
+    {GgmlType::Q4_0, {SCALAR(q4_0), DOT(q4_0, avx2), DOT(q4_0, avxvnni), DOT(q4_0, avx512)}},
+    {GgmlType::Q4_1, {SCALAR(q4_1), DOT(q4_1, avx2), DOT(q4_1, avxvnni), DOT(q4_1, avx512)}},
+    {GgmlType::Q5_0, {SCALAR(q5_0), DOT(q5_0, avx2), DOT(q5_0, avxvnni), DOT(q5_0, avx512)}},
+    {GgmlType::Q5_1, {SCALAR(q5_1), DOT(q5_1, avx2), DOT(q5_1, avxvnni), DOT(q5_1, avx512)}},
     {GgmlType::Q8_0, {SCALAR(q8_0),
                       {nullptr, quantize_row_q8_0_avx2, vec_dot_q8_0_avx2},
+                      {nullptr, quantize_row_q8_0_avxvnni, vec_dot_q8_0_avxvnni},
                       {nullptr, quantize_row_q8_0_avx512, vec_dot_q8_0_avx512}}},
-    {GgmlType::Q8_1, {{dequantize_row_q8_1_scalar, quantize_row_q8_1_scalar, nullptr}, ACT(q8_1, avx2), ACT(q8_1, avx512)}},
-    {GgmlType::Q4_K, {SCALAR(q4_k), DOT(q4_k, avx2), DOT(q4_k, avx512)}},
-    {GgmlType::Q5_K, {SCALAR(q5_k), DOT(q5_k, avx2), DOT(q5_k, avx512)}},
-    {GgmlType::Q6_K, {SCALAR(q6_k), DOT(q6_k, avx2), DOT(q6_k, avx512)}},
-    {GgmlType::Q8_K, {{dequantize_row_q8_k_scalar, quantize_row_q8_k_scalar, nullptr}, ACT(q8_k, avx2), ACT(q8_k, avx512)}},
+    {GgmlType::Q8_1, {{dequantize_row_q8_1_scalar, quantize_row_q8_1_scalar, nullptr}, ACT(q8_1, avx2), ACT(q8_1, avxvnni), ACT(q8_1, avx512)}},
+    {GgmlType::Q4_K, {SCALAR(q4_k), DOT(q4_k, avx2), DOT(q4_k, avxvnni), DOT(q4_k, avx512)}},
+    {GgmlType::Q5_K, {SCALAR(q5_k), DOT(q5_k, avx2), DOT(q5_k, avxvnni), DOT(q5_k, avx512)}},
+    {GgmlType::Q6_K, {SCALAR(q6_k), DOT(q6_k, avx2), DOT(q6_k, avxvnni), DOT(q6_k, avx512)}},
+    {GgmlType::Q8_K, {{dequantize_row_q8_k_scalar, quantize_row_q8_k_scalar, nullptr}, ACT(q8_k, avx2), ACT(q8_k, avxvnni), ACT(q8_k, avx512)}},
 };
 #undef SCALAR
 #undef DOT

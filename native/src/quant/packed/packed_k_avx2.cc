@@ -13,7 +13,7 @@
 // steps are the AVX-512 kernels': both ISAs give the same bits.
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
@@ -353,16 +353,16 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 
 }  // namespace
 
-void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+void QUANT_FN(gemv_q4_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step>(n, out, w, groups, act);
 }
-void tile_q4_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+void QUANT_FN(tile_q4_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
-void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+void QUANT_FN(gemv_q6_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step>(n, out, w, groups, act);
 }
-void tile_q6_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+void QUANT_FN(tile_q6_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q6k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
 

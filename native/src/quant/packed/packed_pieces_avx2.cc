@@ -1,5 +1,7 @@
 // Q4_0, Q5_0 and Q8_0 in the q4_0x4 / q5_0x4 / q8_0x4 layouts' AVX2 piece order (repack.h) × Q8_0 activations
-// arranged as broadcast pieces ("q8_0 bcast"), AVX2 (no VNNI).
+// arranged as broadcast pieces ("q8_0 bcast"), AVX2; the avxvnni copy of this file (core/isa.h)
+// takes the `#if defined(__AVXVNNI__)` branches, where one vpdpbusd does a vpmaddubsw, its widening
+// vpmaddwd and the int32 add (same integers: the plain AVX2 sums never saturate).
 //
 // Why a second byte order on AVX2: in the row order each ymm holds one row's two blocks, so every
 // (row, token, two blocks) needs its own int32 widening, scale product, conversion, fma and, at
@@ -18,7 +20,7 @@
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
 #include "quant/tiles/gemm_tile_dispatch.h"
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
@@ -62,6 +64,16 @@ struct Q4_0P {
   // Quants <= 15: eight vpmaddubsw sums fit int16 (8 · 2 · 15 · 128 = 30720).
   static inline __m256 step(__m256 acc, const PairW& w, const uint8_t* a) {
     const __m256i* y = act_vec(a);
+#if defined(__AVXVNNI__)
+    // Two chains of four (the correction starts one) so consecutive vpdpbusd do not wait on each other.
+    __m256i s0 = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(y + 9), w.w[0], _mm256_loadu_si256(y + 0));
+    __m256i s1 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w.w[1], _mm256_loadu_si256(y + 1));
+    for (int m = 2; m < 8; m += 2) {
+      s0 = _mm256_dpbusd_avx_epi32(s0, w.w[m], _mm256_loadu_si256(y + m));
+      s1 = _mm256_dpbusd_avx_epi32(s1, w.w[m + 1], _mm256_loadu_si256(y + m + 1));
+    }
+    return scale_step(acc, w, _mm256_add_epi32(s0, s1), a);
+#else
     __m256i p0 = _mm256_maddubs_epi16(w.w[0], _mm256_loadu_si256(y + 0));
     __m256i p1 = _mm256_maddubs_epi16(w.w[1], _mm256_loadu_si256(y + 1));
     p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[2], _mm256_loadu_si256(y + 2)));
@@ -72,6 +84,7 @@ struct Q4_0P {
     p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.w[7], _mm256_loadu_si256(y + 7)));
     const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)), _mm256_loadu_si256(y + 9));
     return scale_step(acc, w, s, a);
+#endif
   }
 };
 
@@ -110,6 +123,16 @@ struct Q5_0P {
   // the correction is −16·Σy, twice the arranged −8·Σy.
   static inline __m256 step(__m256 acc, const PairW& w, const uint8_t* a) {
     const __m256i* y = act_vec(a);
+#if defined(__AVXVNNI__)
+    const __m256i corr = _mm256_loadu_si256(y + 9);
+    __m256i s0 = _mm256_dpbusd_avx_epi32(corr, w.w[0], _mm256_loadu_si256(y + 0));
+    __m256i s1 = _mm256_dpbusd_avx_epi32(corr, w.w[1], _mm256_loadu_si256(y + 1));
+    for (int m = 2; m < 8; m += 2) {
+      s0 = _mm256_dpbusd_avx_epi32(s0, w.w[m], _mm256_loadu_si256(y + m));
+      s1 = _mm256_dpbusd_avx_epi32(s1, w.w[m + 1], _mm256_loadu_si256(y + m + 1));
+    }
+    return scale_step(acc, w, _mm256_add_epi32(s0, s1), a);
+#else
     __m256i p0 = _mm256_maddubs_epi16(w.w[0], _mm256_loadu_si256(y + 0));
     __m256i p1 = _mm256_maddubs_epi16(w.w[4], _mm256_loadu_si256(y + 4));
     p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.w[1], _mm256_loadu_si256(y + 1)));
@@ -122,6 +145,7 @@ struct Q5_0P {
     const __m256i corr = _mm256_loadu_si256(y + 9);
     const __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)), _mm256_add_epi32(corr, corr));
     return scale_step(acc, w, s, a);
+#endif
   }
 };
 
@@ -143,17 +167,21 @@ struct Q8_0P {
   template <int C>
   static inline void pair(__m256* acc, const uint8_t* cw, int p, const uint8_t* a, size_t as) {
     const uint8_t* q = cw + kQs + kPairBytes * p;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i s[C];
-    for (int m = 0; m < 8; ++m) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * m));
-      const __m256i aw = _mm256_sign_epi8(w, w);
+    // Even and odd pieces in two chains: with AVX-VNNI each step is one vpdpbusd that waits on the
+    // last, and the GEMV (C = 1) has no other tokens to overlap them with.
+    __m256i s[C], s_odd[C];
+    for (int c = 0; c < C; ++c) s[c] = s_odd[c] = _mm256_setzero_si256();
+    for (int m = 0; m < 8; m += 2) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * m));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * m + 32));
+      const __m256i aw0 = _mm256_sign_epi8(w0, w0), aw1 = _mm256_sign_epi8(w1, w1);
       for (int c = 0; c < C; ++c) {
-        const __m256i y = _mm256_loadu_si256(act_vec(a + c * as) + m);
-        const __m256i pm = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(y, w)), ones);
-        s[c] = m == 0 ? pm : _mm256_add_epi32(s[c], pm);
+        const __m256i* y = act_vec(a + c * as) + m;
+        s[c] = simd::dot_us8_add(s[c], aw0, _mm256_sign_epi8(_mm256_loadu_si256(y), w0));
+        s_odd[c] = simd::dot_us8_add(s_odd[c], aw1, _mm256_sign_epi8(_mm256_loadu_si256(y + 1), w1));
       }
     }
+    for (int c = 0; c < C; ++c) s[c] = _mm256_add_epi32(s[c], s_odd[c]);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cw + 16 * p)));
     for (int c = 0; c < C; ++c) {
       const __m256 sc = _mm256_mul_ps(d, _mm256_loadu_ps(reinterpret_cast<const float*>(a + c * as + 256)));
@@ -207,7 +235,7 @@ struct Kernel {
 
 }  // namespace
 
-void arrange_q8_0_bcast_avx2(const void* q8, void* dst, int64_t n) {
+void QUANT_FN(arrange_q8_0_bcast)(const void* q8, void* dst, int64_t n) {
   const uint8_t* y = static_cast<const uint8_t*>(q8);
   uint8_t* o = static_cast<uint8_t*>(dst);
   const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
@@ -244,22 +272,22 @@ void arrange_q8_0_bcast_avx2(const void* q8, void* dst, int64_t n) {
   }
 }
 
-void gemv_q4_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+void QUANT_FN(gemv_q4_0x4_pieces)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   packed_gemv_groups<Kernel<Unpacked<Q4_0P>>>(n, out, w, groups, act, kGemvPrefetchBytes);
 }
-void tile_q4_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+void QUANT_FN(tile_q4_0x4_pieces)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Unpacked<Q4_0P>>, kPackedTileColsPiecesAvx2>(cols, n, out, out_stride, w, act, act_stride);
 }
-void gemv_q5_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+void QUANT_FN(gemv_q5_0x4_pieces)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   packed_gemv_groups<Kernel<Unpacked<Q5_0P>>>(n, out, w, groups, act, kGemvPrefetchBytes);
 }
-void tile_q5_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+void QUANT_FN(tile_q5_0x4_pieces)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Unpacked<Q5_0P>>, kPackedTileColsPiecesAvx2>(cols, n, out, out_stride, w, act, act_stride);
 }
-void gemv_q8_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+void QUANT_FN(gemv_q8_0x4_pieces)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   packed_gemv_groups<Kernel<Q8_0P>>(n, out, w, groups, act, kGemvPrefetchBytes);
 }
-void tile_q8_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+void QUANT_FN(tile_q8_0x4_pieces)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Q8_0P>, kPackedTileColsPiecesAvx2>(cols, n, out, out_stride, w, act, act_stride);
 }
 

@@ -80,19 +80,26 @@ void register_packed_formats(const KernelChoice& c) {
     g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx512, gemv_q8_0x4_avx512, tile_q8_0x4_avx512, cols);
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, cols);
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, cols);
-  } else if (c.isa == Isa::Avx2) {
-    constexpr int cols = kPackedTileColsAvx2;
-    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_bcast_avx2, gemv_q4_0x4_pieces_avx2, tile_q4_0x4_pieces_avx2, kPackedTileColsPiecesAvx2);
-    g_q4_0.act_chunk_bytes = 2 * kQ8BcastPairBytes;
-    g_q4_0.piece_order = true;
-    g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_bcast_avx2, gemv_q5_0x4_pieces_avx2, tile_q5_0x4_pieces_avx2, kPackedTileColsPiecesAvx2);
-    g_q5_0.act_chunk_bytes = 2 * kQ8BcastPairBytes;
-    g_q5_0.piece_order = true;
-    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_bcast_avx2, gemv_q8_0x4_pieces_avx2, tile_q8_0x4_pieces_avx2, kPackedTileColsPiecesAvx2);
-    g_q8_0.act_chunk_bytes = 2 * kQ8BcastPairBytes;
-    g_q8_0.piece_order = true;
-    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx2, tile_q4_kx4_avx2, kPackedTileColsQ4_kAvx2);
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx2, tile_q6_kx4_avx2, cols);
+  } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
+    // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
+#define FULCRUM_PACKED_AVX2(isa)                                                                                                 \
+  do {                                                                                                                         \
+    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_bcast_##isa, gemv_q4_0x4_pieces_##isa,                   \
+                    tile_q4_0x4_pieces_##isa, kPackedTileColsPiecesAvx2);                                                       \
+    g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_bcast_##isa, gemv_q5_0x4_pieces_##isa,                   \
+                    tile_q5_0x4_pieces_##isa, kPackedTileColsPiecesAvx2);                                                       \
+    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_bcast_##isa, gemv_q8_0x4_pieces_##isa,                   \
+                    tile_q8_0x4_pieces_##isa, kPackedTileColsPiecesAvx2);                                                       \
+    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_##isa, tile_q4_kx4_##isa, kPackedTileColsQ4_kAvx2); \
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_##isa, tile_q6_kx4_##isa, kPackedTileColsAvx2);    \
+  } while (0)
+    if (c.isa == Isa::AvxVnni) FULCRUM_PACKED_AVX2(avxvnni);
+    else FULCRUM_PACKED_AVX2(avx2);
+#undef FULCRUM_PACKED_AVX2
+    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0}) {
+      q->act_chunk_bytes = 2 * kQ8BcastPairBytes;
+      q->piece_order = true;
+    }
   }
   if (no_repack) {
     for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k, &g_q6_k})

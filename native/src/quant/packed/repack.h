@@ -122,19 +122,29 @@ void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, con
 void tile_q8_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void gemv_q4_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q4_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void gemv_q6_kx4_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q6_kx4_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void arrange_q8_0_bcast_avx2(const void* q8, void* dst, int64_t n);
-void gemv_q4_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q4_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void gemv_q5_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q5_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void gemv_q8_0x4_pieces_avx2(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q8_0x4_pieces_avx2(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+// The AVX2 kernels, once per AVX2-level copy (core/isa.h: avx2, and avxvnni built with AVX-VNNI).
+#define FULCRUM_PACKED_AVX2_DECL(isa)                                                                                      \
+  void gemv_q4_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void tile_q4_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);                                                                                       \
+  void gemv_q6_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void tile_q6_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);                                                                                       \
+  void arrange_q8_0_bcast_##isa(const void* q8, void* dst, int64_t n);                                                    \
+  void gemv_q4_0x4_pieces_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                 \
+  void tile_q4_0x4_pieces_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,          \
+                                size_t act_stride, int cols);                                                             \
+  void gemv_q5_0x4_pieces_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                 \
+  void tile_q5_0x4_pieces_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,          \
+                                size_t act_stride, int cols);                                                             \
+  void gemv_q8_0x4_pieces_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                 \
+  void tile_q8_0x4_pieces_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,          \
+                                size_t act_stride, int cols);
+FULCRUM_PACKED_AVX2_DECL(avx2)
+FULCRUM_PACKED_AVX2_DECL(avxvnni)
+#undef FULCRUM_PACKED_AVX2_DECL
 constexpr size_t kQ8BcastPairBytes = 320;
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2, kPackedTileColsPiecesAvx2 = 4;
 // AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many

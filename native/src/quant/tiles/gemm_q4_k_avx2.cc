@@ -8,7 +8,7 @@
 #include "quant/tiles/gemm_tile_dispatch.h"
 #include "quant/tiles/gemm_tiles.h"
 #include "quant/formats/k_scales.h"
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
@@ -72,7 +72,7 @@ struct Q4_KTile {
 
 }  // namespace
 
-void gemm_tile_q4_k_avx2(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
+void QUANT_FN(gemm_tile_q4_k)(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                          const void* act, size_t act_row_bytes, int cols) {
   gemm_tile_any<Q4_KTile, kTileRowsQ4kAvx2, kTileColsQ4kAvx2>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
 }

@@ -3,7 +3,7 @@
 // no saturation) and is unpacked once per weight block; maddubs(16, y) once per token block:
 // Σ(q − 16)·y = madd(maddubs(q, y) − maddubs(16, y)). Integer block sums equal vec_dot_q5_0_avx2's;
 // only the float summation order differs (one accumulator, not two).
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/formats/blocks.h"
 #include "quant/tiles/gemm_tile_dispatch.h"
 #include "quant/tiles/gemm_tiles.h"
@@ -50,7 +50,7 @@ struct Q5_0Tile {
 
 }  // namespace
 
-void gemm_tile_q5_0_avx2(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
+void QUANT_FN(gemm_tile_q5_0)(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                          const void* act, size_t act_row_bytes, int cols) {
   gemm_tile_any<Q5_0Tile, kTileRowsAvx2, kTileColsAvx2>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
 }

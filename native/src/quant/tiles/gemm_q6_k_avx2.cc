@@ -7,7 +7,7 @@
 #include "quant/formats/blocks.h"
 #include "quant/tiles/gemm_tile_dispatch.h"
 #include "quant/tiles/gemm_tiles.h"
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/dot/simd_avx2.h"
 
 namespace fulcrum {
@@ -73,7 +73,7 @@ struct Q6_KTile {
 
 }  // namespace
 
-void gemm_tile_q6_k_avx2(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
+void QUANT_FN(gemm_tile_q6_k)(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                          const void* act, size_t act_row_bytes, int cols) {
   gemm_tile_any<Q6_KTile, kTileRowsQ6kAvx2, kTileColsQ6kAvx2>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
 }

@@ -3,7 +3,7 @@
 // block and its scale are loaded once per token (shared by the tile's rows); each (row, token)
 // pair costs sign + maddubs + madd and the float scale-and-accumulate. Integer block sums equal
 // vec_dot_q8_0_avx2's; only the float summation order differs (one accumulator, not two).
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/formats/blocks.h"
 #include "quant/tiles/gemm_tile_dispatch.h"
 #include "quant/tiles/gemm_tiles.h"
@@ -48,7 +48,7 @@ struct Q8_0Tile {
 
 }  // namespace
 
-void gemm_tile_q8_0_avx2(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
+void QUANT_FN(gemm_tile_q8_0)(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows,
                          const void* act, size_t act_row_bytes, int cols) {
   gemm_tile_any<Q8_0Tile, kTileRowsQ8Avx2, kTileColsQ8Avx2>(n, out, out_stride, w, w_row_bytes, rows, act, act_row_bytes, cols);
 }

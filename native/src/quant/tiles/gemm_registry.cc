@@ -48,14 +48,19 @@ void register_gemm_tiles(TypeTraits* table, const KernelChoice& c) {
       {GgmlType::Q4_K, gemm_tile_q4_k_avx512, kTileRowsQ4kAvx512, kTileColsQ4kAvx512, true},
       {GgmlType::Q6_K, gemm_tile_q6_k_avx512, kTileRowsQ6kAvx512, kTileColsQ6kAvx512, true},
   };
-  const Tile avx2[] = {
-      {GgmlType::Q8_0, gemm_tile_q8_0_avx2, kTileRowsQ8Avx2, kTileColsQ8Avx2},
-      {GgmlType::Q4_0, gemm_tile_q4_0_avx2, kTileRowsAvx2, kTileColsAvx2},
-      {GgmlType::Q5_0, gemm_tile_q5_0_avx2, kTileRowsAvx2, kTileColsAvx2},
-      // Equal to vec_dot, which is what AVX2 decodes the K-quants with.
-      {GgmlType::Q4_K, gemm_tile_q4_k_avx2, kTileRowsQ4kAvx2, kTileColsQ4kAvx2, true},
-      {GgmlType::Q6_K, gemm_tile_q6_k_avx2, kTileRowsQ6kAvx2, kTileColsQ6kAvx2, true},
-  };
+  // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
+#define FULCRUM_AVX2_TILES(isa)                                                       \
+  {                                                                                   \
+    {GgmlType::Q8_0, gemm_tile_q8_0_##isa, kTileRowsQ8Avx2, kTileColsQ8Avx2},         \
+    {GgmlType::Q4_0, gemm_tile_q4_0_##isa, kTileRowsAvx2, kTileColsAvx2},             \
+    {GgmlType::Q5_0, gemm_tile_q5_0_##isa, kTileRowsAvx2, kTileColsAvx2},             \
+    /* Equal to vec_dot, which is what AVX2 decodes the K-quants with. */             \
+    {GgmlType::Q4_K, gemm_tile_q4_k_##isa, kTileRowsQ4kAvx2, kTileColsQ4kAvx2, true}, \
+    {GgmlType::Q6_K, gemm_tile_q6_k_##isa, kTileRowsQ6kAvx2, kTileColsQ6kAvx2, true}, \
+  }
+  const Tile avx2[] = FULCRUM_AVX2_TILES(avx2);
+  const Tile avxvnni[] = FULCRUM_AVX2_TILES(avxvnni);
+#undef FULCRUM_AVX2_TILES
   struct Gemv {
     GgmlType type;
     GemvFn fn;
@@ -63,8 +68,8 @@ void register_gemm_tiles(TypeTraits* table, const KernelChoice& c) {
   };
   const Gemv gemv_avx512[] = {{GgmlType::Q4_0, gemv_q4_0_avx512, kGemvRowsAvx512}, {GgmlType::Q8_0, gemv_q8_0_avx512, kGemvRowsAvx512},
                               {GgmlType::Q4_K, gemv_q4_k_avx512, kGemvRowsK}, {GgmlType::Q6_K, gemv_q6_k_avx512, kGemvRowsK}};
-  const Gemv gemv_avx2[] = {{GgmlType::Q4_0, gemv_q4_0_avx2, kGemvRowsAvx2}, {GgmlType::Q8_0, gemv_q8_0_avx2, kGemvRowsAvx2},
-                            };
+  const Gemv gemv_avx2[] = {{GgmlType::Q4_0, gemv_q4_0_avx2, kGemvRowsAvx2}, {GgmlType::Q8_0, gemv_q8_0_avx2, kGemvRowsAvx2}};
+  const Gemv gemv_avxvnni[] = {{GgmlType::Q4_0, gemv_q4_0_avxvnni, kGemvRowsAvx2}, {GgmlType::Q8_0, gemv_q8_0_avxvnni, kGemvRowsAvx2}};
   auto install_gemv = [&](const Gemv* begin, const Gemv* end) {
     for (const Gemv* g = begin; g != end; ++g) {
       TypeTraits& tt = table[static_cast<int>(g->type)];
@@ -96,6 +101,10 @@ void register_gemm_tiles(TypeTraits* table, const KernelChoice& c) {
       };
       install(amx, amx + sizeof(amx) / sizeof(amx[0]));
     }
+  }
+  else if (c.isa == Isa::AvxVnni) {
+    install(avxvnni, avxvnni + sizeof(avxvnni) / sizeof(avxvnni[0]));
+    install_gemv(gemv_avxvnni, gemv_avxvnni + sizeof(gemv_avxvnni) / sizeof(gemv_avxvnni[0]));
   }
   else if (c.isa == Isa::Avx2) {
     install(avx2, avx2 + sizeof(avx2) / sizeof(avx2[0]));

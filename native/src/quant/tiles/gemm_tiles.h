@@ -29,14 +29,19 @@ constexpr int kTileRowsQ6kAvx2 = 2, kTileColsQ6kAvx2 = 2;
             const void* act, size_t act_row_bytes, int cols);
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_avxvnni)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_avxvnni)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_avxvnni)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q6_k_avx512)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_k_avxvnni)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q6_k_avx2)
+FULCRUM_GEMM_TILE_DECL(gemm_tile_q6_k_avxvnni)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q8_0_amx)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q4_0_amx)
 FULCRUM_GEMM_TILE_DECL(gemm_tile_q5_0_amx)
@@ -54,6 +59,8 @@ constexpr int kGemvRowsAvx512 = 4;
 constexpr int kGemvRowsAvx2 = 4;
 void gemv_q4_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 void gemv_q8_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
+void gemv_q4_0_avxvnni(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
+void gemv_q8_0_avxvnni(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 void gemv_q4_0_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 void gemv_q8_0_avx512(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act);
 // The AVX-512 K-quant GEMVs are their tile kernels at one token (gemm_q*_k_avx512.cc), four

@@ -4,7 +4,7 @@
 // gemv_q4_0_avx512.cc; Q8_0 kGemvQ8PrefetchAhead bytes ahead, see gemm_tiles.h). Each row keeps its vec_dot's integer block sums, its two
 // accumulators (even / odd blocks), scale products and final reduction: outputs match
 // vec_dot_q4_0_avx2 / vec_dot_q8_0_avx2 bit for bit.
-#define QUANT_ISA avx2
+#define QUANT_ISA QUANT_AVX2_LEVEL
 #include "quant/formats/blocks.h"
 #include "quant/tiles/gemm_tile_dispatch.h"
 #include "quant/tiles/gemm_tiles.h"
@@ -93,11 +93,11 @@ struct Q8_0Gemv {
 
 }  // namespace
 
-void gemv_q4_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
+void QUANT_FN(gemv_q4_0)(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
   gemv_any<Q4_0Gemv, kGemvRowsAvx2>(n, out, w, w_row_bytes, rows, act);
 }
 
-void gemv_q8_0_avx2(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
+void QUANT_FN(gemv_q8_0)(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows, const void* act) {
   gemv_any<Q8_0Gemv, kGemvRowsAvx2>(n, out, w, w_row_bytes, rows, act);
 }
 
