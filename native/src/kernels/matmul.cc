@@ -182,7 +182,13 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
       }
       for (int64_t tb = 0; tb < n_tokens; tb += token_block) {
         const int64_t te = std::min(n_tokens, tb + token_block);
-        for (int64_t g = g0; g < g1; ++g)
+        int64_t g = g0;
+        if (pf.tile2)
+          for (; g + 2 <= g1; g += 2)
+            for (int64_t t = tb; t < te; t += tc)
+              pf.tile2(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
+                       static_cast<int>(std::min(tc, te - t)));
+        for (; g < g1; ++g)
           for (int64_t t = tb; t < te; t += tc)
             pf.tile(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
                     static_cast<int>(std::min(tc, te - t)));

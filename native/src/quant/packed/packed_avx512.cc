@@ -1,5 +1,7 @@
-// The packed 32-element formats (q4_0x4, q5_0x4, q8_0x4: repack.h) × Q8_0 activations arranged per
-// matmul (q8_0 split), AVX-512 VNNI. Per row and chunk of four blocks: one 64-byte load, two ANDs
+// The packed 32-element formats q5_0x4 and q8_0x4 (repack.h) × Q8_0 activations arranged per
+// matmul (q8_0 split), AVX-512 VNNI. (q4_0x4 ran here too; it is in piece order now,
+// packed_pieces_avx512.cc says why; the measurements below that name Q4_0 were of this kernel.)
+// Per row and chunk of four blocks: one 64-byte load, two ANDs
 // and a shift for the nibbles (Q5_0: two masked byte adds put in the fifth bits, whose masks the
 // repacking laid out as two 64-bit words per row), two vpdpbusd seeded with the activations'
 // −8·Σy lanes (Q5_0: doubled, for −16·Σy), one permute of the chunk's 16 converted scales, a
@@ -33,21 +35,6 @@ inline __m512 nibble_step(__m512 acc, const NibbleRow& w, __m512i seed, __m512 w
   const __m512 sc = _mm512_mul_ps(wd_row, _mm512_loadu_ps(reinterpret_cast<const float*>(a + 128)));
   return _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc);
 }
-
-// Q4_0: x = d·(q − 8), q a nibble. Chunk: 32 B scales, then each row's 64 B of nibbles.
-struct Q4_0x4 {
-  static constexpr size_t kChunkBytes = 4 * 4 * sizeof(block_q4_0);  // 288
-  static constexpr size_t kQs = 32;
-  using Row = NibbleRow;
-  static inline Row row(const uint8_t* cw, int r) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i q = _mm512_loadu_si512(cw + kQs + 64 * r);
-    return {_mm512_and_si512(q, m4), _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)};
-  }
-  static inline __m512 step(__m512 acc, const Row& w, __m512 wd_row, const uint8_t* a) {
-    return nibble_step(acc, w, _mm512_loadu_si512(a + 192), wd_row, a);
-  }
-};
 
 // Q5_0: x = d·(q − 16), q = nibble + 16·(bit of qh). Chunk: 32 B scales, 16 B of fifth-bit masks
 // per row (elements 0..15 of the four blocks, then 16..31), each row's 64 B of nibbles.
@@ -188,11 +175,7 @@ void arrange_q8_0_split_avx512(const void* q8, void* dst, int64_t n) {
   }
 }
 
-void gemv_q4_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q4_0x4>(n, out, w, groups, act); }
 void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q5_0x4>(n, out, w, groups, act); }
-void tile_q4_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  tile_any<Q4_0x4>(n, out, out_stride, w, act, act_stride, cols);
-}
 void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile_any<Q5_0x4>(n, out, out_stride, w, act, act_stride, cols);
 }

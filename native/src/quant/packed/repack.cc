@@ -75,7 +75,12 @@ void register_packed_formats(const KernelChoice& c) {
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
     if (c.amx_int8) return;
     constexpr int cols = kPackedTileColsAvx512;
-    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_split_avx512, gemv_q4_0x4_avx512, tile_q4_0x4_avx512, cols);
+    // Q4_0 in piece order (packed_pieces_avx512.cc).
+    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_bcast_avx2, gemv_q4_0x4_pieces_avx512, tile_q4_0x4_pieces_avx512,
+                    kPackedTileColsPiecesAvx512);
+    g_q4_0.act_chunk_bytes = 2 * kQ8BcastPairBytes;
+    g_q4_0.piece_order = true;
+    g_q4_0.tile2 = tile2_q4_0x4_pieces_avx512;
     g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx512, gemv_q5_0x4_avx512, tile_q5_0x4_avx512, cols);
     g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx512, gemv_q8_0x4_avx512, tile_q8_0x4_avx512, cols);
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, cols);

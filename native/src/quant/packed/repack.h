@@ -47,7 +47,7 @@
 // reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
 // verification batch: what exact speculation needs, without giving up the tiles.
 //
-// Q4_0, Q5_0 and Q8_0 on AVX2: q4_0x4 / q5_0x4 / q8_0x4 in "piece order" (PackedFormat::piece_order;
+// Q4_0, Q5_0 and Q8_0 on AVX2, and Q4_0 on AVX-512 (packed_pieces_avx512.cc says why): q4_0x4 / q5_0x4 / q8_0x4 in "piece order" (PackedFormat::piece_order;
 // packed_pieces_avx2.cc says why) — the same 4-row groups and 288-byte chunks of four blocks, the bytes ordered by block pair
 // p (blocks 2p, 2p+1) instead of by row (repacked bytes never leave the process, whose ISA is
 // fixed, so the order is the kernels' business):
@@ -97,7 +97,10 @@ struct PackedFormat {
   // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
   void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
   int tile_cols = 0;
-  // Q4_0x4, Q5_0x4 and Q8_0x4 on AVX2: the "piece order" of the chunk's bytes (see above), not row order.
+  // Optional: `tile` over two consecutive row groups (2·group_rows outputs), sharing each
+  // activation load between them; same bits as two `tile` calls.
+  void (*tile2)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
+  // Q4_0x4, Q5_0x4 and Q8_0x4 on AVX2, Q4_0x4 on AVX-512: the "piece order" of the chunk's bytes (see above), not row order.
   bool piece_order = false;
 };
 
@@ -114,8 +117,6 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
 
 // The kernels (packed_<isa>.cc).
 void arrange_q8_0_split_avx512(const void* q8, void* dst, int64_t n);
-void gemv_q4_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q4_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
@@ -145,8 +146,18 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 FULCRUM_PACKED_AVX2_DECL(avx2)
 FULCRUM_PACKED_AVX2_DECL(avxvnni)
 #undef FULCRUM_PACKED_AVX2_DECL
+// Q4_0 in piece order on AVX-512 (packed_pieces_avx512.cc), over the AVX2 arrangement of the
+// activations (arrange_q8_0_bcast_avx2: AVX2 code, which every AVX-512 CPU runs); tile2 covers
+// two row groups (PackedFormat::tile2).
+void gemv_q4_0x4_pieces_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_0x4_pieces_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,
+                               size_t act_stride, int cols);
+void tile2_q4_0x4_pieces_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,
+                                size_t act_stride, int cols);
 constexpr size_t kQ8BcastPairBytes = 320;
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2, kPackedTileColsPiecesAvx2 = 4;
+// AVX-512 Q4_0 pieces: 8 tokens a tile, over two row groups at once (tile2) — 16 accumulators.
+constexpr int kPackedTileColsPiecesAvx512 = 8;
 // AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many
 // tokens; measured 1.25x over 2 on a loaded Zen 3, 4864x1024 and 1024x4864, 256 tokens).
 constexpr int kPackedTileColsQ4_kAvx2 = 4;
