@@ -13,6 +13,7 @@
 
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
 #define QUANT_ISA avx512
 #include "quant/dot/simd_avx512.h"
 
@@ -129,28 +130,39 @@ void tile_any(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t
   }
 }
 
-// Decode: one group (four rows) at a time over the token's arranged row, which stays in L1.
-// The weights are one linear stream, which the hardware prefetchers follow; software prefetch
-// only a little ahead. Measured on an AMD EPYC (0.5B Q4_0, one thread, bench:cpu): 512 B ahead
-// 126-131 tok/s (the measured read-bandwidth limit), none 126-129, one group ahead (2-11 KiB,
-// what the GGUF-layout GEMV uses) 72, 2 KiB 66, 8 KiB 111: prefetching far ahead hurts here.
+// Decode: the tile's step per group at one token, as the multi-stream driver's kernel
+// (packed_gemv_groups): several segments of the walk read side by side (Q8_0: 2, Q5_0: 3), the
+// token's arranged row staying in L1. Same sums in the same order per group as the tile, so the
+// same bits. Against one group at a time over one stream, on an AMD EPYC (Zen 4), 0.5B Q8_0, 48
+// tokens after 256, alternating processes: 2 threads 76-82 -> 83-88 tok/s; 1 thread the same
+// (40-50 either way). Software prefetch only a little ahead (kGemvPrefetchBytes), measured with
+// one stream on an AMD EPYC (0.5B Q4_0, one thread, bench:cpu): 512 B ahead 126-131 tok/s, none
+// 126-129, one group ahead (2-11 KiB) 72, 2 KiB 66, 8 KiB 111: prefetching far ahead hurts here.
 template <class F>
-void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  const int64_t chunks = n / kChunkCols;
-  const size_t group_bytes = static_cast<size_t>(chunks) * F::kChunkBytes;
-  for (int g = 0; g < groups; ++g, w += group_bytes, out += 4) {
-    __m512 acc[4];
-    for (int r = 0; r < 4; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < chunks; ++j) {
-      const uint8_t* cw = w + j * F::kChunkBytes;
-      const char* ahead = reinterpret_cast<const char*>(cw + kGemvPrefetchBytes);
-      for (size_t o = 0; o < F::kChunkBytes + 32; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T1);
-      const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw)));
-      const uint8_t* a = act + j * kActChunkBytes;
-      for (int r = 0; r < 4; ++r) acc[r] = F::step(acc[r], F::row(cw, r), _mm512_permutexvar_ps(spread_row(r), wd), a);
-    }
-    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+struct RowGemv {
+  static constexpr int64_t kChunkCols = quant::kChunkCols;
+  static constexpr size_t kChunkBytes = F::kChunkBytes, kActChunkBytes = quant::kActChunkBytes;
+  static constexpr int kGroupRows = 4;
+  struct Acc {
+    __m512 r[4];
+  };
+  static Acc zero() {
+    Acc a;
+    for (int r = 0; r < 4; ++r) a.r[r] = _mm512_setzero_ps();
+    return a;
   }
+  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) {
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw)));
+    for (int r = 0; r < 4; ++r) acc.r[r] = F::step(acc.r[r], F::row(cw, r), _mm512_permutexvar_ps(spread_row(r), wd), a);
+  }
+  static void store(float* out, const Acc& acc) {
+    for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(acc.r[r]);
+  }
+};
+
+template <class F>
+void gemv_rows(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<RowGemv<F>>(n, out, w, groups, act, kGemvPrefetchBytes);
 }
 
 }  // namespace
@@ -175,11 +187,11 @@ void arrange_q8_0_split_avx512(const void* q8, void* dst, int64_t n) {
   }
 }
 
-void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q5_0x4>(n, out, w, groups, act); }
+void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv_rows<Q5_0x4>(n, out, w, groups, act); }
 void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile_any<Q5_0x4>(n, out, out_stride, w, act, act_stride, cols);
 }
-void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<Q8_0x4>(n, out, w, groups, act); }
+void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv_rows<Q8_0x4>(n, out, w, groups, act); }
 void tile_q8_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile_any<Q8_0x4>(n, out, out_stride, w, act, act_stride, cols);
 }
