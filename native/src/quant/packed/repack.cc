@@ -62,6 +62,13 @@ PackedFormat packed(WeightLayout layout, GgmlType type, void (*arrange_act)(cons
   return p;
 }
 
+// A 32-element format in piece order (repack.h) reads the broadcast-piece activations
+// (arrange_q8_0_bcast_*, two block pairs a chunk).
+void use_piece_order(PackedFormat* p) {
+  p->act_chunk_bytes = 2 * kQ8BcastPairBytes;
+  p->piece_order = true;
+}
+
 }  // namespace
 
 void register_packed_formats(const KernelChoice& c) {
@@ -78,8 +85,7 @@ void register_packed_formats(const KernelChoice& c) {
     // Q4_0 in piece order (packed_pieces_avx512.cc).
     g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_bcast_avx2, gemv_q4_0x4_pieces_avx512, tile_q4_0x4_pieces_avx512,
                     kPackedTileColsPiecesAvx512);
-    g_q4_0.act_chunk_bytes = 2 * kQ8BcastPairBytes;
-    g_q4_0.piece_order = true;
+    use_piece_order(&g_q4_0);
     g_q4_0.tile2 = tile2_q4_0x4_pieces_avx512;
     g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx512, gemv_q5_0x4_avx512, tile_q5_0x4_avx512, cols);
     g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx512, gemv_q8_0x4_avx512, tile_q8_0x4_avx512, cols);
@@ -101,10 +107,7 @@ void register_packed_formats(const KernelChoice& c) {
     if (c.isa == Isa::AvxVnni) FULCRUM_PACKED_AVX2(avxvnni);
     else FULCRUM_PACKED_AVX2(avx2);
 #undef FULCRUM_PACKED_AVX2
-    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0}) {
-      q->act_chunk_bytes = 2 * kQ8BcastPairBytes;
-      q->piece_order = true;
-    }
+    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0}) use_piece_order(q);
   }
   if (no_repack) {
     for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k, &g_q6_k})
