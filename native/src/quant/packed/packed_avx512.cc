@@ -1,6 +1,6 @@
 // The packed 32-element formats q5_0x4 and q8_0x4 (repack.h) × Q8_0 activations arranged per
-// matmul (q8_0 split), AVX-512 VNNI. (q4_0x4 ran here too; it is in piece order now,
-// packed_pieces_avx512.cc says why; the measurements below that name Q4_0 were of this kernel.)
+// matmul (q8_0 split), AVX-512 VNNI. (q4_0x4 ran here too; Q4_0 is in 16-row groups now,
+// packed_q4_0x16_avx512.cc says why; the measurements below that name Q4_0 were of this kernel.)
 // Per row and chunk of four blocks: one 64-byte load, two ANDs
 // and a shift for the nibbles (Q5_0: two masked byte adds put in the fifth bits, whose masks the
 // repacking laid out as two 64-bit words per row), two vpdpbusd seeded with the activations'

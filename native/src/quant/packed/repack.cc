@@ -20,6 +20,7 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Q8_0x4: return "q8_0x4";
     case WeightLayout::Q4_Kx4: return "q4_kx4";
     case WeightLayout::Q6_Kx4: return "q6_kx4";
+    case WeightLayout::Q4_0x16: return "q4_0x16";
   }
   return "?";
 }
@@ -82,11 +83,12 @@ void register_packed_formats(const KernelChoice& c) {
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
     if (c.amx_int8) return;
     constexpr int cols = kPackedTileColsAvx512;
-    // Q4_0 in piece order (packed_pieces_avx512.cc).
-    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_bcast_avx2, gemv_q4_0x4_pieces_avx512, tile_q4_0x4_pieces_avx512,
-                    kPackedTileColsPiecesAvx512);
-    use_piece_order(&g_q4_0);
-    g_q4_0.tile2 = tile2_q4_0x4_pieces_avx512;
+    // Q4_0 in 16-row groups, one block a chunk (packed_q4_0x16_avx512.cc).
+    g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, arrange_q8_0_sums_avx512, gemv_q4_0x16_avx512, tile_q4_0x16_avx512,
+                    kPackedTileColsQ4_0x16Avx512);
+    g_q4_0.group_rows = 16;
+    g_q4_0.chunk_cols = QK4_0;
+    g_q4_0.act_chunk_bytes = kQ8SumsBlockBytes;
     g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx512, gemv_q5_0x4_avx512, tile_q5_0x4_avx512, cols);
     g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx512, gemv_q8_0x4_avx512, tile_q8_0x4_avx512, cols);
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, cols);
@@ -206,12 +208,31 @@ void repack_pieces(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8
   }
 }
 
+// q4_0x16 (repack.h): per group of 16 rows and block, the rows' scales, then 4-byte pieces of the
+// rows' quant bytes side by side.
+void repack_q4_0x16(uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
+  const size_t rb = static_cast<size_t>(nb) * sizeof(block_q4_0);
+  for (int64_t g = 0; g < rows / 16; ++g) {
+    uint8_t* dst = data + static_cast<size_t>(g) * rb * 16;
+    std::memcpy(scratch, dst, rb * 16);
+    for (int64_t j = 0; j < nb; ++j) {
+      uint8_t* c = dst + static_cast<size_t>(j) * 16 * sizeof(block_q4_0);
+      for (int r = 0; r < 16; ++r) {
+        const block_q4_0* b = reinterpret_cast<const block_q4_0*>(scratch + r * rb) + j;
+        std::memcpy(c + 2 * r, &b->d, 2);
+        for (int k = 0; k < 4; ++k) std::memcpy(c + 32 + 64 * k + 4 * r, b->qs + 4 * k, 4);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
   if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
   if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
   const int64_t nb = cols / QK4_0, chunks = cols / pf.chunk_cols;
+  if (pf.layout == WeightLayout::Q4_0x16) return repack_q4_0x16(data, rows, nb, scratch);
   const TypeTraits& tt = type_traits(pf.type);
   if (pf.piece_order) return repack_pieces(pf.type, data, rows, nb, scratch);
   const size_t bb = tt.type_size, rb = static_cast<size_t>(nb) * bb, chunk_bytes = 16 * bb;

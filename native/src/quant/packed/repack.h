@@ -47,7 +47,7 @@
 // reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
 // verification batch: what exact speculation needs, without giving up the tiles.
 //
-// Q4_0, Q5_0 and Q8_0 on AVX2, and Q4_0 on AVX-512 (packed_pieces_avx512.cc says why): q4_0x4 / q5_0x4 / q8_0x4 in "piece order" (PackedFormat::piece_order;
+// Q4_0, Q5_0 and Q8_0 on AVX2: q4_0x4 / q5_0x4 / q8_0x4 in "piece order" (PackedFormat::piece_order;
 // packed_pieces_avx2.cc says why) — the same 4-row groups and 288-byte chunks of four blocks, the bytes ordered by block pair
 // p (blocks 2p, 2p+1) instead of by row (repacked bytes never leave the process, whose ISA is
 // fixed, so the order is the kernels' business):
@@ -66,6 +66,15 @@
 // then the two scales as 8 floats (block 2p+h in lanes 4h..4h+3); then −8·Σy of each block as
 // 8 int32 (same lanes).
 //
+//
+// Q4_0 on AVX-512 ("q4_0x16", packed_q4_0x16_avx512.cc says why): groups of 16 rows, block after
+// block, 288 bytes per block of the group (exactly those 16 blocks' bytes):
+//   [0, 32)            the 16 rows' f16 scales, row r at index r
+//   [32 + 64·k, +64)   byte 4·r + b is byte 4·k + b of row r's block (low nibble quant 4k+b,
+//                      high nibble quant 16+4k+b), k = 0..3
+// Its activations ("q8_0 sums", 40 bytes per block): the block's 32 quants, its scale as a float,
+// then −8·Σy as an int32.
+//
 // Devices (Vulkan uploads, the loopback's row ranges) keep reading the GGUF bytes: Weight::data
 // stays the file's layout and only the CPU reads the repacked copy (model.h).
 #pragma once
@@ -77,7 +86,7 @@
 
 namespace fulcrum {
 
-enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4, Q6_Kx4 = 5 };
+enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4, Q6_Kx4 = 5, Q4_0x16 = 6 };
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
@@ -97,10 +106,7 @@ struct PackedFormat {
   // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
   void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
   int tile_cols = 0;
-  // Optional: `tile` over two consecutive row groups (2·group_rows outputs), sharing each
-  // activation load between them; same bits as two `tile` calls.
-  void (*tile2)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
-  // Q4_0x4, Q5_0x4 and Q8_0x4 on AVX2, Q4_0x4 on AVX-512: the "piece order" of the chunk's bytes (see above), not row order.
+  // Q4_0x4, Q5_0x4 and Q8_0x4 on AVX2: the "piece order" of the chunk's bytes (see above), not row order.
   bool piece_order = false;
 };
 
@@ -146,18 +152,16 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 FULCRUM_PACKED_AVX2_DECL(avx2)
 FULCRUM_PACKED_AVX2_DECL(avxvnni)
 #undef FULCRUM_PACKED_AVX2_DECL
-// Q4_0 in piece order on AVX-512 (packed_pieces_avx512.cc), over the AVX2 arrangement of the
-// activations (arrange_q8_0_bcast_avx2: AVX2 code, which every AVX-512 CPU runs); tile2 covers
-// two row groups (PackedFormat::tile2).
-void gemv_q4_0x4_pieces_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q4_0x4_pieces_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,
-                               size_t act_stride, int cols);
-void tile2_q4_0x4_pieces_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,
-                                size_t act_stride, int cols);
+// Q4_0 on AVX-512 in 16-row groups (packed_q4_0x16_avx512.cc), over "q8_0 sums" activations.
+void arrange_q8_0_sums_avx512(const void* q8, void* dst, int64_t n);
+void gemv_q4_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
+                         int cols);
+constexpr size_t kQ8SumsBlockBytes = 40;
 constexpr size_t kQ8BcastPairBytes = 320;
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2, kPackedTileColsPiecesAvx2 = 4;
-// AVX-512 Q4_0 pieces: 8 tokens a tile, over two row groups at once (tile2) — 16 accumulators.
-constexpr int kPackedTileColsPiecesAvx512 = 8;
+// AVX-512 Q4_0 (16-row groups): 8 tokens a tile.
+constexpr int kPackedTileColsQ4_0x16Avx512 = 8;
 // AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many
 // tokens; measured 1.25x over 2 on a loaded Zen 3, 4864x1024 and 1024x4864, 256 tokens).
 constexpr int kPackedTileColsQ4_kAvx2 = 4;
