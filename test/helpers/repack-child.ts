@@ -51,8 +51,8 @@ function main(): void {
   // 128 columns = one chunk of four blocks; 896 and 4864 are the 0.5B shape's; 36 and 8 rows =
   // 9 and 2 row groups (odd group counts split across two threads).
   const shapes = [{ rows: 36, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
-  // Q4_0 in 16-row groups on AVX-512: 48 and 80 rows = 3 and 5 groups (12 and 20 of four rows).
-  const shapesQ4_0 = [{ rows: 48, cols: 128 }, { rows: 128, cols: 896 }, { rows: 16, cols: 4864 }, { rows: 80, cols: 512 }];
+  // Q4_0 and Q8_0 in 16-row groups on AVX-512: 48 and 80 rows = 3 and 5 groups (12 and 20 of four rows).
+  const shapes16 = [{ rows: 48, cols: 128 }, { rows: 128, cols: 896 }, { rows: 16, cols: 4864 }, { rows: 80, cols: 512 }];
   // Q4_K and Q6_K: super-blocks of 256 columns; 4864 is the 0.5B shape's ffn_down, 2048 the 1.3B's.
   const shapesK = [{ rows: 36, cols: 256 }, { rows: 128, cols: 2048 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
   const unpackable = [
@@ -60,7 +60,7 @@ function main(): void {
     ...[Q4_K, Q6_K].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 38, cols: 256 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
   ];
   for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q6_K', Q6_K]] as const)
-  for (const { rows, cols } of type === Q4_K || type === Q6_K ? shapesK : type === Q4_0 ? shapesQ4_0 : shapes) {
+  for (const { rows, cols } of type === Q4_K || type === Q6_K ? shapesK : k.isaLevel() === 'avx512' ? shapes16 : shapes) {
     const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
     const layout = k.packedLayout(type, rows, cols);
     if (layout === null) {

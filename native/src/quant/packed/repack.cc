@@ -21,6 +21,8 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Q4_Kx4: return "q4_kx4";
     case WeightLayout::Q6_Kx4: return "q6_kx4";
     case WeightLayout::Q4_0x16: return "q4_0x16";
+    case WeightLayout::Q5_0x16: return "q5_0x16";
+    case WeightLayout::Q8_0x16: return "q8_0x16";
   }
   return "?";
 }
@@ -70,6 +72,14 @@ void use_piece_order(PackedFormat* p) {
   p->piece_order = true;
 }
 
+// A 32-element format in 16-row groups (repack.h) reads its activations block by block
+// ("q8_0 sums").
+void use_x16(PackedFormat* p) {
+  p->group_rows = 16;
+  p->chunk_cols = QK8_0;
+  p->act_chunk_bytes = kQ8SumsBlockBytes;
+}
+
 }  // namespace
 
 void register_packed_formats(const KernelChoice& c) {
@@ -82,17 +92,16 @@ void register_packed_formats(const KernelChoice& c) {
     // With AMX-INT8, the prefill of these formats runs on AMX tiles that read the GGUF layout
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
     if (c.amx_int8) return;
-    constexpr int cols = kPackedTileColsAvx512;
-    // Q4_0 in 16-row groups, one block a chunk (packed_q4_0x16_avx512.cc).
-    g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, arrange_q8_0_sums_avx512, gemv_q4_0x16_avx512, tile_q4_0x16_avx512,
-                    kPackedTileColsQ4_0x16Avx512);
-    g_q4_0.group_rows = 16;
-    g_q4_0.chunk_cols = QK4_0;
-    g_q4_0.act_chunk_bytes = kQ8SumsBlockBytes;
-    g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_split_avx512, gemv_q5_0x4_avx512, tile_q5_0x4_avx512, cols);
-    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_split_avx512, gemv_q8_0x4_avx512, tile_q8_0x4_avx512, cols);
-    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, cols);
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, cols);
+    // The 32-element formats in 16-row groups, one block a chunk (packed_x16_avx512.cc).
+    g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, arrange_q8_0_sums8_avx512, gemv_q4_0x16_avx512, tile_q4_0x16_avx512,
+                    kPackedTileColsX16Avx512);
+    g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, arrange_q8_0_sums128_avx512, gemv_q8_0x16_avx512, tile_q8_0x16_avx512,
+                    kPackedTileColsX16Avx512);
+    g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, arrange_q8_0_sums16_avx512, gemv_q5_0x16_avx512, tile_q5_0x16_avx512,
+                    kPackedTileColsX16Avx512);
+    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0}) use_x16(q);
+    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, kPackedTileColsAvx512);
   } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
 #define FULCRUM_PACKED_AVX2(isa)                                                                                                 \
@@ -208,20 +217,34 @@ void repack_pieces(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8
   }
 }
 
-// q4_0x16 (repack.h): per group of 16 rows and block, the rows' scales, then 4-byte pieces of the
-// rows' quant bytes side by side.
-void repack_q4_0x16(uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
-  const size_t rb = static_cast<size_t>(nb) * sizeof(block_q4_0);
+// q4_0x16 / q5_0x16 / q8_0x16 (repack.h): per group of 16 rows and block, the rows' scales, Q5_0's
+// fifth-bit masks, then 4-byte pieces of the rows' quant bytes side by side (Q8_0's with their
+// sign bits flipped).
+void repack_x16(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
+  const bool q8 = type == GgmlType::Q8_0, q5 = type == GgmlType::Q5_0;
+  const size_t bb = q8 ? sizeof(block_q8_0) : q5 ? sizeof(block_q5_0) : sizeof(block_q4_0), rb = static_cast<size_t>(nb) * bb;
+  const int pieces = q8 ? 8 : 4;
+  const size_t qs_in = q5 ? 6 : 2, qs_out = q5 ? 96 : 32;  // Q5_0: d, qh[4], qs
   for (int64_t g = 0; g < rows / 16; ++g) {
     uint8_t* dst = data + static_cast<size_t>(g) * rb * 16;
     std::memcpy(scratch, dst, rb * 16);
     for (int64_t j = 0; j < nb; ++j) {
-      uint8_t* c = dst + static_cast<size_t>(j) * 16 * sizeof(block_q4_0);
+      uint8_t* c = dst + static_cast<size_t>(j) * 16 * bb;
+      uint64_t masks[8] = {};
       for (int r = 0; r < 16; ++r) {
-        const block_q4_0* b = reinterpret_cast<const block_q4_0*>(scratch + r * rb) + j;
-        std::memcpy(c + 2 * r, &b->d, 2);
-        for (int k = 0; k < 4; ++k) std::memcpy(c + 32 + 64 * k + 4 * r, b->qs + 4 * k, 4);
+        const uint8_t* b = scratch + r * rb + static_cast<size_t>(j) * bb;
+        std::memcpy(c + 2 * r, b, 2);  // d: the formats start with it
+        const uint8_t* qs = b + qs_in;
+        for (int k = 0; k < pieces; ++k)
+          for (int i = 0; i < 4; ++i) c[qs_out + 64 * k + 4 * r + i] = static_cast<uint8_t>(qs[4 * k + i] ^ (q8 ? 0x80 : 0));
+        if (q5) {
+          uint32_t qh;
+          std::memcpy(&qh, b + 2, 4);
+          for (int m = 0; m < 8; ++m)
+            for (int i = 0; i < 4; ++i) masks[m] |= static_cast<uint64_t>((qh >> (4 * m + i)) & 1u) << (4 * r + i);
+        }
       }
+      if (q5) std::memcpy(c + 32, masks, sizeof(masks));
     }
   }
 }
@@ -231,45 +254,9 @@ void repack_q4_0x16(uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
   if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
   if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
-  const int64_t nb = cols / QK4_0, chunks = cols / pf.chunk_cols;
-  if (pf.layout == WeightLayout::Q4_0x16) return repack_q4_0x16(data, rows, nb, scratch);
-  const TypeTraits& tt = type_traits(pf.type);
-  if (pf.piece_order) return repack_pieces(pf.type, data, rows, nb, scratch);
-  const size_t bb = tt.type_size, rb = static_cast<size_t>(nb) * bb, chunk_bytes = 16 * bb;
-  const size_t qs_off = pf.layout == WeightLayout::Q5_0x4 ? 96 : 32;
-  const size_t row_qs = pf.layout == WeightLayout::Q8_0x4 ? 128 : 64;
-  for (int64_t g = 0; g < rows / 4; ++g) {
-    uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
-    std::memcpy(scratch, dst, rb * 4);
-    for (int64_t j = 0; j < chunks; ++j) {
-      uint8_t* c = dst + static_cast<size_t>(j) * chunk_bytes;
-      for (int r = 0; r < 4; ++r) {
-        uint64_t mlo = 0, mhi = 0;
-        for (int k = 0; k < 4; ++k) {
-          const uint8_t* b = scratch + r * rb + static_cast<size_t>(4 * j + k) * bb;
-          std::memcpy(c + 2 * (4 * r + k), b, 2);  // d: both formats start with it
-          if (pf.layout == WeightLayout::Q5_0x4) {
-            const block_q5_0* q5 = reinterpret_cast<const block_q5_0*>(b);
-            uint32_t qh;
-            std::memcpy(&qh, q5->qh, 4);
-            mlo |= static_cast<uint64_t>(qh & 0xFFFF) << (16 * k);
-            mhi |= static_cast<uint64_t>(qh >> 16) << (16 * k);
-            std::memcpy(c + qs_off + 64 * r + 16 * k, q5->qs, 16);
-          } else if (pf.layout == WeightLayout::Q8_0x4) {
-            const block_q8_0* q8b = reinterpret_cast<const block_q8_0*>(b);
-            std::memcpy(c + qs_off + row_qs * r + 16 * k, q8b->qs, 16);
-            std::memcpy(c + qs_off + row_qs * r + 64 + 16 * k, q8b->qs + 16, 16);
-          } else {
-            std::memcpy(c + qs_off + 64 * r + 16 * k, reinterpret_cast<const block_q4_0*>(b)->qs, 16);
-          }
-        }
-        if (pf.layout == WeightLayout::Q5_0x4) {
-          std::memcpy(c + 32 + 16 * r, &mlo, 8);
-          std::memcpy(c + 32 + 16 * r + 8, &mhi, 8);
-        }
-      }
-    }
-  }
+  const int64_t nb = cols / QK4_0;
+  if (pf.layout == WeightLayout::Q4_0x16 || pf.layout == WeightLayout::Q5_0x16 || pf.layout == WeightLayout::Q8_0x16) return repack_x16(pf.type, data, rows, nb, scratch);
+  return repack_pieces(pf.type, data, rows, nb, scratch);
 }
 
 }  // namespace quant

@@ -4,18 +4,6 @@
 // different cache lines, so a kernel spends more instructions gathering bytes (four 16-byte
 // inserts and four 2-byte scale loads per row and four blocks for Q4_0) than multiplying them.
 //
-// Q4_0 in groups of 4 rows ("q4_0x4"): for each group of four rows and each chunk of four
-// blocks (128 columns), 288 bytes — exactly those 16 blocks' bytes, so a repacked matrix is as
-// large as the GGUF one and a group of rows starts where its first row started:
-//   [0, 32)            the 16 f16 scales, row r block k at index 4·r + k
-//   [32 + 64·r, +64)   row r's four blocks' 16 packed-nibble bytes, in block order
-// so one 64-byte load gives a row's 128 weights and one 32-byte load the chunk's 16 scales.
-// Q5_0 the same way ("q5_0x4", 352 bytes per chunk): the 32 bytes of scales, then per row 16
-// bytes of fifth bits — a 64-bit mask over the row's 64 low-nibble lanes (bits 0..15 of each
-// block's qh, block after block), then one over the high-nibble lanes (bits 16..31) — then each
-// row's 64 bytes of nibbles. Q8_0 ("q8_0x4", 544 bytes): the 32 bytes of scales, then per row
-// 128 bytes, the first 16 quants of each of the four blocks and then the last 16 of each — the
-// activations' own arrangement.
 // Q4_K ("q4_kx4", 576 bytes per super-block of 256 columns, four rows' blocks' bytes): a 64-byte
 // header, then the nibbles interleaved by 16-byte pieces:
 //   [0, 12) [12, 24)   rows 0 and 1's 12 packed scale/min bytes, as in their blocks
@@ -35,22 +23,18 @@
 // so three 64-byte loads hold four sub-blocks of 16 elements for all four rows (elements
 // 128·hf + 16·p + 32·k' + (0..15), k' = 0..3), with Q8_K activations as they are.
 //
-// The activations (one Q8_0 row per token) are arranged per matmul to match ("q8_0 split"), per
-// chunk of four blocks 256 bytes:
-//   [0, 64)    the first 16 quants of each block   (the weights' low nibbles pair with these)
-//   [64, 128)  the last 16 quants of each block     (… high nibbles)
-//   [128, 192) the block scales as 16 floats, block k in lanes 4k..4k+3
-//   [192, 256) −8 · (sum of the 4 quants of each lane in both halves), 16 int32: the nibbles are
-//              used unsigned (vpdpbusd), and Σ(q − 8)·y = Σq·y − 8·Σy
 // The GEMV and the tile kernel of one ISA compute every (row, token) output with the same
 // integer lane sums, the same float products and fmas in the same order and the same final
 // reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
 // verification batch: what exact speculation needs, without giving up the tiles.
 //
+// The 32-element formats' layouts are exactly their blocks' bytes too, so a repacked matrix is as
+// large as the GGUF one and a group of rows starts where its first row started. Repacked bytes
+// never leave the process, whose ISA is fixed, so the order is the kernels' business.
+//
 // Q4_0, Q5_0 and Q8_0 on AVX2: q4_0x4 / q5_0x4 / q8_0x4 in "piece order" (PackedFormat::piece_order;
-// packed_pieces_avx2.cc says why) — the same 4-row groups and 288-byte chunks of four blocks, the bytes ordered by block pair
-// p (blocks 2p, 2p+1) instead of by row (repacked bytes never leave the process, whose ISA is
-// fixed, so the order is the kernels' business):
+// packed_pieces_avx2.cc says why) — groups of 4 rows, per chunk of four blocks (128 columns) those
+// 16 blocks' bytes (Q4_0 288), ordered by block pair p (blocks 2p, 2p+1):
 //   [16·p, +16)               the pair's 8 f16 scales, row r block 2p+h at index 4·h + r
 //   [32 + 128·p + 32·m, +32)  piece m = 0..3: byte 16·h + 4·r + b is byte 4·m + b of row r's
 //                              block 2p+h (low nibble quant 4m+b, high nibble quant 4m+b+16)
@@ -67,13 +51,18 @@
 // 8 int32 (same lanes).
 //
 //
-// Q4_0 on AVX-512 ("q4_0x16", packed_q4_0x16_avx512.cc says why): groups of 16 rows, block after
-// block, 288 bytes per block of the group (exactly those 16 blocks' bytes):
+// Q4_0, Q5_0 and Q8_0 on AVX-512 ("q4_0x16" / "q5_0x16" / "q8_0x16", packed_x16_avx512.cc says
+// why): groups of 16 rows, block after block, exactly those 16 blocks' bytes per block of the
+// group (288 / 352 / 544):
 //   [0, 32)            the 16 rows' f16 scales, row r at index r
-//   [32 + 64·k, +64)   byte 4·r + b is byte 4·k + b of row r's block (low nibble quant 4k+b,
-//                      high nibble quant 16+4k+b), k = 0..3
-// Its activations ("q8_0 sums", 40 bytes per block): the block's 32 quants, its scale as a float,
-// then −8·Σy as an int32.
+//   Q4_0: [32 + 64·k, +64), k = 0..3: byte 4·r + b is byte 4·k + b of row r's block (low nibble
+//         quant 4k+b, high nibble quant 16+4k+b)
+//   Q5_0: [32 + 8·m, +8), m = 0..7: a 64-bit mask, bit 4·r + b the fifth bit of row r's quant
+//         4·m + b; then the nibbles at 96 as Q4_0's at 32
+//   Q8_0: [32 + 64·m, +64), m = 0..7: byte 4·r + b is quant 4·m + b of row r's block + 128
+//         (its sign bit flipped: unsigned for vpdpbusd)
+// Their activations ("q8_0 sums", 40 bytes per block): the block's 32 quants, its scale as a
+// float, then −o·Σy as an int32 (o = 8 for Q4_0, 16 for Q5_0, 128 for Q8_0: the quants' offset).
 //
 // Devices (Vulkan uploads, the loopback's row ranges) keep reading the GGUF bytes: Weight::data
 // stays the file's layout and only the CPU reads the repacked copy (model.h).
@@ -86,7 +75,7 @@
 
 namespace fulcrum {
 
-enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4, Q6_Kx4 = 5, Q4_0x16 = 6 };
+enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4, Q6_Kx4 = 5, Q4_0x16 = 6, Q5_0x16 = 7, Q8_0x16 = 8 };
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
@@ -122,11 +111,6 @@ bool packs(GgmlType t, int64_t rows, int64_t cols);
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch);
 
 // The kernels (packed_<isa>.cc).
-void arrange_q8_0_split_avx512(const void* q8, void* dst, int64_t n);
-void gemv_q5_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q5_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void gemv_q8_0x4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q8_0x4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
@@ -152,16 +136,25 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 FULCRUM_PACKED_AVX2_DECL(avx2)
 FULCRUM_PACKED_AVX2_DECL(avxvnni)
 #undef FULCRUM_PACKED_AVX2_DECL
-// Q4_0 on AVX-512 in 16-row groups (packed_q4_0x16_avx512.cc), over "q8_0 sums" activations.
-void arrange_q8_0_sums_avx512(const void* q8, void* dst, int64_t n);
+// Q4_0, Q5_0 and Q8_0 on AVX-512 in 16-row groups (packed_x16_avx512.cc), over "q8_0 sums"
+// activations whose seeds are −8·Σy (Q4_0), −16·Σy (Q5_0) or −128·Σy (Q8_0).
+void arrange_q8_0_sums8_avx512(const void* q8, void* dst, int64_t n);
+void arrange_q8_0_sums16_avx512(const void* q8, void* dst, int64_t n);
+void arrange_q8_0_sums128_avx512(const void* q8, void* dst, int64_t n);
 void gemv_q4_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
+                         int cols);
+void gemv_q5_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q5_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
+                         int cols);
+void gemv_q8_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q8_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 constexpr size_t kQ8SumsBlockBytes = 40;
 constexpr size_t kQ8BcastPairBytes = 320;
 constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2, kPackedTileColsPiecesAvx2 = 4;
-// AVX-512 Q4_0 (16-row groups): 8 tokens a tile.
-constexpr int kPackedTileColsQ4_0x16Avx512 = 8;
+// AVX-512 16-row groups: 8 tokens a tile.
+constexpr int kPackedTileColsX16Avx512 = 8;
 // AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many
 // tokens; measured 1.25x over 2 on a loaded Zen 3, 4864x1024 and 1024x4864, 256 tokens).
 constexpr int kPackedTileColsQ4_kAvx2 = 4;
