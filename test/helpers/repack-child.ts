@@ -48,19 +48,21 @@ function gaussian(n: number, seed: number, scale: number): Float32Array {
 function main(): void {
   const k = loadAddon<{ kernels: Kernels }>().kernels;
   const cases: RepackCase[] = [];
-  // 128 columns = one chunk of four blocks; 896 and 4864 are the 0.5B shape's; 36 and 8 rows =
-  // 9 and 2 row groups (odd group counts split across two threads).
-  const shapes = [{ rows: 36, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
-  // Q4_0 and Q8_0 in 16-row groups on AVX-512: 48 and 80 rows = 3 and 5 groups (12 and 20 of four rows).
+  // The 32-element formats in groups of 16 rows on AVX-512 and 8 on AVX2 (block by block: any
+  // multiple of 32 columns): 3 and 5 groups (odd counts split across two threads) and one; 896 and
+  // 4864 are the 0.5B shape's.
   const shapes16 = [{ rows: 48, cols: 128 }, { rows: 128, cols: 896 }, { rows: 16, cols: 4864 }, { rows: 80, cols: 512 }];
+  const shapes8 = [{ rows: 24, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 40, cols: 512 }];
+  const avx512 = k.isaLevel() === 'avx512';
   // Q4_K and Q6_K: super-blocks of 256 columns; 4864 is the 0.5B shape's ffn_down, 2048 the 1.3B's.
   const shapesK = [{ rows: 36, cols: 256 }, { rows: 128, cols: 2048 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
+  const shapesOf = (type: number) => (type === Q4_K || type === Q6_K ? shapesK : avx512 ? shapes16 : shapes8);
   const unpackable = [
     ...[Q4_0, Q5_0, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
     ...[Q4_K, Q6_K].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 38, cols: 256 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
   ];
   for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q6_K', Q6_K]] as const)
-  for (const { rows, cols } of type === Q4_K || type === Q6_K ? shapesK : k.isaLevel() === 'avx512' ? shapes16 : shapes) {
+  for (const { rows, cols } of shapesOf(type)) {
     const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
     const layout = k.packedLayout(type, rows, cols);
     if (layout === null) {

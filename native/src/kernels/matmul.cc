@@ -171,8 +171,7 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   const bool inline_decode = n_tokens == 1 && static_cast<size_t>(groups) * group_bytes < kInlineDecodeBytes;
   ChunkCounter counter(groups, inline_decode ? groups : n_tokens == 1 ? decode_chunk(groups, 4, nth_total) : group_block);
   // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
-  // L2): every row group of a chunk re-reads them. AVX2 Q4_0's broadcast arrangement is 2.5x the
-  // Q8_0 bytes (24 KiB a token at 4864 columns), which would otherwise spill the block to L3.
+  // L2): every row group of a chunk re-reads them.
   const int64_t tc = pf.tile_cols;
   const int64_t token_block = std::max<int64_t>(tc, std::min<int64_t>(32, static_cast<int64_t>((256 << 10) / a_stride)) / tc * tc);
   auto body = [&](int, int) {

@@ -15,14 +15,14 @@ namespace fulcrum {
 const char* weight_layout_name(WeightLayout l) {
   switch (l) {
     case WeightLayout::Gguf: return "gguf";
-    case WeightLayout::Q4_0x4: return "q4_0x4";
-    case WeightLayout::Q5_0x4: return "q5_0x4";
-    case WeightLayout::Q8_0x4: return "q8_0x4";
     case WeightLayout::Q4_Kx4: return "q4_kx4";
     case WeightLayout::Q6_Kx4: return "q6_kx4";
     case WeightLayout::Q4_0x16: return "q4_0x16";
     case WeightLayout::Q5_0x16: return "q5_0x16";
     case WeightLayout::Q8_0x16: return "q8_0x16";
+    case WeightLayout::Q4_0x8: return "q4_0x8";
+    case WeightLayout::Q5_0x8: return "q5_0x8";
+    case WeightLayout::Q8_0x8: return "q8_0x8";
   }
   return "?";
 }
@@ -46,38 +46,23 @@ bool names_type(const char* list, GgmlType t) {
 }
 
 // A format's packed format on this ISA: its layout's geometry plus the kernels.
-PackedFormat packed(WeightLayout layout, GgmlType type, void (*arrange_act)(const void*, void*, int64_t),
+PackedFormat packed(WeightLayout layout, GgmlType type, int group_rows, void (*arrange_act)(const void*, void*, int64_t),
                     void (*gemv)(int64_t, float*, const uint8_t*, int, const uint8_t*),
                     void (*tile)(int64_t, float*, int64_t, const uint8_t*, const uint8_t*, size_t, int), int tile_cols) {
   const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
   PackedFormat p;
   p.layout = layout;
   p.type = type;
-  p.group_rows = 4;
-  // The 32-element formats by chunks of four blocks over arranged activations, the K-quants by
+  p.group_rows = group_rows;
+  // The 32-element formats block by block over their "q8_0 sums" activations, the K-quants by
   // super-blocks over the Q8_K rows as they are.
-  p.chunk_cols = k_quant ? QK_K : 4 * QK4_0;
-  p.act_chunk_bytes = k_quant ? sizeof(block_q8_K) : 256;
+  p.chunk_cols = k_quant ? QK_K : QK8_0;
+  p.act_chunk_bytes = k_quant ? sizeof(block_q8_K) : kQ8SumsBlockBytes;
   p.arrange_act = arrange_act;
   p.gemv = gemv;
   p.tile = tile;
   p.tile_cols = tile_cols;
   return p;
-}
-
-// A 32-element format in piece order (repack.h) reads the broadcast-piece activations
-// (arrange_q8_0_bcast_*, two block pairs a chunk).
-void use_piece_order(PackedFormat* p) {
-  p->act_chunk_bytes = 2 * kQ8BcastPairBytes;
-  p->piece_order = true;
-}
-
-// A 32-element format in 16-row groups (repack.h) reads its activations block by block
-// ("q8_0 sums").
-void use_x16(PackedFormat* p) {
-  p->group_rows = 16;
-  p->chunk_cols = QK8_0;
-  p->act_chunk_bytes = kQ8SumsBlockBytes;
 }
 
 }  // namespace
@@ -93,32 +78,33 @@ void register_packed_formats(const KernelChoice& c) {
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
     if (c.amx_int8) return;
     // The 32-element formats in 16-row groups, one block a chunk (packed_x16_avx512.cc).
-    g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, arrange_q8_0_sums8_avx512, gemv_q4_0x16_avx512, tile_q4_0x16_avx512,
+    g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, 16, arrange_q8_0_sums8_avx2, gemv_q4_0x16_avx512, tile_q4_0x16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, arrange_q8_0_sums128_avx512, gemv_q8_0x16_avx512, tile_q8_0x16_avx512,
+    g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, 16, arrange_q8_0_sums128_avx2, gemv_q8_0x16_avx512, tile_q8_0x16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, arrange_q8_0_sums16_avx512, gemv_q5_0x16_avx512, tile_q5_0x16_avx512,
+    g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, gemv_q5_0x16_avx512, tile_q5_0x16_avx512,
                     kPackedTileColsX16Avx512);
-    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0}) use_x16(q);
-    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, kPackedTileColsAvx512);
+    g_q8_0.quant_xor = 0x80;
+    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, kPackedTileColsAvx512);
   } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
 #define FULCRUM_PACKED_AVX2(isa)                                                                                                 \
   do {                                                                                                                         \
-    g_q4_0 = packed(WeightLayout::Q4_0x4, GgmlType::Q4_0, arrange_q8_0_bcast_##isa, gemv_q4_0x4_pieces_##isa,                   \
-                    tile_q4_0x4_pieces_##isa, kPackedTileColsPiecesAvx2);                                                       \
-    g_q5_0 = packed(WeightLayout::Q5_0x4, GgmlType::Q5_0, arrange_q8_0_bcast_##isa, gemv_q5_0x4_pieces_##isa,                   \
-                    tile_q5_0x4_pieces_##isa, kPackedTileColsPiecesAvx2);                                                       \
-    g_q8_0 = packed(WeightLayout::Q8_0x4, GgmlType::Q8_0, arrange_q8_0_bcast_##isa, gemv_q8_0x4_pieces_##isa,                   \
-                    tile_q8_0x4_pieces_##isa, kPackedTileColsPiecesAvx2);                                                       \
-    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, nullptr, gemv_q4_kx4_##isa, tile_q4_kx4_##isa, kPackedTileColsQ4_kAvx2); \
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, nullptr, gemv_q6_kx4_##isa, tile_q6_kx4_##isa, kPackedTileColsAvx2);    \
+    g_q4_0 = packed(WeightLayout::Q4_0x8, GgmlType::Q4_0, 8, arrange_q8_0_sums8_##isa, gemv_q4_0x8_##isa, tile_q4_0x8_##isa,        \
+                    kPackedTileColsX8Avx2);                                                                                     \
+    g_q5_0 = packed(WeightLayout::Q5_0x8, GgmlType::Q5_0, 8, arrange_q8_0_sums16_##isa, gemv_q5_0x8_##isa, tile_q5_0x8_##isa,       \
+                    kPackedTileColsX8Avx2);                                                                                     \
+    g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, gemv_q8_0x8_##isa, tile_q8_0x8_##isa,     \
+                    kPackedTileColsX8Avx2);                                                                                     \
+    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_##isa, tile_q4_kx4_##isa, kPackedTileColsQ4_kAvx2); \
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_##isa, tile_q6_kx4_##isa, kPackedTileColsAvx2);    \
   } while (0)
     if (c.isa == Isa::AvxVnni) FULCRUM_PACKED_AVX2(avxvnni);
     else FULCRUM_PACKED_AVX2(avx2);
 #undef FULCRUM_PACKED_AVX2
-    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0}) use_piece_order(q);
+    // vpdpbusd's unsigned operand where the CPU has AVX-VNNI (packed_x8_avx2.cc).
+    if (c.isa == Isa::AvxVnni) g_q8_0.quant_xor = 0x80;
   }
   if (no_repack) {
     for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k, &g_q6_k})
@@ -180,71 +166,39 @@ void place_q6_k(uint8_t* s, const block_q6_K* b, int r) {
   }
 }
 
-// q4_0x4 / q5_0x4 in piece order (repack.h): per chunk of four blocks, the pairs' scales, Q5_0's
-// fifth-bit masks, then 4-byte pieces of the four rows' blocks side by side.
-void repack_pieces(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
-  const bool q5 = type == GgmlType::Q5_0, q8 = type == GgmlType::Q8_0;
-  const size_t bb = q5 ? sizeof(block_q5_0) : q8 ? sizeof(block_q8_0) : sizeof(block_q4_0), rb = static_cast<size_t>(nb) * bb;
-  const size_t qs_at = q5 ? 96 : 32;
-  for (int64_t g = 0; g < rows / 4; ++g) {
-    uint8_t* dst = data + static_cast<size_t>(g) * rb * 4;
-    std::memcpy(scratch, dst, rb * 4);
-    for (int64_t j = 0; j < nb / 4; ++j) {
-      uint8_t* c = dst + static_cast<size_t>(j) * 16 * bb;
-      for (int p = 0; p < 2; ++p) {
-        uint8_t plane[32] = {};
-        for (int h = 0; h < 2; ++h)
-          for (int r = 0; r < 4; ++r) {
-            const uint8_t* b = scratch + r * rb + static_cast<size_t>(4 * j + 2 * p + h) * bb;
-            std::memcpy(c + 2 * (8 * p + 4 * h + r), b, 2);  // d: the formats start with it
-            if (q8) {
-              const int8_t* qs = reinterpret_cast<const block_q8_0*>(b)->qs;
-              for (int m = 0; m < 8; ++m) std::memcpy(c + qs_at + 256 * p + 32 * m + 16 * h + 4 * r, qs + 4 * m, 4);
-              continue;
-            }
-            const uint8_t* qs = q5 ? reinterpret_cast<const block_q5_0*>(b)->qs : reinterpret_cast<const block_q4_0*>(b)->qs;
-            for (int m = 0; m < 4; ++m) std::memcpy(c + qs_at + 128 * p + 32 * m + 16 * h + 4 * r, qs + 4 * m, 4);
-            if (q5) {
-              uint32_t qh;
-              std::memcpy(&qh, reinterpret_cast<const block_q5_0*>(b)->qh, 4);
-              for (int s = 0; s < 8; ++s)
-                for (int b4 = 0; b4 < 4; ++b4) plane[16 * h + 4 * r + b4] |= static_cast<uint8_t>(((qh >> (4 * s + b4)) & 1u) << s);
-            }
-          }
-        if (q5) std::memcpy(c + 32 + 32 * p, plane, sizeof(plane));
-      }
-    }
-  }
-}
-
-// q4_0x16 / q5_0x16 / q8_0x16 (repack.h): per group of 16 rows and block, the rows' scales, Q5_0's
-// fifth-bit masks, then 4-byte pieces of the rows' quant bytes side by side (Q8_0's with their
-// sign bits flipped).
-void repack_x16(GgmlType type, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
+// The row-group layouts (repack.h: q4_0x16 / q5_0x16 / q8_0x16, q4_0x8 / q5_0x8): per group of G
+// rows and block, the rows' scales, Q5_0's fifth bits (G = 16: eight 64-bit masks; G = 8: a
+// 32-byte plane), then 4-byte pieces of the rows' quant bytes side by side (XORed with
+// PackedFormat::quant_xor: Q8_0's sign bits flipped for vpdpbusd).
+void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
   const bool q8 = type == GgmlType::Q8_0, q5 = type == GgmlType::Q5_0;
   const size_t bb = q8 ? sizeof(block_q8_0) : q5 ? sizeof(block_q5_0) : sizeof(block_q4_0), rb = static_cast<size_t>(nb) * bb;
   const int pieces = q8 ? 8 : 4;
-  const size_t qs_in = q5 ? 6 : 2, qs_out = q5 ? 96 : 32;  // Q5_0: d, qh[4], qs
-  for (int64_t g = 0; g < rows / 16; ++g) {
-    uint8_t* dst = data + static_cast<size_t>(g) * rb * 16;
-    std::memcpy(scratch, dst, rb * 16);
+  const size_t scales = 2 * static_cast<size_t>(G), qh_bytes = q5 ? 4 * static_cast<size_t>(G) : 0;
+  const size_t qs_in = q5 ? 6 : 2, qs_out = scales + qh_bytes;  // Q5_0: d, qh[4], qs
+  const size_t piece_stride = 4 * static_cast<size_t>(G);
+  for (int64_t g = 0; g < rows / G; ++g) {
+    uint8_t* dst = data + static_cast<size_t>(g) * rb * G;
+    std::memcpy(scratch, dst, rb * G);
     for (int64_t j = 0; j < nb; ++j) {
-      uint8_t* c = dst + static_cast<size_t>(j) * 16 * bb;
-      uint64_t masks[8] = {};
-      for (int r = 0; r < 16; ++r) {
+      uint8_t* c = dst + static_cast<size_t>(j) * G * bb;
+      std::memset(c + scales, 0, qh_bytes);
+      for (int r = 0; r < G; ++r) {
         const uint8_t* b = scratch + r * rb + static_cast<size_t>(j) * bb;
         std::memcpy(c + 2 * r, b, 2);  // d: the formats start with it
         const uint8_t* qs = b + qs_in;
         for (int k = 0; k < pieces; ++k)
-          for (int i = 0; i < 4; ++i) c[qs_out + 64 * k + 4 * r + i] = static_cast<uint8_t>(qs[4 * k + i] ^ (q8 ? 0x80 : 0));
-        if (q5) {
-          uint32_t qh;
-          std::memcpy(&qh, b + 2, 4);
-          for (int m = 0; m < 8; ++m)
-            for (int i = 0; i < 4; ++i) masks[m] |= static_cast<uint64_t>((qh >> (4 * m + i)) & 1u) << (4 * r + i);
-        }
+          for (int i = 0; i < 4; ++i) c[qs_out + piece_stride * k + 4 * r + i] = static_cast<uint8_t>(qs[4 * k + i] ^ quant_xor);
+        if (!q5) continue;
+        uint32_t qh;
+        std::memcpy(&qh, b + 2, 4);
+        for (int m = 0; m < 8; ++m)
+          for (int i = 0; i < 4; ++i) {
+            const unsigned bit = (qh >> (4 * m + i)) & 1u;
+            if (G == 16) c[scales + 8 * m + (4 * r + i) / 8] |= static_cast<uint8_t>(bit << ((4 * r + i) % 8));  // mask m, bit 4r + i
+            else c[scales + 4 * r + i] |= static_cast<uint8_t>(bit << m);                                        // plane byte 4r + i, bit m
+          }
       }
-      if (q5) std::memcpy(c + 32, masks, sizeof(masks));
     }
   }
 }
@@ -255,8 +209,7 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
   if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
   if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
   const int64_t nb = cols / QK4_0;
-  if (pf.layout == WeightLayout::Q4_0x16 || pf.layout == WeightLayout::Q5_0x16 || pf.layout == WeightLayout::Q8_0x16) return repack_x16(pf.type, data, rows, nb, scratch);
-  return repack_pieces(pf.type, data, rows, nb, scratch);
+  repack_row_groups(pf.type, pf.group_rows, pf.quant_xor, data, rows, nb, scratch);
 }
 
 }  // namespace quant

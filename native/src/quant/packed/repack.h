@@ -28,41 +28,24 @@
 // reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
 // verification batch: what exact speculation needs, without giving up the tiles.
 //
-// The 32-element formats' layouts are exactly their blocks' bytes too, so a repacked matrix is as
-// large as the GGUF one and a group of rows starts where its first row started. Repacked bytes
-// never leave the process, whose ISA is fixed, so the order is the kernels' business.
-//
-// Q4_0, Q5_0 and Q8_0 on AVX2: q4_0x4 / q5_0x4 / q8_0x4 in "piece order" (PackedFormat::piece_order;
-// packed_pieces_avx2.cc says why) — groups of 4 rows, per chunk of four blocks (128 columns) those
-// 16 blocks' bytes (Q4_0 288), ordered by block pair p (blocks 2p, 2p+1):
-//   [16·p, +16)               the pair's 8 f16 scales, row r block 2p+h at index 4·h + r
-//   [32 + 128·p + 32·m, +32)  piece m = 0..3: byte 16·h + 4·r + b is byte 4·m + b of row r's
-//                              block 2p+h (low nibble quant 4m+b, high nibble quant 4m+b+16)
-// Q5_0 the same with its 352-byte chunk: [0, 32) the scales as above, then per pair p a 32-byte
-// plane of fifth bits at 32 + 32·p — byte 16·h + 4·r + b holds in bit s (s = 0..7, the kernel's
-// vector of quants 4s..4s+3) bit 4s + b of row r block 2p+h's qh, so a 16-bit shift by 4 − s and
-// an AND with 0x10 put vector s's fifth bits in place — then the nibble pieces at 96 + 128·p.
-// Q8_0 on AVX2 the same with its 544-byte chunk: [0, 32) the scales as above, then per pair p
-// eight pieces at 32 + 256·p + 32·m (m = 0..7): byte 16·h + 4·r + b is quant 4m + b of row r's
-// block 2p+h (the format's int8, as stored).
-// Their activations ("q8_0 bcast", 320 bytes per block pair, 640 per chunk): 8 vectors of 32
-// bytes, vector s holding quants 4s..4s+3 of block 2p+h in all four 4-byte lanes of half h;
-// then the two scales as 8 floats (block 2p+h in lanes 4h..4h+3); then −8·Σy of each block as
-// 8 int32 (same lanes).
-//
-//
-// Q4_0, Q5_0 and Q8_0 on AVX-512 ("q4_0x16" / "q5_0x16" / "q8_0x16", packed_x16_avx512.cc says
-// why): groups of 16 rows, block after block, exactly those 16 blocks' bytes per block of the
-// group (288 / 352 / 544):
-//   [0, 32)            the 16 rows' f16 scales, row r at index r
-//   Q4_0: [32 + 64·k, +64), k = 0..3: byte 4·r + b is byte 4·k + b of row r's block (low nibble
-//         quant 4k+b, high nibble quant 16+4k+b)
-//   Q5_0: [32 + 8·m, +8), m = 0..7: a 64-bit mask, bit 4·r + b the fifth bit of row r's quant
-//         4·m + b; then the nibbles at 96 as Q4_0's at 32
-//   Q8_0: [32 + 64·m, +64), m = 0..7: byte 4·r + b is quant 4·m + b of row r's block + 128
-//         (its sign bit flipped: unsigned for vpdpbusd)
-// Their activations ("q8_0 sums", 40 bytes per block): the block's 32 quants, its scale as a
-// float, then −o·Σy as an int32 (o = 8 for Q4_0, 16 for Q5_0, 128 for Q8_0: the quants' offset).
+// Q4_0, Q5_0 and Q8_0 in groups of G rows, block after block: 16 rows on AVX-512 ("q4_0x16" /
+// "q5_0x16" / "q8_0x16", packed_x16_avx512.cc), 8 on AVX2 ("q4_0x8" / "q5_0x8" / "q8_0x8",
+// packed_x8_avx2.cc); those files say why. Per block of the group, exactly those G blocks' bytes
+// (G · 18 / 22 / 34), so a repacked matrix is as large as the GGUF one and a group of rows starts
+// where its first row started:
+//   [0, 2·G)            the G rows' f16 scales, row r at index r
+//   Q4_0: at 2·G, four vectors of 4·G bytes, k = 0..3: byte 4·r + b of vector k is byte 4·k + b
+//         of row r's block (low nibble quant 4k+b, high nibble quant 16+4k+b)
+//   Q5_0: at 2·G the fifth bits, 4·G bytes — G = 16: eight 64-bit masks, bit 4·r + b of mask m
+//         the fifth bit of row r's quant 4·m + b (one masked add each); G = 8: a plane whose byte
+//         4·r + b holds that bit in bit m (a shift and an AND each) — then the nibbles as Q4_0's
+//   Q8_0: at 2·G, eight vectors of 4·G bytes, m = 0..7: byte 4·r + b of vector m is quant
+//         4·m + b of row r's block, XORed with PackedFormat::quant_xor (0x80 where the kernels
+//         use vpdpbusd, which multiplies unsigned bytes: the sign bit flipped is the quant + 128)
+// so a vector's 32-bit lanes are the group's rows. Their activations ("q8_0 sums", 40 bytes per
+// block): the block's 32 quants, its scale as a float, then −o·Σy as an int32 (o = 8 for Q4_0,
+// 16 for Q5_0, 128 for Q8_0 stored + 128: the quants' offset; plain AVX2's signed Q8_0 ignores it).
+// Repacked bytes never leave the process, whose ISA is fixed, so the order is the kernels' business.
 //
 // Devices (Vulkan uploads, the loopback's row ranges) keep reading the GGUF bytes: Weight::data
 // stays the file's layout and only the CPU reads the repacked copy (model.h).
@@ -75,7 +58,17 @@
 
 namespace fulcrum {
 
-enum class WeightLayout : uint8_t { Gguf = 0, Q4_0x4 = 1, Q5_0x4 = 2, Q8_0x4 = 3, Q4_Kx4 = 4, Q6_Kx4 = 5, Q4_0x16 = 6, Q5_0x16 = 7, Q8_0x16 = 8 };
+enum class WeightLayout : uint8_t {
+  Gguf = 0,
+  Q4_Kx4 = 4,
+  Q6_Kx4 = 5,
+  Q4_0x16 = 6,
+  Q5_0x16 = 7,
+  Q8_0x16 = 8,
+  Q4_0x8 = 9,
+  Q5_0x8 = 10,
+  Q8_0x8 = 11,
+};
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
@@ -95,8 +88,9 @@ struct PackedFormat {
   // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
   void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
   int tile_cols = 0;
-  // Q4_0x4, Q5_0x4 and Q8_0x4 on AVX2: the "piece order" of the chunk's bytes (see above), not row order.
-  bool piece_order = false;
+  // The row-group layouts' Q8_0: the byte each quant is XORed with when repacked (0x80: stored
+  // + 128, unsigned for vpdpbusd; 0: as stored, signed).
+  uint8_t quant_xor = 0;
 };
 
 // register_packed_formats (declared in core/isa.h, called by select_kernels) chooses the packed
@@ -123,24 +117,24 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
   void gemv_q6_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void tile_q6_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
-  void arrange_q8_0_bcast_##isa(const void* q8, void* dst, int64_t n);                                                    \
-  void gemv_q4_0x4_pieces_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                 \
-  void tile_q4_0x4_pieces_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,          \
-                                size_t act_stride, int cols);                                                             \
-  void gemv_q5_0x4_pieces_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                 \
-  void tile_q5_0x4_pieces_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,          \
-                                size_t act_stride, int cols);                                                             \
-  void gemv_q8_0x4_pieces_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                 \
-  void tile_q8_0x4_pieces_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,          \
-                                size_t act_stride, int cols);
+  void arrange_q8_0_sums8_##isa(const void* q8, void* dst, int64_t n);                                                    \
+  void arrange_q8_0_sums16_##isa(const void* q8, void* dst, int64_t n);                                                   \
+  void arrange_q8_0_sums128_##isa(const void* q8, void* dst, int64_t n);                                                  \
+  void gemv_q4_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void tile_q4_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);                                                                                       \
+  void gemv_q5_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q8_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void tile_q8_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);                                                                                       \
+  void tile_q5_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);
 FULCRUM_PACKED_AVX2_DECL(avx2)
 FULCRUM_PACKED_AVX2_DECL(avxvnni)
 #undef FULCRUM_PACKED_AVX2_DECL
 // Q4_0, Q5_0 and Q8_0 on AVX-512 in 16-row groups (packed_x16_avx512.cc), over "q8_0 sums"
-// activations whose seeds are −8·Σy (Q4_0), −16·Σy (Q5_0) or −128·Σy (Q8_0).
-void arrange_q8_0_sums8_avx512(const void* q8, void* dst, int64_t n);
-void arrange_q8_0_sums16_avx512(const void* q8, void* dst, int64_t n);
-void arrange_q8_0_sums128_avx512(const void* q8, void* dst, int64_t n);
+// activations whose seeds are −8·Σy (Q4_0), −16·Σy (Q5_0) or −128·Σy (Q8_0), arranged by the
+// AVX2 code (arrange_q8_0_sums*_avx2, which every AVX-512 CPU runs).
 void gemv_q4_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
@@ -151,10 +145,11 @@ void gemv_q8_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, co
 void tile_q8_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 constexpr size_t kQ8SumsBlockBytes = 40;
-constexpr size_t kQ8BcastPairBytes = 320;
-constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2, kPackedTileColsPiecesAvx2 = 4;
+constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
 // AVX-512 16-row groups: 8 tokens a tile.
 constexpr int kPackedTileColsX16Avx512 = 8;
+// AVX2 8-row groups: 4 tokens a tile (eight weight vectors and the accumulators in 16 ymm).
+constexpr int kPackedTileColsX8Avx2 = 4;
 // AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many
 // tokens; measured 1.25x over 2 on a loaded Zen 3, 4864x1024 and 1024x4864, 256 tokens).
 constexpr int kPackedTileColsQ4_kAvx2 = 4;

@@ -1,0 +1,261 @@
+// Q4_0, Q5_0 and Q8_0 in the q4_0x8 / q5_0x8 / q8_0x8 layouts (repack.h: eight rows a group,
+// block after block) × Q8_0 activations with their block sums ("q8_0 sums", arranged here for
+// every ISA level), AVX2; the avxvnni copy of this file (core/isa.h) takes the
+// `#if defined(__AVXVNNI__)` branches, where one vpdpbusd does a vpmaddubsw, its widening
+// vpmaddwd and the int32 add (same integers: the plain AVX2 sums never saturate, and integer sums
+// do not depend on their order, so both copies give the same bits).
+//
+// The AVX-512 16-row layout (packed_x16_avx512.cc) at ymm width: a ymm's 8 int32 lanes are the
+// group's 8 rows, each lane four quants of its row's block, and the activation operand is a
+// 4-byte broadcast from the token's quants. It replaced a 4-row "piece order" whose lanes were
+// (row, block) pairs over activations pre-broadcast in memory, 160 bytes a block and token
+// against 40 here: about the same instructions per 256 multiply-adds, but a tile's tokens now
+// stay in L1 on the 1.3B shape's 2048 and 5504 columns. Measured on an AMD EPYC (Zen 4, 2 vCPUs),
+// benchModel (256-token prefill, 48 decoded tokens), 1 thread, alternating processes, tok/s,
+// piece order -> this layout:
+//   FULCRUM_ISA=avxvnni  0.5B Q4_0 prefill 185-186 -> 269-272, decode 112-116 -> 118
+//                        1.3B Q4_0 prefill 51-55 -> 81, decode 29-30 -> 33-34
+//                        0.5B Q8_0 prefill 185-188 -> 294-295, decode 57-58 -> 63-67
+//                        1.3B Q8_0 prefill 47-50 -> 90-92, decode 16-17 -> 19
+//   FULCRUM_ISA=avx2     0.5B Q4_0 prefill 155-162 -> 222-230, decode 97 -> 119-121
+//                        1.3B Q4_0 prefill 47-51 -> 64-68, decode 25-26 -> 32-35
+//                        0.5B Q8_0 prefill 146 -> 179-181, decode 55-56 -> 62-65
+//                        1.3B Q8_0 prefill 37-41 -> 51-53, decode 15 -> 17-18
+//
+// The GEMV and the tile share `scale_block`'s float step per (row group, token, block) in block
+// order; the integer sums are exact, so a token's outputs are the same bits alone and in a batch.
+#include <cstring>
+
+#include "quant/formats/blocks.h"
+#include "quant/packed/repack.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#define QUANT_ISA QUANT_AVX2_LEVEL
+#include "quant/dot/simd_avx2.h"
+
+namespace fulcrum {
+namespace quant {
+namespace {
+
+constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
+constexpr size_t kGemvPrefetchBytes = 1024;
+
+// One block of the group's 8 rows as eight unsigned vectors: u[m] lane r = row r's quants
+// 4m..4m+3; d the rows' scales.
+struct BlockW {
+  __m256i u[8];
+  __m256 d;
+};
+
+inline __m256 load_scales(const uint8_t* cw) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cw))); }
+
+inline __m256i bcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// q4_0x8: 144 bytes a block; vector k's low nibbles are quants 4k.., its high nibbles 16+4k...
+struct Q4_0x8 {
+  static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_0);
+  static inline BlockW load(const uint8_t* cw) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    BlockW b;
+    b.d = load_scales(cw);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + 16 + 32 * k));
+      b.u[k] = _mm256_and_si256(v, m4);
+      b.u[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    return b;
+  }
+  // Quants ≤ 15: the eight vpmaddubsw's pair sums add in int16 (8 · 2 · 15 · 127 = 30480).
+  static inline __m256i sum(const BlockW& w, const uint8_t* a) {
+#if defined(__AVXVNNI__)
+    __m256i s0 = bcast4(a + 36), s1 = _mm256_setzero_si256();
+    for (int m = 0; m < 8; m += 2) {
+      s0 = _mm256_dpbusd_avx_epi32(s0, w.u[m], bcast4(a + 4 * m));
+      s1 = _mm256_dpbusd_avx_epi32(s1, w.u[m + 1], bcast4(a + 4 * m + 4));
+    }
+    return _mm256_add_epi32(s0, s1);
+#else
+    __m256i p0 = _mm256_maddubs_epi16(w.u[0], bcast4(a));
+    __m256i p1 = _mm256_maddubs_epi16(w.u[1], bcast4(a + 4));
+    for (int m = 2; m < 8; m += 2) {
+      p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.u[m], bcast4(a + 4 * m)));
+      p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.u[m + 1], bcast4(a + 4 * m + 4)));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)), bcast4(a + 36));
+#endif
+  }
+};
+
+// q5_0x8: 176 bytes a block; at 16 a 32-byte plane of fifth bits (byte 4·r + b holds in bit m
+// the fifth bit of row r's quant 4·m + b), then the nibbles as q4_0x8's at 48. A 16-bit shift by
+// 4 − m and an AND with 0x10 put vector m's fifth bits in place (a byte's bit 4 comes from the
+// same byte's bit m for shifts up to 4 either way), as in the piece order's Q5_0.
+struct Q5_0x8 {
+  static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_0);
+  template <int M>
+  static inline __m256i fifth(__m256i plane, __m256i sixteen) {
+    if constexpr (M < 4) return _mm256_and_si256(_mm256_slli_epi16(plane, 4 - M), sixteen);
+    else if constexpr (M == 4) return _mm256_and_si256(plane, sixteen);
+    else return _mm256_and_si256(_mm256_srli_epi16(plane, M - 4), sixteen);
+  }
+  static inline BlockW load(const uint8_t* cw) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+    const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + 16));
+    const __m256i hi[8] = {fifth<0>(plane, sixteen), fifth<1>(plane, sixteen), fifth<2>(plane, sixteen), fifth<3>(plane, sixteen),
+                           fifth<4>(plane, sixteen), fifth<5>(plane, sixteen), fifth<6>(plane, sixteen), fifth<7>(plane, sixteen)};
+    BlockW b;
+    b.d = load_scales(cw);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + 48 + 32 * k));
+      b.u[k] = _mm256_or_si256(_mm256_and_si256(v, m4), hi[k]);
+      b.u[k + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hi[k + 4]);
+    }
+    return b;
+  }
+  // Quants ≤ 31: four vpmaddubsw's pair sums fit int16 (4 · 2 · 31 · 127 = 31496): two vpmaddwd.
+  static inline __m256i sum(const BlockW& w, const uint8_t* a) {
+#if defined(__AVXVNNI__)
+    __m256i s0 = bcast4(a + 36), s1 = _mm256_setzero_si256();
+    for (int m = 0; m < 8; m += 2) {
+      s0 = _mm256_dpbusd_avx_epi32(s0, w.u[m], bcast4(a + 4 * m));
+      s1 = _mm256_dpbusd_avx_epi32(s1, w.u[m + 1], bcast4(a + 4 * m + 4));
+    }
+    return _mm256_add_epi32(s0, s1);
+#else
+    __m256i p0 = _mm256_maddubs_epi16(w.u[0], bcast4(a));
+    __m256i p1 = _mm256_maddubs_epi16(w.u[4], bcast4(a + 16));
+    for (int m = 1; m < 4; ++m) {
+      p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.u[m], bcast4(a + 4 * m)));
+      p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.u[m + 4], bcast4(a + 16 + 4 * m)));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)), bcast4(a + 36));
+#endif
+  }
+};
+
+inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
+  float dy;
+  std::memcpy(&dy, a + 32, 4);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(dy)), acc);
+}
+
+// Q4_0 / Q5_0: a block's weights unpacked once, then F::sum per token.
+template <class F>
+struct Unpacked {
+  static constexpr size_t kBlockBytes = F::kBlockBytes;
+  template <int C>
+  static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
+    const BlockW w = F::load(cw);
+    for (int c = 0; c < C; ++c) acc[c] = scale_block(acc[c], w.d, F::sum(w, a + c * as), a + c * as);
+  }
+};
+
+// q8_0x8: 272 bytes a block; vector m (at 16 + 32·m) holds quants 4m..4m+3 of each row. With
+// AVX-VNNI they are stored + 128 (the repacking flips their sign bits, PackedFormat::quant_xor)
+// and run through vpdpbusd from the −128·Σy seed, as the other formats. Plain AVX2's vpmaddubsw
+// would saturate on those sums (2 · 255 · 127), so there they stay signed and each piece runs as
+// |w| · (y with w's sign): a pair sum (≤ 2 · 127 · 127) fits int16 but two would not, so every
+// piece is widened by vpmaddwd. Vector by vector (m outer), so that two weight vectors and the
+// tokens' sums fit the 16 ymm registers.
+struct Q8_0x8 {
+  static constexpr size_t kBlockBytes = 8 * sizeof(block_q8_0);
+  template <int C>
+  static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
+    const __m256i* q = reinterpret_cast<const __m256i*>(cw + 16);
+    __m256i s[C];
+#if defined(__AVXVNNI__)
+    for (int c = 0; c < C; ++c) s[c] = bcast4(a + c * as + 36);
+    for (int m = 0; m < 8; ++m) {
+      const __m256i u = _mm256_loadu_si256(q + m);
+      for (int c = 0; c < C; ++c) s[c] = _mm256_dpbusd_avx_epi32(s[c], u, bcast4(a + c * as + 4 * m));
+    }
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
+    for (int m = 0; m < 8; ++m) {
+      const __m256i w = _mm256_loadu_si256(q + m), aw = _mm256_sign_epi8(w, w);
+      for (int c = 0; c < C; ++c)
+        s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(a + c * as + 4 * m), w)), ones));
+    }
+#endif
+    const __m256 d = load_scales(cw);
+    for (int c = 0; c < C; ++c) acc[c] = scale_block(acc[c], d, s[c], a + c * as);
+  }
+};
+
+// The drivers' kernel (tiles/gemm_tile_dispatch.h): a chunk is one block. The GEMV is the
+// tile's one-token case.
+template <class F>
+struct Kernel {
+  static constexpr int64_t kChunkCols = QK8_0;
+  static constexpr size_t kChunkBytes = F::kBlockBytes, kActChunkBytes = kActBytes;
+  static constexpr int kGroupRows = 8;
+  using Acc = __m256;
+  static Acc zero() { return _mm256_setzero_ps(); }
+  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { F::template block<1>(&acc, cw, a, 0); }
+  static void store(float* out, Acc acc) { _mm256_storeu_ps(out, acc); }
+  // 8 rows × C tokens: a block's weights serve the C tokens from registers.
+  template <int C>
+  static void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+    const int64_t blocks = n / QK8_0;
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < blocks; ++j) {
+      const uint8_t* cw = w + j * F::kBlockBytes;
+      for (size_t o = 0; o < F::kBlockBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + 4 * F::kBlockBytes + o), _MM_HINT_T0);
+      F::template block<C>(acc, cw, act + j * kActBytes, as);
+    }
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+  }
+};
+
+// One token's Q8_0 row -> its "q8_0 sums" row, seeds −o·Σy.
+template <int O>
+void arrange_sums(const void* q8, void* dst, int64_t n) {
+  const block_q8_0* y = static_cast<const block_q8_0*>(q8);
+  uint8_t* o = static_cast<uint8_t*>(dst);
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < n / QK8_0; ++b, o += kActBytes) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), q);
+    // Σy exactly: 1·y in int16 pairs, then int32 (|Σy| ≤ 32·127).
+    const int32_t sum = simd::hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16));
+    const float dy = simd::f16(y[b].d);
+    const int32_t seed = -O * sum;
+    std::memcpy(o + 32, &dy, 4);
+    std::memcpy(o + 36, &seed, 4);
+  }
+}
+
+}  // namespace
+
+void QUANT_FN(arrange_q8_0_sums8)(const void* q8, void* dst, int64_t n) { arrange_sums<8>(q8, dst, n); }
+void QUANT_FN(arrange_q8_0_sums16)(const void* q8, void* dst, int64_t n) { arrange_sums<16>(q8, dst, n); }
+void QUANT_FN(arrange_q8_0_sums128)(const void* q8, void* dst, int64_t n) { arrange_sums<128>(q8, dst, n); }
+
+void QUANT_FN(gemv_q4_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Unpacked<Q4_0x8>>>(n, out, w, groups, act, kGemvPrefetchBytes);
+}
+void QUANT_FN(tile_q4_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  packed_tile_any<Kernel<Unpacked<Q4_0x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
+}
+void QUANT_FN(gemv_q5_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Unpacked<Q5_0x8>>>(n, out, w, groups, act, kGemvPrefetchBytes);
+}
+void QUANT_FN(tile_q5_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  packed_tile_any<Kernel<Unpacked<Q5_0x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
+}
+
+void QUANT_FN(gemv_q8_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Q8_0x8>>(n, out, w, groups, act, kGemvPrefetchBytes);
+}
+void QUANT_FN(tile_q8_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  packed_tile_any<Kernel<Q8_0x8>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
+}
+
+}  // namespace quant
+}  // namespace fulcrum
