@@ -161,7 +161,8 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   const int64_t groups = rows / G;
   const int nth_total = pool.size();
   // Work is handed out in chunks of whole groups from a shared counter (as in matmul_prepared):
-  // multiples of 16 rows (4 groups of 4, 1 of 16), so threads never share a cache line of y.
+  // multiples of 16 rows (16 / group_rows groups, at least one), so threads never share a cache
+  // line of y.
   // Decode: decode_chunk's ~8 chunks a thread, at least 4 groups each (the GEMV reads four
   // groups side by side, gemm_tile_dispatch.h: chunks of 3 groups of 16 rows, one stream, were
   // 141-148 tok/s against 170-173 on 0.5B Q4_0 at 2 threads); prefill: about 32 KiB of weights
