@@ -50,20 +50,24 @@ struct BlockW {
 
 inline __m512 load_scales(const uint8_t* cw) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw))); }
 
-// q4_0x16: 288 bytes a block; vector k's low nibbles are quants 4k.., its high nibbles 16+4k...
+// A block's scales at cw and its 4 × 64 nibble bytes at qs: vector k's low nibbles are quants
+// 4k.., its high nibbles 16+4k.. (q4_0x16, and q5_0x16's low four bits).
+inline BlockW load_nibbles(const uint8_t* cw, const uint8_t* qs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  BlockW b;
+  b.d = load_scales(cw);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_loadu_si512(qs + 64 * k);
+    b.u[k] = _mm512_and_si512(v, m4);
+    b.u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+  return b;
+}
+
+// q4_0x16: 288 bytes a block, the nibbles at 32.
 struct Q4_0x16 {
   static constexpr size_t kBlockBytes = 16 * sizeof(block_q4_0);
-  static inline BlockW load(const uint8_t* cw) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    BlockW b;
-    b.d = load_scales(cw);
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_loadu_si512(cw + 32 + 64 * k);
-      b.u[k] = _mm512_and_si512(v, m4);
-      b.u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    return b;
-  }
+  static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 32); }
 };
 
 // q5_0x16: 352 bytes a block; the nibbles as q4_0x16's at 96, and at 32 eight 64-bit masks whose
@@ -71,14 +75,8 @@ struct Q4_0x16 {
 struct Q5_0x16 {
   static constexpr size_t kBlockBytes = 16 * sizeof(block_q5_0);
   static inline BlockW load(const uint8_t* cw) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
-    BlockW b;
-    b.d = load_scales(cw);
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_loadu_si512(cw + 96 + 64 * k);
-      b.u[k] = _mm512_and_si512(v, m4);
-      b.u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    BlockW b = load_nibbles(cw, cw + 96);
     for (int m = 0; m < 8; ++m) {
       uint64_t bits;
       std::memcpy(&bits, cw + 32 + 8 * m, 8);

@@ -54,29 +54,41 @@ inline __m256i bcast4(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// q4_0x8: 144 bytes a block; vector k's low nibbles are quants 4k.., its high nibbles 16+4k...
+// A block's scales at cw and its 4 × 32 nibble bytes at qs: vector k's low nibbles are quants
+// 4k.., its high nibbles 16+4k.. (q4_0x8, and q5_0x8's low four bits).
+inline BlockW load_nibbles(const uint8_t* cw, const uint8_t* qs) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  BlockW b;
+  b.d = load_scales(cw);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+    b.u[k] = _mm256_and_si256(v, m4);
+    b.u[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  }
+  return b;
+}
+
+#if defined(__AVXVNNI__)
+// The block's integer sum per row with AVX-VNNI, from the token's −o·Σy: two chains of four so
+// consecutive vpdpbusd do not wait on each other (the GEMV has no other tokens to overlap).
+inline __m256i vnni_sum(const BlockW& w, const uint8_t* a) {
+  __m256i s0 = bcast4(a + 36), s1 = _mm256_setzero_si256();
+  for (int m = 0; m < 8; m += 2) {
+    s0 = _mm256_dpbusd_avx_epi32(s0, w.u[m], bcast4(a + 4 * m));
+    s1 = _mm256_dpbusd_avx_epi32(s1, w.u[m + 1], bcast4(a + 4 * m + 4));
+  }
+  return _mm256_add_epi32(s0, s1);
+}
+#endif
+
+// q4_0x8: 144 bytes a block, the nibbles at 16.
 struct Q4_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_0);
-  static inline BlockW load(const uint8_t* cw) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    BlockW b;
-    b.d = load_scales(cw);
-    for (int k = 0; k < 4; ++k) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + 16 + 32 * k));
-      b.u[k] = _mm256_and_si256(v, m4);
-      b.u[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
-    return b;
-  }
+  static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 16); }
   // Quants ≤ 15: the eight vpmaddubsw's pair sums add in int16 (8 · 2 · 15 · 127 = 30480).
   static inline __m256i sum(const BlockW& w, const uint8_t* a) {
 #if defined(__AVXVNNI__)
-    __m256i s0 = bcast4(a + 36), s1 = _mm256_setzero_si256();
-    for (int m = 0; m < 8; m += 2) {
-      s0 = _mm256_dpbusd_avx_epi32(s0, w.u[m], bcast4(a + 4 * m));
-      s1 = _mm256_dpbusd_avx_epi32(s1, w.u[m + 1], bcast4(a + 4 * m + 4));
-    }
-    return _mm256_add_epi32(s0, s1);
+    return vnni_sum(w, a);
 #else
     __m256i p0 = _mm256_maddubs_epi16(w.u[0], bcast4(a));
     __m256i p1 = _mm256_maddubs_epi16(w.u[1], bcast4(a + 4));
@@ -102,28 +114,18 @@ struct Q5_0x8 {
     else return _mm256_and_si256(_mm256_srli_epi16(plane, M - 4), sixteen);
   }
   static inline BlockW load(const uint8_t* cw) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+    const __m256i sixteen = _mm256_set1_epi8(16);
     const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + 16));
     const __m256i hi[8] = {fifth<0>(plane, sixteen), fifth<1>(plane, sixteen), fifth<2>(plane, sixteen), fifth<3>(plane, sixteen),
                            fifth<4>(plane, sixteen), fifth<5>(plane, sixteen), fifth<6>(plane, sixteen), fifth<7>(plane, sixteen)};
-    BlockW b;
-    b.d = load_scales(cw);
-    for (int k = 0; k < 4; ++k) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + 48 + 32 * k));
-      b.u[k] = _mm256_or_si256(_mm256_and_si256(v, m4), hi[k]);
-      b.u[k + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hi[k + 4]);
-    }
+    BlockW b = load_nibbles(cw, cw + 48);
+    for (int m = 0; m < 8; ++m) b.u[m] = _mm256_or_si256(b.u[m], hi[m]);
     return b;
   }
   // Quants ≤ 31: four vpmaddubsw's pair sums fit int16 (4 · 2 · 31 · 127 = 31496): two vpmaddwd.
   static inline __m256i sum(const BlockW& w, const uint8_t* a) {
 #if defined(__AVXVNNI__)
-    __m256i s0 = bcast4(a + 36), s1 = _mm256_setzero_si256();
-    for (int m = 0; m < 8; m += 2) {
-      s0 = _mm256_dpbusd_avx_epi32(s0, w.u[m], bcast4(a + 4 * m));
-      s1 = _mm256_dpbusd_avx_epi32(s1, w.u[m + 1], bcast4(a + 4 * m + 4));
-    }
-    return _mm256_add_epi32(s0, s1);
+    return vnni_sum(w, a);
 #else
     __m256i p0 = _mm256_maddubs_epi16(w.u[0], bcast4(a));
     __m256i p1 = _mm256_maddubs_epi16(w.u[4], bcast4(a + 16));
