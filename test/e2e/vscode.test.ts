@@ -60,6 +60,32 @@ async function runCommand(title: string): Promise<void> {
   await pickInQuickInput('F1', `>${title}`, title);
 }
 
+/**
+ * Runs a command that opens its own quick pick, and picks a row of it. The pick is a second quick
+ * input after the palette's. CI runs saw its row resolved and then hidden before a click landed
+ * (the quick input re-laid out under load, or closed when focus moved: Profile Machine once,
+ * Select Model once, the row 'hidden' for the whole 10 s). So the row is picked by typing and
+ * Enter, `settled` checks what the pick opens, and the whole command runs again if the pick is lost.
+ */
+async function runCommandAndPick(title: string, row: string, settled: () => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await runCommand(title);
+      await page.locator('.quick-input-widget .monaco-list-row', { hasText: row }).first().waitFor({ state: 'visible', timeout: 20_000 });
+      await page.locator('.quick-input-widget .quick-input-box input').fill(row, { timeout: 10_000 });
+      await page.locator('.quick-input-widget .monaco-list-row.focused', { hasText: row }).first().waitFor({ state: 'visible', timeout: 10_000 });
+      await page.keyboard.press('Enter');
+      await settled();
+      return;
+    } catch (err) {
+      if (attempt === 3) throw err;
+      console.log(`# '${title}' pick of '${row}' lost (attempt ${attempt}): ${String((err as Error).message).split('\n')[0]}`);
+      await page.keyboard.press('Escape');
+      await page.waitForTimeout(500);
+    }
+  }
+}
+
 function statusItem() {
   return cs.statusItem(page);
 }
@@ -312,25 +338,7 @@ e2e('Fulcrum: What-If re-plans through the engine when a control changes', async
 
 e2e('Fulcrum: Profile Machine shows progress and can be cancelled', async () => {
   const toast = page.locator('.notification-toast', { hasText: 'Fulcrum: profiling this machine' });
-  // The mode pick is a second quick input opened by the command. A CI run saw its row resolved and
-  // then hidden before the click landed (the quick input re-laid out under load), so the pick is
-  // made by typing and Enter, and the whole command is run again if the pick is lost.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await runCommand('Fulcrum: Profile Machine');
-      await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Full profile' }).first().waitFor({ state: 'visible', timeout: 20_000 });
-      await page.locator('.quick-input-widget .quick-input-box input').fill('Full profile', { timeout: 10_000 });
-      await page.locator('.quick-input-widget .monaco-list-row.focused', { hasText: 'Full profile' }).first().waitFor({ state: 'visible', timeout: 10_000 });
-      await page.keyboard.press('Enter');
-      await toast.waitFor({ state: 'visible', timeout: 20_000 });
-      break;
-    } catch (err) {
-      if (attempt === 3) throw err;
-      console.log(`# profile mode pick lost (attempt ${attempt}): ${String((err as Error).message).split('\n')[0]}`);
-      await page.keyboard.press('Escape');
-      await page.waitForTimeout(500);
-    }
-  }
+  await runCommandAndPick('Fulcrum: Profile Machine', 'Full profile', () => toast.waitFor({ state: 'visible', timeout: 20_000 }));
   await page.waitForTimeout(400); // the toast slides in
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-profile-progress.png') });
   await toast.hover();
@@ -339,10 +347,8 @@ e2e('Fulcrum: Profile Machine shows progress and can be cancelled', async () => 
 });
 
 e2e('Fulcrum: Select Model plans the picked file before loading it', async () => {
-  await runCommand('Fulcrum: Select Model');
-  const browse = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Browse for a GGUF file' }).first();
-  await browse.waitFor({ state: 'visible', timeout: 10_000 });
-  await browse.click();
+  await runCommandAndPick('Fulcrum: Select Model', 'Browse for a GGUF file', () =>
+    page.locator('.quick-input-widget', { hasText: 'Select a GGUF model' }).waitFor({ state: 'visible', timeout: 20_000 }));
   // code-server's open dialog is the workbench's simple file dialog: a path in a quick input.
   const input = page.locator('.quick-input-widget .quick-input-box input');
   await input.waitFor({ state: 'visible' });
