@@ -48,17 +48,6 @@ export interface RunResult {
   stopReason: CompletionStopReason;
 }
 
-/** Index of the largest of `n` logits starting at `offset` (the first one on ties, as llama.cpp). */
-export function argmax(logits: Float32Array, offset = 0, n = logits.length - offset): number {
-  let best = 0;
-  let bestValue = logits[offset]!;
-  for (let i = 1; i < n; i++) {
-    const v = logits[offset + i]!;
-    if (v > bestValue) { bestValue = v; best = i; }
-  }
-  return best;
-}
-
 export async function runCompletion(engine: Engine, promptIds: readonly number[], opts: RunOptions): Promise<RunResult> {
   if (promptIds.length === 0) throw new Error('completion prompt is empty (no tokens)');
   if (!Number.isInteger(opts.maxTokens) || opts.maxTokens < 0) throw new Error(`maxTokens must be a non-negative integer, got ${opts.maxTokens}`);

@@ -288,6 +288,8 @@ export interface NativeKernels {
   matmul(type: number, weights: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number): Float32Array;
   rmsnorm(x: Float32Array, w: Float32Array, eps: number): Float32Array;
   rope(x: Float32Array, nHeads: number, headDim: number, pos: number, nRot: number, freqBase: number, freqScale: number, neox: boolean): Float32Array;
+  /** Greedy sampling's pick: the index of the largest value, the first on ties; -1 when any value is NaN or ±Inf. */
+  argmaxFinite(x: Float32Array): number;
   isaLevel(): 'scalar' | 'avx2' | 'avxvnni' | 'avx512';
   physicalCores(): number;
 }

@@ -5,7 +5,7 @@ import { readGguf } from '../model/gguf';
 import { readHparams, type ModelHparams } from '../model/hparams';
 import { createNativeModel } from '../native/model';
 import { defaultThreads, nativeConfig, PREFILL_BATCH } from './native-config';
-import { argmax } from './sampler';
+import { greedyPick } from './sampler';
 
 export interface BenchOptions {
   threads?: number;
@@ -86,11 +86,12 @@ export async function benchModel(path: string, opts: BenchOptions): Promise<Benc
     }
     const t1 = performance.now();
     let pos = prompt.length;
-    let next = logits ? argmax(logits) : 1;
+    // Greedy, as the engine decodes at temperature 0 (the peer's bench samples greedily in C++ too).
+    let next = logits ? greedyPick(logits, pos) : 1;
     for (let i = 0; i < opts.genTokens; i++) {
       if (opts.signal?.aborted) throw new Error('bench: cancelled');
       logits = await model.evalAsync(Int32Array.of(next), pos++, false, logitsOut);
-      next = argmax(logits);
+      next = greedyPick(logits, pos);
     }
     const t2 = performance.now();
     opts.probe?.('done');

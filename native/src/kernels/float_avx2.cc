@@ -56,6 +56,11 @@ struct Avx2Ops {
     return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
   }
   static V neg_abs(V g) { return _mm256_or_ps(g, _mm256_set1_ps(-0.0f)); }
+  // The first lane of v equal to m's, or -1.
+  static int first_eq(V v, V m) {
+    const int k = _mm256_movemask_ps(_mm256_cmp_ps(v, m, _CMP_EQ_OQ));
+    return k ? __builtin_ctz(static_cast<unsigned>(k)) : -1;
+  }
   static V mul_if_neg(V g, V e) { return _mm256_blendv_ps(g, _mm256_mul_ps(g, e), _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ)); }
   // exp(x) for x ≤ 0, as in the AVX-512 file; 2^n is built in the exponent bits.
   static V exp_nonpos(V x) {

@@ -38,6 +38,9 @@ struct FloatFns {
   // the exponential never overflows: g / (1 + e) for g ≥ 0, g·e / (1 + e) for g < 0 (the SIMD
   // versions use the softmax exp above; relative error a few float ulps).
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // Greedy sampling: the index of the largest of x[0..n), n ≥ 1, the first on ties; -1 when any
+  // value is NaN or ±Inf (the caller then names the fault).
+  int64_t (*argmax_finite)(const float* x, int64_t n);
 
   // Blocked prefill attention: `rows` query rows at once (the query heads of one KV head for a
   // block of tokens). Row r is q + (r / rpt) * qstride + (r % rpt) * hd (rpt rows per token, the

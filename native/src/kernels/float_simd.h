@@ -228,6 +228,43 @@ float max_f32(const float* x, int64_t n) {
   }
 }
 
+// Greedy sampling's pick: the index of the largest of n ≥ 1 values, the first on ties (as a scalar
+// loop with a strict >), or -1 when any value is NaN or ±Inf. Two passes over the row: the max
+// (with v·0 summed alongside, 0 for finite v and NaN otherwise), then the first lane equal to it.
+template <class S>
+int64_t argmax_finite(const float* x, int64_t n) {
+  constexpr int64_t L = S::L;
+  typename S::V m0 = S::set1(-__builtin_inff()), m1 = m0, z = S::zero();
+  const typename S::V zero = S::zero();
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    const typename S::V a = S::load(x + i), b = S::load(x + i + L);
+    m0 = S::max(m0, a);
+    m1 = S::max(m1, b);
+    z = S::fmadd(a, zero, S::fmadd(b, zero, z));
+  }
+  for (; i + L <= n; i += L) {
+    const typename S::V a = S::load(x + i);
+    m0 = S::max(m0, a);
+    z = S::fmadd(a, zero, z);
+  }
+  float mx = S::hmax(S::max(m0, m1));
+  float tail_z = 0;
+  for (; i < n; ++i) {
+    mx = x[i] > mx ? x[i] : mx;
+    tail_z += x[i] * 0.0f;
+  }
+  if (!(S::hsum(z) + tail_z == 0.0f)) return -1;
+  const typename S::V vm = S::set1(mx);
+  for (i = 0; i + L <= n; i += L) {
+    const int k = S::first_eq(S::load(x + i), vm);
+    if (k >= 0) return i + k;
+  }
+  for (; i < n; ++i)
+    if (x[i] == mx) return i;
+  return -1;  // not reached: mx is one of the values
+}
+
 template <class S>
 float exp_sub_sum(float* x, int64_t n, float m) {
   const typename S::V vm = S::set1(m);
@@ -362,6 +399,7 @@ void fill_float_fns_simd(FloatFns* f) {
   f->max_f32 = max_f32<S>;
   f->exp_sub_sum = exp_sub_sum<S>;
   f->swiglu = swiglu<S>;
+  f->argmax_finite = argmax_finite<S>;
   f->scale_round_f16 = scale_round_f16<S>;
   f->pv_block_f16 = pv_block_f16<S>;
 }

@@ -114,6 +114,15 @@ bool pv_block_f16_none(int64_t, int64_t, const uint16_t*, int64_t, const float*,
 void f32_copy_row(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
 void f32_dequant_row(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
 
+int64_t argmax_finite_scalar(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return -1;
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
 void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
@@ -134,6 +143,7 @@ void fill_float_fns_scalar(FloatFns* f) {
   f->max_f32 = max_f32_scalar;
   f->exp_sub_sum = exp_sub_sum_scalar;
   f->swiglu = swiglu_scalar;
+  f->argmax_finite = argmax_finite_scalar;
   f->scale_round_f16 = scale_round_f16_scalar;
   f->kq_block_f16 = kq_block_f16_none;
   f->pv_block_f16 = pv_block_f16_none;

@@ -1,5 +1,6 @@
 // JS access to single kernels for tests and diagnostics: `kernels.matmul`, `kernels.rmsnorm`,
-// `kernels.rope`, plus the detected ISA level and core count. Each call validates its inputs
+// `kernels.rope`, plus the detected ISA level and core count; and greedy sampling's
+// `kernels.argmaxFinite`, which the engine uses. Each call validates its inputs
 // (sizes against buffer lengths) and throws a JS Error instead of reading out of bounds.
 #include <napi.h>
 
@@ -107,6 +108,15 @@ Napi::Value Swiglu(const Napi::CallbackInfo& info) {
   return y;
 }
 
+// argmaxFinite(x: Float32Array) -> number: greedy sampling's pick (the engine's sampler calls it
+// for every greedy token, so it is not only for tests): the index of the largest value, the first
+// on ties; -1 when any value is NaN or ±Inf.
+Napi::Value ArgmaxFinite(const Napi::CallbackInfo& info) {
+  Napi::Float32Array x = f32_arg(info, 0, "x");
+  if (x.ElementLength() == 0) throw Napi::RangeError::New(info.Env(), "argmaxFinite: x is empty");
+  return Napi::Number::New(info.Env(), static_cast<double>(kernels::float_fns().argmax_finite(x.Data(), static_cast<int64_t>(x.ElementLength()))));
+}
+
 // rope(x: Float32Array, nHeads, headDim, pos, nRot, freqBase, freqScale, neox: boolean) -> Float32Array
 Napi::Value Rope(const Napi::CallbackInfo& info) {
   Napi::Float32Array x = f32_arg(info, 0, "x");
@@ -183,6 +193,7 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("rmsnorm", Napi::Function::New(env, RmsNorm));
   k.Set("rope", Napi::Function::New(env, Rope));
   k.Set("swiglu", Napi::Function::New(env, Swiglu));
+  k.Set("argmaxFinite", Napi::Function::New(env, ArgmaxFinite));
   // gemmTile(type) -> { rows, cols } of the prefill tile kernel matmul uses for that format, or null.
   k.Set("gemmTile", Napi::Function::New(env, [](const Napi::CallbackInfo& i) -> Napi::Value {
     const TypeTraits& tt = type_traits(static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1)));
