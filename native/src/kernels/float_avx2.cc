@@ -56,6 +56,28 @@ struct Avx2Ops {
     return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
   }
   static V neg_abs(V g) { return _mm256_or_ps(g, _mm256_set1_ps(-0.0f)); }
+  // Sums 8 vectors' lanes at once: a[i]'s 8 lanes become lane i of the result, each through
+  // hsum's own tree (lane l + l+4, then 0+2 and 1+3, then those two), so every sum has hsum's
+  // bits. Three rounds of pairwise shuffles and adds, then one permutation puts the sums in order.
+  static V hsum_lanes(const V* a) {
+    V s1[4], s2[2];
+    // l + l+4: the 128-bit halves of two vectors side by side.
+    for (int m = 0; m < 4; ++m)
+      s1[m] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * m], a[2 * m + 1], 0x20), _mm256_permute2f128_ps(a[2 * m], a[2 * m + 1], 0x31));
+    // c0 + c2 and c1 + c3: half h of s2[n] holds vectors 4n + h and 4n + 2 + h.
+    for (int n = 0; n < 2; ++n) {
+      const __m256d u = _mm256_castps_pd(s1[2 * n]), v = _mm256_castps_pd(s1[2 * n + 1]);
+      s2[n] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(u, v)), _mm256_castpd_ps(_mm256_unpackhi_pd(u, v)));
+    }
+    // d0 + d1: lane 4h + j holds vector 2j + h.
+    const V r = _mm256_add_ps(_mm256_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
+  // The first m ≤ 8 lanes of v stored to p.
+  static void store_first(float* p, V v, int64_t m) {
+    _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), v);
+  }
+
   // The first lane of v equal to m's, or -1.
   static int first_eq(V v, V m) {
     const int k = _mm256_movemask_ps(_mm256_cmp_ps(v, m, _CMP_EQ_OQ));
@@ -102,59 +124,11 @@ inline void kq_heads(const uint16_t* kr, int64_t nc, const float* q, int64_t hd,
   for (int j = 0; j < JN; ++j) scores[j * ld + t] = S::hsum(acc[j]) * scale;
 }
 
-// Sums 8 vectors' lanes at once: a[i]'s 8 lanes become lane i of the result, each through hsum's
-// own tree (lane l + l+4, then 0+2 and 1+3, then those two), so every sum has hsum's bits. Three
-// rounds of pairwise shuffles and adds, then one permutation puts the sums in order.
-inline __m256 hsum8x8(const __m256* a) {
-  __m256 s1[4], s2[2];
-  // l + l+4: the 128-bit halves of two vectors side by side.
-  for (int m = 0; m < 4; ++m)
-    s1[m] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * m], a[2 * m + 1], 0x20), _mm256_permute2f128_ps(a[2 * m], a[2 * m + 1], 0x31));
-  // c0 + c2 and c1 + c3: half h of s2[n] holds vectors 4n + h and 4n + 2 + h.
-  for (int n = 0; n < 2; ++n) {
-    const __m256d u = _mm256_castps_pd(s1[2 * n]), v = _mm256_castps_pd(s1[2 * n + 1]);
-    s2[n] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(u, v)), _mm256_castpd_ps(_mm256_unpackhi_pd(u, v)));
-  }
-  // d0 + d1: lane 4h + j holds vector 2j + h.
-  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-// Decode's K side for head sizes 64 and 128 (NC = head size / 8), 8 positions at a time, as the
-// AVX-512 kq_heads16: the block's K rows converted to f32 once, 8 accumulators per head with the
-// one-position FMA chain, hsum8x8 in hsum's tree, so each score keeps its bits.
-template <int NC>
-void kq_heads8(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
-  constexpr int64_t hd = 8 * NC;
-  alignas(32) float kf[8 * hd];
-  const __m256 vs = _mm256_set1_ps(scale);
-  for (int64_t t0 = 0; t0 < n; t0 += 8) {
-    const int64_t m = n - t0 < 8 ? n - t0 : 8;
-    for (int64_t i = 0; i < 8; ++i) {
-      const uint16_t* kr = k + (t0 + i) * kstride;
-      if (t0 + 8 + i < n)
-        for (int c = 0; c < NC; c += 4) _mm_prefetch(reinterpret_cast<const char*>(kr + 8 * kstride + 8 * c), _MM_HINT_T0);
-      for (int c = 0; c < NC; ++c) _mm256_store_ps(kf + i * hd + 8 * c, i < m ? S::load_h(kr + 8 * c) : _mm256_setzero_ps());
-    }
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int64_t j = 0; j < nq; ++j) {
-      const float* qj = q + j * hd;
-      __m256 acc[8];
-      const __m256 q0 = _mm256_loadu_ps(qj);
-      for (int i = 0; i < 8; ++i) acc[i] = _mm256_mul_ps(q0, _mm256_load_ps(kf + i * hd));
-      for (int c = 1; c < NC; ++c) {
-        const __m256 qc = _mm256_loadu_ps(qj + 8 * c);
-        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qc, _mm256_load_ps(kf + i * hd + 8 * c), acc[i]);
-      }
-      _mm256_maskstore_ps(scores + j * ld + t0, keep, _mm256_mul_ps(hsum8x8(acc), vs));
-    }
-  }
-}
-
 void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
             float* scores, int64_t ld) {
-  if (hd == 64) return kq_heads8<8>(n, k, kstride, q, nq, scale, scores, ld);
-  if (hd == 128) return kq_heads8<16>(n, k, kstride, q, nq, scale, scores, ld);
+  // Head sizes 64 and 128: 8 positions at a time (float_simd.h).
+  if (hd == 64) return kq_lanes<S, 8>(n, k, kstride, q, nq, scale, scores, ld);
+  if (hd == 128) return kq_lanes<S, 16>(n, k, kstride, q, nq, scale, scores, ld);
   if (hd % 8 != 0 || hd > 128) {
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < nq; ++j) {

@@ -66,6 +66,30 @@ struct Avx512Ops {
     return e;
   }
   static V neg_abs(V g) { return _mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)); }
+  // Sums 16 vectors' lanes at once: a[i]'s 16 lanes become lane i of the result, each through
+  // hsum16's own tree (lane l + l+8, then + l+4, then 0+2 and 1+3, then those two), so every sum
+  // has hsum16's bits. Four rounds of pairwise shuffles and adds (15 adds for 16 sums, against 4
+  // per hsum16), then one permutation puts the sums in order.
+  static V hsum_lanes(const V* a) {
+    V s1[8], s2[4], s3[2];
+    // l + l+8: 256-bit halves of two vectors side by side.
+    for (int m = 0; m < 8; ++m)
+      s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44), _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
+    // l + l+4: 128-bit lane k of s2[n] holds vector 4n + k's four sums c0..c3.
+    for (int n = 0; n < 4; ++n)
+      s2[n] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * n], s1[2 * n + 1], 0x88), _mm512_shuffle_f32x4(s1[2 * n], s1[2 * n + 1], 0xDD));
+    // c0 + c2 and c1 + c3 (hsum16's movehl step): lane k of s3[p] holds vectors 8p + k and 8p + 4 + k.
+    for (int p = 0; p < 2; ++p) {
+      const __m512d u = _mm512_castps_pd(s2[2 * p]), v = _mm512_castps_pd(s2[2 * p + 1]);
+      s3[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)), _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
+    }
+    // d0 + d1 (the movehdup step): lane 4k + j holds vector 4j + k.
+    const V r = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+  }
+  // The first m ≤ 16 lanes of v stored to p.
+  static void store_first(float* p, V v, int64_t m) { _mm512_mask_storeu_ps(p, m >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(m), v); }
+
   // The first lane of v equal to m's, or -1.
   static int first_eq(V v, V m) {
     const __mmask16 k = _mm512_cmp_ps_mask(v, m, _CMP_EQ_OQ);
@@ -105,73 +129,13 @@ inline float hsum16(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
 }
 
-// Sums 16 vectors' lanes at once: a[i]'s 16 lanes become lane i of the result, each through
-// hsum16's own tree (lane l + l+8, then + l+4, then 0+2 and 1+3, then those two), so every sum has
-// hsum16's bits. Four rounds of pairwise shuffles and adds (15 adds for 16 sums, against 4 per
-// hsum16), then one permutation puts the sums in order.
-inline __m512 hsum16x16(const __m512* a) {
-  __m512 s1[8], s2[4], s3[2];
-  // l + l+8: 256-bit halves of two vectors side by side.
-  for (int m = 0; m < 8; ++m)
-    s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44), _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
-  // l + l+4: 128-bit lane k of s2[n] holds vector 4n + k's four sums c0..c3.
-  for (int n = 0; n < 4; ++n)
-    s2[n] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * n], s1[2 * n + 1], 0x88), _mm512_shuffle_f32x4(s1[2 * n], s1[2 * n + 1], 0xDD));
-  // c0 + c2 and c1 + c3 (hsum16's movehl step): lane k of s3[p] holds vectors 8p + k and 8p + 4 + k.
-  for (int p = 0; p < 2; ++p) {
-    const __m512d u = _mm512_castps_pd(s2[2 * p]), v = _mm512_castps_pd(s2[2 * p + 1]);
-    s3[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)), _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
-  }
-  // d0 + d1 (the movehdup step): lane 4k + j holds vector 4j + k.
-  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  return _mm512_permutexvar_ps(order, r);
-}
-
-// Decode's K side, 16 positions at a time (NC = head size / 16, at compile time so the block's
-// rows are fixed offsets). The positions' K rows are converted to f32 once into an L1 block;
-// then for each head of the group, 16 accumulators take the same products and FMA chain per
-// position as a one-position dot (lane l sums q[d]·k[d] over d ≡ l mod 16, a product then FMAs
-// in increasing d), and hsum16x16 adds them in hsum16's tree: every score has kq_block_f16's
-// bits (float_fns.h). A horizontal sum per (head, position), as before, is four shuffles on
-// Zen 4's one 512-bit shuffle pipe; on the 0.5B shape (7 heads a KV head) decode spent 8.9 % of
-// the GEMVs' time in this kernel that way, 5.5 % this way (perf, 1 thread, 256-856 positions).
-template <int NC>
-void kq_heads16(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
-  constexpr int64_t hd = 16 * NC;
-  alignas(64) float kf[16 * hd];
-  const __m512 vs = _mm512_set1_ps(scale);
-  for (int64_t t0 = 0; t0 < n; t0 += 16) {
-    const int64_t m = n - t0 < 16 ? n - t0 : 16;
-    for (int64_t i = 0; i < 16; ++i) {
-      const uint16_t* kr = k + (t0 + i) * kstride;
-      // Rows are kstride apart: prefetch the next block's row (the hardware stride prefetcher
-      // gives up at page-sized strides).
-      if (t0 + 16 + i < n)
-        for (int c = 0; c < NC; c += 2) _mm_prefetch(reinterpret_cast<const char*>(kr + 16 * kstride + 16 * c), _MM_HINT_T0);
-      for (int c = 0; c < NC; ++c) _mm512_store_ps(kf + i * hd + 16 * c, i < m ? S::load_h(kr + 16 * c) : _mm512_setzero_ps());
-    }
-    const __mmask16 keep = m == 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(m);
-    for (int64_t j = 0; j < nq; ++j) {
-      const float* qj = q + j * hd;
-      __m512 acc[16];
-      const __m512 q0 = _mm512_loadu_ps(qj);
-      for (int i = 0; i < 16; ++i) acc[i] = _mm512_mul_ps(q0, _mm512_load_ps(kf + i * hd));
-      for (int c = 1; c < NC; ++c) {
-        const __m512 qc = _mm512_loadu_ps(qj + 16 * c);
-        for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qc, _mm512_load_ps(kf + i * hd + 16 * c), acc[i]);
-      }
-      _mm512_mask_storeu_ps(scores + j * ld + t0, keep, _mm512_mul_ps(hsum16x16(acc), vs));
-    }
-  }
-}
-
 void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
             float* scores, int64_t ld) {
+  // Head sizes 64, 128 and 256: 16 positions at a time (float_simd.h).
   switch (hd) {
-    case 64: return kq_heads16<4>(n, k, kstride, q, nq, scale, scores, ld);
-    case 128: return kq_heads16<8>(n, k, kstride, q, nq, scale, scores, ld);
-    case 256: return kq_heads16<16>(n, k, kstride, q, nq, scale, scores, ld);
+    case 64: return kq_lanes<S, 4>(n, k, kstride, q, nq, scale, scores, ld);
+    case 128: return kq_lanes<S, 8>(n, k, kstride, q, nq, scale, scores, ld);
+    case 256: return kq_lanes<S, 16>(n, k, kstride, q, nq, scale, scores, ld);
     default: break;
   }
   if (hd % 16 != 0 || hd > 256) {
