@@ -185,6 +185,13 @@ export interface NativeCompiledOp {
   planOp: string;
   weight?: string;
   loc: NativeLoc;
+  /**
+   * A host matmul that, in a one-row step without timing, also computes the next `gemvGroup` ops
+   * (matmuls of the same input: a layer's K and V after Q, up after gate) in one pool run; those
+   * then do nothing themselves. With profiling or tracing on, every op runs alone, so each has
+   * its own measured time.
+   */
+  gemvGroup?: number;
 }
 
 export interface NativeDeviceInfo {

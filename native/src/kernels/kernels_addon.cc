@@ -35,6 +35,38 @@ Napi::Float32Array f32_arg(const Napi::CallbackInfo& info, size_t i, const char*
   return info[i].As<Napi::Float32Array>();
 }
 
+// A weight as the model's load copy has it on this CPU: repacked (in a copy) into its packed
+// layout; throws when rows × cols of the format has none here.
+std::vector<uint8_t> packed_copy(Napi::Env env, GgmlType t, const Napi::Uint8Array& w, int64_t rows, int64_t cols) {
+  const TypeTraits& tt = type_traits(t);
+  if (!quant::packs(t, rows, cols))
+    throw Napi::RangeError::New(env, std::string(tt.name) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " has no packed layout on this CPU");
+  const quant::PackedFormat& pf = *quant::packed_format(t);
+  const size_t rb = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
+  std::vector<uint8_t> wp(w.Data(), w.Data() + w.ByteLength()), group(rb * static_cast<size_t>(pf.group_rows));
+  quant::repack_rows(pf, wp.data(), rows, cols, group.data());
+  return wp;
+}
+
+// n_tokens rows of x converted to `t` (the weight format's vec_dot_type).
+std::vector<uint8_t> converted(GgmlType t, const float* x, int64_t cols, int64_t n_tokens) {
+  const TypeTraits& at = type_traits(t);
+  std::vector<uint8_t> act(converted_bytes(t, cols, n_tokens));
+  for (int64_t r = 0; r < n_tokens; ++r) at.quantize_row(x + r * cols, act.data() + r * converted_bytes(t, cols, 1), cols);
+  return act;
+}
+
+// Checks a weight buffer of `type` against rows × cols; returns the format's traits.
+const TypeTraits& checked_weight(Napi::Env env, const char* fn, int64_t type, const Napi::Uint8Array& w, int64_t rows, int64_t cols) {
+  const TypeTraits& tt = type_traits(static_cast<GgmlType>(type));
+  if (!tt.supported || !tt.vec_dot) throw Napi::Error::New(env, std::string(fn) + ": type " + std::to_string(type) + " is not supported");
+  if (cols % tt.block_size != 0) throw Napi::RangeError::New(env, std::string(fn) + ": cols is not a multiple of the block size");
+  if (static_cast<uint64_t>(w.ByteLength()) != static_cast<uint64_t>(cols / tt.block_size) * tt.type_size * static_cast<uint64_t>(rows))
+    throw Napi::RangeError::New(env, std::string(fn) + ": weights hold " + std::to_string(w.ByteLength()) + " bytes, rows × row bytes = " +
+                                         std::to_string((cols / tt.block_size) * tt.type_size * rows));
+  return tt;
+}
+
 // matmul(type, weights: Uint8Array, rows, cols, x: Float32Array, nTokens, threads, path?) -> Float32Array
 // (nTokens × rows). path: 'auto' (default: prefill tile kernels where the format has them) or
 // 'vecdot' (one vec_dot per output; the reference the tile kernels are tested against).
@@ -57,12 +89,7 @@ Napi::Value Matmul(const Napi::CallbackInfo& info) {
     else if (path != "auto") throw Napi::TypeError::New(env, "matmul: path must be 'auto', 'vecdot' or 'packed'");
   }
   const GgmlType t = static_cast<GgmlType>(type);
-  const TypeTraits& tt = type_traits(t);
-  if (!tt.supported || !tt.vec_dot) throw Napi::Error::New(env, "matmul: type " + std::to_string(type) + " is not supported");
-  if (cols % tt.block_size != 0) throw Napi::RangeError::New(env, "matmul: cols is not a multiple of the block size");
-  if (static_cast<uint64_t>(w.ByteLength()) != static_cast<uint64_t>(cols / tt.block_size) * tt.type_size * static_cast<uint64_t>(rows))
-    throw Napi::RangeError::New(env, "matmul: weights hold " + std::to_string(w.ByteLength()) + " bytes, rows × row bytes = " +
-                                         std::to_string((cols / tt.block_size) * tt.type_size * rows));
+  const TypeTraits& tt = checked_weight(env, "matmul", type, w, rows, cols);
   if (static_cast<int64_t>(x.ElementLength()) != cols * n_tokens)
     throw Napi::RangeError::New(env, "matmul: x holds " + std::to_string(x.ElementLength()) + " floats, expected cols × nTokens");
   ThreadPool pool(threads);
@@ -71,21 +98,54 @@ Napi::Value Matmul(const Napi::CallbackInfo& info) {
   if (packed) {
     // As the model's load copy does: the weight repacked (in a copy), activations converted, then
     // the packed kernels.
-    if (!quant::packs(t, rows, cols))
-      throw Napi::RangeError::New(env, std::string("matmul: ") + tt.name + " " + std::to_string(rows) + "x" + std::to_string(cols) +
-                                           " has no packed layout on this CPU");
-    const quant::PackedFormat& pf = *quant::packed_format(t);
-    const size_t rb = static_cast<size_t>(cols / tt.block_size) * tt.type_size;
-    std::vector<uint8_t> wp(w.Data(), w.Data() + w.ByteLength()), group(rb * static_cast<size_t>(pf.group_rows));
-    quant::repack_rows(pf, wp.data(), rows, cols, group.data());
-    const TypeTraits& at = type_traits(tt.vec_dot_type);
-    std::vector<uint8_t> act(converted_bytes(tt.vec_dot_type, cols, n_tokens));
-    for (int64_t r = 0; r < n_tokens; ++r) at.quantize_row(x.Data() + r * cols, act.data() + r * converted_bytes(tt.vec_dot_type, cols, 1), cols);
-    matmul_packed(pool, pf, wp.data(), rows, cols, act.data(), n_tokens, y.Data(), rows);
+    const std::vector<uint8_t> wp = packed_copy(env, t, w, rows, cols);
+    const std::vector<uint8_t> act = converted(tt.vec_dot_type, x.Data(), cols, n_tokens);
+    matmul_packed(pool, *quant::packed_format(t), wp.data(), rows, cols, act.data(), n_tokens, y.Data(), rows);
     return y;
   }
   matmul(pool, t, w.Data(), rows, cols, x.Data(), n_tokens, y.Data(), scratch, use_tiles);
   return y;
+}
+
+// gemvGroup(items: {type, weights: Uint8Array, rows}[], x: Float32Array, threads) -> Float32Array[]:
+// one token's products with 1..4 matrices of x.length columns, each repacked as the model's load
+// copy is, in one grouped pass (gemv_packed_group) — what a decode step runs for a layer's Q, K, V.
+Napi::Value GemvGroup(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsArray()) throw Napi::TypeError::New(env, "gemvGroup: items must be an array");
+  Napi::Array arr = info[0].As<Napi::Array>();
+  const int n = static_cast<int>(arr.Length());
+  if (n < 1 || n > kMaxGemvGroup) throw Napi::RangeError::New(env, "gemvGroup: 1 to " + std::to_string(kMaxGemvGroup) + " items, got " + std::to_string(n));
+  Napi::Float32Array x = f32_arg(info, 1, "x");
+  const int threads = static_cast<int>(int_arg(info, 2, "threads", 1, 256));
+  const int64_t cols = static_cast<int64_t>(x.ElementLength());
+  std::vector<std::vector<uint8_t>> weights(static_cast<size_t>(n)), acts(static_cast<size_t>(n));
+  std::vector<Napi::Float32Array> ys;
+  PackedGemv items[kMaxGemvGroup];
+  for (int i = 0; i < n; ++i) {
+    Napi::Value v = arr.Get(static_cast<uint32_t>(i));
+    if (!v.IsObject()) throw Napi::TypeError::New(env, "gemvGroup: items[" + std::to_string(i) + "] must be an object");
+    Napi::Object o = v.As<Napi::Object>();
+    if (!o.Get("type").IsNumber() || !o.Get("rows").IsNumber()) throw Napi::TypeError::New(env, "gemvGroup: items[" + std::to_string(i) + "] needs numeric type and rows");
+    Napi::Value wv = o.Get("weights");
+    if (!wv.IsTypedArray() || wv.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      throw Napi::TypeError::New(env, "gemvGroup: items[" + std::to_string(i) + "].weights must be a Uint8Array");
+    const int64_t type = o.Get("type").As<Napi::Number>().Int64Value(), rows = o.Get("rows").As<Napi::Number>().Int64Value();
+    if (type < 0 || type >= static_cast<int64_t>(GgmlType::COUNT) || rows < 1 || rows > (1 << 20))
+      throw Napi::RangeError::New(env, "gemvGroup: items[" + std::to_string(i) + "] type or rows out of range");
+    Napi::Uint8Array w = wv.As<Napi::Uint8Array>();
+    const GgmlType t = static_cast<GgmlType>(type);
+    const TypeTraits& tt = checked_weight(env, "gemvGroup", type, w, rows, cols);
+    weights[static_cast<size_t>(i)] = packed_copy(env, t, w, rows, cols);
+    acts[static_cast<size_t>(i)] = converted(tt.vec_dot_type, x.Data(), cols, 1);
+    ys.push_back(Napi::Float32Array::New(env, static_cast<size_t>(rows)));
+    items[i] = PackedGemv{quant::packed_format(t), weights[static_cast<size_t>(i)].data(), rows, cols, acts[static_cast<size_t>(i)].data(), ys.back().Data()};
+  }
+  ThreadPool pool(threads);
+  gemv_packed_group(pool, items, n);
+  Napi::Array out = Napi::Array::New(env, static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) out.Set(static_cast<uint32_t>(i), ys[static_cast<size_t>(i)]);
+  return out;
 }
 
 // rmsnorm(x: Float32Array, w: Float32Array, eps) -> Float32Array (one row)
@@ -190,6 +250,7 @@ Napi::Value Attention(const Napi::CallbackInfo& info) {
 void InitKernels(Napi::Env env, Napi::Object exports) {
   Napi::Object k = Napi::Object::New(env);
   k.Set("matmul", Napi::Function::New(env, Matmul));
+  k.Set("gemvGroup", Napi::Function::New(env, GemvGroup));
   k.Set("rmsnorm", Napi::Function::New(env, RmsNorm));
   k.Set("rope", Napi::Function::New(env, Rope));
   k.Set("swiglu", Napi::Function::New(env, Swiglu));

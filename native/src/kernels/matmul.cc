@@ -8,8 +8,9 @@
 namespace fulcrum {
 namespace {
 
-// A decode matmul whose weights are smaller than this runs on the calling thread alone (the 0.5B
-// shape's K and V projections: 64 KiB in Q4_0, 122 KiB in Q8_0). One thread reads it in ~15 µs;
+// A decode matmul (or group of them, gemv_packed_group) whose weights are smaller than this runs
+// on the calling thread alone (the 0.5B shape's K and V projections, when not grouped with Q:
+// 64 KiB in Q4_0, 122 KiB in Q8_0). One thread reads it in ~15 µs;
 // split over two it saves a few µs on a quiet machine, but the caller then waits for the other
 // thread, and on a busy two-vCPU host that thread is often descheduled mid-chunk: measured there
 // (0.5B Q4_0, 2 threads, load 2.8-6), attn_k 2897 -> 335 µs and attn_v 1883 -> 251 µs a token.
@@ -19,7 +20,8 @@ namespace {
 constexpr size_t kInlineDecodeBytes = 192 << 10;
 
 // Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
-// multiple of `unit`; one chunk at one thread. Claims that shrink from a full share (each thread
+// multiple of `unit`; one chunk at one thread. (The packed GEMVs' claims start at this size and
+// shrink toward the end, TaperedCounter.) Claims that shrink from a full share (each thread
 // streaming one long run of rows) measured no faster on the 2-vCPU Zen 3, and a worker that is
 // descheduled right after claiming a half share holds the join for all of it, not a sixteenth.
 int64_t decode_chunk(int64_t n, int64_t unit, int nth) {
@@ -130,16 +132,80 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
   else pool.run(body);
 }
 
+void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
+  if (n < 1 || n > kMaxGemvGroup) throw std::invalid_argument("gemv_packed_group: 1 to " + std::to_string(kMaxGemvGroup) + " matrices, got " + std::to_string(n));
+  // Each matrix's arranged activations (repack.h): per calling thread and slot, grown once.
+  thread_local std::vector<uint8_t> arranged[kMaxGemvGroup];
+  const uint8_t* act[kMaxGemvGroup];
+  size_t group_bytes[kMaxGemvGroup];
+  // Matrix i's row groups are [start[i], start[i] + groups[i]) of one index space, each start a
+  // multiple of 16 rows' worth of groups, so no claim's boundary makes two threads share a cache
+  // line of one y (the padding is claimed and skipped).
+  int64_t start[kMaxGemvGroup + 1], groups[kMaxGemvGroup];
+  int64_t unit = 1;
+  size_t bytes = 0;
+  start[0] = 0;
+  for (int i = 0; i < n; ++i) {
+    const PackedGemv& it = items[i];
+    const quant::PackedFormat& pf = *it.pf;
+    const TypeTraits& tt = type_traits(pf.type);
+    const int64_t G = pf.group_rows;
+    group_bytes[i] = static_cast<size_t>(it.cols / tt.block_size) * tt.type_size * static_cast<size_t>(G);
+    groups[i] = it.rows / G;
+    bytes += group_bytes[i] * static_cast<size_t>(groups[i]);
+    const int64_t u = std::max<int64_t>(1, 16 / G);
+    unit = std::max(unit, u);
+    start[i + 1] = start[i] + (groups[i] + u - 1) / u * u;
+    act[i] = static_cast<const uint8_t*>(it.act);
+    if (pf.arrange_act) {
+      std::vector<uint8_t>& buf = arranged[i];
+      const size_t need = static_cast<size_t>(it.cols / pf.chunk_cols) * pf.act_chunk_bytes;
+      if (buf.size() < need) buf.resize(need);
+      pf.arrange_act(it.act, buf.data(), it.cols);
+      act[i] = buf.data();
+    }
+  }
+  const int64_t total = start[n];
+  const int nth = pool.size();
+  // Claims of at least 4 groups: the GEMV reads four groups side by side (gemm_tile_dispatch.h:
+  // chunks of 3 groups of 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0
+  // at 2 threads).
+  auto run_range = [&](int64_t g0, int64_t g1) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t b = std::max(g0, start[i]) - start[i], e = std::min(g1, start[i] + groups[i]) - start[i];
+      if (b >= e) continue;
+      const PackedGemv& it = items[i];
+      it.pf->gemv(it.cols, it.y + b * it.pf->group_rows, static_cast<const uint8_t*>(it.w) + static_cast<size_t>(b) * group_bytes[i],
+                  static_cast<int>(e - b), act[i]);
+    }
+  };
+  if (nth == 1 || bytes < kInlineDecodeBytes) {
+    run_range(0, total);
+    return;
+  }
+  const int64_t taper_unit = std::max<int64_t>(4, unit);
+  TaperedCounter counter(total, decode_chunk(total, taper_unit, nth), taper_unit, nth);
+  pool.run([&](int, int) {
+    int64_t g0, g1;
+    while (counter.claim(&g0, &g1)) run_range(g0, g1);
+  });
+}
+
 void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* w, int64_t rows, int64_t cols, const void* act,
                    int64_t n_tokens, float* y, int64_t y_stride) {
+  if (n_tokens == 1) {
+    const PackedGemv one{&pf, w, rows, cols, act, y};
+    gemv_packed_group(pool, &one, 1);
+    return;
+  }
   const TypeTraits& tt = type_traits(pf.type);
   const int64_t G = pf.group_rows;
   const size_t group_bytes = static_cast<size_t>(cols / tt.block_size) * tt.type_size * static_cast<size_t>(G);
   const size_t src_stride = converted_bytes(tt.vec_dot_type, cols, 1);
   const size_t a_stride = pf.arrange_act ? static_cast<size_t>(cols / pf.chunk_cols) * pf.act_chunk_bytes : src_stride;
   // The arranged activations (repack.h): per calling thread, grown to the largest batch seen and
-  // then reused, so steady-state decode and prefill allocate nothing. Formats without an
-  // arrangement read the converted rows in place.
+  // then reused, so steady-state prefill allocates nothing. Formats without an arrangement read
+  // the converted rows in place.
   thread_local std::vector<uint8_t> arranged;
   const uint8_t* src = static_cast<const uint8_t*>(act);
   const uint8_t* ab = src;
@@ -159,30 +225,21 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   }
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t groups = rows / G;
-  const int nth_total = pool.size();
   // Work is handed out in chunks of whole groups from a shared counter (as in matmul_prepared):
   // multiples of 16 rows (16 / group_rows groups, at least one), so threads never share a cache
-  // line of y.
-  // Decode: decode_chunk's ~8 chunks a thread, at least 4 groups each (the GEMV reads four
-  // groups side by side, gemm_tile_dispatch.h: chunks of 3 groups of 16 rows, one stream, were
-  // 141-148 tok/s against 170-173 on 0.5B Q4_0 at 2 threads); prefill: about 32 KiB of weights
-  // per chunk, which stay in L1/L2 while the token blocks pass over them.
+  // line of y; about 32 KiB of weights per chunk, which stay in L1/L2 while the token blocks pass
+  // over them.
   const int64_t unit = std::max<int64_t>(1, 16 / G);
   const int64_t group_block = std::max<int64_t>(unit, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / unit * unit);
-  const bool inline_decode = n_tokens == 1 && static_cast<size_t>(groups) * group_bytes < kInlineDecodeBytes;
-  ChunkCounter counter(groups, inline_decode ? groups : n_tokens == 1 ? decode_chunk(groups, 4, nth_total) : group_block);
+  ChunkCounter counter(groups, group_block);
   // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
   // L2): every row group of a chunk re-reads them.
   const int64_t tc = pf.tile_cols;
   const int64_t token_block = std::max<int64_t>(tc, std::min<int64_t>(32, static_cast<int64_t>((256 << 10) / a_stride)) / tc * tc);
-  auto body = [&](int, int) {
+  pool.run([&](int, int) {
     for (;;) {
       int64_t g0, g1;
       if (!counter.claim(&g0, &g1)) return;
-      if (n_tokens == 1) {
-        pf.gemv(cols, y + g0 * G, wb + static_cast<size_t>(g0) * group_bytes, static_cast<int>(g1 - g0), ab);
-        continue;
-      }
       for (int64_t tb = 0; tb < n_tokens; tb += token_block) {
         const int64_t te = std::min(n_tokens, tb + token_block);
         for (int64_t g = g0; g < g1; ++g)
@@ -191,9 +248,7 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
                     static_cast<int>(std::min(tc, te - t)));
       }
     }
-  };
-  if (inline_decode) body(0, 1);
-  else pool.run(body);
+  });
 }
 
 void matmul(ThreadPool& pool, GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x,

@@ -51,6 +51,24 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
 void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* w, int64_t rows, int64_t cols, const void* act,
                    int64_t n_tokens, float* y, int64_t y_stride);
 
+// One matrix of a grouped decode GEMV: y[r] = W row r · the token's activations, for W repacked
+// in `pf`'s layout (rows × cols as for matmul_packed; `act` one row in the format's vec_dot_type).
+struct PackedGemv {
+  const quant::PackedFormat* pf = nullptr;
+  const void* w = nullptr;
+  int64_t rows = 0, cols = 0;
+  const void* act = nullptr;
+  float* y = nullptr;
+};
+constexpr int kMaxGemvGroup = 4;
+
+// One token's products with up to kMaxGemvGroup matrices in one pool run: the row groups of all of
+// them are claimed from one counter. Matrices that read the same input (a layer's Q, K and V; its
+// gate and up) then cost one dispatch and one join instead of one each, and the small K and V
+// projections are shared out with Q's rows instead of running on the caller alone. Each output is
+// the bits matmul_packed gives it (the same GEMV over the same rows: only the split differs).
+void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n);
+
 // Convenience for one-off callers (profiler microbenchmarks, tests): converts x into
 // scratch, then multiplies. y is n_tokens × rows. Throws std::invalid_argument when wtype is not
 // supported or cols is not a multiple of the block size.

@@ -691,6 +691,7 @@ void Model::build_deps() {
     op_resources(ops_[i], &r, &w);
     deps_.push_back(h.add(static_cast<int32_t>(i), ops_[i].lane, r, w, &lanes_));
   }
+  group_gemvs();
   // Device kernels are recorded and submitted in batches: a submission ends after an op another
   // lane waits for (its result must be complete when the lane's event fires) and after the
   // step's last device op (with or without the LM head, which a step may skip).
@@ -713,6 +714,30 @@ void Model::build_deps() {
   end_ns_.assign(ops_.size(), 0);
   op_ns_.assign(ops_.size(), 0);
   op_calls_.assign(ops_.size(), 0);
+}
+
+void Model::group_gemvs() {
+  // A follower may run as early as its leader: only where it waits for nothing on another lane
+  // that its leader does not wait for too (its inputs are the leader's; what it overwrites is not
+  // still being read elsewhere).
+  auto joins = [&](size_t lead, size_t j) {
+    const Op& a = ops_[lead];
+    const Op& b = ops_[j];
+    if (b.kind != OpKind::MatMul || !b.packed || b.loc != Loc::Host || b.lane != Lane::Cpu || b.part != 0) return false;
+    if (b.src != a.src || b.act_type != a.act_type || b.after_last != a.after_last || b.w->cols != a.w->cols) return false;
+    for (int l = 0; l < kLanes; ++l)
+      if (l != static_cast<int>(Lane::Cpu) && deps_[j].dep[l] > deps_[lead].dep[l]) return false;
+    return true;
+  };
+  for (Op& op : ops_) op.gemv_group = 0;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    if (op.kind != OpKind::MatMul || !op.packed || op.loc != Loc::Host || op.lane != Lane::Cpu || op.part != 0 || op.act_type == GgmlType::F32) continue;
+    size_t j = i + 1;
+    while (j < ops_.size() && j - i < static_cast<size_t>(kMaxGemvGroup) && joins(i, j)) ++j;
+    ops_[i].gemv_group = static_cast<int8_t>(j - i - 1);
+    i = j - 1;
+  }
 }
 
 void Model::exchange(Program& p) {
@@ -815,6 +840,7 @@ Model::OpInfo Model::op_info(int32_t i) const {
   o.plan_op = op.layer < 0 && op.kind == OpKind::Embed ? "embed" : plan_op_name(op.plan_op);
   o.weight = op.w ? op.w->name.c_str() : nullptr;
   o.loc = op.loc == Loc::Host ? "host" : "device";
+  o.gemv_group = op.gemv_group;
   return o;
 }
 

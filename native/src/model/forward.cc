@@ -248,6 +248,7 @@ void Model::forward(bool want_all, float* logits_out) {
   step_state_.want_all = want_all;
   step_state_.logits_out = logits_out;
   const bool timing = profiling_ || tracing_;
+  gemv_group_end_ = -1;
   auto exec = [](void* ctx, int32_t i) { static_cast<Model*>(ctx)->exec_op(i); };
   // The LM head is not needed for a step in which no sequence finishes (a long prompt's chunks).
   auto skip = [](void* ctx, int32_t i) {
@@ -291,6 +292,22 @@ void Model::exec_op(int32_t oi) {
   const int64_t rows = op.after_last && !st.want_all ? static_cast<int64_t>(st.spans.size()) : st.n;
   if (op.loc == Loc::Dev || op.lane != Lane::Cpu) device_->check();
   CpuKernels cpu(op.lane == Lane::Device ? device_->pool() : *pool_);
+  if (op.lane == Lane::Cpu && op.kind == OpKind::MatMul) {
+    if (oi <= gemv_group_end_) return;  // its group's leader computed it
+    // One decode token's GEMVs of the same input in one pool run. Not while timing: each op of
+    // a profile or trace then has its own measured time.
+    if (op.gemv_group > 0 && rows == 1 && !profiling_ && !tracing_) {
+      PackedGemv items[kMaxGemvGroup];
+      const int n = 1 + op.gemv_group;
+      for (int k = 0; k < n; ++k) {
+        const Op& m = ops_[static_cast<size_t>(oi + k)];
+        items[k] = PackedGemv{m.packed, m.wdata, m.r1 - m.r0, m.w->cols, act_at(m.act_type, Loc::Host), buf_at(m.dst, Loc::Host) + m.r0};
+      }
+      cpu.gemv_group(items, n);
+      gemv_group_end_ = oi + op.gemv_group;
+      return;
+    }
+  }
   const bool own = dk_ && op.lane == Lane::Device;
   run_op(own ? *dk_ : static_cast<Kernels&>(cpu), op, rows);
   // While timing, every op is its own submission: its measured time is then its execution on

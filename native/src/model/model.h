@@ -262,6 +262,7 @@ class Model {
     // The last op of each lane (cpu, device, h2d, d2h; index within the op's own list, -1 none)
     // this op waits for: the executor's dependencies, so callers can tell which ops may overlap.
     LaneDeps deps;
+    int gemv_group;     // Op::gemv_group
   };
   // Ops are numbered across the programs: the decode op list first, then the prefill one's, then
   // the pipelined one's once a step has used it (trace events use these numbers).
@@ -322,6 +323,9 @@ class Model {
     // second pass over the whole batch (4-11 MB per op for a 512-token prefill) from L2/L3.
     GgmlType fused_convert[2] = {GgmlType::F32, GgmlType::F32};
     int n_fused_convert = 0;
+    // MatMul: how many of the ops right after it (MatMuls of the same input on the host, e.g. K
+    // and V after Q) run with it in one decode pass (group_gemvs); they then do nothing themselves.
+    int8_t gemv_group = 0;
   };
   struct Layer {
     Weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
@@ -386,6 +390,9 @@ class Model {
   void op_resources(const Op& op, std::vector<int>* reads, std::vector<int>* writes) const;
   void op_resources_rows(const Op& op, std::vector<int>* reads, std::vector<int>* writes) const;
   void build_deps();
+  // Marks runs of host MatMuls that read the same converted input (a layer's Q, K, V; gate, up)
+  // as one decode GEMV pass (Op::gemv_group). Run by build_deps: it needs the cross-lane deps.
+  void group_gemvs();
   // After compile(): streamed and resident matmuls read their device copies, prefetches fill them.
   void bind_device_weights();
   // One compiled op list and what runs it; the model runs one at a time (ops_ … end_ns_) and
@@ -525,6 +532,8 @@ class Model {
   std::vector<LaneDeps> deps_;   // per op
   std::vector<int64_t> start_ns_, end_ns_;
   bool tracing_ = false;
+  // The last op index the CPU lane's current decode GEMV group covered this step (-1: none).
+  int32_t gemv_group_end_ = -1;
   size_t max_trace_ = 0;
   int64_t step_ = 0;
   std::vector<TraceEvent> trace_;

@@ -658,6 +658,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       o.Set("loc", oi.loc);
       o.Set("stage", oi.stage);
       if (oi.part) o.Set("batch", oi.part - 1);
+      if (oi.gemv_group > 0) o.Set("gemvGroup", oi.gemv_group);
       Napi::Array deps = Napi::Array::New(info.Env(), kLanes);
       for (int l = 0; l < kLanes; ++l) deps.Set(static_cast<uint32_t>(l), oi.deps.dep[l]);
       o.Set("deps", deps);

@@ -45,6 +45,8 @@ void CpuKernels::matmul(GgmlType type, const void* w, const quant::PackedFormat*
   else matmul_prepared(pool_, type, w, rows, cols, x, tokens, y, y_stride, true, as_decode);
 }
 
+void CpuKernels::gemv_group(const PackedGemv* items, int n) { gemv_packed_group(pool_, items, n); }
+
 void CpuKernels::convert(GgmlType type, const float* x, int64_t rows, int64_t width, void* dst) { convert_rows(pool_, type, x, rows, width, dst); }
 
 void CpuKernels::rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t groups, int64_t width, float eps, const RowConverts& cv) {

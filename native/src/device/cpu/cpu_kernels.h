@@ -6,6 +6,7 @@
 #pragma once
 #include "core/thread_pool.h"
 #include "device/kernels.h"
+#include "kernels/matmul.h"
 
 namespace fulcrum {
 
@@ -34,6 +35,8 @@ class CpuKernels final : public Kernels {
   void scatter_rows(const float* src, float* dst, const uint32_t* rows, const float* weights, int64_t n, int64_t width) override;
   void embed(GgmlType type, const uint8_t* table, size_t row_bytes, const int32_t* tokens, int64_t n, float* out, int64_t width, float scale) override;
   void softcap(float* x, int64_t n, float cap) override;
+  // One decode token's products with several packed matrices in one pool run (gemv_packed_group).
+  void gemv_group(const PackedGemv* items, int n);
   void sync() override {}
   void discard() override {}
 

@@ -1,0 +1,84 @@
+// Child process of test/unit/gemv-group.test.ts, run once per ISA (FULCRUM_ISA set by the parent):
+// one token times groups of repacked matrices through kernels.gemvGroup (one pool run for the
+// whole group, as a decode step runs a layer's Q, K and V) and each matrix alone through
+// kernels.matmul's packed path, at 1-3 threads. Prints one JSON line.
+import { loadAddon } from '../../engine/native/addon';
+import { quantize } from '../../engine/native/quant';
+
+interface Kernels {
+  matmul(type: number, w: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number, path?: 'auto' | 'vecdot' | 'packed'): Float32Array;
+  gemvGroup(items: { type: number; weights: Uint8Array; rows: number }[], x: Float32Array, threads: number): Float32Array[];
+  isaLevel(): string;
+  packedLayout(type: number, rows: number, cols: number): string | null;
+}
+
+export interface GemvGroupCase {
+  label: string;
+  threads: number;
+  /** every matrix's outputs from the group equal, bit for bit, its packed matmul alone */
+  equal: boolean;
+  /** the first differing output, when not equal */
+  firstDiff?: string;
+  packed: boolean;
+}
+
+const Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14;
+
+function values(n: number, seed: number, scale: number): Float32Array {
+  let s = seed >>> 0;
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = scale * ((s / 4294967296) * 2 - 1);
+  }
+  return out;
+}
+
+function main(): void {
+  const k = loadAddon<{ kernels: Kernels }>().kernels;
+  // Groups as a decode step forms them: Q, K, V of one input (K and V a few row groups, so the
+  // group's index space has padding between matrices when groups of 4 or 8 rows do not fill 16
+  // rows), gate and up, and a Q4_K_M-style mix of formats. Sizes on both sides of the 192 KiB
+  // under which a group runs on the calling thread alone.
+  const groups: { label: string; cols: number; items: { type: number; rows: number }[] }[] = [
+    { label: 'Q4_0 Q/K/V 896 columns', cols: 896, items: [{ type: Q4_0, rows: 896 }, { type: Q4_0, rows: 128 }, { type: Q4_0, rows: 128 }] },
+    { label: 'Q8_0 Q/K/V, K and V of 48 rows', cols: 512, items: [{ type: Q8_0, rows: 512 }, { type: Q8_0, rows: 48 }, { type: Q8_0, rows: 48 }] },
+    { label: 'Q8_0 gate/up 4864 rows', cols: 896, items: [{ type: Q8_0, rows: 4864 }, { type: Q8_0, rows: 4864 }] },
+    { label: 'Q4_K Q/K with Q6_K V (Q4_K_M)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_K, rows: 36 }, { type: Q6_K, rows: 36 }] },
+    { label: 'four small Q4_0 (inline)', cols: 256, items: [{ type: Q4_0, rows: 32 }, { type: Q4_0, rows: 64 }, { type: Q4_0, rows: 32 }, { type: Q4_0, rows: 16 }] },
+  ];
+  const cases: GemvGroupCase[] = [];
+  for (const [gi, g] of groups.entries()) {
+    const x = values(g.cols, 1000 + gi, 1);
+    const items = g.items.map((it, i) => ({ ...it, weights: quantize(it.type, values(it.rows * g.cols, 7 * gi + i + 1, 0.1)) }));
+    const packed = items.every((it) => k.packedLayout(it.type, it.rows, g.cols) !== null);
+    for (const threads of [1, 2, 3]) {
+      const got = packed ? k.gemvGroup(items, x, threads) : [];
+      let firstDiff: string | undefined;
+      for (const [i, it] of items.entries()) {
+        if (!packed || firstDiff) break;
+        const alone = k.matmul(it.type, it.weights, it.rows, g.cols, x, 1, threads, 'packed');
+        const mine = got[i] ?? new Float32Array(0);
+        const a = new Uint32Array(alone.buffer), b = new Uint32Array(mine.buffer);
+        if (a.length !== b.length) firstDiff = `matrix ${i}: ${b.length} outputs, expected ${a.length}`;
+        for (let r = 0; r < a.length && !firstDiff; r++) if (a[r] !== b[r]) firstDiff = `matrix ${i} row ${r}: ${mine[r]} vs ${alone[r]} alone`;
+      }
+      cases.push({ label: g.label, threads, equal: packed && !firstDiff, firstDiff, packed });
+    }
+  }
+  const errors: string[] = [];
+  const w = quantize(Q4_0, values(32 * 256, 3, 0.1));
+  const x = values(256, 4, 1);
+  const w31 = quantize(Q4_0, values(31 * 256, 5, 0.1));  // 31 rows: no whole row group, not repacked
+  for (const bad of [[], Array(5).fill({ type: Q4_0, weights: w, rows: 32 }), [{ type: Q4_0, weights: w.subarray(1), rows: 32 }], [{ type: Q4_0, weights: w31, rows: 31 }]]) {
+    try {
+      k.gemvGroup(bad, x, 2);
+      errors.push('no error');
+    } catch (e) {
+      errors.push((e as Error).message);
+    }
+  }
+  console.log(JSON.stringify({ isa: k.isaLevel(), cases, errors }));
+}
+
+main();

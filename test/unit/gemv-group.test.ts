@@ -1,0 +1,77 @@
+// A decode step runs matrices of one input (a layer's Q, K and V; its gate and up) as one grouped
+// GEMV pass (kernels/matmul.h gemv_packed_group): one pool run, the row groups of all of them
+// claimed from one counter. Each output must be the bits the matrix gives alone: the same packed
+// GEMV over the same rows, only the split between threads differs. On every ISA with packed
+// kernels this CPU runs (a child process per ISA), at 1-3 threads; bad groups are refused with
+// a message.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+import { GgmlType } from '../../engine/model/ggml-types';
+import { writeSyntheticModel } from '../../engine/model/synthetic';
+import type { NativeModel } from '../../engine/native/model';
+import { quantIsas } from '../../engine/native/quant';
+import { Engine } from '../../engine/runtime/engine';
+import { tempDir } from '../helpers/shared';
+import type { GemvGroupCase } from '../helpers/gemv-group-child';
+
+const root = path.resolve(__dirname, '..', '..');
+const child = path.join(root, 'test', 'helpers', 'gemv-group-child.ts');
+
+for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
+  test(`a grouped decode GEMV gives each matrix the bits it gets alone (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
+      cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_NO_REPACK: '' }, encoding: 'utf8', timeout: 120_000,
+    });
+    assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}) failed: ${r.stderr}`);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; cases: GemvGroupCase[]; errors: string[] };
+    assert.equal(out.isa, isa);
+    assert.equal(out.cases.length, 5 * 3);
+    for (const c of out.cases) {
+      assert.ok(c.packed, `${c.label}: every matrix must have a packed layout at ${isa}`);
+      assert.ok(c.equal, `${c.label}, ${c.threads} thread(s): ${c.firstDiff}`);
+    }
+    const [none, five, short, unpacked] = out.errors;
+    assert.match(none ?? '', /1 to 4 items, got 0/);
+    assert.match(five ?? '', /got 5/);
+    assert.match(short ?? '', /weights hold \d+ bytes/);
+    assert.match(unpacked ?? '', /has no packed layout/);
+  });
+}
+
+test('a decode step groups Q/K/V and gate/up into one pass each, and gives the logits each op run alone gives (profiling on)', async () => {
+  const { dir, cleanup } = tempDir();
+  try {
+    const file = path.join(dir, 'm.gguf');
+    // Q8_0 at 512 columns: Q/K/V 420 KiB and gate/up 1.6 MiB a layer, over the 192 KiB under which
+    // a group runs on the calling thread alone, so the pool's shared claims are what is compared.
+    writeSyntheticModel(file, { architecture: 'llama', nLayers: 2, nEmbd: 512, nHeads: 8, nKvHeads: 2, nFf: 1536, nVocab: 1024, contextLength: 256, seed: 3, weightType: GgmlType.Q8_0 });
+    const engine = await Engine.load(file, { threads: 2, contextLength: 256, device: 'cpu' });
+    try {
+      const m = (engine as unknown as { native: NativeModel }).native;
+      const decode = m.compiledOps().filter((o) => o.stage === 'decode' && o.weight);
+      for (let l = 0; l < 2; l++) {
+        const group = (w: string) => decode.find((o) => o.weight === `blk.${l}.${w}.weight`)?.gemvGroup ?? 0;
+        assert.deepEqual([group('attn_q'), group('attn_k'), group('attn_v'), group('ffn_gate'), group('ffn_up'), group('ffn_down')], [2, 0, 0, 1, 0, 0], `layer ${l}'s groups`);
+      }
+      const prompt = Int32Array.from({ length: 40 }, (_, i) => 1 + ((i * 37 + 11) % 1000));
+      const next = [5, 900, 17, 333, 64, 2];
+      const run = (profiling: boolean) => {
+        m.clearKv(0);
+        m.profiling = profiling;
+        m.eval(prompt, 0, false);
+        const out = next.map((t, i) => m.eval(Int32Array.of(t), prompt.length + i, false));
+        m.profiling = false;
+        return out;
+      };
+      const grouped = run(false), alone = run(true);
+      for (let i = 0; i < next.length; i++) assert.deepEqual(grouped[i], alone[i], `decode step ${i}: grouped logits differ from ops run alone`);
+    } finally {
+      engine.dispose();
+    }
+  } finally {
+    cleanup();
+  }
+});
