@@ -47,6 +47,8 @@ const testPatterns = [
   /^test\/unit\/runtime.*\.test\.ts$/,
   /^test\/unit\/gemm-tiles\.test\.ts$/,
   /^test\/unit\/repack\.test\.ts$/,
+  // Grouped decode GEMVs (one pool run for Q/K/V, tapered claims).
+  /^test\/unit\/gemv-group\.test\.ts$/,
   /^test\/parity\/step-exactness\.test\.ts$/,
   /^test\/unit\/swiglu\.test\.ts$/,
   /^test\/unit\/kv-cache\.test\.ts$/,
