@@ -45,6 +45,7 @@ function main(): void {
     { label: 'Q8_0 Q/K/V, K and V of 48 rows', cols: 512, items: [{ type: Q8_0, rows: 512 }, { type: Q8_0, rows: 48 }, { type: Q8_0, rows: 48 }] },
     { label: 'Q8_0 gate/up 4864 rows', cols: 896, items: [{ type: Q8_0, rows: 4864 }, { type: Q8_0, rows: 4864 }] },
     { label: 'Q4_K Q/K with Q6_K V (Q4_K_M)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_K, rows: 36 }, { type: Q6_K, rows: 36 }] },
+    { label: 'Q4_0 with Q8_0 (one activation row, two arrangements)', cols: 512, items: [{ type: Q4_0, rows: 512 }, { type: Q8_0, rows: 64 }, { type: Q4_0, rows: 64 }] },
     { label: 'four small Q4_0 (inline)', cols: 256, items: [{ type: Q4_0, rows: 32 }, { type: Q4_0, rows: 64 }, { type: Q4_0, rows: 32 }, { type: Q4_0, rows: 16 }] },
   ];
   const cases: GemvGroupCase[] = [];

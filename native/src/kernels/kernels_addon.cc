@@ -137,9 +137,17 @@ Napi::Value GemvGroup(const Napi::CallbackInfo& info) {
     const GgmlType t = static_cast<GgmlType>(type);
     const TypeTraits& tt = checked_weight(env, "gemvGroup", type, w, rows, cols);
     weights[static_cast<size_t>(i)] = packed_copy(env, t, w, rows, cols);
-    acts[static_cast<size_t>(i)] = converted(tt.vec_dot_type, x.Data(), cols, 1);
+    // One converted row per activation format, as a decode step has it (the group's matrices of
+    // one format then share their arranged row too).
+    const void* act = nullptr;
+    for (int j = 0; j < i && !act; ++j)
+      if (type_traits(items[j].pf->type).vec_dot_type == tt.vec_dot_type) act = items[j].act;
+    if (!act) {
+      acts[static_cast<size_t>(i)] = converted(tt.vec_dot_type, x.Data(), cols, 1);
+      act = acts[static_cast<size_t>(i)].data();
+    }
     ys.push_back(Napi::Float32Array::New(env, static_cast<size_t>(rows)));
-    items[i] = PackedGemv{quant::packed_format(t), weights[static_cast<size_t>(i)].data(), rows, cols, acts[static_cast<size_t>(i)].data(), ys.back().Data()};
+    items[i] = PackedGemv{quant::packed_format(t), weights[static_cast<size_t>(i)].data(), rows, cols, act, ys.back().Data()};
   }
   ThreadPool pool(threads);
   gemv_packed_group(pool, items, n);

@@ -158,6 +158,14 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
     start[i + 1] = start[i] + (groups[i] + u - 1) / u * u;
     act[i] = static_cast<const uint8_t*>(it.act);
     if (pf.arrange_act) {
+      // A layer's Q, K and V of one format read the same arranged row: arrange it once.
+      int same = -1;
+      for (int j = 0; j < i && same < 0; ++j)
+        if (items[j].act == it.act && items[j].pf->arrange_act == pf.arrange_act && items[j].cols == it.cols) same = j;
+      if (same >= 0) {
+        act[i] = act[same];
+        continue;
+      }
       std::vector<uint8_t>& buf = arranged[i];
       const size_t need = static_cast<size_t>(it.cols / pf.chunk_cols) * pf.act_chunk_bytes;
       if (buf.size() < need) buf.resize(need);
@@ -167,9 +175,6 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
   }
   const int64_t total = start[n];
   const int nth = pool.size();
-  // Claims of at least 4 groups: the GEMV reads four groups side by side (gemm_tile_dispatch.h:
-  // chunks of 3 groups of 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0
-  // at 2 threads).
   auto run_range = [&](int64_t g0, int64_t g1) {
     for (int i = 0; i < n; ++i) {
       const int64_t b = std::max(g0, start[i]) - start[i], e = std::min(g1, start[i] + groups[i]) - start[i];
@@ -183,6 +188,9 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
     run_range(0, total);
     return;
   }
+  // Claims of at least 4 groups: the GEMV reads four groups side by side (gemm_tile_dispatch.h:
+  // chunks of 3 groups of 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0
+  // at 2 threads; tapering to 2 groups measured 187 -> 171 tok/s, same-process A/B).
   const int64_t taper_unit = std::max<int64_t>(4, unit);
   TaperedCounter counter(total, decode_chunk(total, taper_unit, nth), taper_unit, nth);
   pool.run([&](int, int) {
