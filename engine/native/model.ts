@@ -186,10 +186,10 @@ export interface NativeCompiledOp {
   weight?: string;
   loc: NativeLoc;
   /**
-   * A host matmul that, in a one-row step without timing, also computes the next `gemvGroup` ops
-   * (matmuls of the same input: a layer's K and V after Q, up after gate) in one pool run; those
-   * then do nothing themselves. With profiling or tracing on, every op runs alone, so each has
-   * its own measured time.
+   * A host matmul that, in a one-row step, also computes the next `gemvGroup` ops (matmuls of the
+   * same input: a layer's K and V after Q, up after gate) in one pool run; those then do nothing
+   * themselves. Profiles and traces split the pass's measured time across its ops by their weight
+   * bytes (their own times are not separable). FULCRUM_NO_GEMV_GROUPS=1 turns grouping off.
    */
   gemvGroup?: number;
 }

@@ -41,37 +41,64 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   });
 }
 
-test('a decode step groups Q/K/V and gate/up into one pass each, and gives the logits each op run alone gives (profiling on)', async () => {
+test('a decode step groups Q/K/V and gate/up into one pass each, with the logits of ungrouped matmuls, and profiles split a pass by weight bytes', async () => {
   const { dir, cleanup } = tempDir();
+  const engines: Engine[] = [];
   try {
     const file = path.join(dir, 'm.gguf');
     // Q8_0 at 512 columns: Q/K/V 420 KiB and gate/up 1.6 MiB a layer, over the 192 KiB under which
     // a group runs on the calling thread alone, so the pool's shared claims are what is compared.
     writeSyntheticModel(file, { architecture: 'llama', nLayers: 2, nEmbd: 512, nHeads: 8, nKvHeads: 2, nFf: 1536, nVocab: 1024, contextLength: 256, seed: 3, weightType: GgmlType.Q8_0 });
-    const engine = await Engine.load(file, { threads: 2, contextLength: 256, device: 'cpu' });
-    try {
-      const m = (engine as unknown as { native: NativeModel }).native;
-      const decode = m.compiledOps().filter((o) => o.stage === 'decode' && o.weight);
-      for (let l = 0; l < 2; l++) {
-        const group = (w: string) => decode.find((o) => o.weight === `blk.${l}.${w}.weight`)?.gemvGroup ?? 0;
-        assert.deepEqual([group('attn_q'), group('attn_k'), group('attn_v'), group('ffn_gate'), group('ffn_up'), group('ffn_down')], [2, 0, 0, 1, 0, 0], `layer ${l}'s groups`);
+    const load = async (noGroups: boolean) => {
+      // Read by the addon when it compiles the model's programs.
+      if (noGroups) process.env.FULCRUM_NO_GEMV_GROUPS = '1';
+      try {
+        const e = await Engine.load(file, { threads: 2, contextLength: 256, device: 'cpu' });
+        engines.push(e);
+        return (e as unknown as { native: NativeModel }).native;
+      } finally {
+        delete process.env.FULCRUM_NO_GEMV_GROUPS;
       }
-      const prompt = Int32Array.from({ length: 40 }, (_, i) => 1 + ((i * 37 + 11) % 1000));
-      const next = [5, 900, 17, 333, 64, 2];
-      const run = (profiling: boolean) => {
-        m.clearKv(0);
-        m.profiling = profiling;
-        m.eval(prompt, 0, false);
-        const out = next.map((t, i) => m.eval(Int32Array.of(t), prompt.length + i, false));
-        m.profiling = false;
-        return out;
-      };
-      const grouped = run(false), alone = run(true);
-      for (let i = 0; i < next.length; i++) assert.deepEqual(grouped[i], alone[i], `decode step ${i}: grouped logits differ from ops run alone`);
-    } finally {
-      engine.dispose();
+    };
+    const grouped = await load(false), alone = await load(true);
+    const groupsOf = (m: NativeModel, l: number) => {
+      const decode = m.compiledOps().filter((o) => o.stage === 'decode' && o.weight);
+      const g = (w: string) => decode.find((o) => o.weight === `blk.${l}.${w}.weight`)?.gemvGroup ?? 0;
+      return [g('attn_q'), g('attn_k'), g('attn_v'), g('ffn_gate'), g('ffn_up'), g('ffn_down')];
+    };
+    for (let l = 0; l < 2; l++) {
+      assert.deepEqual(groupsOf(grouped, l), [2, 0, 0, 1, 0, 0], `layer ${l}'s groups`);
+      assert.deepEqual(groupsOf(alone, l), [0, 0, 0, 0, 0, 0], `layer ${l} with FULCRUM_NO_GEMV_GROUPS=1`);
+    }
+    const prompt = Int32Array.from({ length: 40 }, (_, i) => 1 + ((i * 37 + 11) % 1000));
+    const next = [5, 900, 17, 333, 64, 2];
+    const run = (m: NativeModel, profiling: boolean) => {
+      m.clearKv(0);
+      m.eval(prompt, 0, false);
+      m.profiling = profiling;
+      const out = next.map((t, i) => m.eval(Int32Array.of(t), prompt.length + i, false));
+      const profile = m.opProfile();
+      m.profiling = false;
+      return { out, profile };
+    };
+    const a = run(grouped, false), b = run(alone, false), c = run(grouped, true);
+    for (let i = 0; i < next.length; i++) {
+      assert.deepEqual(a.out[i], b.out[i], `decode step ${i}: grouped logits differ from ungrouped matmuls'`);
+      assert.deepEqual(c.out[i], a.out[i], `decode step ${i}: profiling changed the grouped logits`);
+    }
+    assert.deepEqual(groupsOf(alone, 0), [0, 0, 0, 0, 0, 0], 'still ungrouped after its steps (no recompile brought the groups back)');
+    // Profiling a grouped step: every op of a pass keeps an entry, its share of the pass's span by
+    // its weight bytes (Q 512 rows, K and V 128 each; gate and up alike).
+    const ns = (w: string) => c.profile.filter((p) => p.weight === w).reduce((t, p) => t + p.ns, 0);
+    for (let l = 0; l < 2; l++) {
+      const q = ns(`blk.${l}.attn_q.weight`), k = ns(`blk.${l}.attn_k.weight`), v = ns(`blk.${l}.attn_v.weight`);
+      const gate = ns(`blk.${l}.ffn_gate.weight`), up = ns(`blk.${l}.ffn_up.weight`);
+      assert.ok(q > 0 && k > 0 && v > 0 && gate > 0 && up > 0, `layer ${l}: every grouped op is timed (${q}, ${k}, ${v}, ${gate}, ${up} ns)`);
+      assert.ok(Math.abs(k / q - 0.25) < 0.01 && Math.abs(v / q - 0.25) < 0.01, `layer ${l}: K and V get a quarter of Q's time (${k}, ${v} of ${q} ns)`);
+      assert.ok(Math.abs(up / gate - 1) < 0.01, `layer ${l}: gate and up split their pass evenly (${gate}, ${up} ns)`);
     }
   } finally {
+    for (const e of engines) e.dispose();
     cleanup();
   }
 });

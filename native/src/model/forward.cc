@@ -270,6 +270,7 @@ void Model::forward(bool want_all, float* logits_out) {
     throw;
   }
   if (timing) {
+    split_gemv_group_times();
     for (size_t i = 0; i < ops_.size(); ++i) {
       if (start_ns_[i] == 0 && end_ns_[i] == 0) continue;
       if (profiling_) {
@@ -294,9 +295,9 @@ void Model::exec_op(int32_t oi) {
   CpuKernels cpu(op.lane == Lane::Device ? device_->pool() : *pool_);
   if (op.lane == Lane::Cpu && op.kind == OpKind::MatMul) {
     if (oi <= gemv_group_end_) return;  // its group's leader computed it
-    // One decode token's GEMVs of the same input in one pool run. Not while timing: each op of
-    // a profile or trace then has its own measured time.
-    if (op.gemv_group > 0 && rows == 1 && !profiling_ && !tracing_) {
+    // One decode token's GEMVs of the same input in one pool run (timing splits the pass's span
+    // across them: split_gemv_group_times).
+    if (gemv_grouped(op)) {
       PackedGemv items[kMaxGemvGroup];
       const int n = 1 + op.gemv_group;
       for (int k = 0; k < n; ++k) {
@@ -313,6 +314,39 @@ void Model::exec_op(int32_t oi) {
   // While timing, every op is its own submission: its measured time is then its execution on
   // the device, not the microseconds it took to record.
   if (own && (sync_after_[static_cast<size_t>(oi)] || profiling_ || tracing_)) dk_->sync();
+}
+
+bool Model::gemv_grouped(const Op& op) const {
+  if (op.gemv_group == 0 || op.lane != Lane::Cpu) return false;
+  const StepState& st = step_state_;
+  return (op.after_last && !st.want_all ? static_cast<int64_t>(st.spans.size()) : st.n) == 1;
+}
+
+// A grouped pass has one measured span; its ops' own times are not separable. The span is split
+// across them by their weight bytes: what each GEMV reads, and, decode being read-bound, what its
+// time follows. Profiles and traces then keep one entry per op, and a traced step runs as an
+// untraced one does (feedback traces one evaluation in four).
+void Model::split_gemv_group_times() {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    if (!gemv_grouped(op) || (start_ns_[i] == 0 && end_ns_[i] == 0)) continue;
+    const size_t n = 1 + static_cast<size_t>(op.gemv_group);
+    auto bytes = [&](size_t k) {
+      const Op& m = ops_[i + k];
+      return static_cast<double>(m.w->row_bytes) * static_cast<double>(m.r1 - m.r0);
+    };
+    double total = 0;
+    for (size_t k = 0; k < n; ++k) total += bytes(k);
+    const int64_t t0 = start_ns_[i];
+    const double span = static_cast<double>(end_ns_[i] - t0);
+    double before = 0;
+    for (size_t k = 0; k < n; ++k) {
+      start_ns_[i + k] = t0 + std::llround(span * before / total);
+      before += bytes(k);
+      end_ns_[i + k] = t0 + std::llround(span * before / total);
+    }
+    i += n - 1;
+  }
 }
 
 // The op switch: each op's buffers resolved for its location, then the lane's kernels.

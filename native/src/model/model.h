@@ -325,6 +325,7 @@ class Model {
     int n_fused_convert = 0;
     // MatMul: how many of the ops right after it (MatMuls of the same input on the host, e.g. K
     // and V after Q) run with it in one decode pass (group_gemvs); they then do nothing themselves.
+    // FULCRUM_NO_GEMV_GROUPS=1: none (each matmul its own pool run, as before grouping).
     int8_t gemv_group = 0;
   };
   struct Layer {
@@ -393,6 +394,9 @@ class Model {
   // Marks runs of host MatMuls that read the same converted input (a layer's Q, K, V; gate, up)
   // as one decode GEMV pass (Op::gemv_group). Run by build_deps: it needs the cross-lane deps.
   void group_gemvs();
+  // Whether MatMul `op` runs its gemv_group followers in its pass this step (one row, CPU lane).
+  bool gemv_grouped(const Op& op) const;
+  void split_gemv_group_times();
   // After compile(): streamed and resident matmuls read their device copies, prefetches fill them.
   void bind_device_weights();
   // One compiled op list and what runs it; the model runs one at a time (ops_ … end_ns_) and
