@@ -20,9 +20,11 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-// The GEMV's software prefetch distance (to L2), as the Q4_0/Q8_0 GEMV's: 0.5B Q4_K_M decode at
-// 1 thread, alternating runs, 30.3 tok/s without, 34.0 at 512 B, 33.4 at 1 KiB, 32.6 at 2 KiB (at 2
-// threads all within the noise).
+// The GEMV's software prefetch distance: 0.5B Q4_K_M decode at 1 thread, alternating runs, 30.3
+// tok/s without, 34.0 at 512 B, 33.4 at 1 KiB, 32.6 at 2 KiB (at 2 threads all within the noise).
+// Non-temporal, as the 32-element formats' GEMV (gemm_tile_dispatch.h), against prefetcht1:
+// same-process alternating builds, 0.5B Q4_K at AVX2 1 thread 96.1 -> 98.6 tok/s, 1.3B Q4_K at
+// AVX-VNNI 2 threads 37.7 -> 39.6.
 constexpr size_t kGemvPrefetchBytes = 512;
 
 inline __m256i bcast16(const int8_t* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -75,7 +77,7 @@ struct Kernel {
     for (int64_t i = 0; i < nsb; ++i) {
       const uint8_t* g = w + i * kSbBytes;
       if constexpr (C == 1)
-        for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
+        for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_NTA);
       const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
       // [d0..d3, dmin0..dmin3]
       const __m256 dd = _mm256_cvtph_ps(_mm_unpackhi_epi64(_mm256_extracti128_si256(h0, 1), _mm256_extracti128_si256(h1, 1)));
@@ -207,7 +209,7 @@ struct Kernel {
     for (int64_t i = 0; i < nsb; ++i) {
       const uint8_t* g = w + i * kSbBytes;
       if constexpr (C == 1)
-        for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_T1);
+        for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_NTA);
       const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
       for (int pr = 0; pr < 2; ++pr) {
         const __m256i sc8 = load32(g + 32 * pr);
@@ -316,8 +318,8 @@ template <size_t SbBytes, StepFn Step>
       const uint8_t* g0 = w0 + i * SbBytes;
       const uint8_t* g1 = w1 + i * SbBytes;
       for (size_t o = 0; o < SbBytes; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(g1 + kGemvPrefetchBytes + o), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_NTA);
+        _mm_prefetch(reinterpret_cast<const char*>(g1 + kGemvPrefetchBytes + o), _MM_HINT_NTA);
       }
       Step(g0, y + i, a00, a01);
       Step(g1, y + i, a10, a11);
@@ -332,7 +334,7 @@ template <size_t SbBytes, StepFn Step>
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
       const uint8_t* g0 = w0 + i * SbBytes;
-      for (size_t o = 0; o < SbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_T1);
+      for (size_t o = 0; o < SbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_NTA);
       Step(g0, y + i, a0, a1);
     }
     store_pair_rows(a0, out + 4 * g);
