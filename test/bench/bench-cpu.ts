@@ -317,8 +317,9 @@ async function main(): Promise<void> {
 
   // How far the best moment is from what the host usually gave: on a shared host the limit (the
   // best probe) can sit 40 % above the probes taken around the runs (this 2-vCPU Zen 3 VM: 2T best
-  // 31.4 GB/s, most probes 18-23), and decode/limit then measures the host's quiet moments as much
-  // as the kernels. Median and range of the probes around each run, per thread count.
+  // 31.4 GB/s, the probes around the runs 17.6-30.0 with a median of 22.9), and decode/limit then
+  // measures the host's quiet moments as much as the kernels. Median and lowest of the probes
+  // around each run, per thread count.
   const probeSpread = new Map<number, { median: number; min: number; count: number }>();
   for (const t of threadList) {
     const around = rows.filter((r) => r.threads === t).flatMap((r) => [...(r.nearby_read_bandwidth_bytes_per_s?.fulcrum ?? []), ...(r.nearby_read_bandwidth_bytes_per_s?.['llama.cpp'] ?? [])]);
@@ -326,7 +327,7 @@ async function main(): Promise<void> {
   }
   const spread = (t: number) => {
     const p = probeSpread.get(t);
-    return p ? `; around the runs median ${(p.median / 1e9).toFixed(1)}, lowest ${(p.min / 1e9).toFixed(1)} (${p.count})` : '';
+    return p ? `; around the runs median ${(p.median / 1e9).toFixed(1)}, lowest ${(p.min / 1e9).toFixed(1)} of ${p.count}` : '';
   };
   const fmt = (v: number | undefined, d = 1) => (v === undefined ? '—' : v.toFixed(d));
   const pct = (v: number | undefined) => (v === undefined ? '—' : `${(v * 100).toFixed(0)}%`);
