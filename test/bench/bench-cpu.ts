@@ -419,7 +419,8 @@ async function main(): Promise<void> {
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
     isa: kernels.isaLevel(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, runs,
-    read_bandwidth_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
+    // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
+    read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,
     }])),
     rows,

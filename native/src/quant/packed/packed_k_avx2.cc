@@ -20,17 +20,14 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-// The GEMV's software prefetch distance. With prefetcht1, 0.5B Q4_K_M decode at 1 thread,
-// alternating runs: 30.3 tok/s without, 34.0 at 512 B, 33.4 at 1 KiB, 32.6 at 2 KiB. Non-temporal,
-// as the 32-element formats' GEMV (gemm_tile_dispatch.h), against prefetcht1: same-process
-// alternating builds, 0.5B Q4_K at AVX2 1 thread 96.1 -> 98.6 tok/s, 1.3B Q4_K at AVX-VNNI 2
-// threads 37.7 -> 39.6. With prefetchnta, 512 B is too short a window: the two streams keep
-// 1 KiB in flight, under what DRAM latency needs at this rate. 2-vCPU Zen 3 (AVX2), this step and
-// driver alternating in one process over 40 copies of a 4864 x 1024 Q4_K matrix (112 MB), medians
-// of 15 rounds: 512 B 12.3 GB/s, 1 KiB 13.8, 2 KiB 13.9, 4 KiB 13.1 (from L3 all 14.9-15.3); in the
-// model, same-process A/B of two builds, 1 thread: 0.5B Q4_K 40.9 -> 42.0 and 43.8 -> 44.6 tok/s,
-// Q4_K_M 37.6 -> 39.5, 1.3B Q4_K 11.9 -> 12.4, 1.3B Q4_K_M 11.9 -> 11.9; 2 threads 0.5B Q4_K
-// 56.8 -> 57.6, Q4_K_M 57.0 -> 55.8 (the host's noise is of that size).
+// The GEMV's software prefetch: non-temporal, as the 32-element formats' GEMV
+// (gemm_tile_dispatch.h), 1 KiB ahead on each of its two streams. 512 B (best with prefetcht1)
+// keeps too little in flight for DRAM once the hint is non-temporal. 2-vCPU Zen 3, this step
+// alternating in one process over a 112 MB ring of 4864 x 1024 Q4_K, medians of 15 rounds:
+// 512 B 12.3 GB/s, 1 KiB 13.8, 2 KiB 13.9, 4 KiB 13.1 (from L3 all alike); in the model, same-
+// process A/B, 1 thread: 0.5B Q4_K 40.9 -> 42.0 tok/s, Q4_K_M 37.6 -> 39.5, 1.3B Q4_K 11.9 -> 12.4
+// (2 threads within the noise). Against prefetcht1 the hint itself gained 0.5B Q4_K at AVX2
+// 1 thread 96.1 -> 98.6 tok/s on Zen 4, and was no loss against prefetcht0 on Zen 3.
 constexpr size_t kGemvPrefetchBytes = 1024;
 
 inline __m256i bcast16(const int8_t* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
