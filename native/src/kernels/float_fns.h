@@ -42,8 +42,8 @@ struct FloatFns {
   // value is NaN or ±Inf (the caller then names the fault).
   int64_t (*argmax_finite)(const float* x, int64_t n);
 
-  // Blocked prefill attention: `rows` query rows at once (the query heads of one KV head for a
-  // block of tokens). Row r is q + (r / rpt) * qstride + (r % rpt) * hd (rpt rows per token, the
+  // Blocked attention: `rows` query rows at once (the query heads of one KV head for a block of
+  // tokens in prefill; pv_block_f16 also for decode's one token, its query heads as the rows). Row r is q + (r / rpt) * qstride + (r % rpt) * hd (rpt rows per token, the
   // tokens qstride apart); its scores are scores[r*ld + t] and its output row is laid out like q
   // (out + (r / rpt) * ostride + (r % rpt) * hd). work: kAttnWorkFloats floats of scratch.
   // Both return false, doing nothing, when hd does not fit their register layout (the caller then
