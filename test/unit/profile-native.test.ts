@@ -76,6 +76,19 @@ test('bench options are validated with the option named', { skip }, async () => 
   assert.throws(() => bench!.attention({ kvLen: 0, heads: 4, kvHeads: 2, headDim: 8, threads: [1] }), /kvLen/);
 });
 
+test('the attention bench reads a cache that ends inside a page without leaving its buffer', { skip }, async () => {
+  // The kernel addresses the last page as a whole page (KV head g at g · 64 rows), so a cache of
+  // 1 or 65 positions must still hold whole pages: sized by positions, the upper heads of the last
+  // page were read past the buffer's end (a segfault, most runs, at 16 KV heads of 128).
+  for (const [kvLen, kvHeads, headDim] of [[1, 16, 128], [65, 16, 128], [200, 8, 64], [1, 2, 64]] as const) {
+    for (const threads of [1, 2]) {
+      const r = await bench!.attention({ kvLen, heads: kvHeads * 2, kvHeads, headDim, threads: [threads], warmups: 1, runs: 3 });
+      assert.equal(r.bytesPerRun, 2 * kvLen * kvHeads * headDim * 2, `${kvLen} positions × ${kvHeads} KV heads × ${headDim}: K and V of those positions`);
+      assert.ok(r.byThreads[0]!.ns.every((ns) => Number.isFinite(ns) && ns > 0));
+    }
+  }
+});
+
 test('an interleaved contention run returns both sides and the transfer it ran', { skip }, async () => {
   const r = await bench!.matmul({
     type: 0, rows: 256, cols: 512, tokens: 1, threads: [1], warmups: 1, runs: 4, disturb: 'host-memcpy', disturbBytes: 2 * MiB, interleave: true,

@@ -210,8 +210,15 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   shape.head_dim = spec.head_dim;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(spec.head_dim));
 
-  // One copy = the K cache then the V cache of one layer, f16 [kv_len][kv_heads*head_dim].
-  const size_t cache_b = static_cast<size_t>(spec.kv_len * spec.kv_heads * spec.head_dim) * sizeof(uint16_t);
+  // One copy = one layer's cache as the model lays it out (KvCache): whole pages of
+  // kPageTokens positions, each page [kv_heads][page][head_dim], the K pages then the V pages.
+  // The kernel addresses every page, the last one too, as a whole page (head g at g · page rows),
+  // so a copy holds whole pages even where kv_len ends inside one: sized by positions instead,
+  // the last page's upper heads were read past the copy's end (a crash at the ring's end).
+  const int64_t page = KvCache::kPageTokens, kvrow = spec.kv_heads * spec.head_dim;
+  const int64_t n_pages = (spec.kv_len + page - 1) / page;
+  const size_t page_b = static_cast<size_t>(page * kvrow) * sizeof(uint16_t);
+  const size_t cache_b = static_cast<size_t>(n_pages) * page_b;
   const size_t one = round_up(2 * cache_b, kAlign);
   const int copies = copies_for(one, spec.ring_bytes);
   BigBuffer ring(one * static_cast<size_t>(copies));
@@ -235,10 +242,6 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   for (int t : thread_counts) max_threads = std::max(max_threads, t);
   AttentionScratch scratch;
   scratch.reserve(shape, spec.kv_len, 1, max_threads);
-  // Each copy read through page tables the model's page size apart, as the model reads its
-  // cache (the pages of one copy happen to be adjacent).
-  const int64_t page = KvCache::kPageTokens, kvrow = spec.kv_heads * spec.head_dim;
-  const int64_t n_pages = (spec.kv_len + page - 1) / page;
   std::vector<const uint16_t*> k_pages(static_cast<size_t>(copies * n_pages)), v_pages(k_pages.size());
   for (int c = 0; c < copies; ++c) {
     const uint16_t* k = reinterpret_cast<const uint16_t*>(ring.data() + static_cast<size_t>(c) * one);
@@ -250,7 +253,8 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   }
 
   KernelBenchResult out;
-  out.bytes_per_run = 2 * cache_b;
+  // What a run reads: kv_len positions of K and of V (not the last page's unused tail).
+  out.bytes_per_run = 2 * static_cast<size_t>(spec.kv_len * kvrow) * sizeof(uint16_t);
   // q·k and p·v: 2 FLOPs per element each, per query head.
   out.flops_per_run = 4.0 * static_cast<double>(spec.heads) * static_cast<double>(spec.kv_len) * static_cast<double>(spec.head_dim);
   out.copies = copies;
