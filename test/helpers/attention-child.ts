@@ -42,6 +42,10 @@ export const SHAPES: AttentionShapeCase[] = [
   { nHeads: 4, nKvHeads: 2, headDim: 128 },
   { nHeads: 2, nKvHeads: 2, headDim: 256 },
   { nHeads: 4, nKvHeads: 2, headDim: 8 },
+  // One query head per KV head (MHA, deepseek-coder-1.3B's shape), and a group that two threads
+  // split into single heads: decode's V side for one query head (pv_one).
+  { nHeads: 2, nKvHeads: 2, headDim: 128 },
+  { nHeads: 2, nKvHeads: 1, headDim: 64 },
 ];
 export const TOKEN_COUNTS = Array.from({ length: 40 }, (_, i) => i + 1);
 export const START_POSITIONS = [0, 37];

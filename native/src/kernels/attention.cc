@@ -159,7 +159,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       // 1 thread 68.5 -> 70.1 tok/s.
       float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
       for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
-        if (fns.pv_block_f16(n, hd, vr, hd, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
+        if (nq > 1 && fns.pv_block_f16(n, hd, vr, hd, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
         fns.pv_f16(n, hd, vr, hd, sg + t, nq, ld, ob);
       });
     }
