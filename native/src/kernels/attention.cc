@@ -156,7 +156,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       // same bits). 2-vCPU Zen 3, bench.attention 14 heads over 2 KV heads, cache cold, 1 thread,
       // medians of 5 alternating rounds: 300 positions 31.0 -> 29.9 µs, 1024 101.0 -> 96.6, 2048
       // 211.7 -> 196.2 (2 threads level); 0.5B Q4_0 decode at 1536 positions, same-process A/B,
-      // 1 thread 68.5 -> 70.1 tok/s.
+      // 1 thread 68.5 -> 70.1 tok/s. One query head has no block to share: pv_f16 (pv_one).
       float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
       for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
         if (nq > 1 && fns.pv_block_f16(n, hd, vr, hd, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
