@@ -8,10 +8,8 @@
 #include "bench/js_args.h"
 #include "bench/kernels_bench.h"
 #include "bench/memory.h"
-#include "model/kv_cache.h"
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <string>
 
@@ -140,9 +138,7 @@ Napi::Value AttentionJs(const Napi::CallbackInfo& info) {
   spec.kv_heads = static_cast<int64_t>(js_number(o, fn, "kvHeads", 8, 1, 1024, true));
   spec.head_dim = static_cast<int64_t>(js_number(o, fn, "headDim", 128, 1, 1024, true));
   spec.ring_bytes = static_cast<size_t>(js_number(o, fn, "ringBytes", 0, 0, kMaxBufferBytes, true));
-  // The cache is whole pages (bench_attention), K and V in f16.
-  const double pages = std::ceil(static_cast<double>(spec.kv_len) / static_cast<double>(KvCache::kPageTokens));
-  if (4.0 * pages * static_cast<double>(KvCache::kPageTokens) * static_cast<double>(spec.kv_heads * spec.head_dim) > kMaxBufferBytes)
+  if (attention_cache_bytes(static_cast<double>(spec.kv_len), static_cast<double>(spec.kv_heads), static_cast<double>(spec.head_dim)) > kMaxBufferBytes)
     throw Napi::RangeError::New(info.Env(), std::string(fn) + ": kvLen × kvHeads × headDim is too large");
   const std::vector<int> threads = js_int_list(o, fn, "threads", 1, 1024);
   const RunPlan plan = run_plan(o, fn);

@@ -196,6 +196,11 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
   return out;
 }
 
+double attention_cache_bytes(double kv_len, double kv_heads, double head_dim) {
+  const double page = static_cast<double>(KvCache::kPageTokens);
+  return 2.0 * std::ceil(kv_len / page) * page * kv_heads * head_dim * static_cast<double>(sizeof(uint16_t));
+}
+
 KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vector<int>& thread_counts,
                                   const RunPlan& plan, Disturber* disturber, DisturbMode mode,
                                   const CancelToken& cancel) {
@@ -217,8 +222,8 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   // the last page's upper heads were read past the copy's end (a crash at the ring's end).
   const int64_t page = KvCache::kPageTokens, kvrow = spec.kv_heads * spec.head_dim;
   const int64_t n_pages = (spec.kv_len + page - 1) / page;
-  const size_t page_b = static_cast<size_t>(page * kvrow) * sizeof(uint16_t);
-  const size_t cache_b = static_cast<size_t>(n_pages) * page_b;
+  const size_t cache_b = static_cast<size_t>(attention_cache_bytes(static_cast<double>(spec.kv_len), static_cast<double>(spec.kv_heads),
+                                                                   static_cast<double>(spec.head_dim))) / 2;  // K's pages (V's the same)
   const size_t one = round_up(2 * cache_b, kAlign);
   const int copies = copies_for(one, spec.ring_bytes);
   BigBuffer ring(one * static_cast<size_t>(copies));

@@ -53,6 +53,11 @@ struct AttentionBenchSpec {
   size_t ring_bytes = 0;
 };
 
+// Bytes of one copy of bench_attention's cache: K then V of one layer in whole KV pages (the
+// kernel addresses the last page as a whole page), f16. Double, so the caller can check a size
+// from JS numbers before it overflows.
+double attention_cache_bytes(double kv_len, double kv_heads, double head_dim);
+
 // One decode step (one query token attending to kv_len positions) of one layer's heads.
 KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vector<int>& thread_counts,
                                   const RunPlan& plan, Disturber* disturber, DisturbMode mode,
