@@ -38,14 +38,18 @@ function main(): void {
   const k = loadAddon<{ kernels: Kernels }>().kernels;
   // Groups as a decode step forms them: Q, K, V of one input (K and V a few row groups, so the
   // group's index space has padding between matrices when groups of 4 or 8 rows do not fill 16
-  // rows), gate and up, and a Q4_K_M-style mix of formats. Sizes on both sides of the 192 KiB
-  // under which a group runs on the calling thread alone.
+  // rows), gate and up, and a Q4_K_M-style mix of formats. Sizes on every side of the 192 KiB
+  // under which a group runs on the calling thread alone and of the 2 MiB under which it is cut
+  // once per thread (kernels/matmul.cc).
   const groups: { label: string; cols: number; items: { type: number; rows: number }[] }[] = [
     { label: 'Q4_0 Q/K/V 896 columns', cols: 896, items: [{ type: Q4_0, rows: 896 }, { type: Q4_0, rows: 128 }, { type: Q4_0, rows: 128 }] },
     { label: 'Q8_0 Q/K/V, K and V of 48 rows', cols: 512, items: [{ type: Q8_0, rows: 512 }, { type: Q8_0, rows: 48 }, { type: Q8_0, rows: 48 }] },
     { label: 'Q8_0 gate/up 4864 rows', cols: 896, items: [{ type: Q8_0, rows: 4864 }, { type: Q8_0, rows: 4864 }] },
     { label: 'Q4_K Q/K with Q6_K V (Q4_K_M)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_K, rows: 36 }, { type: Q6_K, rows: 36 }] },
     { label: 'Q4_0 with Q8_0 (one activation row, two arrangements)', cols: 512, items: [{ type: Q4_0, rows: 512 }, { type: Q8_0, rows: 64 }, { type: Q4_0, rows: 64 }] },
+    // Q4_K's row groups count in units of 4, Q4_0's in 2 (AVX2) or 1 (AVX-512): an index space of
+    // 258 or 257 groups, not a whole number of units, cut once per thread (small group).
+    { label: 'Q4_K with a 16-row Q4_0 (a group space that ends inside a unit)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_0, rows: 16 }] },
     { label: 'four small Q4_0 (inline)', cols: 256, items: [{ type: Q4_0, rows: 32 }, { type: Q4_0, rows: 64 }, { type: Q4_0, rows: 32 }, { type: Q4_0, rows: 16 }] },
   ];
   const cases: GemvGroupCase[] = [];

@@ -19,6 +19,18 @@ namespace {
 // 0.5B K projection took 11-17 µs against 5-6 µs in one piece (bench.matmul, 128 x 896 Q4_0).
 constexpr size_t kInlineDecodeBytes = 192 << 10;
 
+// A decode GEMV group smaller than this is cut once, into one contiguous run of row groups per
+// thread, rather than handed out in tapering claims: every claim starts its two weight streams
+// and their prefetch over again at a new address, and a small matrix is over before they run at
+// DRAM speed. bench.matmul, 2 threads, cold (256 MiB ring), medians of 8 alternating rounds on the
+// 2-vCPU Zen 3: 896 x 896 Q4_0 39.4 -> 30.9 µs, 1152 x 896 (the 0.5B shape's Q, K and V) 39.8 ->
+// 28.2 µs. Same-process A/B of the model at 2 threads, both load orders (the first model loaded
+// runs a few % faster, so one order alone misleads): 0.5B Q4_0 +9.7 / +7.5 % (cut below 1 MiB),
+// Q8_0 +10.0 / +1.4 %, Q4_K_M +11.4 / +16.1 % (cut below 2 MiB). Cutting the 1.3B shape's
+// 2.36 MB matrices too measured no gain either way (0.94 / 1.06), so the bigger ones keep the
+// claims, which also let a thread that starts late take less.
+constexpr size_t kOneCutDecodeBytes = 2 << 20;
+
 // Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
 // multiple of `unit`; one chunk at one thread. (The packed GEMVs' claims start at this size and
 // shrink toward the end, TaperedCounter.) Claims that shrink from a full share (each thread
@@ -191,6 +203,17 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
   // Claims of at least 4 groups: the GEMV reads four groups side by side (gemm_tile_dispatch.h:
   // chunks of 3 groups of 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0
   // at 2 threads; tapering to 2 groups measured 187 -> 171 tok/s, same-process A/B).
+  if (bytes < kOneCutDecodeBytes) {
+    // Thread ith's run: [ith · share, (ith + 1) · share) in whole units (no cache line of y split;
+    // both divisions round up, so the last run reaches `total` even when it is not a whole unit).
+    const int64_t units = (total + unit - 1) / unit;
+    const int64_t share = (units + nth - 1) / nth * unit;
+    pool.run([&](int ith, int) {
+      const int64_t g0 = std::min(total, ith * share), g1 = std::min(total, g0 + share);
+      if (g0 < g1) run_range(g0, g1);
+    });
+    return;
+  }
   const int64_t taper_unit = std::max<int64_t>(4, unit);
   TaperedCounter counter(total, decode_chunk(total, taper_unit, nth), taper_unit, nth);
   pool.run([&](int, int) {
