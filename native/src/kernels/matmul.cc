@@ -34,8 +34,9 @@ constexpr size_t kOneCutDecodeBytes = 2 << 20;
 // Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
 // multiple of `unit`; one chunk at one thread. (The packed GEMVs' claims start at this size and
 // shrink toward the end, TaperedCounter.) Claims that shrink from a full share (each thread
-// streaming one long run of rows) measured no faster on the 2-vCPU Zen 3, and a worker that is
-// descheduled right after claiming a half share holds the join for all of it, not a sixteenth.
+// streaming one long run of rows) measured no faster on the 2-vCPU Zen 3 over a whole model, and a
+// worker that is descheduled right after claiming a half share holds the join for all of it, not
+// a sixteenth; only groups under kOneCutDecodeBytes, where the restarts dominate, are cut once.
 int64_t decode_chunk(int64_t n, int64_t unit, int nth) {
   if (nth == 1) return n;
   const int64_t per = n / (nth * 8);
@@ -200,9 +201,6 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
     run_range(0, total);
     return;
   }
-  // Claims of at least 4 groups: the GEMV reads four groups side by side (gemm_tile_dispatch.h:
-  // chunks of 3 groups of 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0
-  // at 2 threads; tapering to 2 groups measured 187 -> 171 tok/s, same-process A/B).
   if (bytes < kOneCutDecodeBytes) {
     // Thread ith's run: [ith · share, (ith + 1) · share) in whole units (no cache line of y split;
     // both divisions round up, so the last run reaches `total` even when it is not a whole unit).
@@ -214,6 +212,9 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
     });
     return;
   }
+  // Claims of at least 4 groups: the GEMV reads four groups side by side (gemm_tile_dispatch.h:
+  // chunks of 3 groups of 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0
+  // at 2 threads; tapering to 2 groups measured 187 -> 171 tok/s, same-process A/B).
   const int64_t taper_unit = std::max<int64_t>(4, unit);
   TaperedCounter counter(total, decode_chunk(total, taper_unit, nth), taper_unit, nth);
   pool.run([&](int, int) {
