@@ -202,12 +202,13 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
     return;
   }
   if (bytes < kOneCutDecodeBytes) {
-    // Thread ith's run: [ith · share, (ith + 1) · share) in whole units (no cache line of y split;
-    // both divisions round up, so the last run reaches `total` even when it is not a whole unit).
+    // Thread ith's run: its split of the whole units (no cache line of y split); the last unit
+    // may be partial, so the runs end at `total`.
     const int64_t units = (total + unit - 1) / unit;
-    const int64_t share = (units + nth - 1) / nth * unit;
-    pool.run([&](int ith, int) {
-      const int64_t g0 = std::min(total, ith * share), g1 = std::min(total, g0 + share);
+    pool.run([&](int ith, int nth_run) {
+      int64_t u0, u1;
+      ThreadPool::split(units, ith, nth_run, &u0, &u1);
+      const int64_t g0 = std::min(total, u0 * unit), g1 = std::min(total, u1 * unit);
       if (g0 < g1) run_range(g0, g1);
     });
     return;
