@@ -6,6 +6,7 @@ import { readHparams, type ModelHparams } from '../model/hparams';
 import { createNativeModel } from '../native/model';
 import { defaultThreads, nativeConfig, PREFILL_BATCH } from './native-config';
 import { greedyPick } from './sampler';
+import { withInlineSteps } from './inline-steps';
 
 export interface BenchOptions {
   threads?: number;
@@ -20,6 +21,8 @@ export interface BenchOptions {
   probe?: (stage: 'loaded' | 'done') => void;
   /** Stops the run between steps (a cancelled profile). */
   signal?: AbortSignal;
+  /** As the engine's LoadOptions.inlineStepBudgetMs: the decode steps run where the engine's would. */
+  inlineStepBudgetMs?: number;
 }
 
 export interface BenchResult {
@@ -62,10 +65,13 @@ export async function benchModel(path: string, opts: BenchOptions): Promise<Benc
   if (!Number.isInteger(ctx) || ctx < needed) {
     throw new Error(`bench: context length ${ctx} is below the ${needed} positions a ${opts.promptTokens}-token prompt and ${opts.genTokens} decoded tokens need`);
   }
-  const model = createNativeModel(
-    path,
-    file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset })),
-    nativeConfig(file, hp, ctx, threads),
+  const model = withInlineSteps(
+    createNativeModel(
+      path,
+      file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset })),
+      nativeConfig(file, hp, ctx, threads),
+    ),
+    opts.inlineStepBudgetMs,
   );
   try {
     const kvBytes = kvCacheBytes(hp, ctx);

@@ -14,6 +14,7 @@ import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
 import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
 import { planExecution } from './execution';
+import { withInlineSteps, type InlineSteps } from './inline-steps';
 import { BatchReplanned, grownBatch, grownWorkload, isMemoryRefusal, monotonicNs, replanFor, type ReplanEvent } from './replan';
 import { parseWorkload } from '../plan/api';
 import type { Workload } from '../cost/types';
@@ -78,13 +79,16 @@ export class Engine {
   private maxSequences = 1;
   /** How the user sets the context on the surface that loaded this engine (named in errors). */
   private readonly contextFlag: string;
+  /** Which short steps run on the JS thread: the budget (settable) and the counts of each choice. */
+  readonly inlineSteps: InlineSteps;
 
-  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel, contextLength: number, execution: ExecutionInfo, onFallback?: (reason: string) => void, contextOption = '--ctx', onReplan?: LoadOptions['onReplan']) {
+  private constructor(file: GgufFile, hp: ModelHparams, tokenizer: Tokenizer, native: NativeModel & { inlineSteps: InlineSteps }, contextLength: number, execution: ExecutionInfo, onFallback?: (reason: string) => void, contextOption = '--ctx', onReplan?: LoadOptions['onReplan']) {
     this.contextFlag = contextOption;
     this.file = file;
     this.hparams = hp;
     this.tokenizer = tokenizer;
     this.native = native;
+    this.inlineSteps = native.inlineSteps;
     this.summary = summarizeModel(file, { contextLength, hparams: hp });
     this.execution = execution;
     this.onFallback = onFallback;
@@ -111,7 +115,8 @@ export class Engine {
     progress(0.4, 'mapping weights');
     const config = { ...nativeConfig(file, hp, contextLength, threads), ...(opts.maxSequences !== undefined ? { maxSequences: opts.maxSequences } : {}) };
     const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
-    const native = createNativeModel(path, tensors, config);
+    if (opts.inlineStepBudgetMs !== undefined && !(opts.inlineStepBudgetMs >= 0)) throw new EngineError(`inlineStepBudgetMs must be a non-negative number of ms, got ${opts.inlineStepBudgetMs}`);
+    const native = withInlineSteps(createNativeModel(path, tensors, config), opts.inlineStepBudgetMs);
     let execution: ExecutionInfo;
     let deviceOf: NativeDevice | null = null;
     let bySequence = 0;

@@ -51,6 +51,11 @@ export interface LoadOptions extends ExecutionOptions {
   /** Sequences with their own KV that one step may carry (multi-sequence steps); default 1. */
   maxSequences?: number;
   /**
+   * Short steps whose last one took at most this many ms run on the JS thread instead of a worker
+   * thread (engine/runtime/inline-steps.ts; default INLINE_STEP_BUDGET_MS, 0: always the worker).
+   */
+  inlineStepBudgetMs?: number;
+  /**
    * Measured feedback (engine/runtime/feedback.ts): executed steps' per-op times fold into a
    * running correction of the profile's costs. On when the engine has a profile to predict with
    * (its device plan's, `feedback.profile`, or a `hardware` object); false: off.
