@@ -71,12 +71,18 @@ test('matmul rejects sizes that do not match the buffers', () => {
   assert.throws(() => k.matmul(GgmlType.Q8_0, new Uint8Array(34), 1, 33, new Float32Array(33), 1, 1), /block size/);
 });
 
-test('rmsnorm matches the definition', () => {
-  const x = rand(96, 5), w = rand(96, 6);
-  const y = nativeKernels().rmsnorm(x, w, 1e-5);
-  const ms = x.reduce((s, v) => s + v * v, 0) / x.length;
-  const scale = 1 / Math.sqrt(ms + 1e-5);
-  for (let i = 0; i < x.length; i++) assert.ok(Math.abs(y[i]! - x[i]! * scale * w[i]!) < 1e-5);
+test('rmsnorm matches the definition (whole vectors, a tail, a model-sized row)', () => {
+  // 96: whole vectors of every ISA; 37 and 4861: tails past the last vector; 896: the 0.5B width.
+  for (const n of [96, 37, 896, 4861]) {
+    const x = rand(n, 5), w = rand(n, 6);
+    const y = nativeKernels().rmsnorm(x, w, 1e-5);
+    const ms = x.reduce((s, v) => s + v * v, 0) / x.length;
+    const scale = 1 / Math.sqrt(ms + 1e-5);
+    for (let i = 0; i < x.length; i++) {
+      const want = x[i]! * scale * w[i]!;
+      assert.ok(Math.abs(y[i]! - want) <= 1e-6 * Math.abs(want) + 1e-7, `n ${n} element ${i}: ${y[i]} against ${want}`);
+    }
+  }
 });
 
 test('rope: normal pairs adjacent dims, neox pairs halves; position 0 is the identity', () => {

@@ -127,6 +127,13 @@ void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void rmsnorm_scalar(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = w ? (x[i] * scale) * w[i] : x[i] * scale;
+}
+
 }  // namespace
 
 void fill_float_fns_scalar(FloatFns* f) {
@@ -143,6 +150,7 @@ void fill_float_fns_scalar(FloatFns* f) {
   f->max_f32 = max_f32_scalar;
   f->exp_sub_sum = exp_sub_sum_scalar;
   f->swiglu = swiglu_scalar;
+  f->rmsnorm = rmsnorm_scalar;
   f->argmax_finite = argmax_finite_scalar;
   f->scale_round_f16 = scale_round_f16_scalar;
   f->kq_block_f16 = kq_block_f16_none;

@@ -9,17 +9,7 @@
 
 namespace fulcrum {
 
-void rmsnorm_row(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
-  const float scale = 1.0f / std::sqrt(mean + eps);
-  if (w) {
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
-  }
-}
+void rmsnorm_row(const float* x, const float* w, float* y, int64_t n, float eps) { kernels::float_fns().rmsnorm(x, w, y, n, eps); }
 
 void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const RopeParams& p) {
   // θ advances by a constant factor per pair; computed the same way as llama.cpp (a running
