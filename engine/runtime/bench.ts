@@ -6,7 +6,7 @@ import { readHparams, type ModelHparams } from '../model/hparams';
 import { createNativeModel } from '../native/model';
 import { defaultThreads, nativeConfig, PREFILL_BATCH } from './native-config';
 import { greedyPick } from './sampler';
-import { withInlineSteps } from './inline-steps';
+import { inlineBudgetError, withInlineSteps } from './inline-steps';
 
 export interface BenchOptions {
   threads?: number;
@@ -65,6 +65,8 @@ export async function benchModel(path: string, opts: BenchOptions): Promise<Benc
   if (!Number.isInteger(ctx) || ctx < needed) {
     throw new Error(`bench: context length ${ctx} is below the ${needed} positions a ${opts.promptTokens}-token prompt and ${opts.genTokens} decoded tokens need`);
   }
+  const badBudget = inlineBudgetError(opts.inlineStepBudgetMs);
+  if (badBudget) throw new Error(`bench: ${badBudget}`);
   const model = withInlineSteps(
     createNativeModel(
       path,

@@ -14,7 +14,7 @@ import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
 import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
 import { planExecution } from './execution';
-import { withInlineSteps, type InlineSteps } from './inline-steps';
+import { inlineBudgetError, withInlineSteps, type InlineSteps } from './inline-steps';
 import { BatchReplanned, grownBatch, grownWorkload, isMemoryRefusal, monotonicNs, replanFor, type ReplanEvent } from './replan';
 import { parseWorkload } from '../plan/api';
 import type { Workload } from '../cost/types';
@@ -115,7 +115,8 @@ export class Engine {
     progress(0.4, 'mapping weights');
     const config = { ...nativeConfig(file, hp, contextLength, threads), ...(opts.maxSequences !== undefined ? { maxSequences: opts.maxSequences } : {}) };
     const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
-    if (opts.inlineStepBudgetMs !== undefined && !(opts.inlineStepBudgetMs >= 0)) throw new EngineError(`inlineStepBudgetMs must be a non-negative number of ms, got ${opts.inlineStepBudgetMs}`);
+    const badBudget = inlineBudgetError(opts.inlineStepBudgetMs);
+    if (badBudget) throw new EngineError(`inlineStepBudgetMs: ${badBudget}`);
     const native = withInlineSteps(createNativeModel(path, tensors, config), opts.inlineStepBudgetMs);
     let execution: ExecutionInfo;
     let deviceOf: NativeDevice | null = null;

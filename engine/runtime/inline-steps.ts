@@ -37,6 +37,11 @@ export interface InlineSteps {
   readonly stats: InlineStepStats;
 }
 
+/** Why `budgetMs` is not a budget (a caller checks before it creates the model), or undefined. */
+export function inlineBudgetError(budgetMs: number | undefined): string | undefined {
+  return budgetMs === undefined || budgetMs >= 0 ? undefined : `inline step budget must be a non-negative number of ms, got ${budgetMs}`;
+}
+
 /** One turn of the event loop: I/O callbacks and timers due now run first. */
 const turnOfEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -45,7 +50,8 @@ const turnOfEventLoop = (): Promise<void> => new Promise((resolve) => setImmedia
  * Everything else passes through; `inlineSteps` reads and sets the budget and counts the choices.
  */
 export function withInlineSteps(model: NativeModel, budgetMs = INLINE_STEP_BUDGET_MS): NativeModel & { inlineSteps: InlineSteps } {
-  if (!(budgetMs >= 0)) throw new RangeError(`inline step budget must be a non-negative number of ms, got ${budgetMs}`);
+  const bad = inlineBudgetError(budgetMs);
+  if (bad) throw new RangeError(bad);
   const stats: InlineStepStats = { inline: 0, worker: 0, lastShortMs: undefined };
   const control: InlineSteps = { budgetMs, stats };
   const inlineFor = (rows: number): boolean => rows <= INLINE_MAX_ROWS && stats.lastShortMs !== undefined && stats.lastShortMs <= control.budgetMs;

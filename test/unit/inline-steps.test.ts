@@ -11,6 +11,7 @@ import { createNativeModel } from '../../engine/native/model';
 import { nativeConfig } from '../../engine/runtime/native-config';
 import { argmax } from '../../engine/runtime/sampler';
 import { INLINE_MAX_ROWS, withInlineSteps } from '../../engine/runtime/inline-steps';
+import { Engine } from '../../engine/runtime/engine';
 import { withSyntheticQwen2 } from '../helpers/alone-logits';
 
 const CONTEXT = 96;
@@ -36,6 +37,24 @@ async function decode(model: ReturnType<typeof load>['model'], nVocab: number, s
     onStep?.();
   }
   return seen;
+}
+
+/**
+ * A model whose budget lets every short step run inline, with the prompt evaluated and one short
+ * step after it (on the worker: nothing was measured before it), so the next short step runs inline.
+ */
+async function withPrimedModel(check: (model: ReturnType<typeof load>['model'], out: Float32Array) => Promise<void>): Promise<void> {
+  await withSyntheticQwen2(async (file) => {
+    const { model, nVocab } = load(file, Number.MAX_VALUE);
+    try {
+      const out = new Float32Array(nVocab);
+      await model.evalAsync(Int32Array.from(prompt), 0, false, out);
+      await model.evalAsync(Int32Array.of(5), prompt.length, false, out);
+      await check(model, out);
+    } finally {
+      model.dispose();
+    }
+  });
 }
 
 test('inline steps give the worker thread\'s bits; the first short step and prompt chunks go to the worker', async () => {
@@ -86,50 +105,37 @@ test('the event loop gets a turn before every inline step', async () => {
 });
 
 test('a short step over the budget sends the next one to the worker; under it, back inline', async () => {
-  await withSyntheticQwen2(async (file) => {
-    const { model, nVocab } = load(file, Number.MAX_VALUE);
-    try {
-      const out = new Float32Array(nVocab);
-      await model.evalAsync(Int32Array.from(prompt), 0, false, out);
-      await model.evalAsync(Int32Array.of(5), prompt.length, false, out);
-      await model.evalAsync(Int32Array.of(6), prompt.length + 1, false, out);
-      const s = model.inlineSteps.stats;
-      assert.deepEqual([s.inline, s.worker], [1, 2]);
-      assert.ok(s.lastShortMs !== undefined && s.lastShortMs > 0);
-      model.inlineSteps.budgetMs = s.lastShortMs / 1e6;  // the last step took longer than this
-      await model.evalAsync(Int32Array.of(7), prompt.length + 2, false, out);
-      await model.evalAsync(Int32Array.of(8), prompt.length + 3, false, out);
-      assert.deepEqual([s.inline, s.worker], [1, 4], 'steps after one over the budget run on the worker');
-      model.inlineSteps.budgetMs = Number.MAX_VALUE;
-      await model.evalAsync(Int32Array.of(9), prompt.length + 4, false, out);
-      assert.deepEqual([s.inline, s.worker], [2, 4], 'under the budget again: inline');
-    } finally {
-      model.dispose();
-    }
+  await withPrimedModel(async (model, out) => {
+    await model.evalAsync(Int32Array.of(6), prompt.length + 1, false, out);
+    const s = model.inlineSteps.stats;
+    assert.deepEqual([s.inline, s.worker], [1, 2]);
+    assert.ok(s.lastShortMs !== undefined && s.lastShortMs > 0);
+    model.inlineSteps.budgetMs = s.lastShortMs / 1e6;  // the last step took longer than this
+    await model.evalAsync(Int32Array.of(7), prompt.length + 2, false, out);
+    await model.evalAsync(Int32Array.of(8), prompt.length + 3, false, out);
+    assert.deepEqual([s.inline, s.worker], [1, 4], 'steps after one over the budget run on the worker');
+    model.inlineSteps.budgetMs = Number.MAX_VALUE;
+    await model.evalAsync(Int32Array.of(9), prompt.length + 4, false, out);
+    assert.deepEqual([s.inline, s.worker], [2, 4], 'under the budget again: inline');
   });
 });
 
 test('a failing inline step rejects with the model\'s error and the model goes on', async () => {
-  await withSyntheticQwen2(async (file) => {
-    const { model, nVocab } = load(file, Number.MAX_VALUE);
-    try {
-      const out = new Float32Array(nVocab);
-      await model.evalAsync(Int32Array.from(prompt), 0, false, out);
-      await model.evalAsync(Int32Array.of(5), prompt.length, false, out);
-      const before = model.inlineSteps.stats.inline;
-      const step = model.evalAsync(Int32Array.of(5), CONTEXT + 10, false, out);
-      assert.ok(step instanceof Promise, 'an inline step still answers with a promise');
-      await assert.rejects(step, (e: Error) => /\b106\b|context|position/i.test(e.message));
-      assert.equal(model.inlineSteps.stats.inline, before + 1, 'the failing step ran inline');
-      await model.evalAsync(Int32Array.of(6), prompt.length + 1, false, out);
-      assert.ok(out.every(Number.isFinite));
-    } finally {
-      model.dispose();
-    }
+  await withPrimedModel(async (model, out) => {
+    const before = model.inlineSteps.stats.inline;
+    const step = model.evalAsync(Int32Array.of(5), CONTEXT + 10, false, out);
+    assert.ok(step instanceof Promise, 'an inline step still answers with a promise');
+    await assert.rejects(step, (e: Error) => /\b106\b|context|position/i.test(e.message));
+    assert.equal(model.inlineSteps.stats.inline, before + 1, 'the failing step ran inline');
+    await model.evalAsync(Int32Array.of(6), prompt.length + 1, false, out);
+    assert.ok(out.every(Number.isFinite));
   });
 });
 
-test('a budget that is not a non-negative number is refused by name', () => {
+test('a budget that is not a non-negative number is refused by name, before the engine loads anything', async () => {
   assert.throws(() => withInlineSteps({} as never, -1), /inline step budget must be a non-negative number of ms, got -1/);
   assert.throws(() => withInlineSteps({} as never, Number.NaN), /got NaN/);
+  await withSyntheticQwen2(async (file) => {
+    await assert.rejects(Engine.load(file, { threads: 1, contextLength: CONTEXT, inlineStepBudgetMs: -2 }), /inlineStepBudgetMs: inline step budget must be a non-negative number of ms, got -2/);
+  });
 });
