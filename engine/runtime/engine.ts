@@ -15,6 +15,7 @@ import { StopStringFilter } from './stop-strings';
 import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
 import { planExecution } from './execution';
 import { inlineBudgetError, withInlineSteps, type InlineSteps } from './inline-steps';
+import { withOverrides } from './model-overrides';
 import { BatchReplanned, grownBatch, grownWorkload, isMemoryRefusal, monotonicNs, replanFor, type ReplanEvent } from './replan';
 import { parseWorkload } from '../plan/api';
 import type { Workload } from '../cost/types';
@@ -223,15 +224,7 @@ export class Engine {
       this.afterEval(sampled, inputs.map((i) => ({ rows: i.tokens.length, context: i.startPos })), all ? inputs.reduce((n, i) => n + i.tokens.length, 0) : inputs.length);
       return r;
     };
-    return new Proxy(model, {
-      get: (target, prop) => {
-        if (prop === 'evalAsync') return evalAsync;
-        if (prop === 'evalBatchAsync') return evalBatchAsync;
-        const v = Reflect.get(target, prop, target) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-      set: (target, prop, value) => Reflect.set(target, prop, value, target),
-    });
+    return withOverrides(model, { evalAsync, evalBatchAsync });
   }
 
   /**
@@ -383,14 +376,7 @@ export class Engine {
       if (event) throw new BatchReplanned(event);
       return model.evalBatchAsync(inputs, all, outs);
     };
-    return new Proxy(model, {
-      get: (target, prop) => {
-        if (prop === 'evalBatchAsync') return evalBatchAsync;
-        const v = Reflect.get(target, prop, target) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-      set: (target, prop, value) => Reflect.set(target, prop, value, target),
-    });
+    return withOverrides(model, { evalBatchAsync });
   }
 
   /** Re-plans for a step of `sequences` sequences when the plan assumed fewer; the event when the placement moved. */
@@ -530,14 +516,7 @@ export class Engine {
         return model.evalAsync(tokens, pos, all, out);
       }
     };
-    return new Proxy(model, {
-      get: (target, prop) => {
-        if (prop === 'evalAsync') return evalWithFallback;
-        const v = Reflect.get(target, prop, target) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-      set: (target, prop, value) => Reflect.set(target, prop, value, target),
-    });
+    return withOverrides(model, { evalAsync: evalWithFallback });
   }
 
   /** Switches per-op timing of the forward pass on or off (and resets the counters). */

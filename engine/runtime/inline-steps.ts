@@ -12,6 +12,7 @@
 // and so does the first short step (nothing measured yet) and every step after one that ran
 // over the budget (a larger model, a device, a long context).
 import type { NativeModel } from '../native/model';
+import { withOverrides } from './model-overrides';
 
 /**
  * The longest a short step may last and still run inline, in ms. Long enough for the small
@@ -78,14 +79,5 @@ export function withInlineSteps(model: NativeModel, budgetMs = INLINE_STEP_BUDGE
     const inline = inlineFor(rows);
     return timed(rows, inline, () => (inline ? model.evalBatch(inputs, all, outs) : model.evalBatchAsync(inputs, all, outs)));
   };
-  return new Proxy(model, {
-    get: (target, prop) => {
-      if (prop === 'evalAsync') return evalAsync;
-      if (prop === 'evalBatchAsync') return evalBatchAsync;
-      if (prop === 'inlineSteps') return control;
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-    set: (target, prop, value) => Reflect.set(target, prop, value, target),
-  }) as NativeModel & { inlineSteps: InlineSteps };
+  return withOverrides(model, { evalAsync, evalBatchAsync, inlineSteps: control });
 }

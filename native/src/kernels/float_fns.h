@@ -39,8 +39,8 @@ struct FloatFns {
   // versions use the softmax exp above; relative error a few float ulps).
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   // y[i] = x[i] / sqrt(mean(x²) + eps) · w[i] (w null: no weight). The SIMD versions sum the
-  // squares in four vectors of float lanes and S's hsum tree (the scalar one in double, in order):
-  // a serial double sum is a chain of dependent adds, ~1 µs for a 896-wide row, 49 rows a token.
+  // squares as dot_f32(x, x) does (the scalar one in double, in order): a serial double sum is a
+  // chain of dependent adds, ~1 µs for a 896-wide row, 49 rows a token.
   void (*rmsnorm)(const float* x, const float* w, float* y, int64_t n, float eps);
   // Greedy sampling: the index of the largest of x[0..n), n ≥ 1, the first on ties; -1 when any
   // value is NaN or ±Inf (the caller then names the fault).

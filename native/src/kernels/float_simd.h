@@ -242,24 +242,11 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 template <class S>
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   constexpr int64_t L = S::L;
-  typename S::V s0 = S::zero(), s1 = s0, s2 = s0, s3 = s0;
-  int64_t i = 0;
-  for (; i + 4 * L <= n; i += 4 * L) {
-    const typename S::V a = S::load(x + i), b = S::load(x + i + L), c = S::load(x + i + 2 * L), d = S::load(x + i + 3 * L);
-    s0 = S::fmadd(a, a, s0);
-    s1 = S::fmadd(b, b, s1);
-    s2 = S::fmadd(c, c, s2);
-    s3 = S::fmadd(d, d, s3);
-  }
-  for (; i + L <= n; i += L) {
-    const typename S::V a = S::load(x + i);
-    s0 = S::fmadd(a, a, s0);
-  }
-  float sum = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
-  for (; i < n; ++i) sum += x[i] * x[i];
+  float sum;
+  dot_f32<S>(n, &sum, x, x);  // Σ x², in dot_f32's four vectors of lanes and S's hsum tree
   const float scale = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
   const typename S::V sc = S::set1(scale);
-  i = 0;
+  int64_t i = 0;
   if (w) {
     for (; i + L <= n; i += L) S::store(y + i, S::mul(S::mul(S::load(x + i), sc), S::load(w + i)));
     for (; i < n; ++i) y[i] = (x[i] * scale) * w[i];
