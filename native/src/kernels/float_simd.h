@@ -27,8 +27,9 @@ namespace kernels {
 namespace {
 
 // Software prefetch distance in K/V cache rows (rows are a whole cache row apart, page-sized
-// strides the hardware stride prefetcher gives up on).
-constexpr int64_t kAheadRows = 8;
+// strides the hardware stride prefetcher gives up on). 16 rather than 8 with decode's next-run
+// prefetch (attention.cc, for_page_segments_ahead, which has the measurements).
+constexpr int64_t kAheadRows = 16;
 
 template <class S>
 void dot_f32(int64_t n, float* out, const void* w, const void* x) {
@@ -175,8 +176,11 @@ inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float*
 // slower from DRAM (1040 and 618 µs cold): the staged conversion keeps more loads in flight.
 // 1.3B Q4_0 decode at 1024 positions, same-process A/B: 13.9 -> 14.0 tok/s at 1 thread,
 // 21.0 -> 21.8 at 2.
+// The pass over vectors c0.. prefetches pf_vectors of each row from c0: the first pass the whole
+// row, so the later passes over the run (a head of 128 values at AVX2) find their halves of the
+// rows in L1/L2 instead of starting a second stream from DRAM.
 template <class S>
-inline void pv_one(int64_t n, const uint16_t* v, int64_t vstride, const float* p, float* out, int64_t c0) {
+inline void pv_one(int64_t n, const uint16_t* v, int64_t vstride, const float* p, float* out, int64_t c0, int64_t pf_vectors) {
   constexpr int64_t L = S::L;
   constexpr int kVectorsPerLine = static_cast<int>(32 / L);
   typename S::V acc[8];
@@ -184,7 +188,7 @@ inline void pv_one(int64_t n, const uint16_t* v, int64_t vstride, const float* p
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* vr = v + t * vstride + L * c0;
     if (t + kAheadRows < n)
-      for (int c = 0; c < 8; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + L * c), _MM_HINT_T0);
+      for (int64_t c = 0; c < pf_vectors; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + L * c), _MM_HINT_T0);
     const typename S::V a = S::set1(p[t]);
     for (int c = 0; c < 8; ++c) acc[c] = S::fmadd(a, S::load_h(vr + L * c), acc[c]);
   }
@@ -210,7 +214,7 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
   const int64_t nc = hd / L;
   if (nq == 1 && nc % 8 == 0) {
     // One query head: 8 accumulators a pass, each V vector converted where its FMA takes it.
-    for (int64_t c0 = 0; c0 < nc; c0 += 8) pv_one<S>(n, v, vstride, p, out, c0);
+    for (int64_t c0 = 0; c0 < nc; c0 += 8) pv_one<S>(n, v, vstride, p, out, c0, c0 == 0 ? nc : 0);
     return;
   }
   for (int64_t c0 = 0; c0 < nc; c0 += 4) {
