@@ -36,45 +36,34 @@ inline void shape_scores(const AttentionShape& s, float* row, int64_t n_row) {
     for (int64_t t = 0; t < n_row - s.window; ++t) row[t] = -std::numeric_limits<float>::infinity();
 }
 
+// Decode's rows of the next run fetched ahead: as many as the kernels prefetch ahead within a
+// run (kAheadRows), so the stream of rows does not stop at a page's end.
+constexpr int64_t kNextRunRows = 16;
+
 // Calls fn(t, n, k, v) for each run [t, t + n) of positions [t0, t1) that lies in one page, in
 // position order; k and v point at KV head g's K and V rows of position t (head_dim values per
 // row, the run's rows consecutive).
+//
+// Decode passes `ahead`, the page table (K's or V's) its kernel reads: before each run, the first
+// rows of the same head's run in the next page are prefetched. The kernels prefetch only within a
+// run, so each new run (64 positions of one head: 8 KiB of K at a head size of 64) began with
+// demand misses. 2-vCPU Zen 3, bench.attention cold (128 MiB ring), medians of 5 alternating
+// rounds, with the kernels' prefetch distance 8 -> 16 rows and the one-head V pass fetching whole
+// rows (float_simd.h): 16 heads of 128 over 16 KV heads, 1536 positions 1690.8 -> 1531.5 µs at
+// 1 thread, 929.4 -> 856.6 at 2; 280 positions 325.3 -> 277.0 and 223.6 -> 190.6; 14 heads of 64
+// over 2, 1536 positions 240.9 -> 214.3 and 123.2 -> 114.5, 280 positions 46.8 -> 41.2 and
+// 31.2 -> 27.7. (Prefill's blocked kernels compute long enough per run not to wait on it.)
 template <class F>
-inline void for_page_segments(const KvPages& kv, int64_t g, int64_t hd, int64_t t0, int64_t t1, F&& fn) {
+inline void for_page_segments(const KvPages& kv, int64_t g, int64_t hd, int64_t t0, int64_t t1, F&& fn,
+                              const uint16_t* const* ahead = nullptr) {
   const int64_t P = kv.page_tokens;
   for (int64_t t = t0; t < t1;) {
     const int64_t p = t / P, off = t - p * P;
     const int64_t n = std::min(t1 - t, P - off);
     const int64_t at = (g * P + off) * hd;
-    fn(t, n, kv.k[p] + at, kv.v[p] + at);
-    t += n;
-  }
-}
-
-// Decode's rows of the next run fetched ahead (for_page_segments_ahead): as many as the kernels
-// prefetch ahead within a run (kAheadRows), so the stream of rows does not stop at a page's end.
-constexpr int64_t kNextRunRows = 16;
-
-// for_page_segments for decode: before each run, the first rows of the same head's run in the
-// next page are prefetched from `pages` (the K or the V page table, whichever the run's kernel
-// reads). The kernels prefetch only within a run, so each new run (64 positions, one head: 8 KiB
-// of K at a head size of 64) began with demand misses. 2-vCPU Zen 3, bench.attention cold
-// (128 MiB ring), medians of 5 alternating rounds, with the kernels' prefetch distance 8 -> 16
-// rows and the one-head V pass fetching whole rows (float_simd.h): 16 heads of 128 over 16 KV
-// heads, 1536 positions 1690.8 -> 1531.5 µs at 1 thread, 929.4 -> 856.6 at 2; 280 positions
-// 325.3 -> 277.0 and 223.6 -> 190.6; 14 heads of 64 over 2, 1536 positions 240.9 -> 214.3 and
-// 123.2 -> 114.5, 280 positions 46.8 -> 41.2 and 31.2 -> 27.7.
-template <class F>
-inline void for_page_segments_ahead(const KvPages& kv, const uint16_t* const* pages, int64_t g, int64_t hd, int64_t t0, int64_t t1,
-                                    F&& fn) {
-  const int64_t P = kv.page_tokens;
-  for (int64_t t = t0; t < t1;) {
-    const int64_t p = t / P, off = t - p * P;
-    const int64_t n = std::min(t1 - t, P - off);
-    const int64_t at = (g * P + off) * hd;
-    if (t + n < t1) {
+    if (ahead && t + n < t1) {
       const int64_t rows = std::min({kNextRunRows, P, t1 - t - n});
-      const char* next = reinterpret_cast<const char*>(pages[p + 1] + g * P * hd);
+      const char* next = reinterpret_cast<const char*>(ahead[p + 1] + g * P * hd);
       for (int64_t b = 0; b < rows * hd * static_cast<int64_t>(sizeof(uint16_t)); b += 64) __builtin_prefetch(next + b, 0, 3);
     }
     fn(t, n, kv.k[p] + at, kv.v[p] + at);
@@ -169,9 +158,9 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       if (nq <= 0) continue;
       const int64_t h0 = g * group + j0;
       float* sg = sc.scores.data() + h0 * ld;
-      for_page_segments_ahead(kv, kv.k, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t* kr, const uint16_t*) {
-        fns.kq_f16(n, hd, kr, hd, qf + h0 * hd, nq, s.scale, sg + t, ld);
-      });
+      for_page_segments(
+          kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t* kr, const uint16_t*) { fns.kq_f16(n, hd, kr, hd, qf + h0 * hd, nq, s.scale, sg + t, ld); },
+          kv.k);
       for (int64_t j = 0; j < nq; ++j) {
         float* sj = sg + j * ld;
         shape_scores(s, sj, n_kv);
@@ -189,10 +178,13 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       // 211.7 -> 196.2 (2 threads level); 0.5B Q4_0 decode at 1536 positions, same-process A/B,
       // 1 thread 68.5 -> 70.1 tok/s. One query head has no block to share: pv_f16 (pv_one).
       float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
-      for_page_segments_ahead(kv, kv.v, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
-        if (nq > 1 && fns.pv_block_f16(n, hd, vr, hd, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
-        fns.pv_f16(n, hd, vr, hd, sg + t, nq, ld, ob);
-      });
+      for_page_segments(
+          kv, g, hd, 0, n_kv,
+          [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
+            if (nq > 1 && fns.pv_block_f16(n, hd, vr, hd, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
+            fns.pv_f16(n, hd, vr, hd, sg + t, nq, ld, ob);
+          },
+          kv.v);
     }
   });
 }
