@@ -36,23 +36,23 @@ inline void shape_scores(const AttentionShape& s, float* row, int64_t n_row) {
     for (int64_t t = 0; t < n_row - s.window; ++t) row[t] = -std::numeric_limits<float>::infinity();
 }
 
-// Decode's rows of the next run fetched ahead: as many as the kernels prefetch ahead within a
-// run (kAheadRows), so the stream of rows does not stop at a page's end.
-constexpr int64_t kNextRunRows = 16;
-
 // Calls fn(t, n, k, v) for each run [t, t + n) of positions [t0, t1) that lies in one page, in
 // position order; k and v point at KV head g's K and V rows of position t (head_dim values per
 // row, the run's rows consecutive).
 //
 // Decode passes `ahead`, the page table (K's or V's) its kernel reads: before each run, the first
-// rows of the same head's run in the next page are prefetched. The kernels prefetch only within a
-// run, so each new run (64 positions of one head: 8 KiB of K at a head size of 64) began with
-// demand misses. 2-vCPU Zen 3, bench.attention cold (128 MiB ring), medians of 5 alternating
-// rounds, with the kernels' prefetch distance 8 -> 16 rows and the one-head V pass fetching whole
-// rows (float_simd.h): 16 heads of 128 over 16 KV heads, 1536 positions 1690.8 -> 1531.5 µs at
-// 1 thread, 929.4 -> 856.6 at 2; 280 positions 325.3 -> 277.0 and 223.6 -> 190.6; 14 heads of 64
-// over 2, 1536 positions 240.9 -> 214.3 and 123.2 -> 114.5, 280 positions 46.8 -> 41.2 and
-// 31.2 -> 27.7. (Prefill's blocked kernels compute long enough per run not to wait on it.)
+// kKvAheadRows rows of the same head's run in the next page are prefetched, as far ahead as the
+// kernels prefetch within a run, so the stream does not stop at a page's end. The kernels
+// prefetch only within a run, so each new run (64 positions of one head: 8 KiB of K at a head size
+// of 64) began with demand misses. 2-vCPU Zen 3, bench.attention cold (128 MiB ring), medians of
+// 5 alternating rounds, with the kernels' prefetch distance 8 -> 16 rows and the one-head V pass
+// fetching whole rows (float_simd.h): 16 heads of 128 over 16 KV heads, 1536 positions 1690.8 ->
+// 1531.5 µs at 1 thread, 929.4 -> 856.6 at 2; 280 positions 325.3 -> 277.0 and 223.6 -> 190.6;
+// 14 heads of 64 over 2, 1536 positions 240.9 -> 214.3 and 123.2 -> 114.5, 280 positions 46.8 ->
+// 41.2 and 31.2 -> 27.7. Prefill does not pass it: its blocked tiles do a block of tokens' work
+// per K and V row and wait on their arithmetic, not on the reads (0.5B, 1536-token prompt, a
+// throwaway build skipping one part: K tiles 52 % of its attention, V tiles 34 %, softmax 15 %;
+// the AVX2 K tile alone, from L1, runs at the same FMA rate as in the model).
 template <class F>
 inline void for_page_segments(const KvPages& kv, int64_t g, int64_t hd, int64_t t0, int64_t t1, F&& fn,
                               const uint16_t* const* ahead = nullptr) {
@@ -62,7 +62,7 @@ inline void for_page_segments(const KvPages& kv, int64_t g, int64_t hd, int64_t 
     const int64_t n = std::min(t1 - t, P - off);
     const int64_t at = (g * P + off) * hd;
     if (ahead && t + n < t1) {
-      const int64_t rows = std::min({kNextRunRows, P, t1 - t - n});
+      const int64_t rows = std::min({kernels::kKvAheadRows, P, t1 - t - n});
       const char* next = reinterpret_cast<const char*>(ahead[p + 1] + g * P * hd);
       for (int64_t b = 0; b < rows * hd * static_cast<int64_t>(sizeof(uint16_t)); b += 64) __builtin_prefetch(next + b, 0, 3);
     }

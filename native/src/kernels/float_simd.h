@@ -26,11 +26,6 @@ namespace fulcrum {
 namespace kernels {
 namespace {
 
-// Software prefetch distance in K/V cache rows (rows are a whole cache row apart, page-sized
-// strides the hardware stride prefetcher gives up on). 16 rather than 8 with decode's next-run
-// prefetch (attention.cc, for_page_segments_ahead, which has the measurements).
-constexpr int64_t kAheadRows = 16;
-
 template <class S>
 void dot_f32(int64_t n, float* out, const void* w, const void* x) {
   constexpr int64_t L = S::L;
@@ -142,8 +137,8 @@ inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* 
     for (int c = 0; c < CN; ++c) acc[j][c] = S::load(out + j * hd + L * (c0 + c));
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* vr = v + t * vstride + L * c0;
-    if (t + kAheadRows < n)
-      for (int c = 0; c < CN; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + L * c), _MM_HINT_T0);
+    if (t + kKvAheadRows < n)
+      for (int c = 0; c < CN; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kKvAheadRows * vstride + L * c), _MM_HINT_T0);
     typename S::V vv[CN];
     for (int c = 0; c < CN; ++c) vv[c] = S::load_h(vr + L * c);
     for (int j = 0; j < JN; ++j) {
@@ -187,8 +182,8 @@ inline void pv_one(int64_t n, const uint16_t* v, int64_t vstride, const float* p
   for (int c = 0; c < 8; ++c) acc[c] = S::load(out + L * (c0 + c));
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* vr = v + t * vstride + L * c0;
-    if (t + kAheadRows < n)
-      for (int64_t c = 0; c < pf_vectors; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kAheadRows * vstride + L * c), _MM_HINT_T0);
+    if (t + kKvAheadRows < n)
+      for (int64_t c = 0; c < pf_vectors; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kKvAheadRows * vstride + L * c), _MM_HINT_T0);
     const typename S::V a = S::set1(p[t]);
     for (int c = 0; c < 8; ++c) acc[c] = S::fmadd(a, S::load_h(vr + L * c), acc[c]);
   }
