@@ -66,10 +66,13 @@ test('after N executed steps the calibration moved toward the measured figures',
     assert.ok(found.some((d) => d.key === matmul && d.ratio < 0.75), `the disagreement was reported: ${found.map((d) => d.key).join(', ')}`);
 
     // The next steps, predicted with and without the correction: the corrected error is smaller.
+    // Per class, the typical step's |log(measured/predicted)| (the median over 12 steps, as the
+    // verdicts judge a window): one step descheduled by the host is an outlier of up to 10× in
+    // every class, and a sum over steps let a couple of those decide the test on a busy CI host.
     const fb = engine.measuredFeedback!;
-    const errors = { profile: 0, corrected: 0 };
+    const logRatios = new Map<string, number[]>();
     engine.setTracing(true);
-    for (let i = 0; i < 8; i++) {
+    for (let i = 0; i < 12; i++) {
       tokens.push(1 + (i * 37) % 500);
       await engine.logits(tokens);
       const t = engine.takeTrace();
@@ -81,14 +84,22 @@ test('after N executed steps the calibration moved toward the measured figures',
         x.m += s.measuredMs; x.p += s.predictedMs;
         sums.set(s.key, x);
       }
-      for (const [key, { m, p }] of sums) {
-        errors.profile += Math.abs(Math.log(m / p));
-        errors.corrected += Math.abs(Math.log(m / (p * (after.factors[key] ?? 1))));
-      }
+      for (const [key, { m, p }] of sums) logRatios.set(key, [...(logRatios.get(key) ?? []), Math.log(m / p)]);
     }
     engine.setTracing(false);
-    console.log(`  next 8 steps, summed |log(measured/predicted)| per class: profile ${errors.profile.toFixed(2)}, with the correction ${errors.corrected.toFixed(2)}; factors ${JSON.stringify(after.factors)}`);
-    assert.ok(errors.corrected < 0.5 * errors.profile, `log error with the correction ${errors.corrected.toFixed(2)} vs the profile's ${errors.profile.toFixed(2)}`);
+    const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2; };
+    const errors = { profile: 0, corrected: 0 };
+    const perClass: string[] = [];
+    for (const [key, xs] of logRatios) {
+      const shift = Math.log(after.factors[key] ?? 1);
+      const profileErr = median(xs.map((x) => Math.abs(x)));
+      const correctedErr = median(xs.map((x) => Math.abs(x - shift)));
+      errors.profile += profileErr;
+      errors.corrected += correctedErr;
+      perClass.push(`${key}: ${profileErr.toFixed(2)} -> ${correctedErr.toFixed(2)} (steps ${xs.map((x) => Math.exp(x).toFixed(3)).join(' ')})`);
+    }
+    console.log(`  next 12 steps, median |log(measured/predicted)| summed over classes: profile ${errors.profile.toFixed(2)}, with the correction ${errors.corrected.toFixed(2)}; factors ${JSON.stringify(after.factors)}`);
+    assert.ok(errors.corrected < 0.5 * errors.profile, `log error with the correction ${errors.corrected.toFixed(2)} vs the profile's ${errors.profile.toFixed(2)}; per class ${perClass.join('; ')}`);
 
     // The next plan uses it, and says so.
     const plan = planRequest({ model: MODEL, hardware: profile, workload: { batch: 1, prompt: 5, gen: 32 }, policy: 'cpu-only', correction: after });
