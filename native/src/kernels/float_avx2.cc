@@ -241,18 +241,36 @@ inline void kq_rows(const float* q, int64_t r0, int64_t rpt, int64_t qstride, in
 // 3 rows: their partial trees (4 × 3 registers) and two K vectors fit the 16 ymm registers.
 constexpr int64_t kKqRows = 3;
 
+// Positions go in runs of kKqRunFloats / hd (their 8-position blocks transposed side by side in
+// `work`, 16 KiB), and each row triple passes over the whole run, so its query values stay in L1
+// across the run's blocks. Block by block (as before), all the rows' query values (7 heads × a
+// block of query tokens: tens of KiB) came back from L2 for every 8 positions, one broadcast per
+// FMA. Same FMAs, same order within each score.
+constexpr int64_t kKqRunFloats = 4096;
+static_assert(kKqRunFloats <= kAttnWorkFloats, "a run's transposed blocks fit the scratch");
+
+// R rows [r0, r0 + R) over a run of len positions transposed at kt (block b at kt + 8·hd·b).
+template <int R>
+inline void kq_run(const float* q, int64_t r0, int64_t rpt, int64_t qstride, int64_t hd, const float* kt, int64_t len, float scale,
+                   float* scores, int64_t ld) {
+  for (int64_t b = 0; 8 * b < len; ++b)
+    kq_rows<R>(q, r0, rpt, qstride, hd, kt + b * 8 * hd, scale, scores + 8 * b, ld, len - 8 * b < 8 ? len - 8 * b : 8);
+}
+
 bool kq_block_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
                   int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
   if (hd % 8 != 0 || hd > 128) return false;  // kq_f16's own fallback order applies
-  for (int64_t t0 = 0; t0 < n; t0 += 8) {
-    const int64_t m = n - t0 < 8 ? n - t0 : 8;
-    transpose_k8(k + t0 * kstride, kstride, m, hd / 8, work);
+  const int64_t run = kKqRunFloats / hd;  // whole blocks of 8: hd is a multiple of 8
+  for (int64_t t0 = 0; t0 < n; t0 += run) {
+    const int64_t len = n - t0 < run ? n - t0 : run;
+    for (int64_t b = 0; 8 * b < len; ++b)
+      transpose_k8(k + (t0 + 8 * b) * kstride, kstride, len - 8 * b < 8 ? len - 8 * b : 8, hd / 8, work + b * 8 * hd);
     float* st = scores + t0;
     int64_t r = 0;
-    for (; r + kKqRows <= rows; r += kKqRows) kq_rows<3>(q, r, rpt, qstride, hd, work, scale, st, ld, m);
+    for (; r + kKqRows <= rows; r += kKqRows) kq_run<3>(q, r, rpt, qstride, hd, work, len, scale, st, ld);
     switch (rows - r) {
-      case 2: kq_rows<2>(q, r, rpt, qstride, hd, work, scale, st, ld, m); break;
-      case 1: kq_rows<1>(q, r, rpt, qstride, hd, work, scale, st, ld, m); break;
+      case 2: kq_run<2>(q, r, rpt, qstride, hd, work, len, scale, st, ld); break;
+      case 1: kq_run<1>(q, r, rpt, qstride, hd, work, len, scale, st, ld); break;
       default: break;
     }
   }
