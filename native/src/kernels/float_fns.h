@@ -67,8 +67,9 @@ struct FloatFns {
 };
 
 // Scratch floats the blocked attention kernels need: a transposed block of up to 32 K rows of up
-// to 256 values, or a block of V rows converted to f32 (kAttnVBlockFloats, 16 KiB: stays in L1
-// while every output row of the unit reads it).
+// to 256 values (AVX-512), a run of transposed 8-row K blocks (AVX2: kKqRunFloats, 16 KiB), or a
+// block of V rows converted to f32 (kAttnVBlockFloats, 16 KiB: stays in L1 while every output row
+// of the unit reads it).
 constexpr int64_t kAttnWorkFloats = 8192;
 constexpr int64_t kAttnVBlockFloats = 4096;
 
