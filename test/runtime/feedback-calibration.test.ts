@@ -11,6 +11,7 @@ import type { HardwareProfile } from '../../engine/hardware/types';
 import { planRequest } from '../../engine/plan/api';
 import { Engine } from '../../engine/runtime/engine';
 import { argmax } from '../../engine/runtime/sampler';
+import { median } from '../bench/bench-rounds';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
 const MODEL = sharedPath('models', 'stories260K.gguf');
@@ -87,7 +88,6 @@ test('after N executed steps the calibration moved toward the measured figures',
       for (const [key, { m, p }] of sums) logRatios.set(key, [...(logRatios.get(key) ?? []), Math.log(m / p)]);
     }
     engine.setTracing(false);
-    const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2; };
     const errors = { profile: 0, corrected: 0 };
     const perClass: string[] = [];
     for (const [key, xs] of logRatios) {
