@@ -301,14 +301,21 @@ void kq_lanes(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int
         for (int c = 0; c < NC; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(kr + L * kstride + L * c), _MM_HINT_T0);
       for (int c = 0; c < NC; ++c) S::store(kf + i * hd + L * c, i < m ? S::load_h(kr + L * c) : S::zero());
     }
+    // The block read through a pointer the compiler cannot see is kf: otherwise it holds the
+    // block's L·NC vectors (invariant across the heads) in registers, which do not fit, and copies
+    // the whole block to spill slots every block. 2-vCPU Zen 3, 7 heads over one KV head of 1536
+    // positions at a head size of 64, hot, medians of 400: 31.7 -> 29.1 µs (with full blocks
+    // stored plainly, store_first: 24.5).
+    const float* kb = kf;
+    __asm__("" : "+r"(kb));
     for (int64_t j = 0; j < nq; ++j) {
       const float* qj = q + j * hd;
       typename S::V acc[L];
       const typename S::V q0 = S::load(qj);
-      for (int i = 0; i < L; ++i) acc[i] = S::mul(q0, S::load(kf + i * hd));
+      for (int i = 0; i < L; ++i) acc[i] = S::mul(q0, S::load(kb + i * hd));
       for (int c = 1; c < NC; ++c) {
         const typename S::V qc = S::load(qj + L * c);
-        for (int i = 0; i < L; ++i) acc[i] = S::fmadd(qc, S::load(kf + i * hd + L * c), acc[i]);
+        for (int i = 0; i < L; ++i) acc[i] = S::fmadd(qc, S::load(kb + i * hd + L * c), acc[i]);
       }
       S::store_first(scores + j * ld + t0, S::mul(S::hsum_lanes(acc), vs), m);
     }
