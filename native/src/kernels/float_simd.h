@@ -301,11 +301,12 @@ void kq_lanes(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int
         for (int c = 0; c < NC; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(kr + L * kstride + L * c), _MM_HINT_T0);
       for (int c = 0; c < NC; ++c) S::store(kf + i * hd + L * c, i < m ? S::load_h(kr + L * c) : S::zero());
     }
-    // The block read through a pointer the compiler cannot see is kf: otherwise it holds the
-    // block's L·NC vectors (invariant across the heads) in registers, which do not fit, and copies
-    // the whole block to spill slots every block. 2-vCPU Zen 3, 7 heads over one KV head of 1536
-    // positions at a head size of 64, hot, medians of 400: 31.7 -> 29.1 µs (with full blocks
-    // stored plainly, store_first: 24.5).
+    // The heads read the block through a pointer the compiler cannot equate with kf. Otherwise,
+    // seeing the block unchanged across the heads, it loads its L·NC vectors once for all of
+    // them, cannot keep 64 vectors in registers, and copies the whole block to spill slots every
+    // block (the AVX-512 build did the same: 185 vector moves in kq_f16 against 39 now). 2-vCPU
+    // Zen 3, 7 heads over one KV head of 1536 positions at a head size of 64, hot, medians of
+    // 400: 31.7 -> 29.1 µs (24.5 with full blocks stored plainly, store_first).
     const float* kb = kf;
     __asm__("" : "+r"(kb));
     for (int64_t j = 0; j < nq; ++j) {
