@@ -42,8 +42,8 @@ import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, benchTypeByLabel, unsupporte
 import { alternationOrder, median } from './bench-rounds';
 import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
 import {
-  FLAG_LIMIT, flaggedFigures, MAX_REMEASURES, peerDeviation, previousEntry, readHistory, recordEntry, rowKey, shouldRemeasure,
-  type HistoryEntry, type HostId, type PeerFigure, type RowId,
+  FLAG_LIMIT, flaggedFigures, historyRange, MAX_REMEASURES, peerDeviation, previousEntry, readHistory, recordEntry, rowKey, shouldRemeasure, withinRange,
+  type HistoryEntry, type HistoryRange, type HostId, type PeerFigure, type RowId,
 } from './peer-history';
 import { formatPlacement, type PlacementSummary } from './thread-placement';
 
@@ -110,6 +110,8 @@ interface EngineRow {
 
 interface PeerCheck {
   previous?: HistoryEntry;
+  /** The row's figures on this host before this run (historyRange). */
+  range?: HistoryRange;
   /** The row's peer figure (median of the first rounds), then each re-measurement's figure. */
   measurements: PeerFigure[];
   /** Which figures of the first measurement were more than FLAG_LIMIT from the previous one. */
@@ -167,6 +169,15 @@ function againstPrevious(previous: HistoryEntry, now: PeerFigure): string {
   const d = peerDeviation(previous, now);
   return `prefill ${now.prompt_tokens_per_s.toFixed(1)} tok/s (${signedPct(d.prefill)}), decode ${now.gen_tokens_per_s.toFixed(2)} tok/s (${signedPct(d.decode)}) ` +
     `against ${previous.prompt_tokens_per_s.toFixed(1)} / ${previous.gen_tokens_per_s.toFixed(2)} of ${previous.date}`;
+}
+
+// Where a flagged figure sits in the peer's own spread on this host: left it, or back inside it.
+function againstRange(range: HistoryRange | undefined, now: PeerFigure): string {
+  if (!range) return 'no earlier figures on this host';
+  const w = withinRange(range, now);
+  const side = (inside: boolean) => (inside ? 'inside' : 'outside');
+  return `this host's ${range.figures} earlier figure(s): prefill ${range.prefill[0].toFixed(1)}-${range.prefill[1].toFixed(1)} (${side(w.prefill)}), ` +
+    `decode ${range.decode[0].toFixed(2)}-${range.decode[1].toFixed(2)} (${side(w.decode)})`;
 }
 
 const baseName = (p: string): string => p.slice(p.lastIndexOf('/') + 1);
@@ -253,11 +264,11 @@ async function main(): Promise<void> {
         if (peer) {
           const previous = previousEntry(history, host, rowId);
           const first = medianFigure(done['llama.cpp']);
-          const check: PeerCheck = { previous, measurements: [first], flagged: flaggedFigures(previous, first), still_flagged: false };
+          const check: PeerCheck = { previous, range: historyRange(history, host, rowId), measurements: [first], flagged: flaggedFigures(previous, first), still_flagged: false };
           while (shouldRemeasure(previous, check.measurements)) {
             const n = check.measurements.length;
             process.stdout.write(`!! PEER FLAG ${label}: llama.cpp ${againstPrevious(previous!, check.measurements[n - 1]!)}: ` +
-              `more than ${FLAG_LIMIT * 100} % away; re-measuring the row (${n} of ${MAX_REMEASURES})\n`);
+              `more than ${FLAG_LIMIT * 100} % away (${againstRange(check.range, check.measurements[n - 1]!)}); re-measuring the row (${n} of ${MAX_REMEASURES})\n`);
             const before = done['llama.cpp'].length;
             await measure(alternationOrder(1, true));
             check.measurements.push(medianFigure(done['llama.cpp'].slice(before)));
@@ -390,8 +401,8 @@ async function main(): Promise<void> {
     const changed = changes.length ? `; !! the peer changed since: ${changes.join(', ')}` : '';
     const hist = !c ? '' : !c.previous ? 'no previous figure for this row on this host'
       : c.flagged.length === 0 ? `previous ${c.previous.prompt_tokens_per_s.toFixed(1)} / ${c.previous.gen_tokens_per_s.toFixed(2)} tok/s (${c.previous.date}): within ${FLAG_LIMIT * 100} %`
-      : `!! FLAGGED (${c.flagged.join(', ')}): first ${againstPrevious(c.previous, c.measurements[0]!)}; re-measured ${c.measurements.slice(1).map(tokS).join('; ')}; ` +
-        `${c.still_flagged ? 'still away' : 'back within range'}`;
+      : `!! FLAGGED (${c.flagged.join(', ')}): first ${againstPrevious(c.previous, c.measurements[0]!)} (${againstRange(c.range, c.measurements[0]!)}); ` +
+        `re-measured ${c.measurements.slice(1).map(tokS).join('; ')}; ${c.still_flagged ? 'still away' : 'back within range'}`;
     const histLine = `${hist}${changed}`;
     lines.push(`${' '.repeat(head.length)} llama.cpp ${libNote} (node-llama-cpp ${l.node_llama_cpp ?? '?'}); runs ${runsOf(l)}`,
       `${' '.repeat(head.length)} llama.cpp threads: ${threadsOf(l)}`,

@@ -132,6 +132,32 @@ export function previousEntry(history: PeerHistory, host: HostId, row: RowId): H
   return entries?.[entries.length - 1];
 }
 
+/** The spread of a row's figures on one host: how many, and the lowest and highest of each. */
+export interface HistoryRange {
+  figures: number;
+  prefill: [number, number];
+  decode: [number, number];
+}
+
+/**
+ * The row's figures on this host so far (undefined without any). The flag compares with the
+ * previous figure only, as issue 25 asks; the range beside it tells a reader whether a flagged
+ * figure left the peer's usual spread on this host or came back into it after a slow run (on the
+ * 2-vCPU Zen 3 the peer's 0.5B Q8_0 1T decode spans 13.45-19.74 tok/s over 12 full tables).
+ */
+export function historyRange(history: PeerHistory, host: HostId, row: RowId): HistoryRange | undefined {
+  const entries = history.hosts[hostKey(host)]?.rows[rowKey(row)];
+  if (!entries?.length) return undefined;
+  const span = (f: (e: HistoryEntry) => number): [number, number] => [Math.min(...entries.map(f)), Math.max(...entries.map(f))];
+  return { figures: entries.length, prefill: span((e) => e.prompt_tokens_per_s), decode: span((e) => e.gen_tokens_per_s) };
+}
+
+/** Whether each figure lies within the range's lowest and highest (inclusive). */
+export function withinRange(range: HistoryRange, now: PeerFigure): { prefill: boolean; decode: boolean } {
+  const inside = (v: number, [lo, hi]: [number, number]) => v >= lo && v <= hi;
+  return { prefill: inside(now.prompt_tokens_per_s, range.prefill), decode: inside(now.gen_tokens_per_s, range.decode) };
+}
+
 /** Relative change of each figure against the previous one (+0.30: 30 % higher now). */
 export function peerDeviation(previous: PeerFigure, now: PeerFigure): { prefill: number; decode: number } {
   return {

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { flagsHash, parseCpuInfo } from '../bench/bench-host';
 import {
-  emptyHistory, flaggedFigures, HISTORY_FORMAT, hostKey, previousEntry, readHistory, recordEntry, rowKey, shouldRemeasure, validateHistory,
+  emptyHistory, flaggedFigures, HISTORY_FORMAT, historyRange, hostKey, previousEntry, readHistory, recordEntry, rowKey, shouldRemeasure, validateHistory,
+  withinRange,
   type HistoryEntry, type HostId, type RowId,
 } from '../bench/peer-history';
 
@@ -46,6 +47,22 @@ test('previous entry: the newest of the same row and host only', () => {
   assert.equal(previousEntry(h, { ...host, isa: 'avx2' }, row)?.date, 'c');
   assert.equal(previousEntry(h, host, { ...row, threads: 2 })?.date, 'd');
   assert.equal(previousEntry(h, { ...host, cpu: 'Intel Xeon' }, row), undefined);
+});
+
+test('history range: lowest and highest of the row on this host only; where a new figure sits', () => {
+  const h = emptyHistory();
+  assert.equal(historyRange(h, host, row), undefined);
+  recordEntry(h, host, row, entry(61.1, 13.65, 'a'));
+  recordEntry(h, host, row, entry(80.9, 19.74, 'b'));
+  recordEntry(h, host, row, entry(59.6, 15.49, 'c'));
+  recordEntry(h, host, { ...row, threads: 2 }, entry(500, 40, 'd'));
+  recordEntry(h, { ...host, isa: 'avx2' }, row, entry(10, 1, 'e'));
+  const r = historyRange(h, host, row)!;
+  assert.deepEqual(r, { figures: 3, prefill: [59.6, 80.9], decode: [13.65, 19.74] });
+  // A figure 26 % above the previous one (13.65) but inside the row's spread, and one below it.
+  assert.deepEqual(withinRange(r, { prompt_tokens_per_s: 59.9, gen_tokens_per_s: 17.24 }), { prefill: true, decode: true });
+  assert.deepEqual(withinRange(r, { prompt_tokens_per_s: 40, gen_tokens_per_s: 19.74 }), { prefill: false, decode: true });
+  assert.deepEqual(withinRange(r, { prompt_tokens_per_s: 80.9, gen_tokens_per_s: 25 }), { prefill: true, decode: false });
 });
 
 test('history keeps the newest entries of a row', () => {
