@@ -126,9 +126,14 @@ export function readHistory(file: string): PeerHistory {
   return validateHistory(data, file);
 }
 
+// This row's entries on this host, oldest first (undefined: none recorded).
+function rowEntries(history: PeerHistory, host: HostId, row: RowId): HistoryEntry[] | undefined {
+  return history.hosts[hostKey(host)]?.rows[rowKey(row)];
+}
+
 /** The newest entry for this row on this host, or undefined. */
 export function previousEntry(history: PeerHistory, host: HostId, row: RowId): HistoryEntry | undefined {
-  const entries = history.hosts[hostKey(host)]?.rows[rowKey(row)];
+  const entries = rowEntries(history, host, row);
   return entries?.[entries.length - 1];
 }
 
@@ -146,7 +151,7 @@ export interface HistoryRange {
  * 2-vCPU Zen 3 the peer's 0.5B Q8_0 1T decode spans 13.45-19.74 tok/s over 12 full tables).
  */
 export function historyRange(history: PeerHistory, host: HostId, row: RowId): HistoryRange | undefined {
-  const entries = history.hosts[hostKey(host)]?.rows[rowKey(row)];
+  const entries = rowEntries(history, host, row);
   if (!entries?.length) return undefined;
   const span = (f: (e: HistoryEntry) => number): [number, number] => [Math.min(...entries.map(f)), Math.max(...entries.map(f))];
   return { figures: entries.length, prefill: span((e) => e.prompt_tokens_per_s), decode: span((e) => e.gen_tokens_per_s) };
