@@ -63,7 +63,7 @@ export function createClient(extensionPath: string, output: vscode.LogOutputChan
       return {
         ...(settings.modelPath !== undefined ? { modelPath: settings.modelPath } : {}),
         ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
-        device: settings.device, policy: settings.policy, ...(settings.vram ? { vram: settings.vram } : {}),
+        device: settings.device, policy: settings.policy, kvFormat: settings.kvFormat, ...(settings.vram ? { vram: settings.vram } : {}),
         ...completionOptions(settings),
       };
     },

@@ -182,7 +182,7 @@ async function loadConfiguredModel(output: vscode.LogOutputChannel): Promise<voi
     const params: LoadModelParams = {
       path: settings.modelPath,
       ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
-      device: settings.device, policy: settings.policy, ...(settings.vram ? { vram: settings.vram } : {}),
+      device: settings.device, policy: settings.policy, kvFormat: settings.kvFormat, ...(settings.vram ? { vram: settings.vram } : {}),
     };
     await client.sendRequest<ModelSummary>(FulcrumRequests.loadModel, params);
   } catch (err) {

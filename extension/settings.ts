@@ -31,6 +31,8 @@ export interface FulcrumSettings {
   vram: string | undefined;
   /** The policy whose plan executes. */
   policy: string;
+  /** The KV cache's element format: 'F16', or 'Q8_0' (8-bit blocks of 32, 53 % of the memory; attention on the CPU). */
+  kvFormat: 'F16' | 'Q8_0';
   /** Remote completion server URL (llama-server, OpenAI-compatible, another Fulcrum); undefined: local. */
   endpoint: string | undefined;
   endpointKind: 'auto' | 'infill' | 'openai';
@@ -64,6 +66,7 @@ export function readSettings(): FulcrumSettings {
     device: (['auto', 'cpu', 'vulkan', 'loopback'] as const).find((d) => d === config.get<string>('execution.device', 'auto')) ?? 'auto',
     vram: config.get<string>('execution.vram', '').trim() || undefined,
     policy: config.get<string>('execution.policy', 'auto') || 'auto',
+    kvFormat: (['F16', 'Q8_0'] as const).find((f) => f === config.get<string>('execution.kvFormat', 'F16')) ?? 'F16',
     endpoint: config.get<string>('completions.endpoint', '').trim() || undefined,
     endpointKind: (['auto', 'infill', 'openai'] as const).find((k) => k === config.get<string>('completions.endpointKind', 'auto')) ?? 'auto',
     endpointToken: config.get<string>('completions.token', '') || undefined,

@@ -52,6 +52,9 @@ const testPatterns = [
   /^test\/parity\/step-exactness\.test\.ts$/,
   /^test\/unit\/swiglu\.test\.ts$/,
   /^test\/unit\/kv-cache\.test\.ts$/,
+  // The Q8_0 KV cache (its pages, kernels, shifts) and its placements on the loopback device.
+  /^test\/unit\/kv-q8_0\.test\.ts$/,
+  /^test\/parity\/placement-kv-q8_0\.test\.ts$/,
   // Moving KV positions and re-rotating keys (native shiftKv, issue 23).
   /^test\/unit\/kv-shift.*\.test\.ts$/,
   // Logits into the caller's arrays (eval's `out`): direct, gathered and staged copies, a detached array.

@@ -1,4 +1,5 @@
 // The shape of one CLI command, plus the small argument parser they share.
+import { KV_FORMATS, type KvFormat } from '../runtime/types';
 
 export interface CliCommand {
   /** Returns the process exit code. */
@@ -49,6 +50,21 @@ export function numberOption(args: ParsedArgs, name: string, fallback: number, m
   }
   return v;
 }
+
+/** `--kv-format f16|q8_0` (any case) as the engine's KvFormat; undefined when not given. */
+export function kvFormatOption(args: ParsedArgs): KvFormat | undefined {
+  const raw = args.options.get('kv-format');
+  if (raw === undefined) return undefined;
+  const format = KV_FORMATS.find((f) => f === raw.toUpperCase());
+  if (!format) throw new UsageError(`--kv-format must be one of ${KV_FORMATS.map((f) => f.toLowerCase()).join(', ')}, got '${raw}'`);
+  return format;
+}
+
+/** The usage lines of --kv-format, the same in every command that loads a model. */
+export const KV_FORMAT_USAGE = `  --kv-format F       the KV cache's format: f16 (default) or q8_0 (llama.cpp's -ctk/-ctv q8_0:
+                      K and V in 8-bit blocks of 32, 53 % of the memory and of what decode
+                      attention reads; attention then runs on the CPU, not a Vulkan device)
+`;
 
 /**
  * The one line that says where a loaded model executes: the device and why, the policy, the split.

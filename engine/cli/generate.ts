@@ -6,12 +6,12 @@ import { Engine } from '../runtime/engine';
 import { thisMachineProfile } from '../profile/profiler';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
 import { measuredChromeTrace } from '../runtime/trace';
-import { executionLine, numberOption, parseArgs, UsageError, type CliCommand } from './command';
+import { executionLine, KV_FORMAT_USAGE, kvFormatOption, numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
 const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
                         [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--stop TEXT]
                         [--device auto|cpu|vulkan|loopback] [--vram BYTES] [--policy NAME|auto] [--trace FILE]
-                        [--link GBPS] [--device-threads N]
+                        [--link GBPS] [--device-threads N] [--kv-format f16|q8_0]
 
   -n, --n-predict N    tokens to generate (default 128)
   --temp T             temperature; 0 = greedy (default 0.8)
@@ -32,14 +32,14 @@ const USAGE = `usage: fulcrum generate --model FILE --prompt TEXT [-n N] [--temp
   --trace FILE         write the measured per-op timeline (Chrome trace JSON, opens in Perfetto)
   --link GBPS          loopback link cap (default 0.4 × this machine's 1-thread copy bandwidth; 0 = none)
   --device-threads N   loopback kernel threads (default 1)
-`;
+${KV_FORMAT_USAGE}`;
 
 export const command: CliCommand = {
   async run(argv: string[]): Promise<number> {
     // -n is the one short option; map it to its long form before parsing.
     const args = parseArgs(
       argv.map((a) => (a === '-n' ? '--n-predict' : a)),
-      ['model', 'prompt', 'n-predict', 'temp', 'top-k', 'top-p', 'min-p', 'repeat-penalty', 'seed', 'threads', 'ctx', 'stop', 'device', 'vram', 'policy', 'trace', 'link', 'device-threads'],
+      ['model', 'prompt', 'n-predict', 'temp', 'top-k', 'top-p', 'min-p', 'repeat-penalty', 'seed', 'threads', 'ctx', 'stop', 'device', 'vram', 'policy', 'trace', 'link', 'device-threads', 'kv-format'],
       ['help'],
     );
     if (args.options.has('help')) {
@@ -58,6 +58,7 @@ export const command: CliCommand = {
     const vram = args.options.get('vram');
     const policy = args.options.get('policy');
     const tracePath = args.options.get('trace');
+    const kvFormat = kvFormatOption(args);
     // Every option is checked before the model loads: a typo must not cost a load (or a profile).
     const sampling = {
       ...(args.options.has('temp') ? { temperature: numberOption(args, 'temp', 0.8, 0, 100) } : {}),
@@ -75,6 +76,7 @@ export const command: CliCommand = {
       ...(threads !== undefined ? { threads: Math.floor(threads) } : {}),
       ...(ctx !== undefined ? { contextLength: Math.floor(ctx) } : {}),
       device,
+      ...(kvFormat !== undefined ? { kvFormat } : {}),
       ...(vramBytes !== undefined ? { vramBytes } : {}),
       ...(policy !== undefined ? { policy } : {}),
       ...(linkGBps !== undefined ? { linkGBps } : {}),

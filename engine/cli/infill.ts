@@ -5,10 +5,10 @@ import { Engine } from '../runtime/engine';
 import { thisMachineProfile } from '../profile/profiler';
 import { PromptBuilder } from '../completion/prompt';
 import { runCompletion } from '../completion/runner';
-import { numberOption, parseArgs, UsageError, type CliCommand } from './command';
+import { KV_FORMAT_USAGE, kvFormatOption, numberOption, parseArgs, UsageError, type CliCommand } from './command';
 
 const USAGE = `usage: fulcrum infill --model FILE --prefix TEXT [--suffix TEXT] [-n N] [--speculate K]
-                      [--threads N] [--ctx N] [--json]
+                      [--threads N] [--ctx N] [--kv-format f16|q8_0] [--json]
 
 Greedy fill-in-the-middle: prints the text the model puts between PREFIX and SUFFIX (raw: no
 completion rules applied), ending at the family's stop tokens or after N tokens.
@@ -17,13 +17,13 @@ completion rules applied), ending at the family's stop tokens or after N tokens.
                       the output is the same either way)
   --threads N         CPU threads (default: physical cores)
   --ctx N             context length (default min(training context, 4096))
-  --json              print {"text", "ids", "promptTokens", "format", ...} instead
+${KV_FORMAT_USAGE}  --json              print {"text", "ids", "promptTokens", "format", ...} instead
 `;
 
 export const command: CliCommand = {
   async run(argv: string[]): Promise<number> {
     const args = parseArgs(argv.map((a) => (a === '-n' ? '--n-predict' : a)),
-      ['model', 'prefix', 'suffix', 'n-predict', 'speculate', 'threads', 'ctx'], ['json', 'help']);
+      ['model', 'prefix', 'suffix', 'n-predict', 'speculate', 'threads', 'ctx', 'kv-format'], ['json', 'help']);
     if (args.options.has('help')) { process.stdout.write(USAGE); return 0; }
     const modelPath = args.options.get('model');
     if (!modelPath) throw new UsageError(`infill: --model FILE is required\n${USAGE}`);
@@ -34,9 +34,11 @@ export const command: CliCommand = {
     const speculate = Math.floor(numberOption(args, 'speculate', DEFAULT_SPECULATE, 0, 64));
     const threads = args.options.has('threads') ? Math.floor(numberOption(args, 'threads', 1, 1, 512)) : undefined;
     const ctx = args.options.has('ctx') ? Math.floor(numberOption(args, 'ctx', 1, 1, 1 << 22)) : undefined;
+    const kvFormat = kvFormatOption(args);
     const engine = await Engine.load(modelPath, {
       hardware: thisMachineProfile,
       ...(threads !== undefined ? { threads } : {}),
+      ...(kvFormat !== undefined ? { kvFormat } : {}),
       ...(ctx !== undefined ? { contextLength: ctx } : {}),
     });
     try {

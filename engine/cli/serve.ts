@@ -12,12 +12,12 @@ import { iterationLine } from '../runtime/scheduler/online';
 import { thisMachineProfile } from '../profile/profiler';
 import { PromptBuilder } from '../completion/prompt';
 import { DEVICE_CHOICES, type DeviceChoice } from '../runtime/devices';
-import { numberOption, parseArgs, UsageError, type CliCommand, executionLine } from './command';
+import { kvFormatOption, KV_FORMAT_USAGE, numberOption, parseArgs, UsageError, type CliCommand, executionLine } from './command';
 
 const USAGE = `usage: fulcrum serve --lsp --stdio
        fulcrum serve --http --model FILE [--port N] [--token T | --no-auth] [--parallel N]
                      [--ctx N] [--threads N] [--device D] [--vram BYTES] [--policy NAME] [--max-body BYTES] [--cors ORIGIN] [--cache-reuse]
-                     [--log-iterations]
+                     [--log-iterations] [--kv-format f16|q8_0]
 
 --lsp --stdio   the engine as a language server (LSP 3.18 inline completions plus fulcrum/*
                 requests) on stdin/stdout; model and threads come from initializationOptions
@@ -35,7 +35,7 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
                 prompts. The log shows each change of mode (two-batch, gpu-only, async-overlap)
                 with how many requests attended on the CPU
   --log-iterations  log every iteration's decision, not only changes of mode
-  --cache-reuse /infill requests with cache_prompt reuse the cached KV of text that moved (the
+${KV_FORMAT_USAGE}  --cache-reuse /infill requests with cache_prompt reuse the cached KV of text that moved (the
                 suffix after a keystroke, the cursor's prompt after new input_extra) at shifted
                 positions, keys re-rotated, as llama-server's --cache-reuse: fast, not bit-exact
   --cors O      let browser pages from origin O (or * for any) call the API: CORS headers and
@@ -47,7 +47,7 @@ const USAGE = `usage: fulcrum serve --lsp --stdio
 
 export const command: CliCommand = {
   async run(argv: string[]): Promise<number> {
-    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body', 'cors'], ['lsp', 'stdio', 'http', 'no-auth', 'help', 'cache-reuse', 'log-iterations']);
+    const args = parseArgs(argv, ['model', 'port', 'token', 'parallel', 'ctx', 'threads', 'device', 'vram', 'policy', 'max-body', 'cors', 'kv-format'], ['lsp', 'stdio', 'http', 'no-auth', 'help', 'cache-reuse', 'log-iterations']);
     if (args.options.has('help')) { process.stdout.write(USAGE); return 0; }
     if (args.positionals.length > 0) throw new UsageError(`serve: unexpected argument '${args.positionals[0]}'\n${USAGE}`);
     if (args.options.has('http')) return serveHttp(args);
@@ -77,11 +77,12 @@ async function serveHttp(args: ReturnType<typeof parseArgs>): Promise<number> {
   const maxBody = args.options.has('max-body') ? parseBytes(args.options.get('max-body')!, '--max-body') : 1 << 20;
   const token = args.options.has('no-auth') ? undefined : args.options.get('token') ?? randomBytes(18).toString('base64url');
   // Measured feedback: disagreements with the profile are logged here and re-measured in the background.
+  const kvFormat = kvFormatOption(args);
   const feedback = new ServerFeedback({ onLog: (m) => process.stderr.write(`fulcrum: ${m}\n`) });
   const feedbackOptions = feedback.options();
   const engine = await Engine.load(model, {
       hardware: thisMachineProfile, ...(feedbackOptions ? { feedback: feedbackOptions } : {}),
-    maxSequences: parallel, device,
+    maxSequences: parallel, device, ...(kvFormat !== undefined ? { kvFormat } : {}),
     ...(args.options.has('threads') ? { threads: Math.floor(numberOption(args, 'threads', 1, 1, 512)) } : {}),
     ...(args.options.has('ctx') ? { contextLength: Math.floor(numberOption(args, 'ctx', 1, 1, 1 << 22)) } : {}),
     ...(vram !== undefined ? { vramBytes: parseBytes(vram, '--vram') } : {}),

@@ -17,6 +17,9 @@ export interface ModelSummary {
   nVocab: number;
   /** Tensor type name -> count of tensors of that type. */
   tensorTypes: Record<string, number>;
+  /** The KV cache's element format the engine runs with ('F16', or 'Q8_0'). */
+  kvFormat: string;
+  /** KV cache bytes per position, every layer, in kvFormat. */
   kvBytesPerToken: number;
 }
 

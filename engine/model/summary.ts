@@ -4,23 +4,24 @@
 import { ggmlTypeName } from './ggml-types';
 import type { GgufFile, GgufTensorInfo } from './gguf/types';
 import { readHparams, type ModelHparams } from './hparams';
+import { formatBytesPerElement } from './shape';
 import type { LayerSummary, LayerTensorSummary, ModelSummary } from './summary-types';
 
 /** Default runtime context, as LoadOptions documents it: min(training context, 4096). */
 const DEFAULT_CONTEXT_CAP = 4096;
-/** K and V are cached as f16. */
-const KV_BYTES_PER_ELEMENT = 2;
 
 export interface SummaryOptions {
   /** The context the model will run with; default min(training context, 4096). */
   contextLength?: number;
   /** Hyperparameters already read (saves reading them twice). */
   hparams?: ModelHparams;
+  /** The KV cache's element format (a ggml type name, default 'F16'). */
+  kvFormat?: string;
 }
 
-/** K and V, f16, every layer: 2 × nLayers × nKvHeads × headDim × 2 bytes. */
-export function kvBytesPerToken(hp: Pick<ModelHparams, 'nLayers' | 'nKvHeads' | 'headDim'>): number {
-  return 2 * hp.nLayers * hp.nKvHeads * hp.headDim * KV_BYTES_PER_ELEMENT;
+/** K and V in `kvFormat` (default F16), every layer: 2 × nLayers × nKvHeads × headDim × bytes per element. */
+export function kvBytesPerToken(hp: Pick<ModelHparams, 'nLayers' | 'nKvHeads' | 'headDim'>, kvFormat = 'F16'): number {
+  return 2 * hp.nLayers * hp.nKvHeads * hp.headDim * formatBytesPerElement(kvFormat);
 }
 
 /** Tensor type name -> number of tensors of that type. */
@@ -50,7 +51,8 @@ export function summarizeModel(file: GgufFile, opts: SummaryOptions = {}): Model
     nFf: hp.nFf,
     nVocab: hp.nVocab,
     tensorTypes: tensorTypeCounts(file),
-    kvBytesPerToken: kvBytesPerToken(hp),
+    kvFormat: opts.kvFormat ?? 'F16',
+    kvBytesPerToken: kvBytesPerToken(hp, opts.kvFormat),
   };
 }
 

@@ -52,6 +52,8 @@ export interface NativeModelConfig {
   memoryLimitBytes?: number;
   /** Positions per KV cache page, in [8, 4096]; default 64 (native KvCache::kPageTokens). */
   kvPageTokens?: number;
+  /** The KV cache's element format (engine/runtime/types.ts ExecutionOptions.kvFormat); default 'F16'. */
+  kvFormat?: 'F16' | 'Q8_0';
   /** Sequences with their own KV that one step may carry (evalBatch); default 1. */
   maxSequences?: number;
 }
@@ -288,6 +290,8 @@ export interface NativeModel {
   readonly kvBytesReserved: number;
   /** Positions per KV cache page. */
   readonly kvPageTokens: number;
+  /** The KV cache's element format. */
+  readonly kvFormat: 'F16' | 'Q8_0';
   readonly disposed: boolean;
 }
 

@@ -3,6 +3,8 @@
 // ordinary ids (the text does not matter for speed; the same ids every run).
 import { readGguf } from '../model/gguf';
 import { readHparams, type ModelHparams } from '../model/hparams';
+import { formatBytesPerElement } from '../model/shape';
+import type { KvFormat } from './types';
 import { createNativeModel } from '../native/model';
 import { defaultThreads, nativeConfig, PREFILL_BATCH } from './native-config';
 import { greedyPick } from './sampler';
@@ -23,6 +25,8 @@ export interface BenchOptions {
   signal?: AbortSignal;
   /** As the engine's LoadOptions.inlineStepBudgetMs: the decode steps run where the engine's would. */
   inlineStepBudgetMs?: number;
+  /** The KV cache's format (LoadOptions.kvFormat); default F16. */
+  kvFormat?: KvFormat;
 }
 
 export interface BenchResult {
@@ -31,7 +35,7 @@ export interface BenchResult {
   threads: number;
   /** Process-wide peak resident set (getrusage maxRSS): meaningful when the bench runs alone in its process. */
   peak_rss_bytes: number;
-  /** KV cache positions and the cache's size in bytes (f16 keys and values). */
+  /** KV cache positions and the cache's size in bytes (keys and values in the cache's format). */
   context_length: number;
   kv_bytes: number;
   prompt_tokens: number;
@@ -51,9 +55,9 @@ export function benchTokens(n: number, nVocab: number, seed = 12345): number[] {
   });
 }
 
-/** Bytes of an f16 KV cache of `contextLength` positions: keys and values, every layer. */
-export function kvCacheBytes(hp: ModelHparams, contextLength: number): number {
-  return hp.nLayers * 2 * contextLength * hp.nKvHeads * hp.headDim * 2;
+/** Bytes of a KV cache of `contextLength` positions in `kvFormat` (default F16): keys and values, every layer. */
+export function kvCacheBytes(hp: ModelHparams, contextLength: number, kvFormat: KvFormat = 'F16'): number {
+  return hp.nLayers * 2 * contextLength * hp.nKvHeads * hp.headDim * formatBytesPerElement(kvFormat);
 }
 
 export async function benchModel(path: string, opts: BenchOptions): Promise<BenchResult> {
@@ -71,12 +75,12 @@ export async function benchModel(path: string, opts: BenchOptions): Promise<Benc
     createNativeModel(
       path,
       file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset })),
-      nativeConfig(file, hp, ctx, threads),
+      { ...nativeConfig(file, hp, ctx, threads), ...(opts.kvFormat && opts.kvFormat !== 'F16' ? { kvFormat: opts.kvFormat } : {}) },
     ),
     opts.inlineStepBudgetMs,
   );
   try {
-    const kvBytes = kvCacheBytes(hp, ctx);
+    const kvBytes = kvCacheBytes(hp, ctx, opts.kvFormat);
     // The executor's own count must agree, or the memory comparison would rest on a wrong size.
     if (model.kvBytes !== kvBytes) throw new Error(`${path}: executor KV cache is ${model.kvBytes} bytes, hparams give ${kvBytes}`);
     opts.probe?.('loaded');

@@ -12,7 +12,7 @@ import { createNativeModel, type NativeDeviceStats, type NativeModel, type Nativ
 import { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
-import type { ExecutionInfo, GenerateOptions, GenerateResult, LayerSummary, LoadOptions, ModelSummary, StopReason } from './types';
+import { KV_FORMATS, type ExecutionInfo, type GenerateOptions, type GenerateResult, type LayerSummary, type LoadOptions, type ModelSummary, type StopReason } from './types';
 import { planExecution } from './execution';
 import { inlineBudgetError, withInlineSteps, type InlineSteps } from './inline-steps';
 import { withOverrides } from './model-overrides';
@@ -35,7 +35,7 @@ export interface EngineSchedulerOptions extends SchedulerOptions {
   online?: LiveDeciderOptions & { off?: boolean };
 }
 import { StepFeedback, type SequenceStep } from './feedback';
-import { shapeFromGguf } from '../model/shape';
+import { formatBytesPerElement, shapeFromGguf } from '../model/shape';
 import { cpuForThreads } from './devices';
 import type { NativeCompiledOp } from '../native/model';
 
@@ -90,7 +90,7 @@ export class Engine {
     this.tokenizer = tokenizer;
     this.native = native;
     this.inlineSteps = native.inlineSteps;
-    this.summary = summarizeModel(file, { contextLength, hparams: hp });
+    this.summary = summarizeModel(file, { contextLength, hparams: hp, kvFormat: native.kvFormat });
     this.execution = execution;
     this.onFallback = onFallback;
     this.onReplan = onReplan;
@@ -114,7 +114,9 @@ export class Engine {
     const damaged = findNonFiniteTensors(file, { tensors: file.tensors.filter((t) => t.type === GgmlType.F32 || t.type === GgmlType.F16 || t.type === GgmlType.BF16), maxBytes: LOAD_CHECK_MAX_TENSOR_BYTES });
     if (damaged.length) throw new EngineError(`the model's weights hold non-finite numbers (NaN or Inf), so it cannot give meaningful output:\n${describeNonFinite(path, damaged)}`);
     progress(0.4, 'mapping weights');
-    const config = { ...nativeConfig(file, hp, contextLength, threads), ...(opts.maxSequences !== undefined ? { maxSequences: opts.maxSequences } : {}) };
+    const kvFormat = opts.kvFormat ?? 'F16';
+    if (!(KV_FORMATS as readonly string[]).includes(kvFormat)) throw new EngineError(`kvFormat must be one of ${KV_FORMATS.join(', ')}, got '${String(kvFormat)}'`);
+    const config = { ...nativeConfig(file, hp, contextLength, threads), ...(opts.maxSequences !== undefined ? { maxSequences: opts.maxSequences } : {}), ...(kvFormat !== 'F16' ? { kvFormat } : {}) };
     const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
     const badBudget = inlineBudgetError(opts.inlineStepBudgetMs);
     if (badBudget) throw new EngineError(`inlineStepBudgetMs: ${badBudget}`);
@@ -171,7 +173,7 @@ export class Engine {
     const hardware = this.execution.device !== 'cpu' && typeof planned === 'object' ? planned
       : given ? { ...given, cpu: cpuForThreads(given.cpu, threads) } : undefined;
     if (!hardware) return;
-    this.feedback = new StepFeedback(shapeFromGguf(this.file), hardware, opts.feedback || {});
+    this.feedback = new StepFeedback({ ...shapeFromGguf(this.file), kvFormat: this.model().kvFormat }, hardware, opts.feedback || {});
   }
 
   /** The running measured correction of this engine's profile (undefined when feedback is off). */
@@ -265,7 +267,7 @@ export class Engine {
       o.onIteration?.(r);
     };
     return liveDecider(model, params, this.execution.policy, {
-      device: model.deviceStats, kvBytesPerToken: this.bySequence * 2 * kvh * hd * 2, pageTokens: model.kvPageTokens,
+      device: model.deviceStats, kvBytesPerToken: this.bySequence * 2 * kvh * hd * formatBytesPerElement(model.kvFormat), pageTokens: model.kvPageTokens,
       maxSequences: this.maxSequences, stepRows: o.stepRows,
     }, { ...o, onIteration });
   }

@@ -25,6 +25,13 @@ export interface ExecutionSetup {
 
 export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions, maxSequences = 1, threads?: number): Promise<ExecutionSetup> {
   let choice = resolveDevice(opts.device ?? 'auto');
+  // The Vulkan attention shader reads F16 KV, and the planner places attention with the rest of a
+  // layer: a Q8_0 cache runs on the CPU. Asked for by name, the Vulkan device is refused instead.
+  if (choice.device === 'vulkan' && (opts.kvFormat ?? 'F16') !== 'F16') {
+    const why = `the Vulkan device's attention shader reads F16 KV, and kvFormat is ${opts.kvFormat}`;
+    if (opts.device === 'vulkan') throw new Error(`${why}: run the Vulkan device with kvFormat F16, or ${opts.kvFormat} on the CPU (device cpu)`);
+    choice = { device: 'cpu', reason: `${choice.reason}; ${why}, so the model runs on the CPU (kvFormat F16 plans the GPU's share)` };
+  }
   // 'auto' plans a found GPU's share with this machine's profile; a caller that gives none (a
   // library user, a test) gets the CPU, and is told why, rather than a profiling run it did not ask for.
   if (choice.device !== 'cpu' && (opts.device ?? 'auto') === 'auto' && opts.hardware === undefined) {
@@ -58,7 +65,7 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
     notes.push(`the device budget of ${sizeText(vramBytes)} does not cover the ${sizeText(workspaceBytes)} the executor reserves on the device (${RESERVE_HOLDS}), so no weight or KV can be placed there`);
   }
   const workload = opts.workload ?? { batch: 1, prompt: Math.max(1, Math.min(1024, Math.floor(contextLength / 2))), gen: Math.max(1, Math.min(64, contextLength - Math.min(1024, Math.floor(contextLength / 2)))), vramBytes };
-  const planParams = { model: shapeFromGguf(file), hardware, workload, policy: opts.policy ?? 'auto', ...(opts.correction ? { correction: opts.correction } : {}) };
+  const planParams = { model: { ...shapeFromGguf(file), kvFormat: opts.kvFormat ?? 'F16' }, hardware, workload, policy: opts.policy ?? 'auto', ...(opts.correction ? { correction: opts.correction } : {}) };
   const plan = planRequest(planParams);
   const lowered = lowerPlan(plan, hp.nLayers);
   const device: NativeDevice | null = !lowered.usesDevice ? null

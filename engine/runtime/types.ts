@@ -65,6 +65,10 @@ export interface LoadOptions extends ExecutionOptions {
 }
 
 /** Which device the model executes on and under which policy's plan (engine/runtime/execution.ts). */
+/** KV cache element formats the engine stores (ggml type names, as the planner's ModelShape.kvFormat has them). */
+export const KV_FORMATS = ['F16', 'Q8_0'] as const;
+export type KvFormat = (typeof KV_FORMATS)[number];
+
 export interface ExecutionOptions {
   /** 'auto' (default): a real GPU when found, else the CPU; never an emulated device unless asked. */
   device?: import('./devices').DeviceChoice;
@@ -77,6 +81,14 @@ export interface ExecutionOptions {
   deviceThreads?: number;
   /** Policy whose plan executes (default 'auto'). */
   policy?: string;
+  /**
+   * The KV cache's element format (default 'F16'). 'Q8_0' (llama.cpp's `-ctk q8_0 -ctv q8_0`)
+   * stores K and V in blocks of 32 values with one f16 scale: 53 % of the memory and of the bytes
+   * decode attention reads, K and V rounded to 8 bits a block. Attention then runs on the CPU (or
+   * the loopback device, which runs the CPU kernels): the Vulkan attention shader reads F16 KV.
+   * The model's head size must be a multiple of 32 up to 256.
+   */
+  kvFormat?: KvFormat;
   /**
    * This machine's profile to plan with, or a function that gets it (called only when a device
    * needs a plan). The runtime does not profile by itself: its callers (CLI, LSP server) pass

@@ -3,14 +3,15 @@ import type { RemoteEndpointConfig } from '../completion/remote/client';
 // options the client sent in `initialize`.
 import type { Connection, TextDocuments } from 'vscode-languageserver';
 import type { TextDocument } from 'vscode-languageserver-textdocument';
+import type { KvFormat } from '../runtime/types';
 import type { ModelHost } from './model-host';
 
 export interface ServerOptions {
   modelPath?: string;
   threads?: number;
   maxCompletionTokens: number;
-  /** Where models execute (initializationOptions device / vram / policy). */
-  execution?: { device?: 'auto' | 'cpu' | 'loopback' | 'vulkan'; vramBytes?: number; policy?: string };
+  /** Where and how models execute (initializationOptions device / vram / policy / kvFormat). */
+  execution?: { device?: 'auto' | 'cpu' | 'loopback' | 'vulkan'; vramBytes?: number; policy?: string; kvFormat?: KvFormat };
   promptBudget: number;
   /** 0: no cap. */
   completionTimeLimitMs: number;

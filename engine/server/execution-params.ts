@@ -1,10 +1,11 @@
 // Where the loaded model executes, as the client asks in `initialize` or fulcrum/loadModel:
-// device, VRAM budget and policy (engine/runtime/execution.ts).
+// device, VRAM budget, policy and KV cache format (engine/runtime/execution.ts).
 import { parseBytes } from '../plan/api';
+import { KV_FORMATS, type KvFormat } from '../runtime/types';
 import type { ServerOptions } from './context';
 import { invalidParams } from './validate';
 
-/** device / vram / policy of initializationOptions or fulcrum/loadModel. */
+/** device / vram / policy / kvFormat of initializationOptions or fulcrum/loadModel. */
 export function parseExecutionParams(method: string, o: Record<string, unknown>, prefix = ''): ServerOptions['execution'] | undefined {
   const out: NonNullable<ServerOptions['execution']> = {};
   if (o.device !== undefined && o.device !== null) {
@@ -20,6 +21,10 @@ export function parseExecutionParams(method: string, o: Record<string, unknown>,
   if (o.policy !== undefined && o.policy !== null && o.policy !== '') {
     if (typeof o.policy !== 'string') throw invalidParams(method, `${prefix}policy must be a string`);
     out.policy = o.policy;
+  }
+  if (o.kvFormat !== undefined && o.kvFormat !== null) {
+    if (!KV_FORMATS.includes(o.kvFormat as KvFormat)) throw invalidParams(method, `${prefix}kvFormat must be ${KV_FORMATS.map((f) => `'${f}'`).join(' or ')}, got ${JSON.stringify(o.kvFormat)}`);
+    out.kvFormat = o.kvFormat as KvFormat;
   }
   return Object.keys(out).length ? out : undefined;
 }

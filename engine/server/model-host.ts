@@ -29,8 +29,8 @@ import { ServerFeedback } from './feedback';
 export interface LoadRequest {
   path: string;
   threads?: number;
-  /** Device, VRAM budget and policy the model executes with. */
-  execution?: Pick<ExecutionOptions, 'device' | 'vramBytes' | 'policy'>;
+  /** Device, VRAM budget, policy and KV cache format the model executes with. */
+  execution?: Pick<ExecutionOptions, 'device' | 'vramBytes' | 'policy' | 'kvFormat'>;
   onProgress?: (fraction: number, message: string) => void;
 }
 

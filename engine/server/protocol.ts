@@ -3,7 +3,7 @@
 // LSP tests, so the method names and shapes live in exactly one place. Plain names and types
 // only: the server, the client and the tests each use their own copy of the JSON-RPC library,
 // so request-type objects are not shared.
-import type { StopReason } from '../runtime/types';
+import type { KvFormat, StopReason } from '../runtime/types';
 import type { LayerSummary, ModelSummary } from '../model/summary-types';
 import type { Plan } from '../plan/types';
 export type { LayerSummary, LayerTensorSummary, ModelSummary } from '../model/summary-types';
@@ -22,6 +22,12 @@ export interface FulcrumInitializationOptions {
   vram?: string | number;
   /** The policy whose plan executes; default 'auto'. */
   policy?: string;
+  /**
+   * The KV cache's element format: 'F16' (default) or 'Q8_0' (K and V in 8-bit blocks of 32,
+   * llama.cpp's `-ctk q8_0 -ctv q8_0`: 53 % of the memory and of decode attention's reads;
+   * attention then runs on the CPU). The model's head size must be a multiple of 32 up to 256.
+   */
+  kvFormat?: KvFormat;
   /** Prompt budget of an inline completion in tokens (prefix:suffix 3:1); default 1024. */
   promptBudget?: number;
   /** Cap on generating one inline completion in ms, after its prompt is processed; 0 = none; default 1500. */
@@ -62,6 +68,7 @@ export interface LoadModelParams {
   device?: 'auto' | 'cpu' | 'loopback' | 'vulkan';
   vram?: string | number;
   policy?: string;
+  kvFormat?: KvFormat;
   /** Set by clients that created the work-done progress themselves. */
   workDoneToken?: string | number;
 }

@@ -1,5 +1,6 @@
-// Child process of test/unit/attention.test.ts, run once per ISA (FULCRUM_ISA set by the parent):
-// runs kernels.attention (the executor's attention over a paged f16 KV cache) for many shapes,
+// Child process of test/unit/attention.test.ts, run once per ISA (FULCRUM_ISA set by the parent)
+// and KV cache format (FULCRUM_TEST_KV_FORMAT: F16, the default, or Q8_0):
+// runs kernels.attention (the executor's attention over a paged KV cache) for many shapes,
 // prompt lengths and start positions, and prints one JSON line with, per case, how prefill
 // compares with decode of the same tokens one at a time, with other page sizes, thread counts and
 // context sizes (all must be bit-identical), and with a float64 reference.
@@ -7,12 +8,13 @@ import { loadAddon } from '../../engine/native/addon';
 
 interface Kernels {
   attention(q: Float32Array, k: Float32Array, v: Float32Array, nHeads: number, nKvHeads: number, headDim: number,
-    pageTokens: number, threads: number, context?: number): Float32Array;
+    pageTokens: number, threads: number, context?: number, kvFormat?: KvFormat): Float32Array;
   attentionBlocked(headDim: number): boolean;
   isaLevel(): string;
 }
 
 export interface AttentionShapeCase { nHeads: number; nKvHeads: number; headDim: number }
+export type KvFormat = 'F16' | 'Q8_0';
 
 export interface AttentionCase extends AttentionShapeCase {
   nTokens: number;
@@ -47,6 +49,9 @@ export const SHAPES: AttentionShapeCase[] = [
   { nHeads: 2, nKvHeads: 2, headDim: 128 },
   { nHeads: 2, nKvHeads: 1, headDim: 64 },
 ];
+// Q8_0 takes head sizes in whole blocks of 32 up to 256: the shapes above that have one, and 160
+// (above AVX2's blocked K kernel: the per-token kernel there, a run-time trip count on AVX-512).
+export const Q8_0_SHAPES: AttentionShapeCase[] = [...SHAPES.filter((s) => s.headDim % 32 === 0), { nHeads: 4, nKvHeads: 2, headDim: 160 }];
 export const TOKEN_COUNTS = Array.from({ length: 40 }, (_, i) => i + 1);
 export const START_POSITIONS = [0, 37];
 
@@ -78,7 +83,27 @@ export function roundF16(x: number): number {
   return Math.sign(x) * r * ulp;
 }
 
-/** Causal GQA attention in float64 with the kernel's roundings (q, k, v given as f16 values; probabilities to f16). */
+/**
+ * What a Q8_0 cache stores for a row, as values: per block of 32, d = amax / 127 in f32, q =
+ * round-half-even(x / d) (x times the f32 reciprocal), the value f16(d) · q (the kernels' d·q).
+ */
+export function q8_0Values(x: Float32Array): Float32Array {
+  const out = new Float32Array(x.length);
+  for (let b = 0; b < x.length; b += 32) {
+    let amax = 0;
+    for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[b + j]!));
+    const d = Math.fround(amax / 127), id = d !== 0 ? Math.fround(1 / d) : 0, dh = roundF16(d);
+    for (let j = 0; j < 32; j++) {
+      const y = Math.fround(x[b + j]! * id);
+      let q = Math.round(y);
+      if (Math.abs(y - Math.trunc(y)) === 0.5) q = 2 * Math.round(y / 2);
+      out[b + j] = dh * Math.max(-127, Math.min(127, q));
+    }
+  }
+  return out;
+}
+
+/** Causal GQA attention in float64 with the kernel's roundings (q, k, v given as stored values; probabilities to f16). */
 function reference(q: Float32Array, k: Float32Array, v: Float32Array, c: AttentionShapeCase, nTokens: number, pos0: number): Float64Array {
   const { nHeads, nKvHeads, headDim: hd } = c;
   const group = nHeads / nKvHeads;
@@ -116,9 +141,10 @@ function identical(a: Float32Array, b: Float32Array): boolean {
 
 function main(): void {
   const kernels = loadAddon<{ kernels: Kernels }>().kernels;
+  const format: KvFormat = process.env.FULCRUM_TEST_KV_FORMAT === 'Q8_0' ? 'Q8_0' : 'F16';
   const cases: AttentionCase[] = [];
   let seed = 1;
-  for (const shape of SHAPES) {
+  for (const shape of format === 'Q8_0' ? Q8_0_SHAPES : SHAPES) {
     const { nHeads, nKvHeads, headDim: hd } = shape;
     const qrow = nHeads * hd, kvrow = nKvHeads * hd;
     for (const pos0 of START_POSITIONS) {
@@ -129,16 +155,17 @@ function main(): void {
         const k = Float32Array.from({ length: nKv * kvrow }, rng);
         const v = Float32Array.from({ length: nKv * kvrow }, rng);
         const run = (pages: number, threads: number, context?: number): Float32Array =>
-          kernels.attention(q, k, v, nHeads, nKvHeads, hd, pages, threads, context);
+          kernels.attention(q, k, v, nHeads, nKvHeads, hd, pages, threads, context, format);
         const out = run(64, 1);
         // Decode of token i alone: q row i against the first pos0 + i + 1 positions.
         const decode = new Float32Array(out.length);
         for (let i = 0; i < nTokens; i++) {
           const n = pos0 + i + 1;
           decode.set(kernels.attention(q.subarray(i * qrow, (i + 1) * qrow), k.subarray(0, n * kvrow), v.subarray(0, n * kvrow),
-            nHeads, nKvHeads, hd, 64, 1), i * qrow);
+            nHeads, nKvHeads, hd, 64, 1, undefined, format), i * qrow);
         }
-        const ref = reference(q, k, v, shape, nTokens, pos0);
+        const stored = (x: Float32Array): Float32Array => (format === 'Q8_0' ? q8_0Values(x) : x);
+        const ref = reference(q, stored(k), stored(v), shape, nTokens, pos0);
         let refError = 0;
         for (let j = 0; j < out.length; j++) refError = Math.max(refError, Math.abs(out[j]! - ref[j]!));
         // A context of 80000 positions shrinks the token block (score rows per thread are capped at 4 MiB).
@@ -153,7 +180,7 @@ function main(): void {
       }
     }
   }
-  process.stdout.write(JSON.stringify({ isa: kernels.isaLevel(), cases }) + '\n');
+  process.stdout.write(JSON.stringify({ isa: kernels.isaLevel(), format, cases }) + '\n');
 }
 
 // Run only as the child process, not when the parent imports the shapes above.

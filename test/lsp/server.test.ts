@@ -13,7 +13,8 @@ import { addonPath } from '../../engine/native/addon';
 import { applyRules, cursorContext } from '../../engine/completion/rules';
 import { Engine } from '../../engine/runtime/engine';
 import type { LayerSummary, ModelSummary } from '../../engine/runtime/types';
-import { FulcrumErrorCodes, type LayersResult, type ModelInfo } from '../../engine/server/protocol';
+import { FulcrumErrorCodes, type FulcrumInitializationOptions, type LayersResult, type ModelInfo } from '../../engine/server/protocol';
+import type { Plan } from '../../engine/plan/types';
 import { repoRoot, sharedPath, tempDir } from '../helpers/shared';
 import { CancellationTokenSource, LspSession, rejection } from './lsp-session';
 
@@ -71,6 +72,9 @@ describe('LSP server, model loaded by request', { skip }, () => {
       ['fulcrum/loadModel', { path: 42 }, ErrorCodes.InvalidParams, /params\.path must be a non-empty string, got number 42/],
       ['fulcrum/loadModel', [], ErrorCodes.InvalidParams, /params must be an object, got an array/],
       ['fulcrum/loadModel', { path: MODEL, threads: 0 }, ErrorCodes.InvalidParams, /params\.threads must be an integer in \[1, 1024\], got number 0/],
+      // Refused before any load, with the field, the value and the formats there are (not the engine's LoadFailed).
+      ['fulcrum/loadModel', { path: MODEL, kvFormat: 'Q4_0' }, ErrorCodes.InvalidParams, /kvFormat must be 'F16' or 'Q8_0', got "Q4_0"/],
+      ['fulcrum/loadModel', { path: MODEL, kvFormat: 8 }, ErrorCodes.InvalidParams, /kvFormat must be 'F16' or 'Q8_0', got 8/],
       ['fulcrum/loadModel', { path: '/nonexistent/model.gguf' }, FulcrumErrorCodes.LoadFailed, /no such file: \/nonexistent\/model\.gguf/],
       ['fulcrum/loadModel', { path: scratch.dir }, FulcrumErrorCodes.LoadFailed, /not a file/],
       ['fulcrum/noSuchThing', {}, ErrorCodes.MethodNotFound, /fulcrum\/noSuchThing/],
@@ -218,6 +222,87 @@ describe('LSP server, model from initializationOptions', { skip }, () => {
     } finally {
       lsp.child.kill();
       await lsp.exit;
+    }
+  });
+
+  test('an unknown initializationOptions.kvFormat fails initialize, naming the field, the value and the formats', async () => {
+    const lsp = LspSession.start();
+    try {
+      // Lower case, as a hand-written settings.json might have it: the formats are ggml's type names.
+      const err = await rejection(lsp.initialize({ modelPath: MODEL, kvFormat: 'q8_0' } as unknown as FulcrumInitializationOptions));
+      assert.equal(err.code, ErrorCodes.InvalidParams);
+      assert.match(err.message, /initializationOptions\.kvFormat must be 'F16' or 'Q8_0', got "q8_0"/);
+    } finally {
+      lsp.child.kill();
+      await lsp.exit;
+    }
+  });
+});
+
+// fulcrum.execution.kvFormat as the extension sends it: in initializationOptions and in
+// fulcrum/loadModel. The Q8_0 KV cache needs a head size that is a multiple of 32 (stories260K's
+// is 8), so a small synthetic llama with head size 32 carries it.
+describe('LSP server, KV cache format', { skip }, () => {
+  const scratch = tempDir('fulcrum-lsp-kv-');
+  const model = path.join(scratch.dir, 'synthetic-head32.gguf');
+  /** F16: 2 bytes a value; Q8_0: 34 bytes a block of 32 values (17/32 of F16). */
+  const F16_KV_BYTES = 2 * 2 * 2 * 32 * 2; // K and V × 2 layers × 2 KV heads × head size 32 × 2 bytes
+
+  before(() => {
+    writeSyntheticModel(model, {
+      architecture: 'llama', nLayers: 2, nEmbd: 128, nHeads: 4, nKvHeads: 2, nFf: 256, nVocab: 512,
+      contextLength: 256, weightType: GgmlType.Q8_0, seed: 3,
+    });
+  });
+  after(() => scratch.cleanup());
+
+  test('initializationOptions.kvFormat reaches the load: the model\'s KV cache is Q8_0', async () => {
+    const lsp = LspSession.start();
+    try {
+      await lsp.initialize({ modelPath: model, threads: 1, kvFormat: 'Q8_0' });
+      await lsp.waitFor(() => lsp.states.some((s) => s.state === 'ready'), 'state ready');
+      const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
+      assert.equal(info.summary?.path, model);
+      assert.equal(info.summary?.kvFormat, 'Q8_0');
+      assert.equal(info.summary?.kvBytesPerToken, F16_KV_BYTES * 17 / 32);
+      // The plan panels plan the loaded model with the format it runs with.
+      const planRequest = { hardware: 'rtx4060-laptop-8gb+ryzen9-7950x', workload: 'batch=1,prompt=200,gen=16', policy: 'cpu-only' };
+      const q8Plan = await lsp.request<Plan>('fulcrum/plan', planRequest);
+      // A loadModel without execution options keeps the initialization's (as device and policy).
+      const again = await lsp.request<ModelSummary>('fulcrum/loadModel', { path: model, threads: 1 });
+      assert.equal(again.kvFormat, 'Q8_0');
+      // The extension's loadModel sends its settings: F16 replaces the initialization's Q8_0.
+      const f16 = await lsp.request<ModelSummary>('fulcrum/loadModel', { path: model, threads: 1, device: 'cpu', policy: 'auto', kvFormat: 'F16' });
+      assert.equal(f16.kvFormat, 'F16');
+      assert.equal(f16.kvBytesPerToken, F16_KV_BYTES);
+      const f16Plan = await lsp.request<Plan>('fulcrum/plan', planRequest);
+      assert.ok(q8Plan.memory.hostBytes < f16Plan.memory.hostBytes,
+        `the Q8_0 model's plan holds ${q8Plan.memory.hostBytes} host bytes, the F16 one's ${f16Plan.memory.hostBytes}`);
+    } finally {
+      assert.equal(await lsp.stop(), 0, lsp.stderr);
+    }
+  });
+
+  test('fulcrum/loadModel kvFormat reaches the load, and a failed load brings the previous model back with its format', async () => {
+    const lsp = LspSession.start();
+    try {
+      await lsp.initialize({ threads: 1 });
+      const plain = await lsp.request<ModelSummary>('fulcrum/loadModel', { path: model });
+      assert.equal(plain.kvFormat, 'F16', 'the default');
+      const q8 = await lsp.request<ModelSummary>('fulcrum/loadModel', { path: model, device: 'cpu', policy: 'auto', kvFormat: 'Q8_0' });
+      assert.equal(q8.kvFormat, 'Q8_0');
+      assert.equal(q8.kvBytesPerToken, F16_KV_BYTES * 17 / 32);
+      // stories260K's head size 8 has no Q8_0 cache: the load fails after the working model was
+      // unloaded, and that one is loaded again with the options it had, Q8_0 included.
+      const err = await rejection(lsp.request('fulcrum/loadModel', { path: MODEL, kvFormat: 'Q8_0' }));
+      assert.equal(err.code, FulcrumErrorCodes.LoadFailed);
+      assert.match(err.message, /Q8_0 KV cache needs a head size that is a multiple of 32.*this model's is 8/);
+      const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
+      assert.equal(info.state, 'ready');
+      assert.equal(info.summary?.path, model);
+      assert.equal(info.summary?.kvFormat, 'Q8_0');
+    } finally {
+      assert.equal(await lsp.stop(), 0, lsp.stderr);
     }
   });
 });

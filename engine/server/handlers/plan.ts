@@ -4,7 +4,7 @@
 // itself runs on a worker thread (planner/pool.ts), so completions never wait behind it;
 // $/cancelRequest stops a job, and `supersedes: 'what-if'` cancels the older job of that group.
 import { LSPErrorCodes, ResponseError, type CancellationToken } from 'vscode-languageserver';
-import type { PlanParams, SimulateParams } from '../../plan/api';
+import { resolveModel, type PlanParams, type SimulateParams } from '../../plan/api';
 import type { ServerContext } from '../context';
 import { GPU_PRESETS, MACHINE_PRESETS } from '../../hardware/presets';
 import { MODEL_PRESET_DEFS } from '../../model/model-presets';
@@ -66,7 +66,9 @@ function planParams(ctx: ServerContext, method: string, raw: unknown): PlanParam
     }
     return v;
   };
-  const model = field('model') ?? ctx.host.info().summary?.path;
+  // The loaded model is planned with the KV cache format it runs with (fulcrum.execution.kvFormat).
+  const loaded = ctx.host.info().summary;
+  const model = field('model') ?? (loaded ? { ...resolveModel(loaded.path), kvFormat: loaded.kvFormat } : undefined);
   if (model === undefined) throw invalidParams(method, 'params.model is required when no model is loaded (a GGUF path or a preset such as llama-3.1-8b:Q4_K)');
   const policy = params.policy;
   if (policy !== undefined && (typeof policy !== 'string' || policy.length === 0)) throw invalidParams(method, 'params.policy must be a policy name or "auto"');

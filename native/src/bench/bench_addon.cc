@@ -138,7 +138,14 @@ Napi::Value AttentionJs(const Napi::CallbackInfo& info) {
   spec.kv_heads = static_cast<int64_t>(js_number(o, fn, "kvHeads", 8, 1, 1024, true));
   spec.head_dim = static_cast<int64_t>(js_number(o, fn, "headDim", 128, 1, 1024, true));
   spec.ring_bytes = static_cast<size_t>(js_number(o, fn, "ringBytes", 0, 0, kMaxBufferBytes, true));
-  if (attention_cache_bytes(static_cast<double>(spec.kv_len), static_cast<double>(spec.kv_heads), static_cast<double>(spec.head_dim)) > kMaxBufferBytes)
+  {
+    Napi::Value f = o.Get("kvFormat");
+    const std::string name = f.IsUndefined() ? "F16" : f.IsString() ? f.As<Napi::String>().Utf8Value() : "(not a string)";
+    if (name == "Q8_0") spec.format = KvFormat::Q8_0;
+    else if (name != "F16") throw Napi::TypeError::New(info.Env(), std::string(fn) + ": kvFormat must be 'F16' or 'Q8_0', got '" + name + "'");
+  }
+  if (attention_cache_bytes(static_cast<double>(spec.kv_len), static_cast<double>(spec.kv_heads), static_cast<double>(spec.head_dim), spec.format) >
+      kMaxBufferBytes)
     throw Napi::RangeError::New(info.Env(), std::string(fn) + ": kvLen × kvHeads × headDim is too large");
   const std::vector<int> threads = js_int_list(o, fn, "threads", 1, 1024);
   const RunPlan plan = run_plan(o, fn);

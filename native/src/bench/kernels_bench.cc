@@ -196,9 +196,11 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
   return out;
 }
 
-double attention_cache_bytes(double kv_len, double kv_heads, double head_dim) {
+double attention_cache_bytes(double kv_len, double kv_heads, double head_dim, KvFormat format) {
   const double page = static_cast<double>(KvCache::kPageTokens);
-  return 2.0 * std::ceil(kv_len / page) * page * kv_heads * head_dim * static_cast<double>(sizeof(uint16_t));
+  // Q8_0: 34 bytes per 32 values (kv_row_bytes), as a double so no size overflows here.
+  const double row_bytes = format == KvFormat::Q8_0 ? head_dim / 32.0 * 34.0 : head_dim * static_cast<double>(sizeof(uint16_t));
+  return 2.0 * std::ceil(kv_len / page) * page * kv_heads * row_bytes;
 }
 
 KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vector<int>& thread_counts,
@@ -209,6 +211,8 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
     throw std::runtime_error("attention bench: kvLen, heads, kvHeads and headDim must be positive");
   if (spec.heads % spec.kv_heads != 0)
     throw std::runtime_error("attention bench: heads must be a multiple of kvHeads");
+  const std::string refusal = kv_format_refusal(spec.format, spec.head_dim);
+  if (!refusal.empty()) throw std::runtime_error("attention bench: " + refusal);
   AttentionShape shape;
   shape.n_heads = spec.heads;
   shape.n_kv_heads = spec.kv_heads;
@@ -220,21 +224,28 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   // The kernel addresses every page, the last one too, as a whole page (head g at g · page rows),
   // so a copy holds whole pages even where kv_len ends inside one: sized by positions instead,
   // the last page's upper heads were read past the copy's end (a crash at the ring's end).
-  const int64_t page = KvCache::kPageTokens, kvrow = spec.kv_heads * spec.head_dim;
+  const int64_t page = KvCache::kPageTokens;
+  const int64_t row_bytes = kv_row_bytes(spec.format, spec.head_dim);
   const int64_t n_pages = (spec.kv_len + page - 1) / page;
   const size_t cache_b = static_cast<size_t>(attention_cache_bytes(static_cast<double>(spec.kv_len), static_cast<double>(spec.kv_heads),
-                                                                   static_cast<double>(spec.head_dim))) / 2;  // K's pages (V's the same)
+                                                                   static_cast<double>(spec.head_dim), spec.format)) / 2;  // K's pages (V's the same)
   const size_t one = round_up(2 * cache_b, kAlign);
   const int copies = copies_for(one, spec.ring_bytes);
   BigBuffer ring(one * static_cast<size_t>(copies));
   {
-    // A 64 KiB random tile repeated: softmax then sees ordinary, varied scores.
+    // A tile of up to 256 random rows in the cache's format, repeated: softmax then sees
+    // ordinary, varied scores.
     Rng rng(777);
-    const size_t tile = std::min<size_t>(32768, cache_b / sizeof(uint16_t) * 2);
-    uint16_t* h = reinterpret_cast<uint16_t*>(ring.data());
-    for (size_t i = 0; i < tile; ++i) h[i] = fp32_to_fp16(rng.next());
-    for (size_t off = tile * sizeof(uint16_t); off < 2 * cache_b; off += tile * sizeof(uint16_t))
-      std::memcpy(ring.data() + off, ring.data(), std::min(tile * sizeof(uint16_t), 2 * cache_b - off));
+    const size_t rows = 2 * cache_b / static_cast<size_t>(row_bytes), tile_rows = std::min<size_t>(256, rows);
+    std::vector<float> x(static_cast<size_t>(spec.head_dim));
+    for (size_t r = 0; r < tile_rows; ++r) {
+      for (float& e : x) e = rng.next();
+      uint8_t* dst = ring.data() + r * static_cast<size_t>(row_bytes);
+      if (spec.format == KvFormat::Q8_0) type_traits(GgmlType::Q8_0).quantize_row(x.data(), dst, spec.head_dim);
+      else for (int64_t d = 0; d < spec.head_dim; ++d) reinterpret_cast<uint16_t*>(dst)[d] = fp32_to_fp16(x[static_cast<size_t>(d)]);
+    }
+    const size_t tile = tile_rows * static_cast<size_t>(row_bytes);
+    for (size_t off = tile; off < 2 * cache_b; off += tile) std::memcpy(ring.data() + off, ring.data(), std::min(tile, 2 * cache_b - off));
     replicate(ring, one, copies, 2 * cache_b);
   }
   std::vector<float> q(static_cast<size_t>(spec.heads * spec.head_dim));
@@ -248,23 +259,24 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   AttentionScratch scratch;
   scratch.reserve(shape, spec.kv_len, 1, max_threads);
   std::vector<const uint16_t*> k_pages(static_cast<size_t>(copies * n_pages)), v_pages(k_pages.size());
+  const size_t page_b = static_cast<size_t>(page * spec.kv_heads * row_bytes);
   for (int c = 0; c < copies; ++c) {
-    const uint16_t* k = reinterpret_cast<const uint16_t*>(ring.data() + static_cast<size_t>(c) * one);
-    const uint16_t* v = k + cache_b / sizeof(uint16_t);
+    const uint8_t* k = ring.data() + static_cast<size_t>(c) * one;
+    const uint8_t* v = k + cache_b;
     for (int64_t p = 0; p < n_pages; ++p) {
-      k_pages[static_cast<size_t>(c * n_pages + p)] = k + p * page * kvrow;
-      v_pages[static_cast<size_t>(c * n_pages + p)] = v + p * page * kvrow;
+      k_pages[static_cast<size_t>(c * n_pages + p)] = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(p) * page_b);
+      v_pages[static_cast<size_t>(c * n_pages + p)] = reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(p) * page_b);
     }
   }
 
   KernelBenchResult out;
   // What a run reads: kv_len positions of K and of V (not the last page's unused tail).
-  out.bytes_per_run = 2 * static_cast<size_t>(spec.kv_len * kvrow) * sizeof(uint16_t);
+  out.bytes_per_run = 2 * static_cast<size_t>(spec.kv_len * spec.kv_heads * row_bytes);
   // q·k and p·v: 2 FLOPs per element each, per query head.
   out.flops_per_run = 4.0 * static_cast<double>(spec.heads) * static_cast<double>(spec.kv_len) * static_cast<double>(spec.head_dim);
   out.copies = copies;
   time_kernel(thread_counts, plan, disturber, mode, cancel, copies, &out, [&](ThreadPool& pool, int copy) {
-    const KvPages kv{k_pages.data() + copy * n_pages, v_pages.data() + copy * n_pages, page};
+    const KvPages kv{k_pages.data() + copy * n_pages, v_pages.data() + copy * n_pages, page, spec.format};
     attention(pool, shape, q.data(), 1, spec.kv_len - 1, kv, o.data(), scratch);
   });
   keep(o[0]);

@@ -15,6 +15,7 @@
 #include "bench/disturb.h"
 #include "bench/memory.h"
 #include "ggml_types.h"
+#include "kernels/attention.h"
 
 namespace fulcrum {
 namespace bench {
@@ -51,12 +52,13 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
 struct AttentionBenchSpec {
   int64_t kv_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
   size_t ring_bytes = 0;
+  KvFormat format = KvFormat::F16;
 };
 
 // Bytes of one copy of bench_attention's cache: K then V of one layer in whole KV pages (the
-// kernel addresses the last page as a whole page), f16. Double, so the caller can check a size
-// from JS numbers before it overflows.
-double attention_cache_bytes(double kv_len, double kv_heads, double head_dim);
+// kernel addresses the last page as a whole page), in `format`. Double, so the caller can check a
+// size from JS numbers before it overflows.
+double attention_cache_bytes(double kv_len, double kv_heads, double head_dim, KvFormat format);
 
 // One decode step (one query token attending to kv_len positions) of one layer's heads.
 KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vector<int>& thread_counts,

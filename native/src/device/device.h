@@ -38,6 +38,7 @@ struct DeviceInfo {
   uint64_t capacity_bytes = 0;  // the budget the device enforces (0: host memory, no own budget)
   std::vector<std::string> formats;  // weight formats its matmuls run
   std::vector<std::string> ops;      // op kinds it runs
+  std::vector<std::string> kv_formats = {"F16"};  // KV cache formats its attention reads (KvFormat names)
   double link_bytes_per_s = 0;       // host<->device cap (0: uncapped memcpy)
   double link_latency_s = 0;         // added per copy
   int threads = 0;                   // kernel threads

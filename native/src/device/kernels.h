@@ -78,10 +78,11 @@ class Kernels {
   virtual void geglu(float* g, const float* u, int64_t rows, int64_t width, const RowConverts& cv) = 0;
   // x = gelu(x) in place (the ungated FFN).
   virtual void gelu(float* x, int64_t rows, int64_t width, const RowConverts& cv) = 0;
-  // n_pos rows of K or V (f32, `stride` floats apart) into an f16 head-major KV page (the
-  // layout of KvCache) at positions [pos_in_page, pos_in_page + n_pos) of the page.
-  virtual void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
-                        int64_t page_tokens) = 0;
+  // n_pos rows of K or V (f32, `stride` floats apart) into a head-major KV page of `format` (the
+  // layout of KvCache) at positions [pos_in_page, pos_in_page + n_pos) of the page. A device
+  // whose attention does not read `format` throws DeviceError naming it.
+  virtual void kv_store(const float* rows, int64_t stride, void* page, KvFormat format, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads,
+                        int64_t head_dim, int64_t page_tokens) = 0;
   // Causal attention of `rows` query rows at positions [pos0, pos0 + rows) over one sequence's
   // KV pages (kernels/attention.h), with the lane's working memory.
   virtual void attention(const AttentionShape& shape, const float* q, int64_t rows, int64_t pos0, const KvPages& kv, float* out,

@@ -9,6 +9,7 @@
 #include "core/fp16.h"
 #include "ggml_types.h"
 #include "kernels/float_fns.h"
+#include "quant/formats/blocks.h"
 
 namespace fulcrum {
 
@@ -23,7 +24,45 @@ void AttentionScratch::reserve(const AttentionShape& s, int64_t ctx_len, int64_t
   qf.assign(static_cast<size_t>(max_tokens * s.n_heads * s.head_dim), 0.f);
 }
 
+const char* kv_format_name(KvFormat f) { return f == KvFormat::Q8_0 ? "Q8_0" : "F16"; }
+
+int64_t kv_row_bytes(KvFormat f, int64_t head_dim) {
+  return f == KvFormat::Q8_0 ? head_dim / quant::QK8_0 * static_cast<int64_t>(sizeof(quant::block_q8_0)) : head_dim * static_cast<int64_t>(sizeof(uint16_t));
+}
+
+std::string kv_format_refusal(KvFormat f, int64_t head_dim) {
+  if (f == KvFormat::Q8_0 && (head_dim % quant::QK8_0 != 0 || head_dim > 256))
+    return "a Q8_0 KV cache needs a head size that is a multiple of 32 up to 256 (whole Q8_0 blocks, what its kernels take); this model's is " +
+           std::to_string(head_dim) + ": use the F16 KV cache";
+  return "";
+}
+
 namespace {
+
+// The kernels for the cache's element format (float_fns.h), on rows addressed in bytes.
+struct RowKernels {
+  const kernels::FloatFns& fns;
+  KvFormat format;
+  int64_t hd, row_bytes;
+  void kq(int64_t n, const uint8_t* k, const float* q, int64_t nq, float scale, float* scores, int64_t ld) const {
+    if (format == KvFormat::Q8_0) return fns.kq_q8_0(n, hd, k, row_bytes, q, nq, scale, scores, ld);
+    fns.kq_f16(n, hd, reinterpret_cast<const uint16_t*>(k), hd, q, nq, scale, scores, ld);
+  }
+  void pv(int64_t n, const uint8_t* v, const float* p, int64_t nq, int64_t ld, float* out, float* work) const {
+    if (format == KvFormat::Q8_0) return fns.pv_q8_0(n, hd, v, row_bytes, p, nq, ld, out, work);
+    fns.pv_f16(n, hd, reinterpret_cast<const uint16_t*>(v), hd, p, nq, ld, out);
+  }
+  bool kq_block(int64_t n, const uint8_t* k, const float* q, int64_t rows, int64_t rpt, int64_t qstride, float scale, float* scores, int64_t ld,
+                float* work) const {
+    if (format == KvFormat::Q8_0) return fns.kq_block_q8_0(n, hd, k, row_bytes, q, rows, rpt, qstride, scale, scores, ld, work);
+    return fns.kq_block_f16(n, hd, reinterpret_cast<const uint16_t*>(k), hd, q, rows, rpt, qstride, scale, scores, ld, work);
+  }
+  bool pv_block(int64_t n, const uint8_t* v, const float* p, int64_t rows, int64_t rpt, int64_t ld, int64_t n_first, float* out, int64_t ostride,
+                float* work) const {
+    if (format == KvFormat::Q8_0) return fns.pv_block_q8_0(n, hd, v, row_bytes, p, rows, rpt, ld, n_first, out, ostride, work);
+    return fns.pv_block_f16(n, hd, reinterpret_cast<const uint16_t*>(v), hd, p, rows, rpt, ld, n_first, out, ostride, work);
+  }
+};
 
 // Soft-capping and the sliding window on one row of scores over positions [0, n_row) of a query
 // at position n_row - 1 (see AttentionShape).
@@ -37,8 +76,8 @@ inline void shape_scores(const AttentionShape& s, float* row, int64_t n_row) {
 }
 
 // Calls fn(t, n, k, v) for each run [t, t + n) of positions [t0, t1) that lies in one page, in
-// position order; k and v point at KV head g's K and V rows of position t (head_dim values per
-// row, the run's rows consecutive).
+// position order; k and v point at KV head g's K and V rows of position t (row_bytes per row, the
+// run's rows consecutive).
 //
 // Decode passes `ahead`, the page table (K's or V's) its kernel reads: before each run, the first
 // kKvAheadRows rows of the same head's run in the next page are prefetched, as far ahead as the
@@ -54,19 +93,19 @@ inline void shape_scores(const AttentionShape& s, float* row, int64_t n_row) {
 // throwaway build skipping one part: K tiles 52 % of its attention, V tiles 34 %, softmax 15 %;
 // the AVX2 K tile alone, from L1, runs at the same FMA rate as in the model).
 template <class F>
-inline void for_page_segments(const KvPages& kv, int64_t g, int64_t hd, int64_t t0, int64_t t1, F&& fn,
+inline void for_page_segments(const KvPages& kv, int64_t g, int64_t row_bytes, int64_t t0, int64_t t1, F&& fn,
                               const uint16_t* const* ahead = nullptr) {
   const int64_t P = kv.page_tokens;
   for (int64_t t = t0; t < t1;) {
     const int64_t p = t / P, off = t - p * P;
     const int64_t n = std::min(t1 - t, P - off);
-    const int64_t at = (g * P + off) * hd;
+    const int64_t at = (g * P + off) * row_bytes;
     if (ahead && t + n < t1) {
       const int64_t rows = std::min({kernels::kKvAheadRows, P, t1 - t - n});
-      const char* next = reinterpret_cast<const char*>(ahead[p + 1] + g * P * hd);
-      for (int64_t b = 0; b < rows * hd * static_cast<int64_t>(sizeof(uint16_t)); b += 64) __builtin_prefetch(next + b, 0, 3);
+      const char* next = reinterpret_cast<const char*>(ahead[p + 1]) + g * P * row_bytes;
+      for (int64_t b = 0; b < rows * row_bytes; b += 64) __builtin_prefetch(next + b, 0, 3);
     }
-    fn(t, n, kv.k[p] + at, kv.v[p] + at);
+    fn(t, n, reinterpret_cast<const uint8_t*>(kv.k[p]) + at, reinterpret_cast<const uint8_t*>(kv.v[p]) + at);
     t += n;
   }
 }
@@ -77,6 +116,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
                const KvPages& kv, float* out, AttentionScratch& sc) {
   const kernels::FloatFns& fns = kernels::float_fns();
   const int64_t hd = s.head_dim, qrow = s.n_heads * hd;
+  const RowKernels rk{fns, kv.format, hd, kv_row_bytes(kv.format, hd)};
+  const int64_t rb = rk.row_bytes;
   const int64_t group = s.n_heads / s.n_kv_heads;
   fns.f32_to_f16(q, sc.q16.data(), n_tokens * qrow);
 
@@ -103,9 +144,9 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
         float* ob = out + i0 * qrow + h0 * hd;
         // Scores of every row over [0, n_kv); a row's positions past its own token are computed
         // but never read.
-        for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t* kr, const uint16_t*) {
-          if (fns.kq_block_f16(n, hd, kr, hd, qb, rows, group, qrow, s.scale, scores + t, ld, work)) return;
-          for (int64_t ii = 0; ii < nt; ++ii) fns.kq_f16(n, hd, kr, hd, qb + ii * qrow, group, s.scale, scores + ii * group * ld + t, ld);
+        for_page_segments(kv, g, rb, 0, n_kv, [&](int64_t t, int64_t n, const uint8_t* kr, const uint8_t*) {
+          if (rk.kq_block(n, kr, qb, rows, group, qrow, s.scale, scores + t, ld, work)) return;
+          for (int64_t ii = 0; ii < nt; ++ii) rk.kq(n, kr, qb + ii * qrow, group, s.scale, scores + ii * group * ld + t, ld);
         });
         for (int64_t ii = 0; ii < nt; ++ii) {
           const int64_t n_row = pos0 + i0 + ii + 1;
@@ -118,12 +159,12 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
           }
           std::memset(ob + ii * qrow, 0, static_cast<size_t>(group * hd) * sizeof(float));
         }
-        for_page_segments(kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
+        for_page_segments(kv, g, rb, 0, n_kv, [&](int64_t t, int64_t n, const uint8_t*, const uint8_t* vr) {
           const int64_t n_first = pos0 + i0 + 1 - t;  // positions of this run the block's first token sees
-          if (fns.pv_block_f16(n, hd, vr, hd, scores + t, rows, group, ld, n_first, ob, qrow, work)) return;
+          if (rk.pv_block(n, vr, scores + t, rows, group, ld, n_first, ob, qrow, work)) return;
           for (int64_t ii = 0; ii < nt; ++ii) {
             const int64_t m = std::min(n, n_first + ii);
-            if (m > 0) fns.pv_f16(m, hd, vr, hd, scores + ii * group * ld + t, group, ld, ob + ii * qrow);
+            if (m > 0) rk.pv(m, vr, scores + ii * group * ld + t, group, ld, ob + ii * qrow, work);
           }
         });
       }
@@ -159,7 +200,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       const int64_t h0 = g * group + j0;
       float* sg = sc.scores.data() + h0 * ld;
       for_page_segments(
-          kv, g, hd, 0, n_kv, [&](int64_t t, int64_t n, const uint16_t* kr, const uint16_t*) { fns.kq_f16(n, hd, kr, hd, qf + h0 * hd, nq, s.scale, sg + t, ld); },
+          kv, g, rb, 0, n_kv, [&](int64_t t, int64_t n, const uint8_t* kr, const uint8_t*) { rk.kq(n, kr, qf + h0 * hd, nq, s.scale, sg + t, ld); },
           kv.k);
       for (int64_t j = 0; j < nq; ++j) {
         float* sj = sg + j * ld;
@@ -179,10 +220,10 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       // 1 thread 68.5 -> 70.1 tok/s. One query head has no block to share: pv_f16 (pv_one).
       float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
       for_page_segments(
-          kv, g, hd, 0, n_kv,
-          [&](int64_t t, int64_t n, const uint16_t*, const uint16_t* vr) {
-            if (nq > 1 && fns.pv_block_f16(n, hd, vr, hd, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
-            fns.pv_f16(n, hd, vr, hd, sg + t, nq, ld, ob);
+          kv, g, rb, 0, n_kv,
+          [&](int64_t t, int64_t n, const uint8_t*, const uint8_t* vr) {
+            if (nq > 1 && rk.pv_block(n, vr, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
+            rk.pv(n, vr, sg + t, nq, ld, ob, work);
           },
           kv.v);
     }

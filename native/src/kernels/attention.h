@@ -28,6 +28,7 @@
 // results do not depend on how a prompt is split into evaluations either.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -59,12 +60,28 @@ class AttentionScratch {
   static constexpr int64_t kScoreBytesPerThread = int64_t{4} << 20;
 };
 
+// The element format of the KV cache. F16 is what llama.cpp keeps by default and what the
+// parity tests compare with. Q8_0 (llama.cpp's `-ctk q8_0 -ctv q8_0`) stores each head's row as
+// blocks of 32 values with one f16 scale: 34 bytes per 32 values instead of 64, so the cache
+// takes 53 % of the memory and decode attention reads 53 % of the bytes, at the cost of rounding
+// K and V to 8 bits per block (the kernels then compute with the stored values exactly).
+enum class KvFormat : int8_t { F16 = 0, Q8_0 = 1 };
+// "F16" / "Q8_0" (the ggml type names, as the engine and its settings spell them).
+const char* kv_format_name(KvFormat f);
+// Bytes of one KV head's row of head_dim values.
+int64_t kv_row_bytes(KvFormat f, int64_t head_dim);
+// Why `head_dim` cannot be stored in format f, or "" when it can (Q8_0: whole blocks of 32, at
+// most 256 values, what its kernels take).
+std::string kv_format_refusal(KvFormat f, int64_t head_dim);
+
 // One layer's KV cache as attention reads it: k[p] and v[p] point at page p, each
-// [n_kv_heads][page_tokens][head_dim] f16 (head-major: one KV head's positions are contiguous).
+// [n_kv_heads][page_tokens] rows of kv_row_bytes(format, head_dim) (head-major: one KV head's
+// positions are contiguous). The pointers are typed for F16 pages; Q8_0 pages are read as bytes.
 struct KvPages {
   const uint16_t* const* k = nullptr;
   const uint16_t* const* v = nullptr;
   int64_t page_tokens = 0;
+  KvFormat format = KvFormat::F16;
 };
 
 // q: [n_tokens][n_heads*head_dim] (RoPE applied). kv: pages already holding positions

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/fp16.h"
 #include "kernels/float_fns.h"
@@ -42,6 +43,15 @@ struct Avx2Ops {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
   static V round_f16(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  // The f16 scale of the Q8_0 block at b, in every lane; 8 of its int8 values at q times it.
+  static V q8_scale(const uint8_t* b) {
+    uint16_t d;
+    std::memcpy(&d, b, sizeof d);
+    return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(d)));
+  }
+  static V q8_values(const uint8_t* q, V scale) {
+    return _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)))));
+  }
   // Lanes (l, l+4), then (0, 2) and (1, 3), then those two.
   static float hsum(V v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -130,8 +140,10 @@ inline void kq_heads(const uint16_t* kr, int64_t nc, const float* q, int64_t hd,
 void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
             float* scores, int64_t ld) {
   // Head sizes 64 and 128: 8 positions at a time (float_simd.h).
-  if (hd == 64) return kq_lanes<S, 8>(n, k, kstride, q, nq, scale, scores, ld);
-  if (hd == 128) return kq_lanes<S, 16>(n, k, kstride, q, nq, scale, scores, ld);
+  const uint8_t* kb = reinterpret_cast<const uint8_t*>(k);
+  const int64_t kstride_bytes = kstride * static_cast<int64_t>(sizeof(uint16_t));
+  if (hd == 64) return kq_lanes<S, 8>(n, kb, kstride_bytes, q, nq, scale, scores, ld);
+  if (hd == 128) return kq_lanes<S, 16>(n, kb, kstride_bytes, q, nq, scale, scores, ld);
   if (hd % 8 != 0 || hd > 128) {
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < nq; ++j) {
@@ -158,10 +170,12 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
 }
 
 // kt[d*8 + i] = K row i, value d, as f32, for i < m; rows [m, 8) are zero (8×8 transposes).
-void transpose_k8(const uint16_t* k, int64_t kstride, int64_t m, int64_t nc, float* kt) {
+// Rows: the cache's element format; k and kstride in bytes.
+template <class Rows>
+void transpose_k8(const uint8_t* k, int64_t kstride, int64_t m, int64_t nc, float* kt) {
   for (int64_t c = 0; c < nc; ++c) {
     __m256 r[8], a[8], b[8];
-    for (int i = 0; i < 8; ++i) r[i] = i < m ? S::load_h(k + i * kstride + 8 * c) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; ++i) r[i] = i < m ? Rows::template load<S>(k + i * kstride, 8 * c) : _mm256_setzero_ps();
     for (int i = 0; i < 4; ++i) {
       a[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       a[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -260,14 +274,15 @@ inline void kq_run(const float* q, int64_t r0, int64_t rpt, int64_t qstride, int
     kq_rows<R>(q, r0, rpt, qstride, hd, kt + b * 8 * hd, scale, scores + 8 * b, ld, len - 8 * b < 8 ? len - 8 * b : 8);
 }
 
-bool kq_block_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
-                  int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
-  if (hd % 8 != 0 || hd > 128) return false;  // kq_f16's own fallback order applies
+// Rows: the cache's element format; k and kstride in bytes; hd a multiple of 8 up to 128.
+template <class Rows>
+void kq_block_rows(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
+                   int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
   const int64_t run = kKqRunFloats / hd;  // whole blocks of 8: hd is a multiple of 8
   for (int64_t t0 = 0; t0 < n; t0 += run) {
     const int64_t len = n - t0 < run ? n - t0 : run;
     for (int64_t b = 0; 8 * b < len; ++b)
-      transpose_k8(k + (t0 + 8 * b) * kstride, kstride, len - 8 * b < 8 ? len - 8 * b : 8, hd / 8, work + b * 8 * hd);
+      transpose_k8<Rows>(k + (t0 + 8 * b) * kstride, kstride, len - 8 * b < 8 ? len - 8 * b : 8, hd / 8, work + b * 8 * hd);
     float* st = scores + t0;
     int64_t r = 0;
     for (; r + kKqRows <= rows; r += kKqRows) kq_run<3>(q, r, rpt, qstride, hd, work, len, scale, st, ld);
@@ -277,6 +292,21 @@ bool kq_block_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, con
       default: break;
     }
   }
+}
+
+bool kq_block_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
+                  int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
+  if (hd % 8 != 0 || hd > 128) return false;  // kq_f16's own fallback order applies
+  kq_block_rows<F16Rows>(n, hd, reinterpret_cast<const uint8_t*>(k), kstride * static_cast<int64_t>(sizeof(uint16_t)), q, rows, rpt, qstride,
+                         scale, scores, ld, work);
+  return true;
+}
+
+// Head sizes above 128 take kq_q8_0 per token (kq_lanes: the same sums).
+bool kq_block_q8_0(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
+                   int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
+  if (hd % 32 != 0 || hd > 128) return false;
+  kq_block_rows<Q8Rows>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work);
   return true;
 }
 
@@ -286,6 +316,7 @@ void fill_float_fns_avx2(FloatFns* f) {
   fill_float_fns_simd<Avx2Ops>(f);
   f->kq_f16 = kq_f16;
   f->kq_block_f16 = kq_block_f16;
+  f->kq_block_q8_0 = kq_block_q8_0;
 }
 
 }  // namespace kernels

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 // GCC 12 reports the _mm512_undefined_* pass-through operand of its own inlined intrinsics
 // (`__Y = __Y`) as uninitialised; the operand is never read (all-ones masks). False reports.
@@ -51,6 +52,15 @@ struct Avx512Ops {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
   static V round_f16(V v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  // The f16 scale of the Q8_0 block at b, in every lane; 16 of its int8 values at q times it.
+  static V q8_scale(const uint8_t* b) {
+    uint16_t d;
+    std::memcpy(&d, b, sizeof d);
+    return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(d)));
+  }
+  static V q8_values(const uint8_t* q, V scale) {
+    return _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))));
+  }
   // GCC's tree: 256-bit halves, 128-bit halves, then lanes 0+2 and 1+3, then those two (hsum16).
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
   static float hmax(V v) { return _mm512_reduce_max_ps(v); }
@@ -133,9 +143,9 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
             float* scores, int64_t ld) {
   // Head sizes 64, 128 and 256: 16 positions at a time (float_simd.h).
   switch (hd) {
-    case 64: return kq_lanes<S, 4>(n, k, kstride, q, nq, scale, scores, ld);
-    case 128: return kq_lanes<S, 8>(n, k, kstride, q, nq, scale, scores, ld);
-    case 256: return kq_lanes<S, 16>(n, k, kstride, q, nq, scale, scores, ld);
+    case 64: return kq_lanes<S, 4>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);
+    case 128: return kq_lanes<S, 8>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);
+    case 256: return kq_lanes<S, 16>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);
     default: break;
   }
   if (hd % 16 != 0 || hd > 256) {
@@ -166,11 +176,12 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
 
 // kt[d*ldt + i] = K row i, value d, as f32, for i < m; rows [m, 16) are zero. One 16×16
 // transpose per 16 values of the rows (unpack 32-bit, unpack 64-bit, then two 128-bit lane
-// shuffles).
-void transpose_k16(const uint16_t* k, int64_t kstride, int64_t m, int64_t nc, float* kt, int64_t ldt) {
+// shuffles). Rows: the cache's element format; k and kstride in bytes.
+template <class Rows>
+void transpose_k16(const uint8_t* k, int64_t kstride, int64_t m, int64_t nc, float* kt, int64_t ldt) {
   for (int64_t c = 0; c < nc; ++c) {
     __m512 r[16], a[16], b[16];
-    for (int i = 0; i < 16; ++i) r[i] = i < m ? S::load_h(k + i * kstride + 16 * c) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; ++i) r[i] = i < m ? Rows::template load<S>(k + i * kstride, 16 * c) : _mm512_setzero_ps();
     for (int i = 0; i < 8; ++i) {
       a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -284,34 +295,49 @@ void kq_rows_all(const float* q, int64_t rows, int64_t rpt, int64_t qstride, int
   }
 }
 
-template <int NC>
-void kq_blocks(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt, int64_t qstride,
+template <int NC, class Rows>
+void kq_blocks(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt, int64_t qstride,
                float scale, float* scores, int64_t ld, float* work) {
   for (int64_t t0 = 0; t0 < n;) {
     const int64_t m = n - t0;
     if (m > 16) {  // 32 positions (the second half zero-padded past m)
       const int64_t m2 = m < 32 ? m : 32;
-      transpose_k16(k + t0 * kstride, kstride, 16, hd / 16, work, 32);
-      transpose_k16(k + (t0 + 16) * kstride, kstride, m2 - 16, hd / 16, work + 16, 32);
+      transpose_k16<Rows>(k + t0 * kstride, kstride, 16, hd / 16, work, 32);
+      transpose_k16<Rows>(k + (t0 + 16) * kstride, kstride, m2 - 16, hd / 16, work + 16, 32);
       kq_rows_all<NC, 2>(q, rows, rpt, qstride, hd, work, scale, scores + t0, ld, m2);
       t0 += m2;
     } else {
-      transpose_k16(k + t0 * kstride, kstride, m, hd / 16, work, 16);
+      transpose_k16<Rows>(k + t0 * kstride, kstride, m, hd / 16, work, 16);
       kq_rows_all<NC, 1>(q, rows, rpt, qstride, hd, work, scale, scores + t0, ld, m);
       t0 += m;
     }
   }
 }
 
+// Head sizes with a compile-time trip count, the others at run time (k and kstride in bytes).
+template <class Rows>
+void kq_blocks_any(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt, int64_t qstride,
+                   float scale, float* scores, int64_t ld, float* work) {
+  switch (hd) {
+    case 64: kq_blocks<4, Rows>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
+    case 128: kq_blocks<8, Rows>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
+    case 256: kq_blocks<16, Rows>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
+    default: kq_blocks<0, Rows>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
+  }
+}
+
 bool kq_block_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
                   int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
   if (hd % 16 != 0 || hd > 256) return false;  // kq_f16's own fallback order applies
-  switch (hd) {
-    case 64: kq_blocks<4>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
-    case 128: kq_blocks<8>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
-    case 256: kq_blocks<16>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
-    default: kq_blocks<0>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work); break;
-  }
+  kq_blocks_any<F16Rows>(n, hd, reinterpret_cast<const uint8_t*>(k), kstride * static_cast<int64_t>(sizeof(uint16_t)), q, rows, rpt, qstride,
+                         scale, scores, ld, work);
+  return true;
+}
+
+bool kq_block_q8_0(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
+                   int64_t qstride, float scale, float* scores, int64_t ld, float* work) {
+  if (hd % 32 != 0 || hd > 256) return false;
+  kq_blocks_any<Q8Rows>(n, hd, k, kstride, q, rows, rpt, qstride, scale, scores, ld, work);
   return true;
 }
 
@@ -321,6 +347,7 @@ void fill_float_fns_avx512(FloatFns* f) {
   fill_float_fns_simd<Avx512Ops>(f);
   f->kq_f16 = kq_f16;
   f->kq_block_f16 = kq_block_f16;
+  f->kq_block_q8_0 = kq_block_q8_0;
 }
 
 }  // namespace kernels

@@ -64,6 +64,23 @@ struct FloatFns {
   // token of row r sees n_first + (its index) positions of this run (the causal limit).
   bool (*pv_block_f16)(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt,
                        int64_t ld, int64_t n_first, float* out, int64_t ostride, float* work);
+
+  // The same four against Q8_0 cache rows (KvFormat::Q8_0, kernels/attention.h): each row is
+  // hd / 32 blocks of an f16 scale d and 32 int8 q, rows kstride / vstride bytes apart, value
+  // d·q, which f32 holds exactly (11 + 8 significant bits). Each value enters the same FMA chains
+  // and trees as an f16 value does in the functions above, so the Q8_0 kernels agree with each
+  // other bit for bit as the f16 ones do (decode equals prefill). hd: a multiple of 32 up to 256
+  // (the cache refuses others). The SIMD tables always take the blocked V kernel (pv_q8_0 is it
+  // with a token's query heads as the rows); kq_block_q8_0 and pv_block_q8_0 return false on the
+  // scalar table, as the f16 ones do.
+  void (*kq_q8_0)(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
+                  float* scores, int64_t ld);
+  void (*pv_q8_0)(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out,
+                  float* work);
+  bool (*kq_block_q8_0)(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
+                        int64_t qstride, float scale, float* scores, int64_t ld, float* work);
+  bool (*pv_block_q8_0)(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt,
+                        int64_t ld, int64_t n_first, float* out, int64_t ostride, float* work);
 };
 
 // Scratch floats the blocked attention kernels need: a transposed block of up to 32 K rows of up

@@ -7,6 +7,7 @@
 //   exp_nonpos (e^x for x <= 0), neg_abs (-|g|), mul_if_neg (g < 0 ? g·e : g);
 //   kMaskedTail: whether remainders shorter than a vector run through masked loads (AVX-512) or
 //   a scalar loop (AVX2), with load_tail/store_tail/max_tail/hmax for the masked form;
+//   q8_scale / q8_values (a Q8_0 block's scale broadcast; L of its int8 values times it: exact);
 //   kPvHeads (query heads per decode PV tile), kPvRows/kPvTileVectors (blocked PV tile): what
 //   the register file holds (16 ymm or 32 zmm).
 // The bits a primitive gives are fixed by the operation order written here and by S's trees;
@@ -21,10 +22,48 @@
 
 #include "core/fp16.h"
 #include "kernels/float_fns.h"
+#include "quant/formats/blocks.h"
 
 namespace fulcrum {
 namespace kernels {
 namespace {
+
+// How the attention kernels read a KV cache row, by the cache's element format (KvFormat): rows
+// are addressed in bytes. load<S>(row, d) gives values [d, d + L) as f32 (d a multiple of L);
+// loads<S>(row, d, out) gives the vecs<S>() vectors from d (d a multiple of L · vecs<S>()), the
+// unit a loop over a row steps by.
+struct F16Rows {
+  static constexpr int64_t row_bytes(int64_t hd) { return hd * static_cast<int64_t>(sizeof(uint16_t)); }
+  // Where value d of a row starts (d a multiple of L · vecs()).
+  static constexpr int64_t offset(int64_t d) { return row_bytes(d); }
+  template <class S>
+  static constexpr int vecs() { return 1; }
+  template <class S>
+  static typename S::V load(const uint8_t* row, int64_t d) { return S::load_h(reinterpret_cast<const uint16_t*>(row) + d); }
+  template <class S>
+  static void loads(const uint8_t* row, int64_t d, typename S::V* out) { out[0] = load<S>(row, d); }
+};
+// Q8_0 blocks (quant/formats/blocks.h): a block's f16 scale as a broadcast f32 (S::q8_scale), its
+// int8 values L at a time times the scale (S::q8_values): d·q, exact in f32. A whole block per
+// loads(), so its scale is converted once, not once per vector.
+struct Q8Rows {
+  static constexpr int64_t kBlockBytes = static_cast<int64_t>(sizeof(quant::block_q8_0));
+  static constexpr int64_t row_bytes(int64_t hd) { return hd / quant::QK8_0 * kBlockBytes; }
+  static constexpr int64_t offset(int64_t d) { return row_bytes(d); }
+  template <class S>
+  static constexpr int vecs() { return static_cast<int>(quant::QK8_0 / S::L); }
+  template <class S>
+  static typename S::V load(const uint8_t* row, int64_t d) {
+    const uint8_t* b = row + (d / quant::QK8_0) * kBlockBytes;
+    return S::q8_values(b + 2 + d % quant::QK8_0, S::q8_scale(b));
+  }
+  template <class S>
+  static void loads(const uint8_t* row, int64_t d, typename S::V* out) {
+    const uint8_t* b = row + (d / quant::QK8_0) * kBlockBytes;
+    const typename S::V scale = S::q8_scale(b);
+    for (int v = 0; v < vecs<S>(); ++v) out[v] = S::q8_values(b + 2 + v * S::L, scale);
+  }
+};
 
 template <class S>
 void dot_f32(int64_t n, float* out, const void* w, const void* x) {
@@ -174,18 +213,32 @@ inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float*
 // The pass over vectors c0.. prefetches pf_vectors of each row from c0: the first pass the whole
 // row, so the later passes over the run (a head of 128 values at AVX2) find their halves of the
 // rows in L1/L2 instead of starting a second stream from DRAM.
-template <class S>
-inline void pv_one(int64_t n, const uint16_t* v, int64_t vstride, const float* p, float* out, int64_t c0, int64_t pf_vectors) {
+// Rows: the cache's element format; v and vstride in bytes; pf_bytes of each row prefetched.
+template <class S, class Rows = F16Rows>
+inline void pv_one(int64_t n, const uint8_t* v, int64_t vstride, const float* p, float* out, int64_t c0, int64_t pf_bytes) {
   constexpr int64_t L = S::L;
-  constexpr int kVectorsPerLine = static_cast<int>(32 / L);
+  constexpr int VL = Rows::template vecs<S>();
   typename S::V acc[8];
   for (int c = 0; c < 8; ++c) acc[c] = S::load(out + L * (c0 + c));
+  // The pass's part of each row starts here; its vectors are then at fixed offsets (with c0 in
+  // each load's offset, GCC kept eight run-time offsets in registers and on the stack).
+  const uint8_t* v0 = v + Rows::offset(L * c0);
   for (int64_t t = 0; t < n; ++t) {
-    const uint16_t* vr = v + t * vstride + L * c0;
+    const uint8_t* vr = v0 + t * vstride;
     if (t + kKvAheadRows < n)
-      for (int64_t c = 0; c < pf_vectors; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(vr + kKvAheadRows * vstride + L * c), _MM_HINT_T0);
+      for (int64_t b = 0; b < pf_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(v + t * vstride + kKvAheadRows * vstride + b), _MM_HINT_T0);
     const typename S::V a = S::set1(p[t]);
-    for (int c = 0; c < 8; ++c) acc[c] = S::fmadd(a, S::load_h(vr + L * c), acc[c]);
+    // One vector a load (F16) as a plain expression: with the one-element array of the block
+    // form, GCC kept the accumulators in memory and copied them every position.
+    if constexpr (VL == 1) {
+      for (int c = 0; c < 8; ++c) acc[c] = S::fmadd(a, Rows::template load<S>(vr, L * c), acc[c]);
+    } else {
+      for (int c = 0; c < 8; c += VL) {
+        typename S::V x[VL];
+        Rows::template loads<S>(vr, L * c, x);
+        for (int u = 0; u < VL; ++u) acc[c + u] = S::fmadd(a, x[u], acc[c + u]);
+      }
+    }
   }
   for (int c = 0; c < 8; ++c) S::store(out + L * (c0 + c), acc[c]);
 }
@@ -209,7 +262,9 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
   const int64_t nc = hd / L;
   if (nq == 1 && nc % 8 == 0) {
     // One query head: 8 accumulators a pass, each V vector converted where its FMA takes it.
-    for (int64_t c0 = 0; c0 < nc; c0 += 8) pv_one<S>(n, v, vstride, p, out, c0, c0 == 0 ? nc : 0);
+    for (int64_t c0 = 0; c0 < nc; c0 += 8)
+      pv_one<S>(n, reinterpret_cast<const uint8_t*>(v), vstride * static_cast<int64_t>(sizeof(uint16_t)), p, out, c0,
+                c0 == 0 ? hd * static_cast<int64_t>(sizeof(uint16_t)) : 0);
     return;
   }
   for (int64_t c0 = 0; c0 < nc; c0 += 4) {
@@ -284,22 +339,32 @@ float max_f32(const float* x, int64_t n) {
 // position), as before, cost four shuffles on Zen 4's one 512-bit shuffle pipe: on the 0.5B shape
 // (7 heads a KV head, 1 thread, 256-856 positions) this kernel took 7.1 % of decode's perf
 // samples that way and 4.7 % this way at AVX-512; 1.10 → 0.84 of pv_f16's time at AVX2.
-template <class S, int NC>
-void kq_lanes(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
+// Rows: the cache's element format (F16Rows, Q8Rows); k and kstride in bytes.
+template <class S, int NC, class Rows = F16Rows>
+void kq_lanes(int64_t n, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
   constexpr int64_t L = S::L;
   constexpr int64_t hd = L * NC;
-  constexpr int kVectorsPerLine = static_cast<int>(32 / L);
+  constexpr int64_t row_bytes = Rows::row_bytes(hd);
   alignas(64) float kf[L * hd];
   const typename S::V vs = S::set1(scale);
   for (int64_t t0 = 0; t0 < n; t0 += L) {
     const int64_t m = n - t0 < L ? n - t0 : L;
     for (int64_t i = 0; i < L; ++i) {
-      const uint16_t* kr = k + (t0 + i) * kstride;
+      const uint8_t* kr = k + (t0 + i) * kstride;
       // Rows are kstride apart: prefetch the next block's row (the hardware stride prefetcher
       // gives up at page-sized strides).
       if (t0 + L + i < n)
-        for (int c = 0; c < NC; c += kVectorsPerLine) _mm_prefetch(reinterpret_cast<const char*>(kr + L * kstride + L * c), _MM_HINT_T0);
-      for (int c = 0; c < NC; ++c) S::store(kf + i * hd + L * c, i < m ? S::load_h(kr + L * c) : S::zero());
+        for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(kr + L * kstride + b), _MM_HINT_T0);
+      constexpr int VL = Rows::template vecs<S>();
+      if constexpr (VL == 1) {
+        for (int c = 0; c < NC; ++c) S::store(kf + i * hd + L * c, i < m ? Rows::template load<S>(kr, L * c) : S::zero());
+      } else {
+        for (int c = 0; c < NC; c += VL) {
+          typename S::V v[VL];
+          if (i < m) Rows::template loads<S>(kr, L * c, v);
+          for (int u = 0; u < VL; ++u) S::store(kf + i * hd + L * (c + u), i < m ? v[u] : S::zero());
+        }
+      }
     }
     // The heads read the block through a pointer the compiler cannot equate with kf. Otherwise,
     // seeing the block unchanged across the heads, it loads its L·NC vectors once for all of
@@ -447,12 +512,13 @@ inline void pv_rows(const float* vf, int64_t hd, const float* p, int64_t r0, int
   if (col < hd) pv_tile<S, R, 1>(vf, hd, col, pr, orow, lim);
 }
 
-template <class S>
-bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
-                  int64_t n_first, float* out, int64_t ostride, float* work) {
+// Rows: the cache's element format; v and vstride in bytes; hd a multiple of L, at most 256 or
+// 16 vectors (the converted block holds at least 16 rows).
+template <class S, class Rows>
+void pv_block_rows(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
+                   int64_t n_first, float* out, int64_t ostride, float* work) {
   constexpr int64_t L = S::L;
   constexpr int R = S::kPvRows;
-  if (hd % L != 0 || hd > 16 * L) return false;  // pv_f16's own fallback order applies
   const int64_t block = kAttnVBlockFloats / hd;  // V rows converted to f32 at a time (≥ 16)
   const int64_t last_token = (rows - 1) / rpt;
   for (int64_t b = 0; b < n; b += block) {
@@ -460,9 +526,18 @@ bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, con
     int64_t m = n - b < block ? n - b : block;
     if (first + last_token < m) m = first + last_token;  // no row reads past the last token's limit
     if (m <= 0) break;
+    constexpr int VL = Rows::template vecs<S>();
     for (int64_t i = 0; i < m; ++i) {
-      const uint16_t* vr = v + (b + i) * vstride;
-      for (int64_t d = 0; d < hd; d += L) S::store(work + i * hd + d, S::load_h(vr + d));
+      const uint8_t* vr = v + (b + i) * vstride;
+      if constexpr (VL == 1) {
+        for (int64_t d = 0; d < hd; d += L) S::store(work + i * hd + d, Rows::template load<S>(vr, d));
+      } else {
+        for (int64_t d = 0; d < hd; d += L * VL) {
+          typename S::V x[VL];
+          Rows::template loads<S>(vr, d, x);
+          for (int u = 0; u < VL; ++u) S::store(work + i * hd + d + L * u, x[u]);
+        }
+      }
     }
     const float* pb = p + b;
     int64_t r = 0;
@@ -476,10 +551,61 @@ bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, con
       default: break;
     }
   }
+}
+
+template <class S>
+bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
+                  int64_t n_first, float* out, int64_t ostride, float* work) {
+  if (hd % S::L != 0 || hd > 16 * S::L) return false;  // pv_f16's own fallback order applies
+  pv_block_rows<S, F16Rows>(n, hd, reinterpret_cast<const uint8_t*>(v), vstride * static_cast<int64_t>(sizeof(uint16_t)), p, rows, rpt, ld,
+                            n_first, out, ostride, work);
   return true;
 }
 
-// The table entries common to every SIMD ISA; the ISA file adds kq_f16 and kq_block_f16.
+// ---- Attention against a Q8_0 cache (float_fns.h) ----
+
+// Head sizes are multiples of 32 up to 256 (the cache's check), so every one has a kq_lanes and
+// the blocked V kernel: no per-ISA fallback order to match.
+template <class S>
+void kq_q8_0(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
+  constexpr int P = static_cast<int>(32 / S::L);  // vectors per 32 values
+  switch (hd / 32) {
+    case 1: return kq_lanes<S, P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 2: return kq_lanes<S, 2 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 3: return kq_lanes<S, 3 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 4: return kq_lanes<S, 4 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 5: return kq_lanes<S, 5 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 6: return kq_lanes<S, 6 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 7: return kq_lanes<S, 7 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 8: return kq_lanes<S, 8 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    default: break;
+  }
+}
+
+template <class S>
+bool pv_block_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
+                   int64_t n_first, float* out, int64_t ostride, float* work) {
+  if (hd % 32 != 0 || hd > 256) return false;
+  pv_block_rows<S, Q8Rows>(n, hd, v, vstride, p, rows, rpt, ld, n_first, out, ostride, work);
+  return true;
+}
+
+// One token: its query heads are the blocked kernel's rows (each V row converted once for all of
+// them, pv_block_f16's decode use), every output element the same chain as in prefill.
+// One query head (MHA) takes pv_one, as pv_f16 does: no staged block to share, each block of V
+// converted where its FMAs take it (the same chain per element as the blocked kernel's).
+template <class S>
+void pv_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out, float* work) {
+  const int64_t nc = hd / S::L;
+  if (nq == 1 && nc % 8 == 0 && hd % 32 == 0 && hd <= 256) {
+    for (int64_t c0 = 0; c0 < nc; c0 += 8) pv_one<S, Q8Rows>(n, v, vstride, p, out, c0, c0 == 0 ? Q8Rows::row_bytes(hd) : 0);
+    return;
+  }
+  pv_block_q8_0<S>(n, hd, v, vstride, p, nq, nq, ld, n, out, nq * hd, work);
+}
+
+// The table entries common to every SIMD ISA; the ISA file adds kq_f16, kq_block_f16 and
+// kq_block_q8_0.
 template <class S>
 void fill_float_fns_simd(FloatFns* f) {
   f->dot_f32 = dot_f32<S>;
@@ -498,6 +624,9 @@ void fill_float_fns_simd(FloatFns* f) {
   f->argmax_finite = argmax_finite<S>;
   f->scale_round_f16 = scale_round_f16<S>;
   f->pv_block_f16 = pv_block_f16<S>;
+  f->kq_q8_0 = kq_q8_0<S>;
+  f->pv_q8_0 = pv_q8_0<S>;
+  f->pv_block_q8_0 = pv_block_q8_0<S>;
 }
 
 }  // namespace

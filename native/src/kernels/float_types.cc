@@ -4,6 +4,7 @@
 #include "ggml_types.h"
 #include "core/fp16.h"
 #include "kernels/float_fns.h"
+#include "quant/formats/blocks.h"
 
 #include <cmath>
 #include <cstring>
@@ -84,6 +85,36 @@ void pv_f16_scalar(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, co
   }
 }
 
+// A Q8_0 cache value: d·q of its block (exact in f32, as the SIMD kernels compute it).
+inline float q8_0_value(const uint8_t* row, int64_t d) {
+  const uint8_t* b = row + (d / quant::QK8_0) * static_cast<int64_t>(sizeof(quant::block_q8_0));
+  uint16_t h;
+  std::memcpy(&h, b, sizeof h);
+  return fp16_to_fp32(h) * static_cast<float>(static_cast<int8_t>(b[2 + d % quant::QK8_0]));
+}
+
+void kq_q8_0_scalar(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores,
+                    int64_t ld) {
+  for (int64_t t = 0; t < n; ++t) {
+    const uint8_t* kr = k + t * kstride;
+    for (int64_t j = 0; j < nq; ++j) {
+      float s = 0;
+      for (int64_t d = 0; d < hd; ++d) s += q[j * hd + d] * q8_0_value(kr, d);
+      scores[j * ld + t] = s * scale;
+    }
+  }
+}
+
+void pv_q8_0_scalar(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out, float*) {
+  for (int64_t t = 0; t < n; ++t) {
+    const uint8_t* vr = v + t * vstride;
+    for (int64_t j = 0; j < nq; ++j) {
+      const float a = p[j * ld + t];
+      for (int64_t d = 0; d < hd; ++d) out[j * hd + d] += a * q8_0_value(vr, d);
+    }
+  }
+}
+
 float max_f32_scalar(const float* x, int64_t n) {
   float m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
@@ -108,6 +139,13 @@ bool kq_block_f16_none(int64_t, int64_t, const uint16_t*, int64_t, const float*,
   return false;
 }
 bool pv_block_f16_none(int64_t, int64_t, const uint16_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t, float*) {
+  return false;
+}
+
+bool kq_block_q8_0_none(int64_t, int64_t, const uint8_t*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, int64_t, float*) {
+  return false;
+}
+bool pv_block_q8_0_none(int64_t, int64_t, const uint8_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, float*, int64_t, float*) {
   return false;
 }
 
@@ -155,6 +193,10 @@ void fill_float_fns_scalar(FloatFns* f) {
   f->scale_round_f16 = scale_round_f16_scalar;
   f->kq_block_f16 = kq_block_f16_none;
   f->pv_block_f16 = pv_block_f16_none;
+  f->kq_q8_0 = kq_q8_0_scalar;
+  f->pv_q8_0 = pv_q8_0_scalar;
+  f->kq_block_q8_0 = kq_block_q8_0_none;
+  f->pv_block_q8_0 = pv_block_q8_0_none;
 }
 
 namespace {

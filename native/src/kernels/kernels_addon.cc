@@ -205,12 +205,13 @@ Napi::Value Rope(const Napi::CallbackInfo& info) {
   return y;
 }
 
-// attention(q, k, v, nHeads, nKvHeads, headDim, pageTokens, threads, context?) -> Float32Array
+// attention(q, k, v, nHeads, nKvHeads, headDim, pageTokens, threads, context?, kvFormat?) -> Float32Array
 // The executor's causal attention for nTokens = q.length / (nHeads·headDim) query rows (prefill
 // for more than one, decode for one) at positions [pos0, pos0 + nTokens), where k and v hold the
-// pos0 + nTokens cached positions, [position][nKvHeads·headDim]. They are rounded to f16 and laid
-// out in head-major pages of pageTokens positions as the KV cache keeps them; context (default:
-// the positions held) sizes the scratch as the model's context does.
+// pos0 + nTokens cached positions, [position][nKvHeads·headDim]. They are stored as the KV cache
+// stores them (kvFormat 'F16', the default: rounded to f16; 'Q8_0': quantized per 32 values) in
+// head-major pages of pageTokens positions; context (default: the positions held) sizes the
+// scratch as the model's context does.
 Napi::Value Attention(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Float32Array q = f32_arg(info, 0, "q"), k = f32_arg(info, 1, "k"), v = f32_arg(info, 2, "v");
@@ -233,25 +234,45 @@ Napi::Value Attention(const Napi::CallbackInfo& info) {
   if (s.n_heads * ctx > (int64_t{1} << 24)) throw Napi::RangeError::New(env, "attention: nHeads × context is over 2^24 (score scratch)");
   s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
 
-  const int64_t n_pages = (n_kv + page_tokens - 1) / page_tokens, page = s.n_kv_heads * page_tokens * s.head_dim;
-  std::vector<uint16_t> kbuf(static_cast<size_t>(n_pages * page), 0), vbuf(kbuf.size(), 0);
+  KvFormat format = KvFormat::F16;
+  if (info.Length() > 9 && !info[9].IsUndefined()) {
+    const std::string f = info[9].IsString() ? info[9].As<Napi::String>().Utf8Value() : "(not a string)";
+    if (f == "Q8_0") format = KvFormat::Q8_0;
+    else if (f != "F16") throw Napi::TypeError::New(env, "attention: kvFormat must be 'F16' or 'Q8_0', got '" + f + "'");
+  }
+  const std::string refusal = kv_format_refusal(format, s.head_dim);
+  if (!refusal.empty()) throw Napi::RangeError::New(env, "attention: " + refusal);
+  const int64_t row_bytes = kv_row_bytes(format, s.head_dim);
+  const int64_t n_pages = (n_kv + page_tokens - 1) / page_tokens, page = s.n_kv_heads * page_tokens * row_bytes;
+  // uint16_t storage: the pages' 2-byte alignment for F16 rows.
+  std::vector<uint16_t> kbuf(static_cast<size_t>(n_pages * page / 2 + 1), 0), vbuf(kbuf.size(), 0);
+  uint8_t* kb = reinterpret_cast<uint8_t*>(kbuf.data());
+  uint8_t* vb = reinterpret_cast<uint8_t*>(vbuf.data());
   std::vector<const uint16_t*> kp(static_cast<size_t>(n_pages)), vp(static_cast<size_t>(n_pages));
-  for (int64_t p = 0; p < n_pages; ++p) kp[p] = kbuf.data() + p * page, vp[p] = vbuf.data() + p * page;
+  for (int64_t p = 0; p < n_pages; ++p)
+    kp[p] = reinterpret_cast<const uint16_t*>(kb + p * page), vp[p] = reinterpret_cast<const uint16_t*>(vb + p * page);
   const float* kf = k.Data();
   const float* vf = v.Data();
   for (int64_t t = 0; t < n_kv; ++t)
     for (int64_t g = 0; g < s.n_kv_heads; ++g) {
-      const int64_t at = (t / page_tokens) * page + (g * page_tokens + t % page_tokens) * s.head_dim;
+      const int64_t at = (t / page_tokens) * page + (g * page_tokens + t % page_tokens) * row_bytes;
+      const float* ks = kf + t * kvrow + g * s.head_dim;
+      const float* vs = vf + t * kvrow + g * s.head_dim;
+      if (format == KvFormat::Q8_0) {
+        type_traits(GgmlType::Q8_0).quantize_row(ks, kb + at, s.head_dim);
+        type_traits(GgmlType::Q8_0).quantize_row(vs, vb + at, s.head_dim);
+        continue;
+      }
       for (int64_t d = 0; d < s.head_dim; ++d) {
-        kbuf[static_cast<size_t>(at + d)] = fp32_to_fp16(kf[t * kvrow + g * s.head_dim + d]);
-        vbuf[static_cast<size_t>(at + d)] = fp32_to_fp16(vf[t * kvrow + g * s.head_dim + d]);
+        reinterpret_cast<uint16_t*>(kb + at)[d] = fp32_to_fp16(ks[d]);
+        reinterpret_cast<uint16_t*>(vb + at)[d] = fp32_to_fp16(vs[d]);
       }
     }
   ThreadPool pool(threads);
   AttentionScratch scratch;
   scratch.reserve(s, ctx, n_tokens, threads);
   Napi::Float32Array out = Napi::Float32Array::New(env, static_cast<size_t>(q_len));
-  attention(pool, s, q.Data(), n_tokens, n_kv - n_tokens, KvPages{kp.data(), vp.data(), page_tokens}, out.Data(), scratch);
+  attention(pool, s, q.Data(), n_tokens, n_kv - n_tokens, KvPages{kp.data(), vp.data(), page_tokens, format}, out.Data(), scratch);
   return out;
 }
 

@@ -558,9 +558,9 @@ void Model::run_op(Kernels& kn, const Op& op, int64_t rows) {
       // KVPR's recomputed prefix is not copied.
       const LayerPlacement& lp = placement_.layers[static_cast<size_t>(op.layer)];
       const int64_t pt = cfg_.kv_page_tokens;
-      const size_t half = static_cast<size_t>(pt * KVW) * sizeof(uint16_t);
       for (const Span& sp : st.spans) {
         Sequence& q = *seqs_[static_cast<size_t>(sp.seq)];
+        const size_t half = static_cast<size_t>(q.host->half_page_bytes());
         const int64_t from = std::min(lp.recompute_prefix, sp.pos0) / pt;
         const int64_t to = (sp.pos0 + pt - 1) / pt;
         const KvPages src = q.host->pages(kv_index_[static_cast<size_t>(op.layer)]);
@@ -641,8 +641,8 @@ void Model::store_kv(Kernels& kn, KvCache& kv, int64_t idx, const float* k, cons
     const int64_t page_start = p0 / pt * pt;
     const int64_t m = std::min(pos0 + n, page_start + pt) - p0;
     const int64_t r = p0 - pos0;
-    kn.kv_store(k + r * KVW, KVW, kv.k_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
-    kn.kv_store(v + r * KVW, KVW, kv.v_at(idx, page_start, 0), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    kn.kv_store(k + r * KVW, KVW, kv.k_at(idx, page_start, 0), kv.format(), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
+    kn.kv_store(v + r * KVW, KVW, kv.v_at(idx, page_start, 0), kv.format(), m, p0 - page_start, cfg_.n_kv_heads, cfg_.head_dim, pt);
     p0 += m;
   }
 }

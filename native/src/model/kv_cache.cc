@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include "device/device.h"
+#include "ggml_types.h"
 #include "quant/formats/fp16.h"
 
 #include <algorithm>
@@ -14,15 +15,17 @@
 
 namespace fulcrum {
 
-KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens)
-    : n_layers_(n_layers), context_(context), n_kv_heads_(n_kv_heads), head_dim_(head_dim), row_width_(n_kv_heads * head_dim),
-      page_tokens_(page_tokens) {
+KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format)
+    : n_layers_(n_layers), context_(context), n_kv_heads_(n_kv_heads), head_dim_(head_dim), page_tokens_(page_tokens), format_(format),
+      row_bytes_(kv_row_bytes(format, head_dim)) {
   if (n_layers < 1 || context < 1 || n_kv_heads < 1 || head_dim < 1 || page_tokens < 1)
     throw std::runtime_error("KV cache: layers " + std::to_string(n_layers) + ", context " + std::to_string(context) + ", KV heads " +
                              std::to_string(n_kv_heads) + ", head size " + std::to_string(head_dim) + " and page size " +
                              std::to_string(page_tokens) + " must all be positive");
+  const std::string refusal = kv_format_refusal(format, head_dim);
+  if (!refusal.empty()) throw std::runtime_error("KV cache: " + refusal);
   table_size_ = (context + page_tokens - 1) / page_tokens;
-  const uint64_t half = static_cast<uint64_t>(page_tokens) * static_cast<uint64_t>(row_width_) * sizeof(uint16_t);
+  const uint64_t half = half_page_bytes();
   v_offset_ = static_cast<size_t>((half + kAlign - 1) / kAlign * kAlign);
   block_bytes_ = 2 * static_cast<uint64_t>(v_offset_);
   k_tables_.assign(static_cast<size_t>(n_layers), std::vector<uint16_t*>(static_cast<size_t>(table_size_), nullptr));
@@ -48,8 +51,8 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   end_ = next_ + need;
 }
 
-KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, Device* device)
-    : KvCache(n_layers, context, n_kv_heads, head_dim, page_tokens) {
+KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format, Device* device)
+    : KvCache(n_layers, context, n_kv_heads, head_dim, page_tokens, format) {
   if (!device) return;
   ::munmap(region_, region_size_);  // device pages: the host range is not used
   region_ = nullptr;
@@ -139,18 +142,27 @@ void KvCache::shift(int64_t from, int64_t to, int64_t delta, const std::vector<R
   // Moving right, the last positions go first (and moving left, the first), so no source
   // position is overwritten before it is read.
   std::vector<float> k(static_cast<size_t>(head_dim_));
+  const TypeTraits& q8 = type_traits(GgmlType::Q8_0);
   const int64_t n = to - from;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t src = delta > 0 ? to - 1 - i : from + i;
     const int64_t dst = src + delta;
     for (int64_t l = 0; l < n_layers_; ++l) {
       for (int64_t h = 0; h < n_kv_heads_; ++h) {
-        const uint16_t* ks = k_at(l, src, h);
-        for (int64_t d = 0; d < head_dim_; ++d) k[static_cast<size_t>(d)] = quant::f16_to_f32(ks[d]);
+        const uint8_t* ks = k_at(l, src, h);
+        if (format_ == KvFormat::Q8_0) {
+          q8.dequantize_row(ks, k.data(), head_dim_);
+        } else {
+          for (int64_t d = 0; d < head_dim_; ++d) k[static_cast<size_t>(d)] = quant::f16_to_f32(reinterpret_cast<const uint16_t*>(ks)[d]);
+        }
         rope_row(k.data(), 1, head_dim_, delta, ropes[static_cast<size_t>(l) < ropes.size() ? static_cast<size_t>(l) : 0]);
-        uint16_t* kd = k_at(l, dst, h);
-        for (int64_t d = 0; d < head_dim_; ++d) kd[d] = quant::f32_to_f16(k[static_cast<size_t>(d)]);
-        std::memmove(v_at(l, dst, h), v_at(l, src, h), static_cast<size_t>(head_dim_) * sizeof(uint16_t));
+        uint8_t* kd = k_at(l, dst, h);
+        if (format_ == KvFormat::Q8_0) {
+          q8.quantize_row(k.data(), kd, head_dim_);
+        } else {
+          for (int64_t d = 0; d < head_dim_; ++d) reinterpret_cast<uint16_t*>(kd)[d] = quant::f32_to_f16(k[static_cast<size_t>(d)]);
+        }
+        std::memmove(v_at(l, dst, h), v_at(l, src, h), static_cast<size_t>(row_bytes_));
       }
     }
   }

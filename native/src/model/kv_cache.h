@@ -1,6 +1,6 @@
-// The f16 KV cache of a model, in pages. A page holds `page_tokens` consecutive positions of one
-// layer, head-major: [n_kv_heads][page_tokens][head_dim] f16 for K, then the same for V, 64-byte
-// aligned. Head-major because attention walks one KV head over many positions: that walk is a
+// The KV cache of a model, in pages. A page holds `page_tokens` consecutive positions of one
+// layer, head-major: [n_kv_heads][page_tokens] rows of head_dim values in the cache's format
+// (KvFormat: f16, or Q8_0 blocks) for K, then the same for V, 64-byte aligned. Head-major because attention walks one KV head over many positions: that walk is a
 // contiguous run of page_tokens × head_dim values per page, where a position-major page would
 // make it a 256-byte read every n_kv_heads × head_dim × 2 bytes (4 KiB on a 16-head model: a new
 // 4 KiB page for every position, which defeats the hardware prefetcher).
@@ -37,10 +37,11 @@ class KvCache {
   static constexpr size_t kAlign = 64;
 
   // No memory is taken here beyond the page tables (n_layers × ceil(context/page_tokens) slots).
-  KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens);
+  // Throws std::runtime_error when head_dim cannot be stored in `format` (kv_format_refusal).
+  KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format);
   // Pages taken from `device` (its budget enforced page by page, a refusal rolls the call back)
   // instead of a reserved host range: the KV pool of a device, or a device's staging layers.
-  KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, Device* device);
+  KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format, Device* device);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -54,8 +55,8 @@ class KvCache {
   // Moves positions [from, to) to [from + delta, to + delta) in every layer (pages held first),
   // rotating each K by delta positions with `rope` (RoPE is a rotation: R(p + d) = R(d)·R(p)), so
   // cached keys read as if computed at their new positions (llama-server's --cache-reuse). V moves
-  // as is. Host pages only (a device cache throws). The keys go through f32 and back to f16: one
-  // more rounding of each rotated key (measured in test/unit/kv-shift.test.ts).
+  // as is. Host pages only (a device cache throws). The keys go through f32 and back to the
+  // cache's format: one more rounding of each rotated key (measured in test/unit/kv-shift.test.ts).
   // ropes: one per layer of this cache (layers with their own RoPE base, gemma3), or one for all.
   void shift(int64_t from, int64_t to, int64_t delta, const std::vector<RopeParams>& ropes);
   bool on_device() const { return device_ != nullptr; }
@@ -63,16 +64,22 @@ class KvCache {
   // Attention's view of one layer: page pointers (nullptr past the held pages).
   KvPages pages(int64_t layer) const {
     const size_t l = static_cast<size_t>(layer);
-    return KvPages{k_tables_[l].data(), v_tables_[l].data(), page_tokens_};
+    return KvPages{k_tables_[l].data(), v_tables_[l].data(), page_tokens_, format_};
   }
-  // KV head `head`'s head_dim values at position pos in layer's K or V (the page must be held);
-  // the following positions of the same page follow at head_dim strides.
-  uint16_t* k_at(int64_t layer, int64_t pos, int64_t head) const {
-    return k_tables_[static_cast<size_t>(layer)][static_cast<size_t>(pos / page_tokens_)] + (head * page_tokens_ + pos % page_tokens_) * head_dim_;
+  // KV head `head`'s row at position pos in layer's K or V (the page must be held); the following
+  // positions of the same page follow at row_bytes() strides.
+  uint8_t* k_at(int64_t layer, int64_t pos, int64_t head) const {
+    return reinterpret_cast<uint8_t*>(k_tables_[static_cast<size_t>(layer)][static_cast<size_t>(pos / page_tokens_)]) +
+           (head * page_tokens_ + pos % page_tokens_) * row_bytes_;
   }
-  uint16_t* v_at(int64_t layer, int64_t pos, int64_t head) const {
-    return v_tables_[static_cast<size_t>(layer)][static_cast<size_t>(pos / page_tokens_)] + (head * page_tokens_ + pos % page_tokens_) * head_dim_;
+  uint8_t* v_at(int64_t layer, int64_t pos, int64_t head) const {
+    return reinterpret_cast<uint8_t*>(v_tables_[static_cast<size_t>(layer)][static_cast<size_t>(pos / page_tokens_)]) +
+           (head * page_tokens_ + pos % page_tokens_) * row_bytes_;
   }
+  KvFormat format() const { return format_; }
+  // Bytes of one KV head's row (kv_row_bytes), and of a page's K (or V) rows.
+  int64_t row_bytes() const { return row_bytes_; }
+  uint64_t half_page_bytes() const { return static_cast<uint64_t>(page_tokens_ * n_kv_heads_ * row_bytes_); }
 
   int64_t page_tokens() const { return page_tokens_; }
   int64_t held_pages() const { return held_pages_.load(std::memory_order_relaxed); }
@@ -85,7 +92,9 @@ class KvCache {
   uint64_t bytes_reserved() const { return static_cast<uint64_t>(allocated_.load(std::memory_order_relaxed)) * block_bytes_; }
 
  private:
-  int64_t n_layers_, context_, n_kv_heads_, head_dim_, row_width_, page_tokens_, table_size_;
+  int64_t n_layers_, context_, n_kv_heads_, head_dim_, page_tokens_, table_size_;
+  KvFormat format_;
+  int64_t row_bytes_;  // one KV head's row
   size_t v_offset_ = 0;     // bytes from a page's start to its V rows
   uint64_t block_bytes_ = 0;
   // Per layer: the K and V row pointers of each page slot, and the page's allocation.

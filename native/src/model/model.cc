@@ -94,6 +94,10 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
   if (cfg_.n_heads % cfg_.n_kv_heads != 0)
     throw std::runtime_error("model config: n_heads " + std::to_string(cfg_.n_heads) + " is not a multiple of n_kv_heads " +
                              std::to_string(cfg_.n_kv_heads));
+  {
+    const std::string refusal = kv_format_refusal(cfg_.kv_format, cfg_.head_dim);
+    if (!refusal.empty()) throw std::runtime_error("model config: " + refusal);
+  }
   if (cfg_.rope.n_rot % 2 != 0) throw std::runtime_error("model config: rope n_rot must be even, got " + std::to_string(cfg_.rope.n_rot));
   if (!(cfg_.norm_eps > 0) || !(cfg_.rope.freq_base > 0) || !(cfg_.rope.freq_scale > 0))
     throw std::runtime_error("model config: norm_eps, rope freq_base and freq_scale must be positive");
@@ -227,7 +231,7 @@ Model::Model(const std::string& path, const std::vector<TensorEntry>& tensors, c
 }
 
 uint64_t Model::kv_bytes() const {
-  return static_cast<uint64_t>(cfg_.n_layers) * 2 * cfg_.context_length * cfg_.n_kv_heads * cfg_.head_dim * sizeof(uint16_t);
+  return static_cast<uint64_t>(cfg_.n_layers) * 2 * cfg_.context_length * cfg_.n_kv_heads * kv_row_bytes(cfg_.kv_format, cfg_.head_dim);
 }
 
 void Model::set_threads(int n) {

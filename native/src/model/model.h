@@ -60,6 +60,9 @@ struct ModelConfig {
   int threads = 1;
   uint64_t memory_limit_bytes = 0;  // 0: /proc/meminfo MemAvailable only
   int64_t kv_page_tokens = KvCache::kPageTokens;  // positions per KV cache page
+  // The KV cache's element format. Q8_0 keeps KV and attention on the CPU (and the loopback
+  // device, which runs the CPU kernels): a placement with a device's attention is refused.
+  KvFormat kv_format = KvFormat::F16;
   int64_t max_sequences = 1;  // sequences with their own KV that one step may carry
   int64_t n_expert = 0, n_expert_used = 0;  // MoE (n_ff is then one expert's FFN size)
   // Gemma 2/3: attention scale (0: 1/sqrt(head_dim)), attention and final logit soft-capping

@@ -65,6 +65,13 @@ ModelConfig parse_config(const Napi::Object& o) {
   c.threads = static_cast<int>(get_int(o, "threads", false, 1));
   c.memory_limit_bytes = static_cast<uint64_t>(std::max<int64_t>(0, get_int(o, "memoryLimitBytes", false, 0)));
   c.kv_page_tokens = get_int(o, "kvPageTokens", false, KvCache::kPageTokens);
+  Napi::Value kv_format = o.Get("kvFormat");
+  if (!kv_format.IsUndefined() && !kv_format.IsNull()) {
+    const std::string f = kv_format.IsString() ? kv_format.As<Napi::String>().Utf8Value() : "(not a string)";
+    if (f == "F16") c.kv_format = KvFormat::F16;
+    else if (f == "Q8_0") c.kv_format = KvFormat::Q8_0;
+    else throw Napi::TypeError::New(o.Env(), "model config: 'kvFormat' must be 'F16' or 'Q8_0', got '" + f + "'");
+  }
   c.max_sequences = get_int(o, "maxSequences", false, 1);
   c.n_expert = get_int(o, "nExpert", false, 0);
   c.n_expert_used = get_int(o, "nExpertUsed", false, 0);
@@ -309,6 +316,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceAccessor("kvBytesInUse", &ModelWrap::GetKvBytesInUse, nullptr),
                         InstanceAccessor("kvBytesReserved", &ModelWrap::GetKvBytesReserved, nullptr),
                         InstanceAccessor("kvPageTokens", &ModelWrap::GetKvPageTokens, nullptr),
+                        InstanceAccessor("kvFormat", &ModelWrap::GetKvFormat, nullptr),
                         InstanceAccessor("disposed", &ModelWrap::GetDisposed, nullptr)});
   }
 
@@ -451,6 +459,10 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value GetKvBytesReserved(const Napi::CallbackInfo& info) {
     if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
     return Napi::Number::New(info.Env(), static_cast<double>(shared_->model->kv_bytes_reserved()));
+  }
+  Napi::Value GetKvFormat(const Napi::CallbackInfo& info) {
+    if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");
+    return Napi::String::New(info.Env(), kv_format_name(shared_->model->config().kv_format));
   }
   Napi::Value GetKvPageTokens(const Napi::CallbackInfo& info) {
     if (!shared_ || !shared_->model) throw Napi::Error::New(info.Env(), "model: already disposed");

@@ -91,6 +91,19 @@ void Model::set_placements(const Placement& p, const Placement* prefill, int64_t
   }
   const bool uses_device = p.uses_device() || (prefill && prefill->uses_device());
   if (uses_device && !device) throw std::runtime_error("placement: ops are placed on the device but no device was given");
+  if (uses_device && cfg_.kv_format != KvFormat::F16) {
+    // Prefill takes the decode placement's attention (below): the decode layers decide.
+    const std::vector<std::string>& formats = device->info().kv_formats;
+    const char* fmt = kv_format_name(cfg_.kv_format);
+    std::string names;
+    for (const std::string& f : formats) names += (names.empty() ? "" : ", ") + f;
+    if (std::find(formats.begin(), formats.end(), fmt) == formats.end())
+      for (size_t l = 0; l < p.layers.size(); ++l)
+        if (p.layers[l].op[kAttention].loc == Loc::Dev)
+          throw std::runtime_error("placement: layer " + std::to_string(l) + " runs attention on the device (" + device->info().name +
+                                   "), whose attention reads " + names + " KV only, and this model's KV cache is " + fmt +
+                                   " (kvFormat): keep attention on the CPU, or load the model with kvFormat F16");
+  }
 
   release_device();
   placement_ = Placement{};

@@ -107,6 +107,7 @@ void Model::build_sequences() {
     kv_index_[static_cast<size_t>(l)] = counts[c]++;
   }
   const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
+  const KvFormat kf = cfg_.kv_format;
   for (auto& sp : seqs_) {
     Sequence& q = *sp;
     join_deferred(q, false);
@@ -117,13 +118,13 @@ void Model::build_sequences() {
     q.saved.clear();
     q.n_past = 0;
     // A cache for each kind of layer present (host always: the CPU path and fallbacks need it).
-    q.host = std::make_unique<KvCache>(std::max(1, counts[0]), ctx, kvh, hd, pt);
-    if (counts[1] > 0) q.dev = std::make_unique<KvCache>(counts[1], ctx, kvh, hd, pt, device_.get());
+    q.host = std::make_unique<KvCache>(std::max(1, counts[0]), ctx, kvh, hd, pt, kf);
+    if (counts[1] > 0) q.dev = std::make_unique<KvCache>(counts[1], ctx, kvh, hd, pt, kf, device_.get());
     if (counts[2] > 0) {
-      if (q.kv_loc == Loc::Dev && device_) q.by_seq = std::make_unique<KvCache>(counts[2], ctx, kvh, hd, pt, device_.get());
-      else q.by_seq = std::make_unique<KvCache>(counts[2], ctx, kvh, hd, pt);
+      if (q.kv_loc == Loc::Dev && device_) q.by_seq = std::make_unique<KvCache>(counts[2], ctx, kvh, hd, pt, kf, device_.get());
+      else q.by_seq = std::make_unique<KvCache>(counts[2], ctx, kvh, hd, pt, kf);
     }
-    if (streamed) q.staging = std::make_unique<KvCache>(2, ctx, kvh, hd, pt, device_.get());
+    if (streamed) q.staging = std::make_unique<KvCache>(2, ctx, kvh, hd, pt, kf, device_.get());
     if (recompute) {
       q.saved.resize(static_cast<size_t>(nl));
       for (int64_t l = 0; l < nl; ++l) {
@@ -147,8 +148,9 @@ void Model::set_sequence_kv(int32_t seq, Loc loc) {
   for (int8_t c : kv_cache_of_) n += c == 2;
   if (n == 0) return;
   const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
-  if (loc == Loc::Dev) q.by_seq = std::make_unique<KvCache>(n, ctx, kvh, hd, pt, device_.get());
-  else q.by_seq = std::make_unique<KvCache>(n, ctx, kvh, hd, pt);
+  const KvFormat kf = cfg_.kv_format;
+  if (loc == Loc::Dev) q.by_seq = std::make_unique<KvCache>(n, ctx, kvh, hd, pt, kf, device_.get());
+  else q.by_seq = std::make_unique<KvCache>(n, ctx, kvh, hd, pt, kf);
   if (q.host) q.host->release_from(0);
   if (q.dev) q.dev->release_from(0);
   if (q.staging) q.staging->release_from(0);
@@ -165,8 +167,9 @@ void Model::swap_sequence_kv(int32_t seq, Loc loc) {
     return;
   }
   const int64_t ctx = cfg_.context_length, kvh = cfg_.n_kv_heads, hd = cfg_.head_dim, pt = cfg_.kv_page_tokens;
-  auto moved = loc == Loc::Dev ? std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt, device_.get())
-                               : std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt);
+  const KvFormat kf = cfg_.kv_format;
+  auto moved = loc == Loc::Dev ? std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt, kf, device_.get())
+                               : std::make_unique<KvCache>(q.by_seq->n_layers(), ctx, kvh, hd, pt, kf);
   // A token part-way through its layers (layer-by-layer steps) has K and V at its position for
   // the layers done: they move with the rest.
   const int64_t n = q.n_past.load() + (q.residual_pos == q.n_past.load() ? 1 : 0);

@@ -94,14 +94,22 @@ void CpuKernels::gelu(float* x, int64_t rows, int64_t width, const RowConverts& 
   });
 }
 
-void CpuKernels::kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
-                          int64_t page_tokens) {
-  // Head-major page: each position's row scatters into one head_dim run per KV head. A few KB
-  // per token: on the calling thread.
+void CpuKernels::kv_store(const float* rows, int64_t stride, void* page, KvFormat format, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads,
+                          int64_t head_dim, int64_t page_tokens) {
+  // Head-major page: each position's row scatters into one row per KV head. A few KB per token:
+  // on the calling thread. Q8_0 rows are quantized as llama.cpp quantizes a q8_0 cache row (and
+  // the Q8_0 matmul inputs): d = amax / 127 per block of 32, values rounded to nearest.
   const kernels::FloatFns& fns = kernels::float_fns();
+  const int64_t row_bytes = kv_row_bytes(format, head_dim);
+  const auto quantize = format == KvFormat::Q8_0 ? type_traits(GgmlType::Q8_0).quantize_row : nullptr;
+  uint8_t* base = static_cast<uint8_t*>(page);
   for (int64_t r = 0; r < n_pos; ++r)
-    for (int64_t g = 0; g < n_kv_heads; ++g)
-      fns.f32_to_f16(rows + r * stride + g * head_dim, page + (g * page_tokens + pos_in_page + r) * head_dim, head_dim);
+    for (int64_t g = 0; g < n_kv_heads; ++g) {
+      const float* src = rows + r * stride + g * head_dim;
+      uint8_t* dst = base + (g * page_tokens + pos_in_page + r) * row_bytes;
+      if (quantize) quantize(src, dst, head_dim);
+      else fns.f32_to_f16(src, dst, head_dim);
+    }
 }
 
 void CpuKernels::attention(const AttentionShape& shape, const float* q, int64_t rows, int64_t pos0, const KvPages& kv, float* out,

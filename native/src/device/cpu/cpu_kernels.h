@@ -26,7 +26,7 @@ class CpuKernels final : public Kernels {
   void swiglu(float* g, const float* u, int64_t rows, int64_t width, const RowConverts& cv) override;
   void geglu(float* g, const float* u, int64_t rows, int64_t width, const RowConverts& cv) override;
   void gelu(float* x, int64_t rows, int64_t width, const RowConverts& cv) override;
-  void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
+  void kv_store(const float* rows, int64_t stride, void* page, KvFormat format, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
                 int64_t page_tokens) override;
   void attention(const AttentionShape& shape, const float* q, int64_t rows, int64_t pos0, const KvPages& kv, float* out,
                  const AttentionWork& work) override;

@@ -53,6 +53,7 @@ class LoopbackDevice final : public Device {
       const TypeTraits& tt = type_traits(static_cast<GgmlType>(t));
       if (tt.name && tt.supported && tt.vec_dot) info_.formats.push_back(tt.name);
     }
+    info_.kv_formats = {"F16", "Q8_0"};  // the CPU attention kernels
     info_.ops = {"embed", "rmsnorm", "layernorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu", "geglu", "gelu", "moe_ffn"};
   }
   ~LoopbackDevice() override {

@@ -200,13 +200,17 @@ class VulkanDevice final : public Device, public Kernels {
     ctx_.move_rows(stream(), resolve(src, static_cast<uint64_t>(n * width) * 4), resolve(dst, 4), resolve(rows, static_cast<uint64_t>(n) * 4),
                    resolve(weights, static_cast<uint64_t>(n) * 4), n, width, true);
   }
-  void kv_store(const float* rows, int64_t stride, uint16_t* page, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads, int64_t head_dim,
-                int64_t page_tokens) override {
+  void kv_store(const float* rows, int64_t stride, void* page, KvFormat format, int64_t n_pos, int64_t pos_in_page, int64_t n_kv_heads,
+                int64_t head_dim, int64_t page_tokens) override {
+    if (format != KvFormat::F16)
+      throw DeviceError(std::string("vulkan: a ") + kv_format_name(format) + " KV cache on the device (its attention shader reads F16 KV)");
     ctx_.kv_store(stream(), resolve(rows, 4), stride, resolve(page, 4), n_pos, pos_in_page, n_kv_heads, head_dim, page_tokens);
   }
   void attention(const AttentionShape& shape, const float* q, int64_t rows, int64_t pos0, const KvPages& kv, float* out,
                  const AttentionWork& work) override {
     if (!work.k_pool || !work.v_pool || !work.page_table) throw DeviceError("vulkan: attention without its K and V pools");
+    if (kv.format != KvFormat::F16)
+      throw DeviceError(std::string("vulkan: attention over a ") + kv_format_name(kv.format) + " KV cache (its shader reads F16 KV)");
     // The sequence's pages into the contiguous pools the shader binds (device-side copies).
     const int64_t pt = kv.page_tokens;
     const size_t half = static_cast<size_t>(pt * shape.n_kv_heads * shape.head_dim);  // f16 values of K (or V) per page
