@@ -34,6 +34,8 @@ export interface ChildRequest {
   genTokens: number;
   /** KV cache positions, the same for both engines. */
   contextSize: number;
+  /** Both engines' KV cache format (default F16); llama.cpp runs flash attention with Q8_0 (its quantized V cache needs it). */
+  kvFormat?: 'F16' | 'Q8_0';
 }
 
 export interface ChildMemory {
@@ -47,7 +49,7 @@ export interface ChildMemory {
   load_peak_rss_bytes: number;
   /** VmHWM at the very end: the process's peak. */
   peak_rss_bytes: number;
-  /** KV cache positions the engine actually allocated, and that cache's size (f16, from the GGUF hparams). */
+  /** KV cache positions the engine actually allocated, and that cache's size (in the row's KV format, from the GGUF hparams). */
   context_size: number;
   kv_bytes: number;
   /** The resident set right after the timed run, model still loaded, and how it is made up. */
@@ -81,6 +83,7 @@ function parseRequest(json: string | undefined): ChildRequest {
   }
   if (r.engine !== 'fulcrum' && r.engine !== 'llama.cpp') throw new Error(`${CHILD_FLAG}: unknown engine ${JSON.stringify(r.engine)}`);
   if (typeof r.model !== 'string') throw new Error(`${CHILD_FLAG}: 'model' must be a file path`);
+  if (r.kvFormat !== undefined && r.kvFormat !== 'F16' && r.kvFormat !== 'Q8_0') throw new Error(`${CHILD_FLAG}: 'kvFormat' must be F16 or Q8_0, got ${JSON.stringify(r.kvFormat)}`);
   return r as ChildRequest;
 }
 
@@ -103,7 +106,8 @@ export async function childMain(argv: string[]): Promise<void> {
       end = mappingBreakdown(req.model);
     }
   };
-  const opts = { threads: req.threads, promptTokens: req.promptTokens, genTokens: req.genTokens, probe };
+  const kvFormat = req.kvFormat ?? 'F16';
+  const opts = { threads: req.threads, promptTokens: req.promptTokens, genTokens: req.genTokens, kvFormat, probe };
   let speed: { prompt_tokens_per_s: number; gen_tokens_per_s: number; threads: number };
   let contextSize: number;
   let isaLevel: string | undefined;
@@ -133,7 +137,7 @@ export async function childMain(argv: string[]): Promise<void> {
       load_peak_rss_bytes: loadPeak,
       peak_rss_bytes: residentSet().peak_rss_bytes,
       context_size: contextSize,
-      kv_bytes: kvCacheBytes(hp, contextSize),
+      kv_bytes: kvCacheBytes(hp, contextSize, kvFormat),
       end,
     },
     engine_threads: speed.threads,

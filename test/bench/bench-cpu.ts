@@ -38,6 +38,7 @@ import { nativeKernels } from '../../engine/native/model';
 import { CHILD_FLAG, childMain, runBenchChild, type BenchEngine, type ChildMemory, type ChildResult } from './bench-child';
 import { cpuLine, hostCpu } from './bench-host';
 import { readHparams } from '../../engine/model/hparams';
+import { formatBytesPerElement } from '../../engine/model/shape';
 import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, benchTypeByLabel, unsupportedReason } from './bench-models';
 import { alternationOrder, median } from './bench-rounds';
 import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
@@ -151,13 +152,13 @@ function engineRow(results: ChildResult[]): EngineRow {
  * (expert_used_count of expert_count), and the KV cache of every layer at the decode's mean
  * context (prompt + gen / 2 positions, f16 K and V).
  */
-function bytesPerToken(file: string, promptTokens: number, genTokens: number): { weights: number; kv: number } {
+function bytesPerToken(file: string, promptTokens: number, genTokens: number, kvFormat: 'F16' | 'Q8_0'): { weights: number; kv: number } {
   const g = readGguf(file);
   const hp = readHparams(g);
   const tied = !g.tensors.some((t) => t.name === 'output.weight');
   const expertShare = hp.nExpert > 0 ? hp.nExpertUsed / hp.nExpert : 1;
   const weights = g.tensors.reduce((s, t) => s + (t.name === 'token_embd.weight' && !tied ? 0 : /_exps\.weight$/.test(t.name) ? t.byteSize * expertShare : t.byteSize), 0);
-  const kv = hp.nLayers * 2 * hp.nKvHeads * hp.headDim * 2 * (promptTokens + genTokens / 2);
+  const kv = hp.nLayers * 2 * hp.nKvHeads * hp.headDim * formatBytesPerElement(kvFormat) * (promptTokens + genTokens / 2);
   return { weights, kv };
 }
 
@@ -183,7 +184,7 @@ function againstRange(range: HistoryRange | undefined, now: PeerFigure): string 
 const baseName = (p: string): string => p.slice(p.lastIndexOf('/') + 1);
 
 async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2), ['prompt', 'gen', 'threads', 'shapes', 'types', 'isa', 'runs', 'history'], ['quick', 'no-peer']);
+  const args = parseArgs(process.argv.slice(2), ['prompt', 'gen', 'threads', 'shapes', 'types', 'isa', 'runs', 'history', 'kv-format'], ['quick', 'no-peer']);
   const isa = (args.options.get('isa') ?? 'native') as IsaChoice;
   if (!['native', 'avx2', 'avxvnni', 'avx512'].includes(isa)) throw new Error(`--isa must be native, avx2, avxvnni or avx512, got ${isa}`);
   const fulcrumEnv: Record<string, string> = isa === 'native' ? {} : { FULCRUM_ISA: isa };
@@ -196,6 +197,11 @@ async function main(): Promise<void> {
   const promptTokens = Number(args.options.get('prompt') ?? (quick ? 64 : 512));
   const genTokens = Number(args.options.get('gen') ?? (quick ? 16 : 128));
   const runs = Number(args.options.get('runs') ?? 3);
+  // Both engines' KV cache: f16 (default) or q8_0 (llama.cpp then runs flash attention, which its
+  // quantized V cache needs).
+  const kvFormatArg = (args.options.get('kv-format') ?? 'f16').toUpperCase();
+  if (kvFormatArg !== 'F16' && kvFormatArg !== 'Q8_0') throw new Error(`--kv-format must be f16 or q8_0, got ${args.options.get('kv-format')}`);
+  const kvFormat: 'F16' | 'Q8_0' = kvFormatArg;
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a whole number ≥ 1, got ${args.options.get('runs')}`);
   const threadList = (args.options.get('threads') ?? '1,2').split(',').map(Number);
   const shapeNames = args.options.get('shapes')?.split(',');
@@ -246,11 +252,11 @@ async function main(): Promise<void> {
         const label = `${shape.label} ${type.label} ${threads}T`;
         process.stderr.write(`${label}…\n`);
         const file = benchModelFile(shape, type);
-        const bytes = bytesPerToken(file, promptTokens, genTokens);
+        const bytes = bytesPerToken(file, promptTokens, genTokens, kvFormat);
         row.weight_bytes_per_token = bytes.weights;
         row.kv_bytes_per_token = bytes.kv;
-        const req = { model: file, threads, promptTokens, genTokens, contextSize };
-        const rowId: RowId = { shape: shape.label, type: type.label, threads, promptTokens, genTokens };
+        const req = { model: file, threads, promptTokens, genTokens, contextSize, kvFormat };
+        const rowId: RowId = { shape: shape.label, type: type.label, threads, promptTokens, genTokens, ...(kvFormat !== 'F16' ? { kvFormat } : {}) };
         const done: Record<BenchEngine, ChildResult[]> = { fulcrum: [], 'llama.cpp': [] };
         const nearby: Record<BenchEngine, number[]> = { fulcrum: [], 'llama.cpp': [] };
         const measure = async (order: BenchEngine[]) => {
@@ -346,7 +352,7 @@ async function main(): Promise<void> {
   const target = (r: Row) =>
     r.memory_margin_bytes === undefined ? '—' : `${r.memory_target_met ? 'yes' : 'no'} (${r.memory_margin_bytes >= 0 ? '+' : ''}${mib(r.memory_margin_bytes)})`;
   const lines = [
-    `prompt ${promptTokens} tokens, decode ${genTokens} tokens, KV cache ${contextSize} positions (both engines, f16); ` +
+    `prompt ${promptTokens} tokens, decode ${genTokens} tokens, KV cache ${contextSize} positions (both engines, ${kvFormat.toLowerCase()}${kvFormat === 'Q8_0' ? ', llama.cpp with flash attention' : ''}); ` +
       `${runs} alternating round(s) per row, medians shown (a flagged row has its re-measurements in the median too); ` +
       `read bandwidth (best of the run's probes: ${threadList.map((t) => `${t}T ${(bandwidth.get(t)! / 1e9).toFixed(1)} GB/s (${probes.get(t)} full probes and those around each run${spread(t)})`).join(', ')}; ` +
       `decode/limit is against that best, decode/nearby against the probes just before and after each run (median over the runs)`,
@@ -429,7 +435,7 @@ async function main(): Promise<void> {
   const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
-    isa: kernels.isaLevel(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, runs,
+    isa: kernels.isaLevel(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
     // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
     read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,

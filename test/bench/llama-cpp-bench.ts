@@ -72,6 +72,11 @@ export interface PeerOptions {
   contextSize?: number;
   /** Same contract as engine/runtime/bench.ts BenchOptions.probe. */
   probe?: (stage: 'loaded' | 'done') => void;
+  /**
+   * K and V cache type (default F16). Q8_0 is llama.cpp's `-ctk q8_0 -ctv q8_0`, which needs flash
+   * attention (`-fa`): its quantized V cache is read only by the flash-attention kernel.
+   */
+  kvFormat?: 'F16' | 'Q8_0';
 }
 
 export async function benchLlamaCpp(file: string, opts: PeerOptions): Promise<PeerResult> {
@@ -81,7 +86,8 @@ export async function benchLlamaCpp(file: string, opts: PeerOptions): Promise<Pe
     contextSize: opts.contextSize ?? opts.promptTokens + opts.genTokens + 8,
     batchSize: 512,
     threads: opts.threads,
-    flashAttention: false,
+    flashAttention: opts.kvFormat === 'Q8_0',
+    ...(opts.kvFormat === 'Q8_0' ? { experimentalKvCacheKeyType: 'Q8_0' as const, experimentalKvCacheValueType: 'Q8_0' as const } : {}),
   });
   try {
     opts.probe?.('loaded');

@@ -69,6 +69,8 @@ export interface RowId {
   threads: number;
   promptTokens: number;
   genTokens: number;
+  /** Both engines' KV cache format; absent: F16 (the keys of earlier histories stay as they were). */
+  kvFormat?: 'F16' | 'Q8_0';
 }
 
 export function hostKey(h: HostId): string {
@@ -77,7 +79,7 @@ export function hostKey(h: HostId): string {
 
 /** The prompt and decode lengths are part of the row: prefill tok/s depends on the prompt length. */
 export function rowKey(r: RowId): string {
-  return `${r.shape} ${r.type} ${r.threads}T prompt ${r.promptTokens} gen ${r.genTokens}`;
+  return `${r.shape} ${r.type} ${r.threads}T prompt ${r.promptTokens} gen ${r.genTokens}${r.kvFormat && r.kvFormat !== 'F16' ? ` kv ${r.kvFormat}` : ''}`;
 }
 
 export function emptyHistory(): PeerHistory {

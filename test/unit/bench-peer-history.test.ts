@@ -26,14 +26,17 @@ test('flags hash: order and repeats do not matter, any other flag does', () => {
   assert.deepEqual(parsed, { model: 'AMD EPYC 9R14 96-Core Processor', flags: ['fpu', 'avx2', 'avx512f'] });
 });
 
-test('keys: CPU model, flags hash and ISA make the host; shape, type, threads, prompt and decode lengths the row', () => {
+test('keys: CPU model, flags hash and ISA make the host; shape, type, threads, prompt and decode lengths and a non-F16 KV format the row', () => {
   assert.equal(hostKey(host), `AMD EPYC 9R14 | flags ${host.flagsHash} | isa native`);
   assert.notEqual(hostKey(host), hostKey({ ...host, isa: 'avx2' }));
   assert.notEqual(hostKey(host), hostKey({ ...host, flagsHash: flagsHash(['avx2']) }));
   assert.equal(rowKey(row), '0.5B Q4_0 1T prompt 256 gen 48');
-  for (const other of [{ threads: 2 }, { promptTokens: 512 }, { genTokens: 128 }, { type: 'Q4_K_M' }, { shape: '1.3B' }]) {
+  for (const other of [{ threads: 2 }, { promptTokens: 512 }, { genTokens: 128 }, { type: 'Q4_K_M' }, { shape: '1.3B' }, { kvFormat: 'Q8_0' as const }]) {
     assert.notEqual(rowKey({ ...row, ...other }), rowKey(row), JSON.stringify(other));
   }
+  // The F16 rows keep the keys they had before the KV format was part of a row.
+  assert.equal(rowKey({ ...row, kvFormat: 'F16' }), rowKey(row));
+  assert.equal(rowKey({ ...row, kvFormat: 'Q8_0' }), '0.5B Q4_0 1T prompt 256 gen 48 kv Q8_0');
 });
 
 test('previous entry: the newest of the same row and host only', () => {
