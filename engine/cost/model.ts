@@ -81,7 +81,7 @@ export class ProfileCostModel implements CostModel {
   }
 
   private kvLengthOf(work: OpWork): number {
-    const perToken = this.model.nKvHeads * this.model.headDim * 2;
+    const perToken = this.model.nKvHeads * this.model.headDim * formatBytesPerElement(this.model.kvFormat);
     return work.kvReadBytes / perToken;
   }
 

@@ -50,7 +50,7 @@ export async function measureRun(engine: Engine, opts: { promptTokens?: number; 
   } else {
     const profile = await opts.hardware();
     params = {
-      model: shapeFromGguf(readGguf(engine.summary.path)),
+      model: { ...shapeFromGguf(readGguf(engine.summary.path)), kvFormat: engine.summary.kvFormat },
       hardware: { ...profile, cpu: cpuForThreads(profile.cpu, engine.threads) },
       workload: { batch: 1, prompt: promptTokens, gen: decodeSteps },
       policy: 'cpu-only',

@@ -21,7 +21,8 @@ import { abortMessage, LatestCompletionWins } from '../completion/supersede';
 import { defaultThreads, Engine, nativeConfig } from '../runtime/engine';
 import { measureRun, type MeasureResult } from '../runtime/measure';
 import { thisMachineProfile } from '../profile/profiler';
-import type { ExecutionOptions, LayerSummary, ModelSummary } from '../runtime/types';
+import type { ExecutionOptions, KvFormat, LayerSummary, ModelSummary } from '../runtime/types';
+import { kvBytesPerToken } from '../model/summary';
 import { Mutex } from './mutex';
 import { FulcrumErrorCodes, type EngineState, type FeedbackParams, type MeasureParams, type ModelInfo } from './protocol';
 import { ServerFeedback } from './feedback';
@@ -138,7 +139,7 @@ export class ModelHost {
         // A re-plan (a request outgrew the plan's KV) refreshes the state: the status bar shows the new split, the log says why.
         const onReplan = (e: ReplanEvent) => this.emitState(`re-planned at ${e.atPosition} positions: ${e.fromSplit} → ${e.toSplit} (${e.reason})`);
         const feedback = this.feedback.options();
-        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), ...(feedback ? { feedback } : {}), onReplan, maxSequences: kvSlotsFor(file), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
+        const loadOptions = { ...(request.onProgress ? { onProgress: request.onProgress } : {}), ...(request.execution ?? {}), ...(feedback ? { feedback } : {}), onReplan, maxSequences: kvSlotsFor(file, request.execution?.kvFormat), hardware: thisMachineProfile, contextOption: 'the editor loads min(training context, 4096) positions; `fulcrum serve --http --ctx N` serves a longer one' };
         this.engine = await Engine.load(file, request.threads !== undefined ? { ...loadOptions, threads: request.threads } : loadOptions);
         this.loadedThreads = request.threads;
         this.loadedExecution = request.execution;
@@ -146,7 +147,7 @@ export class ModelHost {
         const message = `cannot load ${file}: ${messageOf(err)}`;
         if (previous) {
           // Bring back the model that was working.
-          this.engine = await Engine.load(previous.summary.path, { ...(previousExecution ?? {}), hardware: thisMachineProfile, maxSequences: kvSlotsFor(previous.summary.path), ...(previousThreads !== undefined ? { threads: previousThreads } : {}) }).catch(() => undefined);
+          this.engine = await Engine.load(previous.summary.path, { ...(previousExecution ?? {}), hardware: thisMachineProfile, maxSequences: kvSlotsFor(previous.summary.path, previousExecution?.kvFormat), ...(previousThreads !== undefined ? { threads: previousThreads } : {}) }).catch(() => undefined);
         }
         if (!this.engine) this.lastError = message;
         throw new ResponseError(FulcrumErrorCodes.LoadFailed, message);
@@ -302,11 +303,11 @@ function messageOf(err: unknown): string {
  * the memory available now; pages are only taken as positions are written.
  */
 export const KV_SLOTS = 4;
-function kvSlotsFor(file: string): number {
+function kvSlotsFor(file: string, kvFormat: KvFormat = 'F16'): number {
   try {
     const hp = readHparams(readGguf(file));
     const ctx = Math.min(hp.contextLength, 4096);
-    const perSequence = hp.nLayers * 2 * ctx * hp.nKvHeads * hp.headDim * 2;
+    const perSequence = kvBytesPerToken(hp, kvFormat) * ctx;
     const available = availableMemoryBytes();
     if (!(available > 0) || !(perSequence > 0)) return 1;
     return Math.max(1, Math.min(KV_SLOTS, Math.floor(available / 4 / perSequence)));
