@@ -16,6 +16,7 @@ import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { nativeConfig } from '../../engine/runtime/engine';
 import { createNativeModel, type NativeModel } from '../../engine/native/model';
 import { tempDir } from '../helpers/shared';
+import { evalPieces as evalPiecesOf, kvTestTokens as tokens } from '../helpers/kv-eval';
 
 // Not a multiple of any page size used below, so the last page of a table is partly past the end.
 const CONTEXT = 500;
@@ -32,31 +33,11 @@ writeSyntheticModel(MODEL, {
 const file = readGguf(MODEL);
 const hp = readHparams(file);
 const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
+const evalPieces = (m: NativeModel, toks: Int32Array, start: number, sizes: number[]): Float32Array => evalPiecesOf(m, toks, start, sizes, hp.nVocab);
 
 function load(kvPageTokens: number | undefined, threads = 1): NativeModel {
   const config = { ...nativeConfig(file, hp, CONTEXT, threads), batchSize: 128 };
   return createNativeModel(MODEL, tensors, kvPageTokens === undefined ? config : { ...config, kvPageTokens });
-}
-
-/** Deterministic token ids in [3, 300). */
-function tokens(n: number, seed: number): Int32Array {
-  let s = seed >>> 0;
-  return Int32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return 3 + (s % 297);
-  });
-}
-
-/** Evaluates `toks` from position `start` in consecutive pieces of the given sizes; the logits of every position. */
-function evalPieces(m: NativeModel, toks: Int32Array, start: number, sizes: number[]): Float32Array {
-  assert.equal(sizes.reduce((a, b) => a + b, 0), toks.length);
-  const out = new Float32Array(toks.length * hp.nVocab);
-  let done = 0;
-  for (const n of sizes) {
-    out.set(m.eval(toks.subarray(done, done + n), start + done, true), done * hp.nVocab);
-    done += n;
-  }
-  return out;
 }
 
 /** Bytes of one page: K then V of `p` positions of one layer, each rounded up to 64 bytes. */

@@ -16,6 +16,7 @@ import { writeSyntheticModel } from '../../engine/model/synthetic';
 import { nativeConfig } from '../../engine/runtime/engine';
 import { createNativeModel, type NativeModel } from '../../engine/native/model';
 import { tempDir } from '../helpers/shared';
+import { evalPieces as evalPiecesOf, kvTestTokens as tokens } from '../helpers/kv-eval';
 
 const CONTEXT = 500;
 const N_LAYERS = 2, N_KV_HEADS = 2, HEAD_DIM = 32;
@@ -30,27 +31,10 @@ writeSyntheticModel(MODEL, {
 const file = readGguf(MODEL);
 const hp = readHparams(file);
 const tensors = file.tensors.map((t) => ({ name: t.name, type: t.type, dims: t.dims, offset: t.absOffset }));
+const evalPieces = (m: NativeModel, toks: Int32Array, start: number, sizes: number[]): Float32Array => evalPiecesOf(m, toks, start, sizes, hp.nVocab);
 
 function load(kvFormat: 'F16' | 'Q8_0', kvPageTokens = 64, threads = 1): NativeModel {
   return createNativeModel(MODEL, tensors, { ...nativeConfig(file, hp, CONTEXT, threads), batchSize: 128, kvPageTokens, kvFormat });
-}
-
-function tokens(n: number, seed: number): Int32Array {
-  let s = seed >>> 0;
-  return Int32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return 3 + (s % 297);
-  });
-}
-
-function evalPieces(m: NativeModel, toks: Int32Array, start: number, sizes: number[]): Float32Array {
-  const out = new Float32Array(toks.length * hp.nVocab);
-  let done = 0;
-  for (const n of sizes) {
-    out.set(m.eval(toks.subarray(done, done + n), start + done, true), done * hp.nVocab);
-    done += n;
-  }
-  return out;
 }
 
 function assertSame(actual: Float32Array, expected: Float32Array, what: string): void {
