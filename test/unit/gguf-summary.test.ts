@@ -18,9 +18,14 @@ test('stories260K summary: parameters, types, KV bytes per token', { skip: skipU
     parameters: 292800,
     contextLength: 2048, trainingContextLength: 2048, nLayers: 5, nEmbd: 64, nHeads: 8, nKvHeads: 4, nFf: 172,
     nVocab: 512, tensorTypes: { F32: 48 },
+    kvFormat: 'F16',
     kvBytesPerToken: 2 * 5 * 4 * 8 * 2,
   });
   assert.equal(summarizeModel(readGguf(stories), { contextLength: 100 }).contextLength, 100);
+  // A Q8_0 cache: 34 bytes per 32 values.
+  const q8 = summarizeModel(readGguf(stories), { kvFormat: 'Q8_0' });
+  assert.equal(q8.kvFormat, 'Q8_0');
+  assert.equal(q8.kvBytesPerToken, (2 * 5 * 4 * 8 * 34) / 32);
 });
 
 test('stories260K per-layer bytes grouped attention / ffn / norm / other', { skip: skipUnlessShared(stories) }, () => {
