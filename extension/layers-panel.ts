@@ -2,24 +2,11 @@
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { FulcrumRequests, type LayersResult } from '../engine/server/protocol';
+import { FulcrumRequests, type LayersResult, type ModelInfo } from '../engine/server/protocol';
 import { isFromLayersView, type ToLayersView } from '../webviews/layers/messages';
 import { layersPageHtml, makeNonce } from '../webviews/layers/page';
-import type { Plan } from '../engine/server/protocol';
+import { splitText } from './plan-summary';
 import { planInputs, requestPlan } from './planner';
-
-/** Per decoder layer: 'GPU', 'CPU', or 'GPU+CPU' when its ops are on both (streamed weights count as GPU+CPU). */
-export function layerPlacement(plan: Plan): Record<number, string> {
-  const out: Record<number, string> = {};
-  for (const l of plan.stages.decode.layers) {
-    const weighted = l.ops.filter((o) => o.weights !== undefined);
-    const gpu = weighted.every((o) => o.device === 'gpu' && o.weights === 'gpu');
-    const cpu = weighted.every((o) => o.device === 'cpu');
-    out[l.index] = gpu ? 'GPU' : cpu ? 'CPU' : 'GPU+CPU';
-  }
-  out[-1] = plan.stages.decode.head.device === 'gpu' ? 'GPU' : plan.stages.decode.head.device === 'cpu' ? 'CPU' : 'GPU+CPU';
-  return out;
-}
 
 export class LayersPanel {
   private static current: LayersPanel | undefined;
@@ -76,11 +63,17 @@ export class LayersPanel {
     try {
       await this.post({ type: 'status', message: 'Asking the engine for the model layers…' });
       const data = await client.sendRequest<LayersResult>(FulcrumRequests.layers);
-      // Where each layer runs, from the plan for this model (none when it cannot be planned,
-      // e.g. before the machine is profiled).
+      // Where each layer runs is what the engine executes (the status bar's split), not the plan
+      // panels' what-if plan for fulcrum.plan.hardware, which may be a GPU this machine lacks;
+      // that plan is named beside it, marked as what-if (none before the machine is profiled).
+      const info = await client.sendRequest<ModelInfo>(FulcrumRequests.modelInfo);
+      const ex = info.summary?.path === data.model.path ? info.execution : undefined;
       const plan = await requestPlan(client, { ...planInputs(data.model.path), model: data.model.path }).catch(() => undefined);
-      const placement = plan ? layerPlacement(plan) : undefined;
-      this.last = { type: 'layers', data, ...(placement ? { placement } : {}) };
+      this.last = {
+        type: 'layers', data,
+        ...(ex ? { runsOn: ex.runsOn, split: ex.fallback ? `${ex.split}: ${ex.fallback}` : ex.split } : {}),
+        ...(plan ? { whatIf: `${plan.hardware.name}: ${plan.chosenPolicy}, ${splitText(plan)}` } : {}),
+      };
       await this.post(this.last);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);

@@ -12,15 +12,15 @@ import { createNativeModel, type NativeDeviceStats, type NativeModel, type Nativ
 import { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
-import { KV_FORMATS, type ExecutionInfo, type GenerateOptions, type GenerateResult, type LayerSummary, type LoadOptions, type ModelSummary, type StopReason } from './types';
+import { KV_FORMATS, type ExecutionInfo, type RunsOn, type GenerateOptions, type GenerateResult, type LayerSummary, type LoadOptions, type ModelSummary, type StopReason } from './types';
 import { planExecution } from './execution';
 import { inlineBudgetError, withInlineSteps, type InlineSteps } from './inline-steps';
 import { withOverrides } from './model-overrides';
 import { BatchReplanned, grownBatch, grownWorkload, isMemoryRefusal, monotonicNs, replanFor, type ReplanEvent } from './replan';
 import { parseWorkload } from '../plan/api';
 import type { Workload } from '../cost/types';
-import { sequenceKvAssignment } from './lowering';
-import type { NativeDevice } from '../native/model';
+import { runsOnByLayer, sequenceKvAssignment } from './lowering';
+import type { NativeDevice, NativePlacement } from '../native/model';
 import { measuredTrace, type MeasuredTrace, type RawMark } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';
 import type { IterationRecord, LiveDecider } from './scheduler/online';
@@ -77,6 +77,8 @@ export class Engine {
   private readonly onReplan: LoadOptions['onReplan'];
   /** The device the plan executes on (kept to re-plan onto it). */
   private device: NativeDevice | null = null;
+  /** The placement the model executes (null: everything on the CPU), for `runsOn`. */
+  private placement: NativePlacement | null = null;
   private maxSequences = 1;
   /** How the user sets the context on the surface that loaded this engine (named in errors). */
   private readonly contextFlag: string;
@@ -124,6 +126,7 @@ export class Engine {
     let execution: ExecutionInfo;
     let deviceOf: NativeDevice | null = null;
     let bySequence = 0;
+    let executed: NativePlacement | null = null;
     try {
       progress(0.7, 'planning the split');
       const correction = opts.correction ?? (opts.feedback ? opts.feedback.correction?.snapshot() : undefined);
@@ -135,6 +138,7 @@ export class Engine {
           native.setPlacement(setup.placement, setup.device, setup.prefill);
           setup.sequenceKv.forEach((loc, seq) => native.setSequenceKv(seq, loc));
           bySequence = setup.placement.layers.filter((l) => l.kvBySequence).length;
+          executed = setup.placement;
           // What the device changed in the plan (e.g. a weight format it has no kernel for runs on the CPU).
           const changed = native.placementNotes();
           if (changed.length) execution = { ...execution, notes: [...execution.notes, ...changed] };
@@ -157,6 +161,7 @@ export class Engine {
     const engine = new Engine(file, hp, tokenizer, native, contextLength, execution, opts.onFallback, opts.contextOption, opts.onReplan);
     engine.device = execution.fallback === undefined ? deviceOf : null;
     engine.bySequence = execution.fallback === undefined ? bySequence : 0;
+    engine.placement = execution.fallback === undefined ? executed : null;
     engine.maxSequences = opts.maxSequences ?? 1;
     engine.attachFeedback(opts, threads);
     return engine;
@@ -296,6 +301,7 @@ export class Engine {
       return true;
     }
     this.model().setPlacement(null, null);
+    this.placement = null;
     this.bySequence = 0;
     this.sched?.setOnline(undefined);
     this.ops = undefined;
@@ -342,10 +348,14 @@ export class Engine {
       if (next.placement === null) {
         // The plan for the longer context keeps everything on the CPU (the device cannot hold its share).
         model.setPlacement(null, null);
+        this.placement = null;
         this.device = null;
         this.bySequence = 0;
       } else {
+        // Cleared first: if the device refuses the new placement, the caller falls back to the CPU.
+        this.placement = null;
         model.setPlacement(next.placement, this.device, next.prefill);
+        this.placement = next.placement;
         if (next.placement.layers.some((l) => l.kvBySequence)) sequenceKvAssignment(next.plan, this.maxSequences).forEach((loc, seq) => model.setSequenceKv(seq, loc));
         this.bySequence = next.placement.layers.filter((l) => l.kvBySequence).length;
       }
@@ -398,6 +408,7 @@ export class Engine {
     if (r === 'refused') {
       // The device refused the larger plan's memory mid-move: the CPU takes over, as after a failure.
       this.model().setPlacement(null, null);
+      this.placement = null;
       this.device = null;
       this.execution = { ...this.execution, fallback: reason, split: 'CPU only (device refused the re-plan)' };
       this.onFallback?.(reason);
@@ -415,6 +426,11 @@ export class Engine {
     if (!this.userTracing) return;
     const raw = m.takeTrace();
     if (raw.length) this.retained.push({ raw, ops: m.compiledOps() });
+  }
+
+  /** Where each layer runs now (index → 'GPU' | 'CPU' | 'GPU+CPU'; -1: embedding and output), after any fallback or re-plan. */
+  runsOn(): Record<number, RunsOn> {
+    return runsOnByLayer(this.placement, this.hparams.nLayers);
   }
 
   /** Switches per-op tracing of executed steps on or off (clears what was recorded). */

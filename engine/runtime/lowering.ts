@@ -8,6 +8,7 @@
 // plan op it serves: attn_norm, Q, K, V, RoPE, Attention (= Scores + Softmax + WV), Output,
 // ffn_norm, Gate, Up, Down, LM head.
 import type { LayerPlan, OpPlan, Plan, PlanStage } from '../plan/types';
+import type { RunsOn } from './types';
 import type { NativeLayerPlacement, NativeOpPlacement, NativePlacement, NativePlanOp } from '../native/model';
 import { nativeOpTable } from '../native/op-table';
 
@@ -164,6 +165,28 @@ export function lowerPlan(plan: Plan, nLayers: number): Lowered {
   }
   const usesDevice = placesOnDevice(placement) || (prefill !== undefined && placesOnDevice(prefill));
   return { placement, ...(prefill ? { prefill } : {}), usesDevice, notes: [...notes], splitSummary: splitSummary(placement) };
+}
+
+/**
+ * Where each decoder layer runs under an executed placement, as the Model Layers panel says it:
+ * 'GPU' when every op of the layer runs on the device from resident weights, 'CPU' when none does,
+ * 'GPU+CPU' otherwise (some ops on each side, rows shared, or weights streamed from host memory).
+ * Key -1 is the embedding and output head. No placement: everything on the CPU.
+ */
+export function runsOnByLayer(p: NativePlacement | null, nLayers: number): Record<number, RunsOn> {
+  const out: Record<number, RunsOn> = {};
+  const of = (ops: NativeOpPlacement[]): RunsOn => {
+    const gpu = ops.filter((o) => o.loc === 'device');
+    if (gpu.length === 0) return 'CPU';
+    const whole = gpu.length === ops.length && gpu.every((o) => (o.deviceFraction ?? 1) >= 1 && o.weights !== 'streamed' && o.weights !== 'host');
+    return whole ? 'GPU' : 'GPU+CPU';
+  };
+  for (let i = 0; i < nLayers; i++) {
+    const layer = p?.layers[i];
+    out[i] = layer ? of(Object.values(layer.ops).filter((o): o is NativeOpPlacement => o !== undefined)) : 'CPU';
+  }
+  out[-1] = p ? of([p.head]) : 'CPU';
+  return out;
 }
 
 /** "GPU 3/5 layers · KV host", "CPU only", "GPU 5/5 layers + head". */

@@ -107,6 +107,9 @@ export interface ExecutionOptions {
 }
 
 /** What executes: the device, the plan and its split, and any fallback. */
+/** Where a decoder layer (or the embedding and output head) runs: all on the GPU, all on the CPU, or shared. */
+export type RunsOn = 'GPU' | 'CPU' | 'GPU+CPU';
+
 export interface ExecutionInfo {
   device: import('./devices').ExecutionDevice;
   /** Why this device (e.g. 'no GPU found (vulkan: not built …)'). */

@@ -85,7 +85,7 @@ export class ModelHost {
     if (this.engine) {
       info.summary = this.engine.summary;
       const ex = this.engine.execution;
-      info.execution = { device: ex.device, policy: ex.policy, split: ex.split, notes: ex.notes, ...(ex.fallback ? { fallback: ex.fallback } : {}) };
+      info.execution = { device: ex.device, policy: ex.policy, split: ex.split, notes: ex.notes, runsOn: this.engine.runsOn(), ...(ex.fallback ? { fallback: ex.fallback } : {}) };
     }
     if (this.loadingPath !== undefined) info.loadingPath = this.loadingPath;
     if (this.lastError !== undefined && !this.engine) info.error = this.lastError;

@@ -3,10 +3,11 @@
 // LSP tests, so the method names and shapes live in exactly one place. Plain names and types
 // only: the server, the client and the tests each use their own copy of the JSON-RPC library,
 // so request-type objects are not shared.
-import type { KvFormat, StopReason } from '../runtime/types';
+import type { KvFormat, RunsOn, StopReason } from '../runtime/types';
 import type { LayerSummary, ModelSummary } from '../model/summary-types';
 import type { Plan } from '../plan/types';
 export type { LayerSummary, LayerTensorSummary, ModelSummary } from '../model/summary-types';
+export type { RunsOn } from '../runtime/types';
 
 /** `initializationOptions` of the `initialize` request. Every field is optional. */
 export interface FulcrumInitializationOptions {
@@ -94,6 +95,8 @@ export interface ExecutionSummary {
   /** Set when the device failed or refused the plan and the model runs on the CPU. */
   fallback?: string;
   notes: string[];
+  /** Where each layer runs now (index → 'GPU' | 'CPU' | 'GPU+CPU'; -1: embedding and output): the split, per layer. */
+  runsOn: Record<number, RunsOn>;
 }
 
 export interface LayersResult {

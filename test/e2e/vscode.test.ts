@@ -273,6 +273,11 @@ e2e('command "Fulcrum: Show Model Layers" draws every layer of the model', async
   assert.equal(await frame.locator('#layers-table tbody tr').count(), layers.length);
   const labels = await frame.locator('#layers-table tbody tr th').allTextContents();
   assert.deepEqual(labels, layers.map((l) => l.label));
+  // Where each layer runs is what executes (the CPU here, as the status bar says), not the plan
+  // panels' what-if plan for the GPU preset, which is named apart from it.
+  assert.deepEqual(await frame.locator('#layers-table tbody td.runs-on').allTextContents(), layers.map(() => 'CPU'));
+  assert.equal(await frame.locator('#executing').textContent(), 'Executing: CPU only');
+  assert.match(await frame.locator('#what-if').textContent() ?? '', /^Plan panels \(what-if for .+: .+\)$/);
   await page.waitForTimeout(300); // let the iframe paint
   await page.screenshot({ path: path.join(SCREENSHOTS, 'e2e-model-layers.png') });
 });

@@ -123,6 +123,12 @@ describe('LSP server, model loaded by request', { skip }, () => {
     const info = await lsp.request<ModelInfo>('fulcrum/modelInfo');
     assert.equal(info.state, 'ready');
     assert.equal(info.summary?.nLayers, summary.nLayers);
+    // Where each layer runs, for the Model Layers panel: this load runs on the CPU (no device was asked for).
+    if (info.execution?.device === 'cpu') {
+      assert.deepEqual(info.execution.runsOn, Object.fromEntries([...Array.from({ length: summary.nLayers }, (_, i) => [String(i), 'CPU']), ['-1', 'CPU']]));
+    } else {
+      assert.equal(Object.keys(info.execution?.runsOn ?? {}).length, summary.nLayers + 1, 'one entry per layer and the head');
+    }
   });
 
   test('fulcrum/layers returns the per-layer bytes the GGUF file holds', async () => {

@@ -50,12 +50,16 @@ test('a device that fails mid-generation falls back to the CPU without losing th
   const engine = await Engine.load(file, { threads: THREADS, contextLength: CTX, device: 'loopback', vramBytes: 8 << 20, policy: 'gpu-only', hardware: BASE, onFallback: (r) => fallbacks.push(r) });
   try {
     assert.equal(engine.execution.fallback, undefined);
+    // gpu-only with room for everything: every layer and the head on the device (the Model Layers panel's "Runs on").
+    const nLayers = readHparams(readGguf(file)).nLayers;
+    assert.deepEqual(engine.runsOn(), Object.fromEntries([...Array.from({ length: nLayers }, (_, i) => [String(i), 'GPU']), ['-1', 'GPU']]));
     engine.failDeviceAfter(200);  // lost a few decode steps in
     const got = await engine.generate('Once upon a time', { maxTokens: 24, temperature: 0 });
     assert.equal(got.text, want.text);
     assert.equal(fallbacks.length, 1, 'told once');
     assert.match(fallbacks[0]!, /loopback: device lost/);
     assert.match(engine.execution.split, /CPU only/);
+    assert.ok(Object.values(engine.runsOn()).every((w) => w === 'CPU'), 'after the fallback every layer runs on the CPU');
   } finally {
     engine.dispose();
   }
@@ -71,6 +75,7 @@ test('a placement over the device budget is refused with the numbers, and the mo
   try {
     assert.match(engine.execution.fallback ?? '', /^loopback: cannot allocate [0-9.]+ MiB for .+: [0-9.]+ MiB of the device's 0\.25 MiB are in use/);
     assert.equal(engine.deviceStats(), null, 'no device is left attached');
+    assert.ok(Object.values(engine.runsOn()).every((w) => w === 'CPU'), 'the refused placement is not reported as running');
     const r = await engine.generate('Once upon a time', { maxTokens: 4, temperature: 0 });
     assert.equal(r.generatedTokens, 4);
   } finally {

@@ -100,7 +100,9 @@ test('the table holds the exact bytes per group, per layer and in total', { skip
   });
   const footTotal = await page.locator('#layers-table tfoot td[data-group="total"]').getAttribute('data-bytes');
   assert.equal(Number(footTotal), data.layers.reduce((s, l) => s + l.totalBytes, 0));
-  assert.equal(await page.locator('#layers-table caption').textContent(), 'Weight bytes per layer');
+  // The table is named by the heading above its scrolling region.
+  assert.equal(await page.locator('#layers-table').getAttribute('aria-labelledby'), 'layers-table-title');
+  assert.equal(await page.locator('#layers-table-title').textContent(), 'Weight bytes per layer');
 });
 
 test('colours come from the VS Code theme variables', { skip }, async () => {
@@ -114,6 +116,58 @@ test('keyboard focus on a bar highlights its table row', { skip }, async () => {
   const label = await page.locator('#layers-chart g.bar').nth(1).getAttribute('data-label');
   const row = page.locator(`#layers-table tbody tr[data-label="${label}"]`);
   assert.match(await row.getAttribute('class') ?? '', /highlight/);
+});
+
+test('"Runs on" shows where each layer executes, with the executed split and the what-if plan apart', { skip }, async () => {
+  // As the extension sends it for a model that runs its layers on a GPU and its head on the CPU.
+  const runsOn: Record<number, string> = { [-1]: 'CPU' };
+  for (const l of data.layers) if (l.index >= 0) runsOn[l.index] = l.index % 2 === 0 ? 'GPU' : 'GPU+CPU';
+  await post({ type: 'layers', data, runsOn, split: 'GPU 3/5 layers (+2 split) · KV host', whatIf: 'laptop GPU: lia, GPU 5/5 · KV GPU' });
+  await page.locator('#executing').waitFor();
+  const cells = await page.locator('#layers-table tbody td.runs-on').allTextContents();
+  assert.deepEqual(cells, data.layers.map((l) => runsOn[l.index]));
+  const labels = await page.locator('#layers-chart text.bar-label').allTextContents();
+  assert.deepEqual(labels, data.layers.map((l) => `${l.label} · ${runsOn[l.index]}`));
+  assert.equal(await page.locator('#executing').textContent(), 'Executing: GPU 3/5 layers (+2 split) · KV host');
+  assert.equal(await page.locator('#what-if').textContent(), 'Plan panels (what-if for laptop GPU: lia, GPU 5/5 · KV GPU)');
+  // Without an execution (e.g. the engine answered before loading) no "Runs on" column is made up.
+  await post({ type: 'layers', data });
+  await page.locator('#layers-chart g.bar').first().waitFor();
+  assert.equal(await page.locator('#layers-table td.runs-on').count(), 0);
+  assert.equal(await page.locator('#executing').count(), 0);
+});
+
+test('in a narrow editor column the chart keeps its text size and the table scrolls with the layer names in view', { skip }, async () => {
+  const narrow = await browser!.newPage({ viewport: { width: 480, height: 760 } });
+  try {
+    await narrow.goto(harness!.url);
+    await narrow.waitForFunction(() => (window as unknown as { __posted: { type: string }[] }).__posted.some((m) => m.type === 'ready'));
+    const runsOn: Record<number, string> = Object.fromEntries(data.layers.map((l) => [l.index, 'GPU+CPU']));
+    await narrow.evaluate((m) => window.postMessage(m, '*'), { type: 'layers', data, runsOn, split: 'CPU only', whatIf: 'laptop GPU: auto, GPU 5/5 · KV GPU' });
+    await narrow.locator('#layers-chart g.bar').first().waitFor();
+    // The chart is laid out in the panel's width: one SVG unit per pixel, so 11 px labels stay 11 px.
+    const scale = await narrow.locator('#layers-chart').evaluate((svgNode) => svgNode.getBoundingClientRect().width / (svgNode as SVGSVGElement).viewBox.baseVal.width);
+    assert.ok(Math.abs(scale - 1) < 0.01, `chart drawn at its own size (scale ${scale})`);
+    const labelPx = await narrow.locator('#layers-chart text.bar-label').first().evaluate((t) => t.getBoundingClientRect().height);
+    assert.ok(labelPx >= 10, `bar labels readable (${labelPx} px tall)`);
+    const chartRight = await narrow.locator('#layers-chart').evaluate((n) => n.getBoundingClientRect().right);
+    assert.ok(chartRight <= 480, `the chart fits the panel (right edge ${chartRight})`);
+    // The table is wider than the panel: its region scrolls sideways, and the layer names stay.
+    const wrap = narrow.locator('.table-wrap');
+    const { scrollWidth, clientWidth } = await wrap.evaluate((n) => ({ scrollWidth: n.scrollWidth, clientWidth: n.clientWidth }));
+    await narrow.screenshot({ path: path.join(SCREENSHOTS, 'webview-layers-narrow.png'), fullPage: true });
+    if (scrollWidth > clientWidth) {
+      await wrap.evaluate((n) => { n.scrollLeft = n.scrollWidth; });
+      const box = await wrap.evaluate((n) => n.getBoundingClientRect().toJSON() as DOMRect);
+      const first = await narrow.locator('#layers-table tbody tr th').first().evaluate((n) => n.getBoundingClientRect().toJSON() as DOMRect);
+      const last = await narrow.locator('#layers-table thead th').last().evaluate((n) => n.getBoundingClientRect().toJSON() as DOMRect);
+      assert.ok(Math.abs(first.left - box.left) < 1, `the layer column stays at the left edge (${first.left} vs ${box.left})`);
+      assert.ok(last.right <= box.right + 1, `the last column scrolls into view (${last.right} vs ${box.right})`);
+      await narrow.screenshot({ path: path.join(SCREENSHOTS, 'webview-layers-narrow-scrolled.png'), fullPage: true });
+    }
+  } finally {
+    await narrow.close();
+  }
 });
 
 test('the Content-Security-Policy blocks scripts without the nonce', { skip }, async () => {

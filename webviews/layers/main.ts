@@ -15,7 +15,7 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
   if (!root || !isMessage(event.data)) return;
   const message = event.data;
   switch (message.type) {
-    case 'layers': renderLayers(root, message.data, message.placement); break;
+    case 'layers': renderLayers(root, message); break;
     case 'status': renderStatus(root, message.message, false); break;
     case 'error': renderStatus(root, message.message, true); break;
   }
