@@ -61,9 +61,9 @@ export function kvFormatOption(args: ParsedArgs): KvFormat | undefined {
 }
 
 /** The usage lines of --kv-format, the same in every command that loads a model. */
-export const KV_FORMAT_USAGE = `  --kv-format F       the KV cache's format: f16 (default) or q8_0 (llama.cpp's -ctk/-ctv q8_0:
-                      K and V in 8-bit blocks of 32, 53 % of the memory and of what decode
-                      attention reads; attention then runs on the CPU, not a Vulkan device)
+export const KV_FORMAT_USAGE = `  --kv-format F        the KV cache's format: f16 (default) or q8_0 (llama.cpp's -ctk/-ctv q8_0:
+                       K and V in 8-bit blocks of 32, 53 % of the memory and of what decode
+                       attention reads; on a Vulkan device attention and the KV stay on the CPU)
 `;
 
 /**

@@ -166,6 +166,11 @@ export interface GpuProfile {
    * (type `cpu`, e.g. Mesa's lavapipe: it runs on this machine's own cores).
    */
   measuredOn?: { api: 'vulkan'; device: string; type: string; software: boolean };
+  /**
+   * KV cache formats the device's attention kernels read (the Vulkan shader: F16). Absent: every
+   * format (presets, the loopback device, which runs the CPU's kernels).
+   */
+  kvFormats?: string[];
 }
 
 /** Host↔device link (PCIe or C2C). */

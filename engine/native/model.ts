@@ -204,6 +204,8 @@ export interface NativeDeviceInfo {
   threads: number;
   formats: string[];
   ops: string[];
+  /** KV cache formats its attention kernels read (KvFormat names, e.g. ['F16']). */
+  kvFormats: string[];
 }
 
 export interface NativeModel {

@@ -25,6 +25,7 @@ import type { PlanContext, Policy } from './policy';
 import { getPolicy } from './registry';
 import type { Plan } from './types';
 import { refuseIfNotFitting, withSimulatedPrediction } from './predict';
+import { kvFormatConflict } from './kv-format';
 
 export interface PlanParams {
   /** A GGUF path, a model preset ('llama-3.1-8b[:Q4_K]'), or a ModelShape object. */
@@ -184,6 +185,8 @@ function planWith({ ctx, policy }: Resolved): { plan: Plan; sim: WorkloadSimResu
     ({ plan, sim } = withSimulatedPrediction(raw, ctx, policy));
   }
   refuseIfNotFitting(plan, ctx);
+  const conflict = kvFormatConflict(plan, ctx);
+  if (conflict) throw new Error(`policy ${plan.chosenPolicy} cannot run here: ${conflict}; use policy lia or auto (attention on the CPU), or kvFormat F16`);
   return { plan, sim, executed };
 }
 

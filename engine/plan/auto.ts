@@ -14,6 +14,7 @@
 // - No plan that does not fit in memory is chosen; when none fits, auto refuses with the numbers.
 
 import { PlanDoesNotFitError, overflowOf, withSimulatedPrediction } from './predict';
+import { kvFormatConflict } from './kv-format';
 import type { Alternative } from './explanation';
 import type { Policy, PlanContext } from './policy';
 import type { Plan } from './types';
@@ -36,6 +37,8 @@ export function evaluatePolicies(ctx: PlanContext, candidates: Policy[]): Evalua
     if (!a.ok) return { policy, applicable: false, reason: a.reason, score: Infinity };
     try {
       const { plan, sim } = withSimulatedPrediction(policy.plan(ctx), ctx, policy);
+      const conflict = kvFormatConflict(plan, ctx);
+      if (conflict) return { policy, applicable: false, reason: conflict, score: Infinity };
       const p = plan.predicted;
       const simulated = { prefillMs: sim.prefillMs, stepMs: p.stepMs, layerMs: p.layerMs, totalMs: p.totalMs, tokensPerSecond: p.tokensPerSecond, perLane: p.perLane };
       let score = sim.totalMs;

@@ -10,6 +10,7 @@
 // by the paper tests); the token embedding is a lookup in host memory and is not placed.
 
 import { bindingOf } from './binding';
+import { gpuReadsKv } from './kv-format';
 import type { Alternative, Decision } from './explanation';
 import { headBytes, headOn, makeLayer, makePlan, makeStage, memoryUse, opOn, repeatLayers, sequentialLayerMs } from './build';
 import type { Policy, PlanContext } from './policy';
@@ -26,11 +27,17 @@ interface StageSearch {
   chosen: LayerTime;
 }
 
+/** Q·Kᵀ and S·V (sublayers 2 and 3) on the CPU. */
+function attentionOnCpu(p: LiaPolicyMask): boolean {
+  return policyBit(p, 2) === 1 && policyBit(p, 3) === 1;
+}
+
 function searchStage(ctx: PlanContext, stage: 'prefill' | 'decode'): StageSearch {
   const step = stage === 'prefill' ? ctx.prefillStep : ctx.decodeStep;
   const table = ctx.cost.layerTimes(step, stage);
   const work = ctx.cost.layerWork(step);
-  const ranked = searchTerms(termsFromCosts(ctx, table, work), stage);
+  // A GPU that cannot read the KV cache's format leaves the placements with attention on the CPU.
+  const ranked = searchTerms(termsFromCosts(ctx, table, work), stage).filter((t) => gpuReadsKv(ctx) || attentionOnCpu(t.policy));
   return { ranked, chosen: ranked[0]! };
 }
 
@@ -59,7 +66,10 @@ function stageLayers(ctx: PlanContext, stage: 'prefill' | 'decode', s: StageSear
   const groups = sublayerOfOps(table.ops.map((o) => o.kind));
   const p = s.chosen.policy;
   const attnOnGpu = policyBit(p, 2) === 0 || policyBit(p, 3) === 0;
-  const residentOps = table.ops.map((t) => opOn(t, 'gpu', 'gpu'));
+  // Resident layers run every sublayer on the GPU, attention too unless the GPU cannot read the
+  // KV cache's format: then their attention runs on the CPU over host KV (kv-format.ts).
+  const residentKvOnHost = !gpuReadsKv(ctx);
+  const residentOps = table.ops.map((t, j) => residentKvOnHost && (groups[j] === 1 || groups[j] === 2) ? opOn(t, 'cpu', 'host') : opOn(t, 'gpu', 'gpu'));
   const streamedOps = table.ops.map((t, j) => {
     const onCpu = policyBit(p, groups[j]! + 1) === 1;
     return onCpu ? opOn(t, 'cpu', 'host') : opOn(t, 'gpu', 'pinned-host', { streamKv: true });
@@ -67,7 +77,7 @@ function stageLayers(ctx: PlanContext, stage: 'prefill' | 'decode', s: StageSear
   const msRes = sequentialLayerMs(ctx, residentOps, work.length === table.ops.length ? work : undefined, table);
   const msStr = s.chosen.overlappedMs;
   return repeatLayers(ctx.model.nLayers, (i) => i < resident
-    ? makeLayer(i, residentOps, { device: 'gpu' }, msRes)
+    ? makeLayer(i, residentOps, { device: residentKvOnHost ? 'cpu' : 'gpu' }, msRes)
     : makeLayer(i, streamedOps, { device: 'cpu', streamed: attnOnGpu }, msStr));
 }
 
@@ -94,7 +104,7 @@ export const policy: Policy = {
     const headOnGpu = hb < 0.25 * ctx.vramBytes;
     const res = residentLayers({
       shape, nLayers: L, vramBytes: Math.max(0, ctx.vramBytes - (headOnGpu ? hb : 0)), batch: w.batch, maxContext: w.prompt + w.gen, promptTokens: w.prompt,
-      prefillPolicy: pre.chosen.policy, decodePolicy: dec.chosen.policy,
+      prefillPolicy: pre.chosen.policy, decodePolicy: dec.chosen.policy, kvOnHost: !gpuReadsKv(ctx),
     });
     const k = res.residentLayers;
     const prefill: PlanStage = makeStage({
@@ -121,19 +131,20 @@ export const policy: Policy = {
         reason: 'LIA §6: for large batches all parameter sublayers run on the GPU, so parameters can live in (slower) CXL memory while KV and activations stay in DDR' },
       { id: 'layers-on-gpu', chosen: `${k}/${L} whole layers resident on the GPU`, alternatives: [],
         binding: capacityLimited ? 'vram-capacity' : bindingOf(ctx, decode, false),
-        reason: `each resident layer needs ${((weights + kvLayer) / 2 ** 30).toFixed(2)} GiB (weights + KV of B·(L_in+L_out)); streaming buffers ${(res.streamingBytes / 2 ** 30).toFixed(2)} GiB; VRAM ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB` },
+        reason: `each resident layer needs ${((weights + (gpuReadsKv(ctx) ? kvLayer : 0)) / 2 ** 30).toFixed(2)} GiB (${gpuReadsKv(ctx) ? 'weights + KV of B·(L_in+L_out)' : 'weights; its KV is in host memory'}); streaming buffers ${(res.streamingBytes / 2 ** 30).toFixed(2)} GiB; VRAM ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB` },
     ];
     return makePlan(ctx, {
       policy: 'lia', prefill, decode,
       memory: memoryUse(ctx, {
-        gpuBytes: k * (weights + kvLayer) + (capacityLimited ? res.streamingBytes : 0) + (headOnGpu ? hb : 0),
+        gpuBytes: k * (weights + (gpuReadsKv(ctx) ? kvLayer : 0)) + (capacityLimited ? res.streamingBytes : 0) + (headOnGpu ? hb : 0),
         pinnedBytes: (L - k) * weights,
-        hostBytes: (L - k) * kvLayer + (headOnGpu ? 0 : hb),
+        hostBytes: (gpuReadsKv(ctx) ? L - k : L) * kvLayer + (headOnGpu ? 0 : hb),
       }),
       explanation: {
-        summary: k === L
+        summary: (k === L
           ? `LIA: all ${L} layers fit on the GPU (Opt-1), so every sublayer runs there; no placement search applies. ${cxlText}.`
-          : `LIA: ${k}/${L} layers resident on the GPU; the other ${L - k} run prefill ${label(pre.chosen.policy)} and decode ${label(dec.chosen.policy)} with host-resident weights and KV. ${cxlText}.`,
+          : `LIA: ${k}/${L} layers resident on the GPU; the other ${L - k} run prefill ${label(pre.chosen.policy)} and decode ${label(dec.chosen.policy)} with host-resident weights and KV. ${cxlText}.`)
+          + (gpuReadsKv(ctx) ? '' : ` Attention runs on the CPU over host KV in every layer, resident ones too: the GPU's attention reads ${ctx.hardware.gpu!.kvFormats!.join(', ')} KV only, and this model's KV cache is ${ctx.model.kvFormat}.`),
         binding: bindingOf(ctx, decode, capacityLimited), decisions, whatIf: [],
       },
       details: {

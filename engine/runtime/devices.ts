@@ -56,11 +56,11 @@ export function resolveDevice(choice: DeviceChoice): { device: ExecutionDevice; 
 /**
  * This machine's measured profile with its Vulkan device as the GPU the plan may use: the
  * profile's own measurement of the device (engine/hardware/vulkan-profile.ts), `vramBytes` of it,
- * less the executor's workspace.
+ * less the executor's workspace, and the KV formats its attention reads (the device's own list).
  */
-export function vulkanHardware(base: HardwareProfile, opts: { vramBytes: number; workspaceBytes: number }): HardwareProfile {
+export function vulkanHardware(base: HardwareProfile, opts: { vramBytes: number; workspaceBytes: number; kvFormats?: string[] }): HardwareProfile {
   if (!base.gpu) throw new Error('the hardware profile has no measured Vulkan device; run `fulcrum profile` on this machine');
-  return { ...base, gpu: { ...base.gpu, memoryBytes: opts.vramBytes, reservedBytes: opts.workspaceBytes } };
+  return { ...base, gpu: { ...base.gpu, memoryBytes: opts.vramBytes, reservedBytes: opts.workspaceBytes, ...(opts.kvFormats ? { kvFormats: opts.kvFormats } : {}) } };
 }
 
 /**

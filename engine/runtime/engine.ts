@@ -12,14 +12,14 @@ import { createNativeModel, type NativeDeviceStats, type NativeModel, type Nativ
 import { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 import { Sampler } from './sampler';
 import { StopStringFilter } from './stop-strings';
-import { KV_FORMATS, type ExecutionInfo, type RunsOn, type GenerateOptions, type GenerateResult, type LayerSummary, type LoadOptions, type ModelSummary, type StopReason } from './types';
+import { KV_FORMATS, type ExecutionInfo, type GenerateOptions, type GenerateResult, type LayerSummary, type LoadOptions, type ModelSummary, type StopReason } from './types';
 import { planExecution } from './execution';
 import { inlineBudgetError, withInlineSteps, type InlineSteps } from './inline-steps';
 import { withOverrides } from './model-overrides';
 import { BatchReplanned, grownBatch, grownWorkload, isMemoryRefusal, monotonicNs, replanFor, type ReplanEvent } from './replan';
 import { parseWorkload } from '../plan/api';
 import type { Workload } from '../cost/types';
-import { runsOnByLayer, sequenceKvAssignment } from './lowering';
+import { runsOnByLayer, sequenceKvAssignment, type RunsOn } from './lowering';
 import type { NativeDevice, NativePlacement } from '../native/model';
 import { measuredTrace, type MeasuredTrace, type RawMark } from './trace';
 import { Scheduler, type SchedulerOptions } from './scheduler/scheduler';

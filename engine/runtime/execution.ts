@@ -25,13 +25,6 @@ export interface ExecutionSetup {
 
 export async function planExecution(file: GgufFile, hp: ModelHparams, contextLength: number, batchSize: number, opts: ExecutionOptions, maxSequences = 1, threads?: number): Promise<ExecutionSetup> {
   let choice = resolveDevice(opts.device ?? 'auto');
-  // The Vulkan attention shader reads F16 KV, and the planner places attention with the rest of a
-  // layer: a Q8_0 cache runs on the CPU. Asked for by name, the Vulkan device is refused instead.
-  if (choice.device === 'vulkan' && (opts.kvFormat ?? 'F16') !== 'F16') {
-    const why = `the Vulkan device's attention shader reads F16 KV, and kvFormat is ${opts.kvFormat}`;
-    if (opts.device === 'vulkan') throw new Error(`${why}: run the Vulkan device with kvFormat F16, or ${opts.kvFormat} on the CPU (device cpu)`);
-    choice = { device: 'cpu', reason: `${choice.reason}; ${why}, so the model runs on the CPU (kvFormat F16 plans the GPU's share)` };
-  }
   // 'auto' plans a found GPU's share with this machine's profile; a caller that gives none (a
   // library user, a test) gets the CPU, and is told why, rather than a profiling run it did not ask for.
   if (choice.device !== 'cpu' && (opts.device ?? 'auto') === 'auto' && opts.hardware === undefined) {
@@ -58,7 +51,9 @@ export async function planExecution(file: GgufFile, hp: ModelHparams, contextLen
   const deviceThreads = opts.deviceThreads ?? 1;
   const workspaceBytes = deviceWorkspaceBytes(hp, batchSize, true, maxSequences) + (vulkan ? vulkanWorkspaceBytes(hp, contextLength) : 0);
   const hardware = vulkan
-    ? vulkanHardware(base, { vramBytes, workspaceBytes })
+    // The device's attention reads only some KV formats (the Vulkan shader: F16): with another
+    // format the planner keeps attention and the KV on the CPU (engine/plan/kv-format.ts).
+    ? vulkanHardware(base, { vramBytes, workspaceBytes, kvFormats: choice.info!.kvFormats })
     : loopbackHardware(base, { vramBytes, linkGBps, linkLatencyUs, deviceThreads, workspaceBytes, uncapped });
   const notes: string[] = [];
   if (workspaceBytes >= vramBytes) {

@@ -8,7 +8,6 @@
 // plan op it serves: attn_norm, Q, K, V, RoPE, Attention (= Scores + Softmax + WV), Output,
 // ffn_norm, Gate, Up, Down, LM head.
 import type { LayerPlan, OpPlan, Plan, PlanStage } from '../plan/types';
-import type { RunsOn } from './types';
 import type { NativeLayerPlacement, NativeOpPlacement, NativePlacement, NativePlanOp } from '../native/model';
 import { nativeOpTable } from '../native/op-table';
 
@@ -166,6 +165,9 @@ export function lowerPlan(plan: Plan, nLayers: number): Lowered {
   const usesDevice = placesOnDevice(placement) || (prefill !== undefined && placesOnDevice(prefill));
   return { placement, ...(prefill ? { prefill } : {}), usesDevice, notes: [...notes], splitSummary: splitSummary(placement) };
 }
+
+/** Where a decoder layer (or the embedding and output head) runs: all on the GPU, all on the CPU, or shared. */
+export type RunsOn = 'GPU' | 'CPU' | 'GPU+CPU';
 
 /**
  * Where each decoder layer runs under an executed placement, as the Model Layers panel says it:

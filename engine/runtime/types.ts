@@ -84,8 +84,8 @@ export interface ExecutionOptions {
   /**
    * The KV cache's element format (default 'F16'). 'Q8_0' (llama.cpp's `-ctk q8_0 -ctv q8_0`)
    * stores K and V in blocks of 32 values with one f16 scale: 53 % of the memory and of the bytes
-   * decode attention reads, K and V rounded to 8 bits a block. Attention then runs on the CPU (or
-   * the loopback device, which runs the CPU kernels): the Vulkan attention shader reads F16 KV.
+   * decode attention reads, K and V rounded to 8 bits a block. The Vulkan attention shader reads
+   * F16 KV: with Vulkan the plan keeps attention and the KV on the CPU (engine/plan/kv-format.ts).
    * The model's head size must be a multiple of 32 up to 256.
    */
   kvFormat?: KvFormat;
@@ -107,9 +107,6 @@ export interface ExecutionOptions {
 }
 
 /** What executes: the device, the plan and its split, and any fallback. */
-/** Where a decoder layer (or the embedding and output head) runs: all on the GPU, all on the CPU, or shared. */
-export type RunsOn = 'GPU' | 'CPU' | 'GPU+CPU';
-
 export interface ExecutionInfo {
   device: import('./devices').ExecutionDevice;
   /** Why this device (e.g. 'no GPU found (vulkan: not built …)'). */

@@ -3,11 +3,12 @@
 // LSP tests, so the method names and shapes live in exactly one place. Plain names and types
 // only: the server, the client and the tests each use their own copy of the JSON-RPC library,
 // so request-type objects are not shared.
-import type { KvFormat, RunsOn, StopReason } from '../runtime/types';
+import type { KvFormat, StopReason } from '../runtime/types';
+import type { RunsOn } from '../runtime/lowering';
 import type { LayerSummary, ModelSummary } from '../model/summary-types';
 import type { Plan } from '../plan/types';
 export type { LayerSummary, LayerTensorSummary, ModelSummary } from '../model/summary-types';
-export type { RunsOn } from '../runtime/types';
+export type { RunsOn } from '../runtime/lowering';
 
 /** `initializationOptions` of the `initialize` request. Every field is optional. */
 export interface FulcrumInitializationOptions {
@@ -26,7 +27,8 @@ export interface FulcrumInitializationOptions {
   /**
    * The KV cache's element format: 'F16' (default) or 'Q8_0' (K and V in 8-bit blocks of 32,
    * llama.cpp's `-ctk q8_0 -ctv q8_0`: 53 % of the memory and of decode attention's reads;
-   * attention then runs on the CPU). The model's head size must be a multiple of 32 up to 256.
+   * with a Vulkan device attention and the KV stay on the CPU, the matmuls go to the GPU). The
+   * model's head size must be a multiple of 32 up to 256.
    */
   kvFormat?: KvFormat;
   /** Prompt budget of an inline completion in tokens (prefix:suffix 3:1); default 1024. */

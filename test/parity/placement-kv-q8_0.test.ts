@@ -7,9 +7,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../../engine/runtime/engine';
-import type { NativeModel } from '../../engine/native/model';
+import { listNativeDevices, type NativeModel } from '../../engine/native/model';
 import { placementCases } from '../helpers/placements';
-import { withinDeviceTolerance } from '../helpers/policy-runs';
+import { planHardware, withinDeviceTolerance } from '../helpers/policy-runs';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
 import { sharedPath, skipUnlessShared } from '../helpers/shared';
 
@@ -96,7 +96,35 @@ test('Q8_0 KV cache on Vulkan: device attention is refused with the reason; atte
   } finally {
     engine.dispose();
   }
-  // Asked for by name, the Vulkan device with a Q8_0 cache is refused at load, before planning.
-  await assert.rejects(Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'vulkan', kvFormat: 'Q8_0' }),
-    /the Vulkan device's attention shader reads F16 KV, and kvFormat is Q8_0: run the Vulkan device with kvFormat F16, or Q8_0 on the CPU/);
+});
+
+test('Q8_0 KV cache on Vulkan through the planner: LIA keeps the matmuls on the GPU and attention on the CPU; gpu-only is refused naming why', { skip: vulkanSkip }, async () => {
+  const cpu = await Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'cpu', kvFormat: 'Q8_0' });
+  const prompt = Int32Array.from({ length: 40 }, (_, i) => 1 + ((i * 37) % 500));
+  const run = (engine: Engine): Float32Array[] => {
+    const native = (engine as unknown as { native: NativeModel }).native;
+    return [native.eval(prompt, 0, true), native.eval(Int32Array.of(42), prompt.length, false)];
+  };
+  const expected = run(cpu);
+  cpu.dispose();
+  // The device lists the KV formats its attention reads; the plan is made with them.
+  assert.deepEqual(listNativeDevices().found.find((d) => d.name === 'vulkan')?.kvFormats, ['F16']);
+  const engine = await Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'vulkan', vramBytes: 64 << 20, kvFormat: 'Q8_0', policy: 'lia', hardware: planHardware('vulkan') });
+  try {
+    assert.equal(engine.execution.device, 'vulkan');
+    assert.equal(engine.execution.fallback, undefined);
+    assert.match(engine.execution.split, /^GPU \d+\/\d+ layers.* · KV host/);
+    // Every layer's matmuls on the GPU beside attention on the CPU: the Model Layers panel's GPU+CPU.
+    assert.ok(Object.entries(engine.runsOn()).every(([i, w]) => i === '-1' || w === 'GPU+CPU'), JSON.stringify(engine.runsOn()));
+    const native = (engine as unknown as { native: NativeModel }).native;
+    const attention = native.compiledOps().filter((o) => o.kind === 'attention');
+    assert.ok(attention.length > 0 && attention.every((o) => o.loc === 'host'), 'attention runs on the CPU');
+    assert.ok(native.compiledOps().some((o) => o.kind === 'matmul' && o.loc === 'device'), 'matmuls run on the Vulkan device');
+    withinDeviceTolerance('Q8_0 KV, LIA on Vulkan', run(engine), expected, false);
+  } finally {
+    engine.dispose();
+  }
+  // A policy that runs attention on the GPU is refused at load with the reason.
+  await assert.rejects(Engine.load(MODEL, { threads: 1, contextLength: 256, device: 'vulkan', vramBytes: 64 << 20, kvFormat: 'Q8_0', policy: 'gpu-only', hardware: planHardware('vulkan') }),
+    /policy gpu-only cannot run here: it runs attention \(or keeps the KV\) on the GPU in layer 0 of the decode stage, and the GPU's attention reads F16 KV only while this model's KV cache is Q8_0/);
 });

@@ -18,6 +18,11 @@ export interface ResidencyInput {
   /** Policies the streamed (non-resident) layers run with. */
   prefillPolicy: LiaPolicyMask;
   decodePolicy: LiaPolicyMask;
+  /**
+   * Resident layers keep their KV in host memory and attend on the CPU (the GPU's attention
+   * cannot read the KV cache's format, engine/plan/kv-format.ts): a resident layer is its weights.
+   */
+  kvOnHost?: boolean;
 }
 
 export interface Residency {
@@ -45,7 +50,7 @@ export function residentLayers(inp: ResidencyInput): Residency {
   const { shape, nLayers, batch, maxContext } = inp;
   const weights = layerWeightBytesLia(shape);
   const kv = layerKvBytesLia(shape, batch, maxContext);
-  const perLayer = weights + kv;
+  const perLayer = weights + (inp.kvOnHost ? 0 : kv);
   const gpuWeightFraction = (p: LiaPolicyMask): number => {
     const d = shape.dModel;
     const w = [d * (d + 2 * shape.dKv), 0, 0, d * d, d * shape.fc1Matrices * shape.dFfn, shape.dFfn * d];

@@ -26,6 +26,8 @@ void AttentionScratch::reserve(const AttentionShape& s, int64_t ctx_len, int64_t
 
 const char* kv_format_name(KvFormat f) { return f == KvFormat::Q8_0 ? "Q8_0" : "F16"; }
 
+std::vector<std::string> cpu_kv_format_names() { return {kv_format_name(KvFormat::F16), kv_format_name(KvFormat::Q8_0)}; }
+
 int64_t kv_row_bytes(KvFormat f, int64_t head_dim) {
   return f == KvFormat::Q8_0 ? head_dim / quant::QK8_0 * static_cast<int64_t>(sizeof(quant::block_q8_0)) : head_dim * static_cast<int64_t>(sizeof(uint16_t));
 }

@@ -68,6 +68,8 @@ class AttentionScratch {
 enum class KvFormat : int8_t { F16 = 0, Q8_0 = 1 };
 // "F16" / "Q8_0" (the ggml type names, as the engine and its settings spell them).
 const char* kv_format_name(KvFormat f);
+// Every format the CPU attention kernels read, by name (the cpu and loopback devices' kv_formats).
+std::vector<std::string> cpu_kv_format_names();
 // Bytes of one KV head's row of head_dim values.
 int64_t kv_row_bytes(KvFormat f, int64_t head_dim);
 // Why `head_dim` cannot be stored in format f, or "" when it can (Q8_0: whole blocks of 32, at

@@ -851,6 +851,9 @@ Napi::Value ListDevices(const Napi::CallbackInfo& info) {
     Napi::Array ops = Napi::Array::New(env);
     for (size_t k = 0; k < d.ops.size(); ++k) ops.Set(static_cast<uint32_t>(k), d.ops[k]);
     o.Set("ops", ops);
+    Napi::Array kv = Napi::Array::New(env);
+    for (size_t k = 0; k < d.kv_formats.size(); ++k) kv.Set(static_cast<uint32_t>(k), d.kv_formats[k]);
+    o.Set("kvFormats", kv);
     found.Set(static_cast<uint32_t>(i), o);
   }
   out.Set("found", found);

@@ -5,6 +5,7 @@
 
 #include "device/device.h"
 #include "ggml_types.h"
+#include "kernels/attention.h"
 
 namespace fulcrum {
 
@@ -19,6 +20,7 @@ DeviceListing list_devices() {
     if (tt.name && tt.supported && tt.vec_dot) cpu.formats.push_back(tt.name);
   }
   cpu.ops = {"embed", "rmsnorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu"};
+  cpu.kv_formats = cpu_kv_format_names();
   out.found.push_back(cpu);
   DeviceInfo lb;
   lb.name = "loopback";
@@ -26,6 +28,7 @@ DeviceListing list_devices() {
   lb.emulated = true;
   lb.formats = cpu.formats;
   lb.ops = cpu.ops;
+  lb.kv_formats = cpu.kv_formats;
   lb.threads = 1;
   out.found.push_back(lb);
   // Vulkan: the device is opened (the loader with dlopen) and described as the executor sees it.

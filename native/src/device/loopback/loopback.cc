@@ -18,6 +18,7 @@
 #include "device/device.h"
 #include "device/range_allocator.h"
 #include "ggml_types.h"
+#include "kernels/attention.h"
 
 namespace fulcrum {
 namespace {
@@ -53,7 +54,7 @@ class LoopbackDevice final : public Device {
       const TypeTraits& tt = type_traits(static_cast<GgmlType>(t));
       if (tt.name && tt.supported && tt.vec_dot) info_.formats.push_back(tt.name);
     }
-    info_.kv_formats = {"F16", "Q8_0"};  // the CPU attention kernels
+    info_.kv_formats = cpu_kv_format_names();  // it runs the CPU attention kernels
     info_.ops = {"embed", "rmsnorm", "layernorm", "matmul", "add_bias", "rope", "store_kv", "attention", "add_residual", "swiglu", "geglu", "gelu", "moe_ffn"};
   }
   ~LoopbackDevice() override {
