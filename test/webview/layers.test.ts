@@ -58,6 +58,8 @@ test('renders one stacked bar and one table row per layer of stories260K', { ski
   assert.equal(await page.locator('#layers-chart g.bar').count(), data.layers.length);
   assert.equal(await page.locator('#layers-table tbody tr').count(), data.layers.length);
   assert.match(await page.locator('h1').textContent() ?? '', new RegExp(data.model.name));
+  // The KV cache's format and size beside the weights (fulcrum.execution.kvFormat).
+  assert.match(await page.locator('header .summary').first().textContent() ?? '', /KV cache F16, 640 B per position \(1\.25 MiB for the context\)$/);
   await page.screenshot({ path: path.join(SCREENSHOTS, 'webview-layers.png'), fullPage: true });
 });
 

@@ -49,7 +49,8 @@ export function renderLayers(root: HTMLElement, message: LayersMessage): void {
   header.append(el('h1', {}, `Model layers: ${model.name}`));
   header.append(el('p', { class: 'summary' },
     `${model.architecture} · ${model.nLayers} layers · ${model.parameters.toLocaleString('en-US')} parameters · ` +
-    `weights ${formatBytes(total)} · file ${formatBytes(model.fileBytes)} · context ${model.contextLength}`));
+    `weights ${formatBytes(total)} · file ${formatBytes(model.fileBytes)} · context ${model.contextLength} · ` +
+    `KV cache ${model.kvFormat}, ${formatBytes(model.kvBytesPerToken)} per position (${formatBytes(model.kvBytesPerToken * model.contextLength)} for the context)`));
   // What runs (the "Runs on" column) and, apart from it, the plan panels' what-if plan.
   if (message.split !== undefined) header.append(el('p', { id: 'executing', class: 'summary' }, `Executing: ${message.split}`));
   if (message.whatIf !== undefined) header.append(el('p', { id: 'what-if', class: 'summary' }, `Plan panels (what-if for ${message.whatIf})`));
