@@ -61,6 +61,9 @@ export function validateProfile(raw: unknown, where = 'hardware profile'): Hardw
     num(g.launchOverheadUs, `${where}: gpu.launchOverheadUs`, 0, 1e6);
     num(g.reservedBytes, `${where}: gpu.reservedBytes`);
     if (g.gds !== undefined && typeof g.gds !== 'boolean') throw new Error(`${where}: gpu.gds must be true or false`);
+    if (g.kvFormats !== undefined && (!Array.isArray(g.kvFormats) || g.kvFormats.length === 0 || !g.kvFormats.every((f: unknown) => typeof f === 'string'))) {
+      throw new Error(`${where}: gpu.kvFormats must be a non-empty array of KV format names (e.g. ["F16"])`);
+    }
     if (g.measuredOn !== undefined) {
       const m = obj(g.measuredOn, `${where}: gpu.measuredOn`);
       if (m.api !== 'vulkan') throw new Error(`${where}: gpu.measuredOn.api must be 'vulkan', got ${JSON.stringify(m.api)}`);

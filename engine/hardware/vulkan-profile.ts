@@ -14,6 +14,7 @@
 // - Pinned and pageable rates are the same measurement: every copy goes through Fulcrum's
 //   host-visible staging buffer.
 import { loadAddon } from '../native/addon';
+import { listNativeDevices } from '../native/model';
 import { sig, summarize } from './stats';
 import type { GpuProfile, LinkProfile } from './types';
 
@@ -87,6 +88,9 @@ export function profileVulkan(opts: { bytes: number; runs: number }): { gpu: Gpu
     gds: false,
     kernels,
     measuredOn: { api: 'vulkan', device: probe.name ?? 'unnamed', type: probe.type ?? 'other', software },
+    // What its attention shader reads: plans for this machine (the plan panels', `fulcrum plan
+    // --hardware this`) keep attention on the CPU for another KV format, as the executor's do.
+    kvFormats: listNativeDevices().found.find((d) => d.name === 'vulkan')?.kvFormats ?? ['F16'],
   };
   const link: LinkProfile = {
     name: `host↔${probe.name} (Vulkan staging)`,

@@ -9,6 +9,7 @@ import type { HardwareProfile } from '../../engine/hardware/types';
 import { modelPreset } from '../../engine/model/model-presets';
 import { planRequest } from '../../engine/plan/api';
 import { kvFormatConflict } from '../../engine/plan/kv-format';
+import { validateProfile } from '../../engine/hardware/validate';
 import type { Plan, PlanStage } from '../../engine/plan/types';
 
 const ATTENTION = new Set(['scores', 'softmax', 'wv']);
@@ -65,4 +66,12 @@ test('LIA with Q8_0 KV on an F16-only GPU: resident layers keep their matmuls on
 test('a GPU profile without kvFormats (presets, loopback) reads every format: plans are unchanged', () => {
   const a = planRequest({ model: model('Q8_0'), hardware: base, workload, policy: 'auto' });
   assert.ok(attentionOnGpu(a.stages.decode), `attention on the GPU as before (${a.chosenPolicy})`);
+});
+
+test('a profile\'s gpu.kvFormats is checked when read', () => {
+  const json = JSON.parse(JSON.stringify(f16Only)) as Record<string, unknown> & { gpu: Record<string, unknown> };
+  assert.deepEqual(validateProfile(json).gpu?.kvFormats, ['F16']);
+  for (const bad of [[], 'F16', [16]]) {
+    assert.throws(() => validateProfile({ ...json, gpu: { ...json.gpu, kvFormats: bad } }, 'p.json'), /^Error: p\.json: gpu\.kvFormats must be a non-empty array of KV format names/);
+  }
 });

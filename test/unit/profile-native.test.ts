@@ -126,6 +126,8 @@ test('a smoke-size profile validates, has the required measured fields, and repo
       // The GPU section names the Vulkan device the executor runs on, and says when it is a software one.
       assert.equal(v.gpu?.name, `${probe.name} (Vulkan)`);
       assert.deepEqual(v.gpu?.measuredOn, { api: 'vulkan', device: probe.name, type: probe.type, software: probe.type === 'cpu' });
+      // The KV formats its attention shader reads, so plans for this machine keep attention on the CPU for others.
+      assert.deepEqual(v.gpu?.kvFormats, ['F16']);
       const summary = summarizeProfile(v);
       assert.ok(summary.includes(`GPU: Vulkan device ${probe.name} (${probe.type}${probe.type === 'cpu' ? ': a software device, running on this CPU' : ''})`), summary);
       assert.match(summary, /measured through Fulcrum's kernels: matmul up to [0-9.]+ GFLOP\/s, GEMV up to [0-9.]+ GB\/s of weights, device memory copy [0-9.]+ GB\/s/);
