@@ -53,6 +53,10 @@ export function vulkanProbe(): VulkanProbe {
 
 const median = (ns: number[]) => summarize(ns).medianNs;
 
+function kvFormatsOf(device: { kvFormats: string[] } | undefined): { kvFormats?: string[] } {
+  return device ? { kvFormats: device.kvFormats } : {};
+}
+
 export function profileVulkan(opts: { bytes: number; runs: number }): { gpu: GpuProfile; link: LinkProfile; notes: string[] } {
   const probe = vulkanProbe();
   if (!probe.available) throw new Error(`no Vulkan device: ${probe.reason}`);
@@ -90,7 +94,7 @@ export function profileVulkan(opts: { bytes: number; runs: number }): { gpu: Gpu
     measuredOn: { api: 'vulkan', device: probe.name ?? 'unnamed', type: probe.type ?? 'other', software },
     // What its attention shader reads: plans for this machine (the plan panels', `fulcrum plan
     // --hardware this`) keep attention on the CPU for another KV format, as the executor's do.
-    kvFormats: listNativeDevices().found.find((d) => d.name === 'vulkan')?.kvFormats ?? ['F16'],
+    ...kvFormatsOf(listNativeDevices().found.find((d) => d.name === 'vulkan')),
   };
   const link: LinkProfile = {
     name: `host↔${probe.name} (Vulkan staging)`,

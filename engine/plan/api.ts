@@ -174,6 +174,8 @@ function planWith({ ctx, policy }: Resolved): { plan: Plan; sim: WorkloadSimResu
   const a = policy.applicable(ctx);
   if (!a.ok) throw new Error(`policy ${policy.name} does not apply: ${a.reason}`);
   const raw = policy.plan(ctx);
+  const conflict = kvFormatConflict(raw, ctx);
+  if (conflict) throw new Error(`policy ${raw.chosenPolicy} cannot run here: ${conflict}; use policy lia or auto (attention on the CPU), or kvFormat F16`);
   const executed = policy.name === 'auto' ? getPolicy(raw.chosenPolicy) : policy;
   let plan: Plan;
   let sim: WorkloadSimResult;
@@ -185,8 +187,6 @@ function planWith({ ctx, policy }: Resolved): { plan: Plan; sim: WorkloadSimResu
     ({ plan, sim } = withSimulatedPrediction(raw, ctx, policy));
   }
   refuseIfNotFitting(plan, ctx);
-  const conflict = kvFormatConflict(plan, ctx);
-  if (conflict) throw new Error(`policy ${plan.chosenPolicy} cannot run here: ${conflict}; use policy lia or auto (attention on the CPU), or kvFormat F16`);
   return { plan, sim, executed };
 }
 

@@ -36,9 +36,11 @@ export function evaluatePolicies(ctx: PlanContext, candidates: Policy[]): Evalua
     const a = policy.applicable(ctx);
     if (!a.ok) return { policy, applicable: false, reason: a.reason, score: Infinity };
     try {
-      const { plan, sim } = withSimulatedPrediction(policy.plan(ctx), ctx, policy);
-      const conflict = kvFormatConflict(plan, ctx);
+      const raw = policy.plan(ctx);
+      // Checked on the placement, before simulating a plan that cannot run.
+      const conflict = kvFormatConflict(raw, ctx);
       if (conflict) return { policy, applicable: false, reason: conflict, score: Infinity };
+      const { plan, sim } = withSimulatedPrediction(raw, ctx, policy);
       const p = plan.predicted;
       const simulated = { prefillMs: sim.prefillMs, stepMs: p.stepMs, layerMs: p.layerMs, totalMs: p.totalMs, tokensPerSecond: p.tokensPerSecond, perLane: p.perLane };
       let score = sim.totalMs;

@@ -37,7 +37,8 @@ function searchStage(ctx: PlanContext, stage: 'prefill' | 'decode'): StageSearch
   const table = ctx.cost.layerTimes(step, stage);
   const work = ctx.cost.layerWork(step);
   // A GPU that cannot read the KV cache's format leaves the placements with attention on the CPU.
-  const ranked = searchTerms(termsFromCosts(ctx, table, work), stage).filter((t) => gpuReadsKv(ctx) || attentionOnCpu(t.policy));
+  const kvOnGpu = gpuReadsKv(ctx);
+  const ranked = searchTerms(termsFromCosts(ctx, table, work), stage).filter((t) => kvOnGpu || attentionOnCpu(t.policy));
   return { ranked, chosen: ranked[0]! };
 }
 
@@ -93,6 +94,8 @@ export const policy: Policy = {
     return { ok: true, reason: `searches 64 sublayer placements per stage; CPU matrix rate ${amx ? 'with AMX' : 'without AMX (LIA targets AMX CPUs)'}` };
   },
   plan(ctx): Plan {
+    // The GPU's attention reads the KV cache's format (else attention and KV stay on the CPU, kv-format.ts).
+    const kvOnGpu = gpuReadsKv(ctx);
     const L = ctx.model.nLayers;
     const pre = searchStage(ctx, 'prefill');
     const dec = searchStage(ctx, 'decode');
@@ -104,7 +107,7 @@ export const policy: Policy = {
     const headOnGpu = hb < 0.25 * ctx.vramBytes;
     const res = residentLayers({
       shape, nLayers: L, vramBytes: Math.max(0, ctx.vramBytes - (headOnGpu ? hb : 0)), batch: w.batch, maxContext: w.prompt + w.gen, promptTokens: w.prompt,
-      prefillPolicy: pre.chosen.policy, decodePolicy: dec.chosen.policy, kvOnHost: !gpuReadsKv(ctx),
+      prefillPolicy: pre.chosen.policy, decodePolicy: dec.chosen.policy, kvOnHost: !kvOnGpu,
     });
     const k = res.residentLayers;
     const prefill: PlanStage = makeStage({
@@ -131,20 +134,20 @@ export const policy: Policy = {
         reason: 'LIA §6: for large batches all parameter sublayers run on the GPU, so parameters can live in (slower) CXL memory while KV and activations stay in DDR' },
       { id: 'layers-on-gpu', chosen: `${k}/${L} whole layers resident on the GPU`, alternatives: [],
         binding: capacityLimited ? 'vram-capacity' : bindingOf(ctx, decode, false),
-        reason: `each resident layer needs ${((weights + (gpuReadsKv(ctx) ? kvLayer : 0)) / 2 ** 30).toFixed(2)} GiB (${gpuReadsKv(ctx) ? 'weights + KV of B·(L_in+L_out)' : 'weights; its KV is in host memory'}); streaming buffers ${(res.streamingBytes / 2 ** 30).toFixed(2)} GiB; VRAM ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB` },
+        reason: `each resident layer needs ${((weights + (kvOnGpu ? kvLayer : 0)) / 2 ** 30).toFixed(2)} GiB (${kvOnGpu ? 'weights + KV of B·(L_in+L_out)' : 'weights; its KV is in host memory'}); streaming buffers ${(res.streamingBytes / 2 ** 30).toFixed(2)} GiB; VRAM ${(ctx.vramBytes / 2 ** 30).toFixed(1)} GiB` },
     ];
     return makePlan(ctx, {
       policy: 'lia', prefill, decode,
       memory: memoryUse(ctx, {
-        gpuBytes: k * (weights + (gpuReadsKv(ctx) ? kvLayer : 0)) + (capacityLimited ? res.streamingBytes : 0) + (headOnGpu ? hb : 0),
+        gpuBytes: k * (weights + (kvOnGpu ? kvLayer : 0)) + (capacityLimited ? res.streamingBytes : 0) + (headOnGpu ? hb : 0),
         pinnedBytes: (L - k) * weights,
-        hostBytes: (gpuReadsKv(ctx) ? L - k : L) * kvLayer + (headOnGpu ? 0 : hb),
+        hostBytes: (kvOnGpu ? L - k : L) * kvLayer + (headOnGpu ? 0 : hb),
       }),
       explanation: {
         summary: (k === L
           ? `LIA: all ${L} layers fit on the GPU (Opt-1), so every sublayer runs there; no placement search applies. ${cxlText}.`
           : `LIA: ${k}/${L} layers resident on the GPU; the other ${L - k} run prefill ${label(pre.chosen.policy)} and decode ${label(dec.chosen.policy)} with host-resident weights and KV. ${cxlText}.`)
-          + (gpuReadsKv(ctx) ? '' : ` Attention runs on the CPU over host KV in every layer, resident ones too: the GPU's attention reads ${ctx.hardware.gpu!.kvFormats!.join(', ')} KV only, and this model's KV cache is ${ctx.model.kvFormat}.`),
+          + (kvOnGpu ? '' : ` Attention runs on the CPU over host KV in every layer, resident ones too: the GPU's attention reads ${ctx.hardware.gpu!.kvFormats!.join(', ')} KV only, and this model's KV cache is ${ctx.model.kvFormat}.`),
         binding: bindingOf(ctx, decode, capacityLimited), decisions, whatIf: [],
       },
       details: {

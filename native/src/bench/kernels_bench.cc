@@ -198,8 +198,8 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
 
 double attention_cache_bytes(double kv_len, double kv_heads, double head_dim, KvFormat format) {
   const double page = static_cast<double>(KvCache::kPageTokens);
-  // Q8_0: 34 bytes per 32 values (kv_row_bytes), as a double so no size overflows here.
-  const double row_bytes = format == KvFormat::Q8_0 ? head_dim / 32.0 * 34.0 : head_dim * static_cast<double>(sizeof(uint16_t));
+  // kv_row_bytes per value (every format stores whole rows of 32), in doubles so no size overflows here.
+  const double row_bytes = head_dim * (static_cast<double>(kv_row_bytes(format, 32)) / 32.0);
   return 2.0 * std::ceil(kv_len / page) * page * kv_heads * row_bytes;
 }
 
