@@ -38,7 +38,8 @@ KernelChoice choose_kernels(const CpuFeatures& f, const char* cap);
 const KernelChoice& kernel_choice();
 
 // Whether callers that pick an ISA explicitly (tests and benchmarks comparing paths) may run
-// `isa`: every level at or below the choice.
+// `isa`: every level at or below the choice that this CPU runs (a CPU with AVX-512 may lack
+// AVX-VNNI).
 bool isa_allowed(Isa isa);
 
 // The block formats' rows of the table (Q8_0, Q8_K, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:

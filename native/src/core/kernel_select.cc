@@ -33,7 +33,12 @@ const KernelChoice& kernel_choice() {
   return c;
 }
 
-bool isa_allowed(Isa isa) { return static_cast<int>(isa) >= 0 && static_cast<int>(isa) <= static_cast<int>(kernel_choice().isa); }
+// The levels are not a chain: a Zen 4 runs avx512 but not avxvnni (VEX vpdpbusd raises #UD
+// there), so a level below the choice must also run on this CPU.
+bool isa_allowed(Isa isa) {
+  return static_cast<int>(isa) >= 0 && static_cast<int>(isa) <= static_cast<int>(kernel_choice().isa) &&
+         isa_runs_on(isa, cpu_features());
+}
 
 const char* isa_level() { return isa_name(kernel_choice().isa); }
 
