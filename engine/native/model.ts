@@ -304,6 +304,8 @@ export interface NativeKernels {
   /** Greedy sampling's pick: the index of the largest value, the first on ties; -1 when any value is NaN or ±Inf. */
   argmaxFinite(x: Float32Array): number;
   isaLevel(): 'scalar' | 'avx2' | 'avxvnni' | 'avx512';
+  /** Whether the packed decode GEMVs prefetch weights in software or leave it to the CPU (chosen per CPU, FULCRUM_GEMV_PREFETCH overrides). */
+  gemvPrefetch(): 'software' | 'hardware';
   physicalCores(): number;
 }
 

@@ -192,7 +192,7 @@ async function main(): Promise<void> {
   const llamaEnv = llamaCppEnvFor(llamaVariant);
   const cpu = hostCpu();
   process.stdout.write(`${cpuLine(cpu)}\n` +
-    `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`}, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
+    `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`} with ${nativeKernels().gemvPrefetch()} prefetch in the decode GEMVs, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
   const quick = args.options.has('quick');
   const promptTokens = Number(args.options.get('prompt') ?? (quick ? 64 : 512));
   const genTokens = Number(args.options.get('gen') ?? (quick ? 16 : 128));
@@ -435,7 +435,7 @@ async function main(): Promise<void> {
   const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
-    isa: kernels.isaLevel(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
+    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
     // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
     read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,

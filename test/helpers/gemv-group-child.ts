@@ -1,7 +1,10 @@
 // Child process of test/unit/gemv-group.test.ts, run once per ISA (FULCRUM_ISA set by the parent):
 // one token times groups of repacked matrices through kernels.gemvGroup (one pool run for the
 // whole group, as a decode step runs a layer's Q, K and V) and each matrix alone through
-// kernels.matmul's packed path, at 1-3 threads. Prints one JSON line.
+// kernels.matmul's packed path, at 1-3 threads. Prints one JSON line, with a digest of every
+// output (so a parent can compare runs under different FULCRUM_GEMV_PREFETCH settings).
+import { createHash } from 'node:crypto';
+
 import { loadAddon } from '../../engine/native/addon';
 import { quantize } from '../../engine/native/quant';
 
@@ -9,6 +12,7 @@ interface Kernels {
   matmul(type: number, w: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number, path?: 'auto' | 'vecdot' | 'packed'): Float32Array;
   gemvGroup(items: { type: number; weights: Uint8Array; rows: number }[], x: Float32Array, threads: number): Float32Array[];
   isaLevel(): string;
+  gemvPrefetch(): 'software' | 'hardware';
   packedLayout(type: number, rows: number, cols: number): string | null;
 }
 
@@ -53,12 +57,14 @@ function main(): void {
     { label: 'four small Q4_0 (inline)', cols: 256, items: [{ type: Q4_0, rows: 32 }, { type: Q4_0, rows: 64 }, { type: Q4_0, rows: 32 }, { type: Q4_0, rows: 16 }] },
   ];
   const cases: GemvGroupCase[] = [];
+  const digest = createHash('sha256');
   for (const [gi, g] of groups.entries()) {
     const x = values(g.cols, 1000 + gi, 1);
     const items = g.items.map((it, i) => ({ ...it, weights: quantize(it.type, values(it.rows * g.cols, 7 * gi + i + 1, 0.1)) }));
     const packed = items.every((it) => k.packedLayout(it.type, it.rows, g.cols) !== null);
     for (const threads of [1, 2, 3]) {
       const got = packed ? k.gemvGroup(items, x, threads) : [];
+      for (const out of got) digest.update(new Uint8Array(out.buffer, out.byteOffset, out.byteLength));
       let firstDiff: string | undefined;
       for (const [i, it] of items.entries()) {
         if (!packed || firstDiff) break;
@@ -83,7 +89,7 @@ function main(): void {
       errors.push((e as Error).message);
     }
   }
-  console.log(JSON.stringify({ isa: k.isaLevel(), cases, errors }));
+  console.log(JSON.stringify({ isa: k.isaLevel(), prefetch: k.gemvPrefetch(), digest: digest.digest('hex'), cases, errors }));
 }
 
 main();

@@ -53,6 +53,10 @@ CpuFeatures detect() {
     f.amx_bf16 = (l7.d >> 22) & 1;
     f.amx_int8 = (l7.d >> 25) & 1;
   }
+  const Regs l0 = cpuid(0, 0);
+  const bool amd = l0.b == 0x68747541 && l0.d == 0x69746e65 && l0.c == 0x444d4163;  // "AuthenticAMD"
+  const unsigned family = ((l1.a >> 8) & 0xf) + (((l1.a >> 8) & 0xf) == 0xf ? (l1.a >> 20) & 0xff : 0);
+  f.amd_zen4 = amd && family == 0x19 && f.avx512f;
   return f;
 }
 
@@ -108,6 +112,7 @@ KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
     }
   }
   c.amx_int8 = c.isa == Isa::Avx512 && f.amx_int8;
+  c.gemv_prefetch = !f.amd_zen4;
   return c;
 }
 

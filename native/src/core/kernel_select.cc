@@ -13,7 +13,9 @@ namespace {
 TypeTraits g_table[static_cast<int>(GgmlType::COUNT)];
 
 KernelChoice make_choice() {
-  const KernelChoice c = choose_kernels(cpu_features(), std::getenv("FULCRUM_ISA"));
+  KernelChoice c = choose_kernels(cpu_features(), std::getenv("FULCRUM_ISA"));
+  if (const char* pf = std::getenv("FULCRUM_GEMV_PREFETCH"); pf && (pf[0] == '0' || pf[0] == '1') && pf[1] == 0)
+    c.gemv_prefetch = pf[0] == '1';
   select_kernels(c, g_table);
   return c;
 }

@@ -318,6 +318,11 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
     return Napi::Boolean::New(i.Env(), kq && pv);
   }));
   k.Set("isaLevel", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::String::New(i.Env(), isa_level()); }));
+  // gemvPrefetch() -> whether the packed decode GEMVs prefetch their weights in software
+  // ('software') or leave it to the CPU ('hardware'): core/isa.h KernelChoice::gemv_prefetch.
+  k.Set("gemvPrefetch", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
+    return Napi::String::New(i.Env(), kernel_choice().gemv_prefetch ? "software" : "hardware");
+  }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
   exports.Set("kernels", k);
 }

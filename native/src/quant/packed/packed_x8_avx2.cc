@@ -240,20 +240,29 @@ void QUANT_FN(arrange_q8_0_sums16)(const void* q8, void* dst, int64_t n) { arran
 void QUANT_FN(arrange_q8_0_sums128)(const void* q8, void* dst, int64_t n) { arrange_sums<128>(q8, dst, n); }
 
 void QUANT_FN(gemv_q4_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q4_0x8>>>(n, out, w, groups, act, kGemvPrefetchBytes);
+  packed_gemv_groups<Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q4_0x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Unpacked<Q4_0x8>>, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q4_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Unpacked<Q4_0x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
 }
 void QUANT_FN(gemv_q5_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q5_0x8>>>(n, out, w, groups, act, kGemvPrefetchBytes);
+  packed_gemv_groups<Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q5_0x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Unpacked<Q5_0x8>>, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q5_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Unpacked<Q5_0x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
 }
 
 void QUANT_FN(gemv_q8_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q8_0x8>>(n, out, w, groups, act, kGemvPrefetchBytes);
+  packed_gemv_groups<Kernel<Q8_0x8>, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q8_0x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Q8_0x8>, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q8_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Q8_0x8>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);

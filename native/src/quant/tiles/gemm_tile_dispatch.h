@@ -65,17 +65,18 @@ void packed_tile_any(int cols, int64_t n, float* out, int64_t os, const uint8_t*
 // S row groups at once, one from each of S equal segments of the walk (group g of segment s is
 // group s·seg + g): S weight streams in flight and S independent accumulator chains. Each group's
 // sums run in the same order as alone, so the outputs are the same bits.
-template <class K, int S>
-void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const uint8_t* w, int seg, const uint8_t* act, size_t prefetch_bytes) {
+template <class K, int S, size_t kPrefetchBytes>
+void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const uint8_t* w, int seg, const uint8_t* act) {
   const size_t seg_bytes = static_cast<size_t>(seg) * group_bytes;
   for (int g = 0; g < seg; ++g, w += group_bytes, out += K::kGroupRows) {
     typename K::Acc acc[S];
     for (int s = 0; s < S; ++s) acc[s] = K::zero();
     for (int64_t j = 0; j < chunks; ++j) {
       const uint8_t* cw = w + j * K::kChunkBytes;
-      for (int s = 0; s < S; ++s)
-        for (size_t o = 0; o < K::kChunkBytes + 32; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(cw + s * seg_bytes + prefetch_bytes + o), _MM_HINT_NTA);
+      if constexpr (kPrefetchBytes > 0)
+        for (int s = 0; s < S; ++s)
+          for (size_t o = 0; o < K::kChunkBytes + 32; o += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(cw + s * seg_bytes + kPrefetchBytes + o), _MM_HINT_NTA);
       for (int s = 0; s < S; ++s) K::chunk(acc[s], cw + s * seg_bytes, act + j * K::kActChunkBytes);
     }
     for (int s = 0; s < S; ++s) K::store(out + static_cast<int64_t>(s) * seg * K::kGroupRows, acc[s]);
@@ -84,7 +85,9 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 
 // The packed GEMV's walk over `groups` consecutive row groups of group_rows outputs: per group
 // an accumulator (K::Acc, K::zero()), K::chunk over its chunks of kChunkCols columns (the
-// weights prefetched `prefetch_bytes` ahead), K::store of its outputs.
+// weights prefetched kPrefetchBytes ahead in software, or with 0 left to the hardware
+// prefetchers: KernelChoice::gemv_prefetch, core/isa.h, says which a CPU runs), K::store of its
+// outputs.
 //
 // The prefetches are non-temporal (prefetchnta): a weight byte is read once a token, so it has
 // no business in L2 or L3, and keeping it out leaves the caches to the activations, KV and the
@@ -100,14 +103,14 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // across them (Q4_0: 4 streams of 288 B chunks, Q5_0: 3, Q8_0: 2 of 544 B), reached it
 // (0.5B decode, 1 thread, alternating runs: Q4_0 37 -> 48 tok/s, Q8_0 22.3 -> 24.0; more
 // streams than that lost on Q8_0: 4 gave 20.8).
-template <class K>
-void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act, size_t prefetch_bytes) {
+template <class K, size_t kPrefetchBytes>
+void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t chunks = n / K::kChunkCols;
   const size_t group_bytes = static_cast<size_t>(chunks) * K::kChunkBytes;
   constexpr int kStreams = K::kChunkBytes * 4 <= 1152 ? 4 : K::kChunkBytes * 3 <= 1152 ? 3 : 2;
   if (groups >= kStreams) {
     const int seg = groups / kStreams;
-    packed_gemv_streams<K, kStreams>(chunks, group_bytes, out, w, seg, act, prefetch_bytes);
+    packed_gemv_streams<K, kStreams, kPrefetchBytes>(chunks, group_bytes, out, w, seg, act);
     w += static_cast<size_t>(seg) * kStreams * group_bytes;
     out += static_cast<int64_t>(seg) * kStreams * K::kGroupRows;
     groups -= seg * kStreams;  // the last groups % kStreams, one at a time
@@ -116,7 +119,8 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
     typename K::Acc acc = K::zero();
     for (int64_t j = 0; j < chunks; ++j) {
       const uint8_t* cw = w + j * K::kChunkBytes;
-      for (size_t o = 0; o < K::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + prefetch_bytes + o), _MM_HINT_NTA);
+      if constexpr (kPrefetchBytes > 0)
+        for (size_t o = 0; o < K::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + kPrefetchBytes + o), _MM_HINT_NTA);
       K::chunk(acc, cw, act + j * K::kActChunkBytes);
     }
     K::store(out, acc);
