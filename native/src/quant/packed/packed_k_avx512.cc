@@ -26,8 +26,9 @@
 // super-block (64 elements of a row, four sub-blocks of 16) three 64-byte loads give the four
 // rows' 16 low-nibble bytes of each ql half and their 16 qh bytes, which make four vectors of
 // 6-bit values (unsigned, 0..63) for the four rows at once; the token's 16 matching activations
-// are one 16-byte broadcast shared by the four rows, and each sub-block's int8 scale is spread
-// as int16 over its row's lane by one vpshufb (into the high byte) and an arithmetic shift.
+// are one 16-byte broadcast shared by the four rows; the rows' int8 scales are widened to int16
+// once per super-block and each sub-block's spread over its row's lane by one vpshufb, and the
+// 6-bit values are put together by one vpternlogd each.
 //   - per token and quarter: four broadcasts, four vpmaddubsw (6-bit × int8, pairs at most
 //     2·63·128 in int16, no saturation), four vpdpwssd by the sub-block scales (exact int32);
 //   - per token and super-block: the -32 offset as -32·Σ scale·bsum (two vpmaddwd of the rows'
@@ -151,18 +152,19 @@ namespace q6k {
 
 constexpr size_t kBodyAt = 64, kDAt = 832;  // repack.h: scales, quarters, d
 
-// vpshufb controls (per 128-bit lane, the row's 16 scale bytes): scale j into the high byte of
-// every int16 (low byte zero; an arithmetic shift right by 8 then sign-extends it), and the
-// scales 0-7 / 8-15 as eight int16 each for the offset term.
+// vpshufb controls (per 128-bit lane, the row's 16 scale bytes): the scales 0-7 / 8-15 as eight
+// int16 each (each into the high byte of an int16, low byte zero, then an arithmetic shift right
+// by 8 sign-extends it), once per super-block; then int16 k of those spread over its lane
+// (word[k]), one vpshufb per sub-block.
 // Built at compile time (constexpr): this file's code must not run on a CPU without AVX-512,
 // and a dynamic initializer would run at load on every CPU.
 struct Controls {
-  alignas(64) uint8_t scale[16][64] = {};
+  alignas(64) uint8_t word[8][64] = {};
   alignas(64) uint8_t scales_lo[64] = {};
   alignas(64) uint8_t scales_hi[64] = {};
   constexpr Controls() {
-    for (int j = 0; j < 16; ++j)
-      for (int b = 0; b < 64; ++b) scale[j][b] = b % 2 == 1 ? static_cast<uint8_t>(j) : 0x80;
+    for (int k = 0; k < 8; ++k)
+      for (int b = 0; b < 64; ++b) word[k][b] = static_cast<uint8_t>(2 * k + b % 2);
     for (int b = 0; b < 64; ++b) {
       scales_lo[b] = b % 2 == 1 ? static_cast<uint8_t>((b % 16) / 2) : 0x80;
       scales_hi[b] = b % 2 == 1 ? static_cast<uint8_t>(8 + (b % 16) / 2) : 0x80;
@@ -192,6 +194,7 @@ struct Kernel {
       const uint8_t* g = w + k * w_stride + i * kSbBytes;
       __m512* acc = accs[k];
       const __m512i sc8 = _mm512_loadu_si512(g);
+      const __m512i sc_lo = spread_scale(sc8, kCtl.scales_lo), sc_hi = spread_scale(sc8, kCtl.scales_hi);
       const __m512 dv = _mm512_permutexvar_ps(spread_d, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)))));
       __m512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = _mm512_setzero_si512();
@@ -201,13 +204,18 @@ struct Kernel {
         const int hf = q / 2, p = q % 2;
         const uint8_t* b = g + kBodyAt + 192 * q;
         const __m512i va = _mm512_loadu_si512(b), vb = _mm512_loadu_si512(b + 64), vh = _mm512_loadu_si512(b + 128);
-        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
-        const __m512i q1 = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
-        const __m512i q2 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
-        const __m512i q3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4), _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
-        const int j0 = 8 * hf + p;
-        const __m512i s0 = spread_scale(sc8, kCtl.scale[j0]), s1 = spread_scale(sc8, kCtl.scale[j0 + 2]);
-        const __m512i s2 = spread_scale(sc8, kCtl.scale[j0 + 4]), s3 = spread_scale(sc8, kCtl.scale[j0 + 6]);
+        // (lo & 0x0F) | (hi & 0x30) as one vpternlogd: 0xE4 takes bits from lo where the mask
+        // m4 is set and from hi elsewhere, and hi is masked to 0x30 first (its bits 6-7 are
+        // another quant's).
+        const auto q6 = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, _mm512_and_si512(hi, m30), m4, 0xE4); };
+        const __m512i q0 = q6(va, _mm512_slli_epi16(vh, 4));
+        const __m512i q1 = q6(vb, _mm512_slli_epi16(vh, 2));
+        const __m512i q2 = q6(_mm512_srli_epi16(va, 4), vh);
+        const __m512i q3 = q6(_mm512_srli_epi16(vb, 4), _mm512_srli_epi16(vh, 2));
+        // Sub-blocks 8·hf + p + 2·k: int16 p + 2·k of the half's scales.
+        const __m512i sch = hf ? sc_hi : sc_lo;
+        const auto spread = [&](int k) { return _mm512_shuffle_epi8(sch, _mm512_load_si512(kCtl.word[p + 2 * k])); };
+        const __m512i s0 = spread(0), s1 = spread(1), s2 = spread(2), s3 = spread(3);
         for (int c = 0; c < C; ++c) {
           const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 128 * hf + 16 * p;
           sum[c] = _mm512_dpwssd_epi32(sum[c], _mm512_maddubs_epi16(q0, bcast16(y)), s0);
@@ -216,7 +224,6 @@ struct Kernel {
           sum[c] = _mm512_dpwssd_epi32(sum[c], _mm512_maddubs_epi16(q3, bcast16(y + 96)), s3);
         }
       }
-      const __m512i sc_lo = spread_scale(sc8, kCtl.scales_lo), sc_hi = spread_scale(sc8, kCtl.scales_hi);
       for (int c = 0; c < C; ++c) {
         const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
         const __m512i bs_lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)));
