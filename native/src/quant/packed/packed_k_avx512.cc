@@ -242,7 +242,7 @@ struct Kernel {
 
 // Decode: two row groups at once, one from each half of the walk (as the AVX2 K-quant and the
 // 32-element formats' GEMVs): two weight streams in flight; an odd last group alone. Against one
-// stream on an AMD EPYC (Zen 4), 0.5B Q4_K, 48 tokens after 256, alternating processes: 2 threads
+// stream on an AMD EPYC (Zen 5), 0.5B Q4_K, 48 tokens after 256, alternating processes: 2 threads
 // 123-135 -> 134-143 tok/s; 1 thread within the noise (96-110 either way).
 template <class K>
 void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {

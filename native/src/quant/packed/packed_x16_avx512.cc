@@ -17,7 +17,7 @@
 // flips their sign bits). Either way Σ(u − o)·y = Σu·y − o·Σy, and the activations carry −o·Σy
 // per block as the sums' seed (o = 8, 16 or 128: one arrangement each).
 //
-// Measured on an AMD EPYC (Zen 4, AVX-512, 2 vCPUs), benchModel (256-token prefill, 48 decoded
+// Measured on an AMD EPYC (AVX-512 and AVX-VNNI: Zen 5, 2 vCPUs), benchModel (256-token prefill, 48 decoded
 // tokens), alternating processes, tok/s, before -> after:
 //   0.5B Q4_0 1 thread   prefill 282-284 -> 562-573    decode 100-101 -> 109-110
 //   0.5B Q4_0 2 threads  prefill (400)   -> 952-990    decode (116-122) -> 170-173

@@ -10,7 +10,7 @@
 // 4-byte broadcast from the token's quants. It replaced a 4-row "piece order" whose lanes were
 // (row, block) pairs over activations pre-broadcast in memory, 160 bytes a block and token
 // against 40 here: about the same instructions per 256 multiply-adds, but a tile's tokens now
-// stay in L1 on the 1.3B shape's 2048 and 5504 columns. Measured on an AMD EPYC (Zen 4, 2 vCPUs),
+// stay in L1 on the 1.3B shape's 2048 and 5504 columns. Measured on an AMD EPYC (AVX-512 and AVX-VNNI: Zen 5, 2 vCPUs),
 // benchModel (256-token prefill, 48 decoded tokens), 1 thread, alternating processes, tok/s,
 // piece order -> this layout:
 //   FULCRUM_ISA=avxvnni  0.5B Q4_0 prefill 185-186 -> 269-272, decode 112-116 -> 118

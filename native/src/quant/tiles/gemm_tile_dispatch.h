@@ -91,11 +91,14 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 //
 // The prefetches are non-temporal (prefetchnta): a weight byte is read once a token, so it has
 // no business in L2 or L3, and keeping it out leaves the caches to the activations, KV and the
-// other thread's streams. Against prefetcht1 (to L2), same-process alternating builds on the
-// AMD EPYC (Zen 4, 2 vCPUs), decode after a 256-token prompt, tok/s: 0.5B Q4_0 103.6 -> 122.3
+// other thread's streams. Against prefetcht1 (to L2), same-process alternating builds on an
+// AMD EPYC with AVX-512 and AVX-VNNI (2 vCPUs; Zen 5 by those flags: Zen 4 has no AVX-VNNI),
+// decode after a 256-token prompt, tok/s: 0.5B Q4_0 103.6 -> 122.3
 // at 1 thread and 179.9 -> 195.4 at 2; 1.3B Q4_0 20.6 -> 24.5 and 48.9 -> 52.4; 0.5B Q8_0 59.0 ->
 // 64.1 and 111.5 -> 115.4; AVX2 0.5B Q4_0 1 thread 115.7 -> 119.2; bench.matmul 4864 x 896 Q4_0
 // from DRAM 27 -> 33 GB/s at 1 thread and 36 -> 44 at 2 (medians of six runs each).
+// On a Zen 4 EPYC (AVX-512, no AVX-VNNI) the same prefetches halved one core's draw (15 against
+// 31 GB/s without any), so there the walk runs with kPrefetchBytes = 0 (core/isa.h).
 //
 // Decode reads each weight byte once, so the walk runs at the speed DRAM delivers them. One
 // linear stream with one accumulator chain left a 2-vCPU Zen 3 at 75-80 % of its read bandwidth
