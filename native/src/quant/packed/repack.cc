@@ -73,12 +73,12 @@ void register_packed_formats(const KernelChoice& c) {
   // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
   if (no_repack && no_repack[0] == '1') return;
+  const bool sw = c.gemv_prefetch;  // the 32-element formats' GEMV walk (core/isa.h)
   if (c.isa == Isa::Avx512) {
     // With AMX-INT8, the prefill of these formats runs on AMX tiles that read the GGUF layout
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
     if (c.amx_int8) return;
     // The 32-element formats in 16-row groups, one block a chunk (packed_x16_avx512.cc).
-    const bool sw = c.gemv_prefetch;
     g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, 16, arrange_q8_0_sums8_avx2, sw ? gemv_q4_0x16_avx512 : gemv_q4_0x16_hwpf_avx512, tile_q4_0x16_avx512,
                     kPackedTileColsX16Avx512);
     g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, 16, arrange_q8_0_sums128_avx2, sw ? gemv_q8_0x16_avx512 : gemv_q8_0x16_hwpf_avx512, tile_q8_0x16_avx512,
@@ -92,11 +92,11 @@ void register_packed_formats(const KernelChoice& c) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
 #define FULCRUM_PACKED_AVX2(isa)                                                                                                 \
   do {                                                                                                                         \
-    g_q4_0 = packed(WeightLayout::Q4_0x8, GgmlType::Q4_0, 8, arrange_q8_0_sums8_##isa, (c.gemv_prefetch ? gemv_q4_0x8_##isa : gemv_q4_0x8_hwpf_##isa), tile_q4_0x8_##isa,        \
+    g_q4_0 = packed(WeightLayout::Q4_0x8, GgmlType::Q4_0, 8, arrange_q8_0_sums8_##isa, sw ? gemv_q4_0x8_##isa : gemv_q4_0x8_hwpf_##isa, tile_q4_0x8_##isa,        \
                     kPackedTileColsX8Avx2);                                                                                     \
-    g_q5_0 = packed(WeightLayout::Q5_0x8, GgmlType::Q5_0, 8, arrange_q8_0_sums16_##isa, (c.gemv_prefetch ? gemv_q5_0x8_##isa : gemv_q5_0x8_hwpf_##isa), tile_q5_0x8_##isa,       \
+    g_q5_0 = packed(WeightLayout::Q5_0x8, GgmlType::Q5_0, 8, arrange_q8_0_sums16_##isa, sw ? gemv_q5_0x8_##isa : gemv_q5_0x8_hwpf_##isa, tile_q5_0x8_##isa,       \
                     kPackedTileColsX8Avx2);                                                                                     \
-    g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, (c.gemv_prefetch ? gemv_q8_0x8_##isa : gemv_q8_0x8_hwpf_##isa), tile_q8_0x8_##isa,     \
+    g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, sw ? gemv_q8_0x8_##isa : gemv_q8_0x8_hwpf_##isa, tile_q8_0x8_##isa,     \
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_##isa, tile_q4_kx4_##isa, kPackedTileColsQ4_kAvx2); \
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_##isa, tile_q6_kx4_##isa, kPackedTileColsAvx2);    \
