@@ -41,8 +41,8 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   });
 }
 
-// The packed GEMVs of Q4_0, Q5_0 and Q8_0 come in two walks, with software prefetch and with
-// the hardware prefetchers alone (core/isa.h KernelChoice::gemv_prefetch, chosen per CPU):
+// The packed GEMVs of Q4_0, Q5_0 and Q8_0 (and of Q4_K and Q6_K at AVX2) come in two walks, with
+// software prefetch and with the hardware prefetchers alone (core/isa.h KernelChoice::gemv_prefetch, chosen per CPU):
 // prefetching moves bytes, never sums, so both must give the same bits.
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   test(`the packed GEMVs give the same bits with and without software prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {

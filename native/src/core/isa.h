@@ -28,13 +28,16 @@ struct KernelChoice {
   // AMX-INT8 prefill tiles for Q8_0/Q4_0/Q5_0/Q4_K; only with isa Avx512 (so FULCRUM_ISA=avx2 or
   // avxvnni turns them off too).
   bool amx_int8 = false;
-  // Whether the packed decode GEMVs of the 32-element formats (Q4_0, Q5_0, Q8_0) prefetch their
-  // weights in software (prefetchnta, packed/packed_x*.cc) or leave it to the hardware
-  // prefetchers. Software prefetch, except on Zen 4, where it halved what one core drew from
+  // Whether the packed decode GEMVs of the 32-element formats (Q4_0, Q5_0, Q8_0) and the AVX2
+  // K-quants (Q4_K, Q6_K) prefetch their weights in software (prefetchnta, packed/packed_x*.cc,
+  // packed_k_avx2.cc) or leave it to the hardware prefetchers. Software prefetch, except on Zen 4, where it halved what one core drew from
   // DRAM: bench.matmul Q4_0 4864 x 896 from a 256 MiB ring, 1 thread, medians of 5 alternating
   // runs, 15.2 GB/s with it against 31.1 without (read probe 28-31); a 0.5B Q4_0 decode 80 ->
   // 105 tok/s, 1.3B 21 -> 24 (1 thread; 2 threads and Q8_0 unchanged). On the Zen 3 (AVX2) and
-  // Zen 5 (AVX-512) hosts it was measured on, the software prefetch was the faster choice.
+  // Zen 5 (AVX-512) hosts it was measured on, the software prefetch was the faster choice. The
+  // AVX2 K-quant GEMVs on the Zen 4 (FULCRUM_ISA=avx2), alternating processes, medians of 6,
+  // 1 thread: 1.3B Q4_K decode 26.5 -> 28.1 tok/s (every run above every run), 1.3B Q4_K_M
+  // 19.8 -> 22.6, 0.5B Q4_K_M 81.0 -> 81.3; 2 threads 1.3B Q4_K 32.8 -> 33.7 (noise).
   // FULCRUM_GEMV_PREFETCH=0|1 overrides the choice (to compare the two).
   bool gemv_prefetch = true;
 };

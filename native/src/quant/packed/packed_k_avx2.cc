@@ -20,7 +20,7 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-// The GEMV's software prefetch: non-temporal, as the 32-element formats' GEMV
+// The GEMV's software prefetch, where the CPU's choice has one (gemv_streams): non-temporal, as the 32-element formats' GEMV
 // (gemm_tile_dispatch.h), 1 KiB ahead on each of its two streams. 512 B (best with prefetcht1)
 // keeps too little in flight for DRAM once the hint is non-temporal. 2-vCPU Zen 3, this step
 // alternating in one process over a 112 MB ring of 4864 x 1024 Q4_K, medians of 15 rounds:
@@ -307,7 +307,10 @@ struct Kernel {
 // the tile's integer sums and float operations in the tile's order: the same bits as the tile.
 using StepFn = void (*)(const uint8_t*, const block_q8_K*, __m256&, __m256&);
 
-template <size_t SbBytes, StepFn Step>
+// kPrefetch: how far ahead the walk prefetches each stream in software (kGemvPrefetchBytes), or 0
+// to leave the weights to the hardware prefetchers (KernelChoice::gemv_prefetch, core/isa.h, says
+// which a CPU runs, as for the 32-element formats).
+template <size_t SbBytes, StepFn Step, size_t kPrefetch>
 [[gnu::always_inline]] inline void gemv_streams(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t nsb = n / QK_K;
   const size_t group_bytes = static_cast<size_t>(nsb) * SbBytes;
@@ -320,10 +323,11 @@ template <size_t SbBytes, StepFn Step>
     for (int64_t i = 0; i < nsb; ++i) {
       const uint8_t* g0 = w0 + i * SbBytes;
       const uint8_t* g1 = w1 + i * SbBytes;
-      for (size_t o = 0; o < SbBytes; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_NTA);
-        _mm_prefetch(reinterpret_cast<const char*>(g1 + kGemvPrefetchBytes + o), _MM_HINT_NTA);
-      }
+      if constexpr (kPrefetch > 0)
+        for (size_t o = 0; o < SbBytes; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(g0 + kPrefetch + o), _MM_HINT_NTA);
+          _mm_prefetch(reinterpret_cast<const char*>(g1 + kPrefetch + o), _MM_HINT_NTA);
+        }
       Step(g0, y + i, a00, a01);
       Step(g1, y + i, a10, a11);
     }
@@ -337,7 +341,8 @@ template <size_t SbBytes, StepFn Step>
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
       const uint8_t* g0 = w0 + i * SbBytes;
-      for (size_t o = 0; o < SbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g0 + kGemvPrefetchBytes + o), _MM_HINT_NTA);
+      if constexpr (kPrefetch > 0)
+        for (size_t o = 0; o < SbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g0 + kPrefetch + o), _MM_HINT_NTA);
       Step(g0, y + i, a0, a1);
     }
     store_pair_rows(a0, out + 4 * g);
@@ -359,13 +364,19 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 }  // namespace
 
 void QUANT_FN(gemv_q4_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step>(n, out, w, groups, act);
+  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q4_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q4_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
 void QUANT_FN(gemv_q6_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step>(n, out, w, groups, act);
+  gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q6_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q6_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q6k::Kernel>(n, out, out_stride, w, act, act_stride, cols);

@@ -73,7 +73,7 @@ void register_packed_formats(const KernelChoice& c) {
   // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
   if (no_repack && no_repack[0] == '1') return;
-  const bool sw = c.gemv_prefetch;  // the 32-element formats' GEMV walk (core/isa.h)
+  const bool sw = c.gemv_prefetch;  // the GEMV walks' software prefetch, or none (core/isa.h)
   if (c.isa == Isa::Avx512) {
     // With AMX-INT8, the prefill of these formats runs on AMX tiles that read the GGUF layout
     // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
@@ -98,8 +98,10 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, sw ? gemv_q8_0x8_##isa : gemv_q8_0x8_hwpf_##isa, tile_q8_0x8_##isa,     \
                     kPackedTileColsX8Avx2);                                                                                     \
-    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_##isa, tile_q4_kx4_##isa, kPackedTileColsQ4_kAvx2); \
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_##isa, tile_q6_kx4_##isa, kPackedTileColsAvx2);    \
+    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, sw ? gemv_q4_kx4_##isa : gemv_q4_kx4_hwpf_##isa, tile_q4_kx4_##isa, \
+                    kPackedTileColsQ4_kAvx2);                                                                                   \
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, sw ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
+                    kPackedTileColsAvx2);                                                                                       \
   } while (0)
     if (c.isa == Isa::AvxVnni) FULCRUM_PACKED_AVX2(avxvnni);
     else FULCRUM_PACKED_AVX2(avx2);
