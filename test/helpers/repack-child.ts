@@ -69,7 +69,8 @@ function main(): void {
       cases.push({ type: name, rows, cols, nTokens: 0, threads: 0, layout, packedVsVecdot: 0, batchEqualsAlone: true, packedBits: '', vecdotBits: '' });
       continue;
     }
-    for (const nTokens of [1, 2, 3, 5, 8, 17, 64]) {
+    // 32 and 33: either side of the matmul's change of work split (kernels/matmul.cc kReadBoundTokens).
+    for (const nTokens of [1, 2, 3, 5, 8, 17, 32, 33, 64]) {
       const x = gaussian(nTokens * cols, 1000 + nTokens + cols, 1);
       for (const threads of [1, 2]) {
         const packed = k.matmul(type, w, rows, cols, x, nTokens, threads, 'packed');

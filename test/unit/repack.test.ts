@@ -54,7 +54,7 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
       assert.ok(out.cases.every((c) => c.layout === null));
       return;
     }
-    assert.equal(out.cases.length, 5 * 4 * 7 * 2);
+    assert.equal(out.cases.length, 5 * 4 * 9 * 2);
     for (const c of out.cases) {
       const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
       assert.equal(c.layout, `${c.type.toLowerCase()}x${groupRows(isa, c.type)}`, label);

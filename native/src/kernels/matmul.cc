@@ -31,6 +31,10 @@ constexpr size_t kInlineDecodeBytes = 192 << 10;
 // claims, which also let a thread that starts late take less.
 constexpr size_t kOneCutDecodeBytes = 2 << 20;
 
+// Up to this many tokens a packed matmul is read-bound like decode and hands out its row groups
+// the decode way (matmul_packed); above it, cache blocks of weights and tokens.
+constexpr int64_t kReadBoundTokens = 32;
+
 // Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
 // multiple of `unit`; one chunk at one thread. (The packed GEMVs' claims start at this size and
 // shrink toward the end, TaperedCounter.) Claims that shrink from a full share (each thread
@@ -263,11 +267,39 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   // line of y; about 32 KiB of weights per chunk, which stay in L1/L2 while the token blocks pass
   // over them.
   const int64_t unit = std::max<int64_t>(1, 16 / G);
+  const int64_t tc = pf.tile_cols;
+  // Row group g over tokens [tb, te), tc tokens a tile. Every output is one tile's sum over all
+  // columns, so how groups and tokens are handed out never changes a bit.
+  auto tiles = [&](int64_t g, int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; t += tc)
+      pf.tile(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
+              static_cast<int>(std::min(tc, te - t)));
+  };
+  if (n_tokens <= kReadBoundTokens) {
+    // A few tokens (a speculative step's drafts, a batch of decoding sequences, a prompt's last
+    // piece) still read every weight once, and that read is what they wait on: row groups are
+    // handed out as the decode GEMV hands them out, in tapering claims of long contiguous runs
+    // (~20 claims a matrix at 2 threads), not in the 32 KiB chunks below, which alternate between
+    // the threads (~145 claims of one shared counter on the 0.5B FFN). bench.matmul 4864 x 896,
+    // 2 threads, cold (256 MiB ring), alternating runs on the Zen 4: Q8_0 2 tokens 167 -> 141 µs,
+    // 3 174 -> 138, 5 182-205 -> 148-171, 8 206-251 -> 167-177, 16 381 -> 300-325, 32 577 -> 506-533;
+    // Q4_0 2 tokens 91 -> 77, 5 104 -> 79-95, 8 135 -> 116-121, 32 and 48 level; Q4_K (4864 x 1024)
+    // 2 tokens 115 -> 90-104, 5 190 -> 166, 8 266 -> 241, 16 and 32 level (its tiles are
+    // compute-bound there). One thread walks the same groups in the same order either way (level).
+    const int nth = pool.size();
+    const int64_t taper_unit = std::max<int64_t>(4, unit);
+    TaperedCounter claims(groups, decode_chunk(groups, taper_unit, nth), taper_unit, nth);
+    pool.run([&](int, int) {
+      int64_t g0, g1;
+      while (claims.claim(&g0, &g1))
+        for (int64_t g = g0; g < g1; ++g) tiles(g, 0, n_tokens);
+    });
+    return;
+  }
   const int64_t group_block = std::max<int64_t>(unit, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / unit * unit);
   ChunkCounter counter(groups, group_block);
   // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
   // L2): every row group of a chunk re-reads them.
-  const int64_t tc = pf.tile_cols;
   const int64_t token_block = std::max<int64_t>(tc, std::min<int64_t>(32, static_cast<int64_t>((256 << 10) / a_stride)) / tc * tc);
   pool.run([&](int, int) {
     for (;;) {
@@ -275,10 +307,7 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
       if (!counter.claim(&g0, &g1)) return;
       for (int64_t tb = 0; tb < n_tokens; tb += token_block) {
         const int64_t te = std::min(n_tokens, tb + token_block);
-        for (int64_t g = g0; g < g1; ++g)
-          for (int64_t t = tb; t < te; t += tc)
-            pf.tile(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
-                    static_cast<int>(std::min(tc, te - t)));
+        for (int64_t g = g0; g < g1; ++g) tiles(g, tb, te);
       }
     }
   });
