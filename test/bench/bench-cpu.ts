@@ -39,7 +39,7 @@ import { CHILD_FLAG, childMain, runBenchChild, type BenchEngine, type ChildMemor
 import { cpuLine, hostCpu } from './bench-host';
 import { readHparams } from '../../engine/model/hparams';
 import { formatBytesPerElement } from '../../engine/model/shape';
-import { BENCH_SHAPES, BENCH_TYPES, benchModelFile, benchTypeByLabel, unsupportedReason } from './bench-models';
+import { BENCH_SHAPES, BENCH_TYPE_LABELS, BENCH_TYPES, benchModelFile, benchTypeByLabel, unsupportedReason } from './bench-models';
 import { alternationOrder, median } from './bench-rounds';
 import { llamaCppEnvFor, llamaCpuVariant, type IsaChoice } from './llama-cpp-isa';
 import {
@@ -208,7 +208,7 @@ async function main(): Promise<void> {
   const shapes = BENCH_SHAPES.filter((s) => !shapeNames || shapeNames.includes(s.label));
   const types = args.options.get('types')?.split(',').map((n) => {
     const t = benchTypeByLabel(n) ?? (ggmlTypeByName(n) ? { label: n, type: ggmlTypeByName(n)!.type as GgmlType } : undefined);
-    if (!t) throw new Error(`unknown type ${n} (one of ${BENCH_TYPES.map((b) => b.label).join(', ')} or a GGML type name)`);
+    if (!t) throw new Error(`unknown type ${n} (one of ${BENCH_TYPE_LABELS.join(', ')} or a GGML type name)`);
     return t;
   }) ?? BENCH_TYPES;
   const peer = !args.options.has('no-peer');

@@ -30,11 +30,11 @@ export interface BenchType {
 }
 
 /**
- * llama.cpp's Q4_K_M: Q4_K, with attn_v and ffn_down in Q6_K in the layers its use_more_bits
- * picks (the first and last eighth of the layers and every third one between) and the output
- * matrix in Q6_K.
+ * llama.cpp's Q4_K_M and Q5_K_M: Q4_K or Q5_K, with attn_v and ffn_down in Q6_K in the layers its
+ * use_more_bits picks (the first and last eighth of the layers and every third one between) and
+ * the output matrix in Q6_K.
  */
-function q4KMTensorType(nLayers: number): (name: string) => GgmlType | undefined {
+function kMTensorType(nLayers: number): (name: string) => GgmlType | undefined {
   const moreBits = (i: number): boolean => i < nLayers / 8 || i >= (7 * nLayers) / 8 || (i - Math.floor(nLayers / 8)) % 3 === 2;
   return (name) => {
     if (name === 'output.weight') return GgmlType.Q6_K;
@@ -44,11 +44,18 @@ function q4KMTensorType(nLayers: number): (name: string) => GgmlType | undefined
 }
 
 const plain = (type: GgmlType): BenchType => ({ label: ggmlTypeName(type), type });
+/** The _M mixes (kMTensorType) over their base type. */
+const MIXES: Record<string, GgmlType> = { Q4_K_M: GgmlType.Q4_K, Q5_K_M: GgmlType.Q5_K };
+/** The types bench:cpu runs by default, then the others it takes by label (--types). */
 export const BENCH_TYPES: BenchType[] = [plain(GgmlType.Q8_0), plain(GgmlType.Q4_0), plain(GgmlType.Q4_K), { label: 'Q4_K_M', type: GgmlType.Q4_K }];
+const OTHER_TYPES: BenchType[] = [{ label: 'Q5_K_M', type: GgmlType.Q5_K }];
 
-/** The benchmark type of that label (a GGML type name, or Q4_K_M), or undefined. */
+/** Every label --types takes besides GGML type names. */
+export const BENCH_TYPE_LABELS: string[] = [...BENCH_TYPES, ...OTHER_TYPES].map((t) => t.label);
+
+/** The benchmark type of that label (a GGML type name, Q4_K_M or Q5_K_M), or undefined. */
 export function benchTypeByLabel(label: string): BenchType | undefined {
-  return BENCH_TYPES.find((t) => t.label === label);
+  return [...BENCH_TYPES, ...OTHER_TYPES].find((t) => t.label === label);
 }
 
 export function benchCacheDir(): string {
@@ -77,7 +84,7 @@ export function benchModelFile(shape: BenchShape, type: GgmlType | BenchType): s
   const file = path.join(dir, `synthetic-${shape.label}-${bt.label}.gguf`);
   if (!existsSync(file)) {
     const tmp = `${file}.${process.pid}.partial`;
-    const tensorType = bt.label === 'Q4_K_M' ? q4KMTensorType(shape.spec.nLayers) : undefined;
+    const tensorType = MIXES[bt.label] !== undefined ? kMTensorType(shape.spec.nLayers) : undefined;
     writeSyntheticModel(tmp, { ...shape.spec, weightType: bt.type, tensorType, name: `synthetic-${shape.label}` });
     renameSync(tmp, file);
   }

@@ -1,5 +1,5 @@
 // Weights repacked at load (native/src/quant/packed/repack.h): Q4_0, Q5_0 and Q8_0 in groups of 16 rows (AVX-512) or
-// 8 (AVX2), Q4_K and Q6_K in groups of four rows, read by the
+// 8 (AVX2), Q4_K, Q5_K and Q6_K in groups of four rows, read by the
 // packed GEMV (one token) and tile (several) kernels, against one vec_dot per output on the GGUF
 // bytes, on every ISA this CPU runs (a child process per ISA: the ISA is chosen once per process).
 // Both paths compute the same integer block sums and scale products; only the float summation
@@ -36,14 +36,14 @@ const outputs = new Map<string, ChildOut>();
 // Rows per group of each layout (repack.h): the K-quants 4; the 32-element formats 16 on
 // AVX-512, 8 on AVX2.
 function groupRows(isa: string, type: string): number {
-  if (type === 'Q4_K' || type === 'Q6_K') return 4;
+  if (type === 'Q4_K' || type === 'Q5_K' || type === 'Q6_K') return 4;
   if (isa === 'avx512') return 16;
   return 8;
 }
 
 for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
-  test(`Q4_0, Q5_0, Q8_0, Q4_K and Q6_K repacked in row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
+  test(`Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K repacked in row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
     const out = runIsa(isa);
     outputs.set(isa, out);
     assert.equal(out.isa, isa);
@@ -54,7 +54,7 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
       assert.ok(out.cases.every((c) => c.layout === null));
       return;
     }
-    assert.equal(out.cases.length, 5 * 4 * 9 * 2);
+    assert.equal(out.cases.length, 6 * 4 * 9 * 2);
     for (const c of out.cases) {
       const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
       assert.equal(c.layout, `${c.type.toLowerCase()}x${groupRows(isa, c.type)}`, label);

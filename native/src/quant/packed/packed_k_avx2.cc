@@ -1,4 +1,4 @@
-// Q4_K and Q6_K in groups of 4 rows (q4_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
+// Q4_K, Q5_K and Q6_K in groups of 4 rows (q4_kx4, q5_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
 // AVX2 (no VNNI): the AVX-512 kernels (packed_k_avx512.cc) on half the width, a ymm holding a pair
 // of rows (128-bit lane = row), so each step runs once per pair. The GEMV is the tile at one token.
 //
@@ -63,8 +63,47 @@ struct Controls {
 };
 constexpr Controls kCtl{};
 
-struct Kernel {
-  static constexpr size_t kSbBytes = 4 * sizeof(block_q4_K);  // 576: one super-block of four rows
+// Bit b (0..7) of every byte of qh moved to bit 4, the others cleared (Q5_K's fifth bit).
+template <int b>
+inline __m256i fifth_bit(__m256i qh, __m256i m10) {
+  if constexpr (b < 4) return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - b), m10);
+  else if constexpr (b > 4) return _mm256_and_si256(_mm256_srli_epi16(qh, b - 4), m10);
+  else return _mm256_and_si256(qh, m10);
+}
+inline __m256i fifth_bit(__m256i qh, int b, __m256i m10) {
+  switch (b) {
+    case 0: return fifth_bit<0>(qh, m10);
+    case 1: return fifth_bit<1>(qh, m10);
+    case 2: return fifth_bit<2>(qh, m10);
+    case 3: return fifth_bit<3>(qh, m10);
+    case 4: return fifth_bit<4>(qh, m10);
+    case 5: return fifth_bit<5>(qh, m10);
+    case 6: return fifth_bit<6>(qh, m10);
+    default: return fifth_bit<7>(qh, m10);
+  }
+}
+
+// The four nibble vectors of chunk ch of a pair of rows (v0, v1: the chunk's two 16-byte halves
+// of each row; qh0, qh1: the rows' fifth bits of those halves), values 0..15 (Q4_K) or 0..31
+// (Q5_K: the low nibbles take bit 2·ch of qh, the high ones bit 2·ch + 1, as vec_dot_q5_k).
+template <bool kFifthBit>
+[[gnu::always_inline]] inline void nibbles(__m256i v0, __m256i v1, __m256i qh0, __m256i qh1, int ch, __m256i m4, __m256i& lo0, __m256i& lo1,
+                                           __m256i& hi0, __m256i& hi1) {
+  lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+  lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+  if constexpr (kFifthBit) {
+    const __m256i m10 = _mm256_set1_epi8(0x10);
+    lo0 = _mm256_or_si256(lo0, fifth_bit(qh0, 2 * ch, m10)), hi0 = _mm256_or_si256(hi0, fifth_bit(qh0, 2 * ch + 1, m10));
+    lo1 = _mm256_or_si256(lo1, fifth_bit(qh1, 2 * ch, m10)), hi1 = _mm256_or_si256(hi1, fifth_bit(qh1, 2 * ch + 1, m10));
+  }
+}
+
+// kFifthBit: Q5_K (q5_kx4, repack.h: the rows' fifth bits between the header and the nibbles);
+// values 0..31, pairs at most 2·31·128 in int16, two of them 15872: no saturation. Otherwise Q4_K.
+template <bool kFifthBit>
+struct KernelT {
+  static constexpr size_t kSbBytes = kFifthBit ? 4 * sizeof(block_q5_K) : 4 * sizeof(block_q4_K);  // 704 / 576: a super-block of four rows
+  static constexpr size_t kQsAt = kFifthBit ? 192 : 64;
   // The GEMV reads two streams (1152 B a step in flight, as Q8_0's two streams): 0.5B Q4_K decode,
   // alternating runs, 1 thread 28.7 -> 31.9 tok/s, 2 threads 49 -> 52 (gemv_streams).
 
@@ -90,19 +129,29 @@ struct Kernel {
         const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(a, shift_a), mask_a), _mm256_and_si256(_mm256_srli_epi32(b, 2), mask_b));
         __m256i sum[C];
         for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
-        for (int ch = 0; ch < 4; ++ch) {
+        __m256i qh0 = _mm256_setzero_si256(), qh1 = qh0;
+        if constexpr (kFifthBit)
+          qh0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 32 * p)), qh1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 32 * p));
+        // One chunk of 64 elements (two sub-blocks). Q5_K calls it with constant chunks, so its
+        // fifth-bit shifts take immediates; Q4_K keeps its loop (and its code).
+        auto chunk = [&](int ch) __attribute__((always_inline)) {
           const __m256i s_lo = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch])));
           const __m256i s_hi = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch + 1])));
-          const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 128 * ch + 32 * p));
-          const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 128 * ch + 32 * p));
-          const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
-          const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+          const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 128 * ch + 32 * p));
+          const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 64 + 128 * ch + 32 * p));
+          __m256i lo0, lo1, hi0, hi1;
+          nibbles<kFifthBit>(v0, v1, qh0, qh1, ch, m4, lo0, lo1, hi0, hi1);
           for (int c = 0; c < C; ++c) {
             const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 64 * ch;
             const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast16(y)), _mm256_maddubs_epi16(lo1, bcast16(y + 16)));
             const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast16(y + 32)), _mm256_maddubs_epi16(hi1, bcast16(y + 48)));
             sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(_mm256_madd_epi16(plo, s_lo), _mm256_madd_epi16(phi, s_hi)));
           }
+        };
+        if constexpr (kFifthBit) {
+          chunk(0), chunk(1), chunk(2), chunk(3);
+        } else {
+          for (int ch = 0; ch < 4; ++ch) chunk(ch);
         }
         const __m256i mins16 = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.mins)));
         const __m256 dv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
@@ -122,6 +171,8 @@ struct Kernel {
       for (int p = 0; p < 2; ++p) store_pair_rows(acc[c][p], out + c * os + 2 * p);
   }
 };
+using Kernel = KernelT<false>;
+using Q5Kernel = KernelT<true>;
 
 // The GEMV's step (one token): one super-block of one row group into that group's two pair
 // accumulators, as run<1> computes it (the same integer sums, the same float operations in the
@@ -131,7 +182,9 @@ struct Kernel {
 // Measured with alternating builds (bench.matmul 4864 x 1024 Q4_K, 1 thread): from L3 11.7-12.7 ->
 // 15.6-16.4 GB/s, from DRAM 9.4-12.0 -> 11.5-13.4 GB/s; 0.5B Q4_K decode at 1 thread 36.9 -> 39.8
 // tok/s (medians of 3), at 2 threads within the noise. (Q6_K's own step: q6k::gemv_step.)
-[[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
+template <bool kFifthBit>
+[[gnu::always_inline]] inline void gemv_step_t(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
+  constexpr size_t kQsAt = KernelT<kFifthBit>::kQsAt;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
   const __m256 dd = _mm256_cvtph_ps(_mm_unpackhi_epi64(_mm256_extracti128_si256(h0, 1), _mm256_extracti128_si256(h1, 1)));
@@ -146,16 +199,20 @@ struct Kernel {
                                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskA))),
                                       _mm256_and_si256(_mm256_srli_epi32(b, 2), _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskB))));
     __m256i sum = _mm256_setzero_si256();
+    __m256i qh0 = _mm256_setzero_si256(), qh1 = qh0;
+    if constexpr (kFifthBit)
+      qh0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 32 * p)), qh1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 32 * p));
 #pragma GCC unroll 4
     for (int ch = 0; ch < 4; ++ch) {
       const __m256i s_lo = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch])));
       const __m256i s_hi = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch + 1])));
-      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 128 * ch + 32 * p));
-      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 128 * ch + 32 * p));
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 128 * ch + 32 * p));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 64 + 128 * ch + 32 * p));
       const int8_t* y = yb->qs + 64 * ch;
-      const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v0, m4), bcast16(y)), _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), bcast16(y + 16)));
-      const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), bcast16(y + 32)),
-                                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), bcast16(y + 48)));
+      __m256i lo0, lo1, hi0, hi1;
+      nibbles<kFifthBit>(v0, v1, qh0, qh1, ch, m4, lo0, lo1, hi0, hi1);
+      const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast16(y)), _mm256_maddubs_epi16(lo1, bcast16(y + 16)));
+      const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast16(y + 32)), _mm256_maddubs_epi16(hi1, bcast16(y + 48)));
       sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(plo, s_lo), _mm256_madd_epi16(phi, s_hi)));
     }
     const __m256i mins16 = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.mins)));
@@ -167,6 +224,8 @@ struct Kernel {
     acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmv, dy), _mm256_cvtepi32_ps(mins), acc);
   }
 }
+[[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) { gemv_step_t<false>(g, yb, acc0, acc1); }
+[[gnu::always_inline]] inline void gemv_step_q5(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) { gemv_step_t<true>(g, yb, acc0, acc1); }
 
 }  // namespace q4k
 
@@ -371,6 +430,15 @@ void QUANT_FN(gemv_q4_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int gro
 }
 void QUANT_FN(tile_q4_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
+}
+void QUANT_FN(gemv_q5_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step_q5, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q5_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step_q5, 0>(n, out, w, groups, act);
+}
+void QUANT_FN(tile_q5_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile<q4k::Q5Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
 void QUANT_FN(gemv_q6_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);

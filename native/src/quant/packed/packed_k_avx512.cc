@@ -1,4 +1,4 @@
-// Q4_K and Q6_K in groups of 4 rows (q4_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
+// Q4_K, Q5_K and Q6_K in groups of 4 rows (q4_kx4, q5_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
 // AVX-512 VNNI. Both kernels share the frame below: a zmm's 128-bit lane r holds row r, the GEMV
 // is the tile at one token (every (row, token) output is the same bits alone or in a batch), and
 // a row's four lanes are added (l0 + l2) + (l1 + l3) at the end.
@@ -87,8 +87,25 @@ struct Controls {
 };
 constexpr Controls kCtl{};
 
-struct Kernel {
-  static constexpr size_t kSbBytes = 4 * sizeof(block_q4_K);  // 576: one super-block of four rows
+// kFifthBit: Q5_K (q5_kx4, repack.h), whose 128 bytes of fifth bits follow the header: each
+// nibble vector gets its sub-block's bit of qh (bit 2·ch for the low nibbles of chunk ch, 2·ch + 1
+// for the high ones) as its 16, by a 16-bit shift that brings the bit to position 4 and one
+// vpternlogd that ORs it (masked) into the masked nibbles: values 0..31, pairs at most
+// 2·31·128 in int16, two of them 15872, no saturation. Everything else is Q4_K's.
+template <bool kFifthBit>
+struct KernelT {
+  static constexpr size_t kSbBytes = kFifthBit ? 4 * sizeof(block_q5_K) : 4 * sizeof(block_q4_K);  // 704 / 576: a super-block of four rows
+  static constexpr size_t kQsAt = kFifthBit ? 192 : 64;
+
+  // Bit b (0..7) of every byte of qh moved to bit 4, the others cleared.
+  template <int b>
+  static __m512i fifth_bit(__m512i qh, __m512i m10) {
+    if constexpr (b < 4) return _mm512_and_si512(_mm512_slli_epi16(qh, 4 - b), m10);
+    else if constexpr (b > 4) return _mm512_and_si512(_mm512_srli_epi16(qh, b - 4), m10);
+    else return _mm512_and_si512(qh, m10);
+  }
+  // (v & m4) | bit: vpternlogd's (A & C) | B.
+  static __m512i with_bit(__m512i v, __m512i bit, __m512i m4) { return _mm512_ternarylogic_epi32(v, bit, m4, 0xEC); }
 
   // G row groups side by side (group k at w + k·w_stride, its outputs at out + k·out_g): the GEMV's
   // weight streams (gemv below); each group's sums run as alone, so the same bits.
@@ -96,7 +113,7 @@ struct Kernel {
   static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t w_stride = 0,
                   int64_t out_g = 0) {
     const int64_t nsb = n / QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     const __m512i idx_a = _mm512_load_si512(kIdxA), idx_b = _mm512_load_si512(kIdxB), idx_d = _mm512_load_si512(kIdxD);
     const __m512i shift_a = _mm512_load_si512(kShiftA), mask_a = _mm512_load_si512(kMaskA), mask_b = _mm512_load_si512(kMaskB);
     const __m512i spread_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -115,12 +132,35 @@ struct Kernel {
       const __m512 dv = _mm512_permutexvar_ps(spread_d, dd), dmv = _mm512_permutexvar_ps(spread_dmin, dd);
       __m512i sum_lo[C], sum_hi[C];
       for (int c = 0; c < C; ++c) sum_lo[c] = sum_hi[c] = _mm512_setzero_si512();
-      for (int ch = 0; ch < 4; ++ch) {
+      __m512i qh0 = _mm512_setzero_si512(), qh1 = qh0;
+      if constexpr (kFifthBit) qh0 = _mm512_loadu_si512(g + 64), qh1 = _mm512_loadu_si512(g + 128);
+      // One chunk of 64 elements (two sub-blocks). Q5_K calls it with constant chunks, so its
+      // fifth-bit shifts take immediates; Q4_K keeps its loop (and its code).
+      auto chunk = [&](int ch) __attribute__((always_inline)) {
         const __m512i s_lo = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.scale[2 * ch]));
         const __m512i s_hi = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.scale[2 * ch + 1]));
-        const __m512i v0 = _mm512_loadu_si512(g + 64 + 128 * ch), v1 = _mm512_loadu_si512(g + 128 + 128 * ch);
-        const __m512i lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
-        const __m512i lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+        const __m512i v0 = _mm512_loadu_si512(g + kQsAt + 128 * ch), v1 = _mm512_loadu_si512(g + kQsAt + 64 + 128 * ch);
+        __m512i lo0, hi0, lo1, hi1;
+        if constexpr (kFifthBit) {
+          // ch is a compile-time constant once unrolled: the shifts take immediates.
+          auto bits = [&](__m512i qh, int b) {
+            switch (b) {
+              case 0: return fifth_bit<0>(qh, m10);
+              case 1: return fifth_bit<1>(qh, m10);
+              case 2: return fifth_bit<2>(qh, m10);
+              case 3: return fifth_bit<3>(qh, m10);
+              case 4: return fifth_bit<4>(qh, m10);
+              case 5: return fifth_bit<5>(qh, m10);
+              case 6: return fifth_bit<6>(qh, m10);
+              default: return fifth_bit<7>(qh, m10);
+            }
+          };
+          lo0 = with_bit(v0, bits(qh0, 2 * ch), m4), hi0 = with_bit(_mm512_srli_epi16(v0, 4), bits(qh0, 2 * ch + 1), m4);
+          lo1 = with_bit(v1, bits(qh1, 2 * ch), m4), hi1 = with_bit(_mm512_srli_epi16(v1, 4), bits(qh1, 2 * ch + 1), m4);
+        } else {
+          lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+          lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+        }
         for (int c = 0; c < C; ++c) {
           const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 64 * ch;
           const __m512i plo = _mm512_add_epi16(_mm512_maddubs_epi16(lo0, bcast16(y)), _mm512_maddubs_epi16(lo1, bcast16(y + 16)));
@@ -128,6 +168,11 @@ struct Kernel {
           sum_lo[c] = _mm512_dpwssd_epi32(sum_lo[c], plo, s_lo);
           sum_hi[c] = _mm512_dpwssd_epi32(sum_hi[c], phi, s_hi);
         }
+      };
+      if constexpr (kFifthBit) {
+        chunk(0), chunk(1), chunk(2), chunk(3);
+      } else {
+        for (int ch = 0; ch < 4; ++ch) chunk(ch);
       }
       const __m512i mins16 = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.mins));
       for (int c = 0; c < C; ++c) {
@@ -145,6 +190,8 @@ struct Kernel {
       for (int c = 0; c < C; ++c) store_rows(accs[k][c], out + k * out_g + c * os);
   }
 };
+using Kernel = KernelT<false>;
+using Q5Kernel = KernelT<true>;
 
 }  // namespace q4k
 
@@ -269,6 +316,10 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q4k::Kernel>(n, out, w, groups, act); }
 void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
+}
+void gemv_q5_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q4k::Q5Kernel>(n, out, w, groups, act); }
+void tile_q5_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  tile<q4k::Q5Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q6k::Kernel>(n, out, w, groups, act); }
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {

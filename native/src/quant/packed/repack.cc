@@ -23,6 +23,7 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Q4_0x8: return "q4_0x8";
     case WeightLayout::Q5_0x8: return "q5_0x8";
     case WeightLayout::Q8_0x8: return "q8_0x8";
+    case WeightLayout::Q5_Kx4: return "q5_kx4";
   }
   return "?";
 }
@@ -30,7 +31,7 @@ const char* weight_layout_name(WeightLayout l) {
 namespace quant {
 namespace {
 
-PackedFormat g_q4_0, g_q5_0, g_q8_0, g_q4_k, g_q6_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
+PackedFormat g_q4_0, g_q5_0, g_q8_0, g_q4_k, g_q5_k, g_q6_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
 
 // Whether the comma-separated list names type `t` (case-insensitive).
 bool names_type(const char* list, GgmlType t) {
@@ -49,7 +50,7 @@ bool names_type(const char* list, GgmlType t) {
 PackedFormat packed(WeightLayout layout, GgmlType type, int group_rows, void (*arrange_act)(const void*, void*, int64_t),
                     void (*gemv)(int64_t, float*, const uint8_t*, int, const uint8_t*),
                     void (*tile)(int64_t, float*, int64_t, const uint8_t*, const uint8_t*, size_t, int), int tile_cols) {
-  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
   PackedFormat p;
   p.layout = layout;
   p.type = type;
@@ -68,7 +69,7 @@ PackedFormat packed(WeightLayout layout, GgmlType type, int group_rows, void (*a
 }  // namespace
 
 void register_packed_formats(const KernelChoice& c) {
-  g_q4_0 = g_q5_0 = g_q8_0 = g_q4_k = g_q6_k = PackedFormat{};
+  g_q4_0 = g_q5_0 = g_q8_0 = g_q4_k = g_q5_k = g_q6_k = PackedFormat{};
   // FULCRUM_NO_REPACK=1 keeps every weight in the GGUF layout (to compare the two);
   // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
@@ -87,6 +88,7 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX16Avx512);
     g_q8_0.quant_xor = 0x80;
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
+    g_q5_k = packed(WeightLayout::Q5_Kx4, GgmlType::Q5_K, 4, nullptr, gemv_q5_kx4_avx512, tile_q5_kx4_avx512, kPackedTileColsAvx512);
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, kPackedTileColsAvx512);
   } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
@@ -100,6 +102,8 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, sw ? gemv_q4_kx4_##isa : gemv_q4_kx4_hwpf_##isa, tile_q4_kx4_##isa, \
                     kPackedTileColsQ4_kAvx2);                                                                                   \
+    g_q5_k = packed(WeightLayout::Q5_Kx4, GgmlType::Q5_K, 4, nullptr, sw ? gemv_q5_kx4_##isa : gemv_q5_kx4_hwpf_##isa, tile_q5_kx4_##isa, \
+                    kPackedTileColsQ4_kAvx2);                                                                                   \
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, sw ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
                     kPackedTileColsAvx2);                                                                                       \
   } while (0)
@@ -110,7 +114,7 @@ void register_packed_formats(const KernelChoice& c) {
     if (c.isa == Isa::AvxVnni) g_q8_0.quant_xor = 0x80;
   }
   if (no_repack) {
-    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k, &g_q6_k})
+    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q8_0, &g_q4_k, &g_q5_k, &g_q6_k})
       if (q->gemv && names_type(no_repack, q->type)) *q = PackedFormat{};
   }
 }
@@ -121,6 +125,7 @@ const PackedFormat* packed_format(GgmlType t) {
   if (t == GgmlType::Q5_0 && g_q5_0.gemv) return &g_q5_0;
   if (t == GgmlType::Q8_0 && g_q8_0.gemv) return &g_q8_0;
   if (t == GgmlType::Q4_K && g_q4_k.gemv) return &g_q4_k;
+  if (t == GgmlType::Q5_K && g_q5_k.gemv) return &g_q5_k;
   if (t == GgmlType::Q6_K && g_q6_k.gemv) return &g_q6_k;
   return nullptr;
 }
@@ -154,6 +159,17 @@ void place_q4_k(uint8_t* s, const block_q4_K* b, int r) {
   std::memcpy(s + 56 + 2 * r, &b->dmin, 2);
   for (int c = 0; c < 4; ++c)
     for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
+}
+
+// q5_kx4: q4_kx4's header, the fifth bits by 16-byte pieces, then q4_kx4's nibbles.
+void place_q5_k(uint8_t* s, const block_q5_K* b, int r) {
+  static constexpr size_t kScaleAt[4] = {0, 12, 32, 44};
+  std::memcpy(s + kScaleAt[r], b->scales, K_SCALE_SIZE);
+  std::memcpy(s + 24 + 2 * r, &b->d, 2);
+  std::memcpy(s + 56 + 2 * r, &b->dmin, 2);
+  for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 64 * h + 16 * r, b->qh + 16 * h, 16);
+  for (int c = 0; c < 4; ++c)
+    for (int h = 0; h < 2; ++h) std::memcpy(s + 192 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
 }
 
 // q6_kx4: the scales, per quarter the ql and qh pieces, then d.
@@ -210,6 +226,7 @@ void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, i
 
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
   if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
+  if (pf.layout == WeightLayout::Q5_Kx4) return repack_super_blocks<block_q5_K>(data, rows, cols, scratch, place_q5_k);
   if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
   const int64_t nb = cols / QK4_0;
   repack_row_groups(pf.type, pf.group_rows, pf.quant_xor, data, rows, nb, scratch);

@@ -14,6 +14,12 @@
 // so one 64-byte load holds 16 elements of two sub-blocks for all four rows (a 128-bit lane per
 // row) and the header unpacks with a few vector operations for the four rows at once (each
 // 32-byte half serves a pair of rows on AVX2). Its activations are Q8_K rows as they are.
+// Q5_K ("q5_kx4", 704 bytes per super-block of 256 columns): q4_kx4's 64-byte header, then the
+// fifth bits, then q4_kx4's nibbles:
+//   [64 + 64·h + 16·r, +16)  row r's qh[16·h, +16)
+//   [192 + 128·c + 64·h + 16·r, +16)  row r's qs[32·c + 16·h, +16)
+// so each 64-byte nibble load has its fifth bits (bit 2·c and 2·c + 1 of the same qh bytes) in one
+// of two 64-byte loads made once per super-block. Its activations are Q8_K rows as they are.
 // Q6_K ("q6_kx4", 840 bytes per super-block of 256 columns):
 //   [0, 64)            row r's 16 int8 scales at 16·r
 //   [64 + 192·q + 64·k + 16·r, +16)  quarter q = 2·hf + p (hf the 128-element half, p 0/1):
@@ -68,6 +74,7 @@ enum class WeightLayout : uint8_t {
   Q4_0x8 = 9,
   Q5_0x8 = 10,
   Q8_0x8 = 11,
+  Q5_Kx4 = 12,
 };
 const char* weight_layout_name(WeightLayout l);
 
@@ -107,6 +114,8 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
 // The kernels (packed_<isa>.cc).
 void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q5_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q5_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 // The AVX2 kernels, once per AVX2-level copy (core/isa.h: avx2, and avxvnni built with AVX-VNNI).
@@ -114,6 +123,10 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
   void gemv_q4_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q4_kx4_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);                                                                                       \
+  void gemv_q5_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_kx4_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
+  void tile_q5_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q6_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q6_kx4_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
