@@ -35,7 +35,7 @@ function fnv1a(x: Float32Array): string {
   return h.toString(16).padStart(8, '0');
 }
 
-const Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14;
+const Q4_0 = 2, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14;
 
 function gaussian(n: number, seed: number, scale: number): Float32Array {
   let s = seed >>> 0;
@@ -58,10 +58,10 @@ function main(): void {
   const shapesK = [{ rows: 36, cols: 256 }, { rows: 128, cols: 2048 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
   const shapesOf = (type: number) => (type === Q4_K || type === Q5_K || type === Q6_K ? shapesK : avx512 ? shapes16 : shapes8);
   const unpackable = [
-    ...[Q4_0, Q5_0, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
+    ...[Q4_0, Q5_0, Q5_1, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
     ...[Q4_K, Q5_K, Q6_K].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 38, cols: 256 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
   ];
-  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q5_K', Q5_K], ['Q6_K', Q6_K]] as const)
+  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q5_1', Q5_1], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q5_K', Q5_K], ['Q6_K', Q6_K]] as const)
   for (const { rows, cols } of shapesOf(type)) {
     const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
     const layout = k.packedLayout(type, rows, cols);

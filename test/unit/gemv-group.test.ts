@@ -28,7 +28,7 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
     assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}) failed: ${r.stderr}`);
     const out = JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; cases: GemvGroupCase[]; errors: string[] };
     assert.equal(out.isa, isa);
-    assert.equal(out.cases.length, 7 * 3);
+    assert.equal(out.cases.length, 8 * 3);
     for (const c of out.cases) {
       assert.ok(c.packed, `${c.label}: every matrix must have a packed layout at ${isa}`);
       assert.ok(c.equal, `${c.label}, ${c.threads} thread(s): ${c.firstDiff}`);

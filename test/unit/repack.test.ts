@@ -1,4 +1,4 @@
-// Weights repacked at load (native/src/quant/packed/repack.h): Q4_0, Q5_0 and Q8_0 in groups of 16 rows (AVX-512) or
+// Weights repacked at load (native/src/quant/packed/repack.h): Q4_0, Q5_0, Q5_1 and Q8_0 in groups of 16 rows (AVX-512) or
 // 8 (AVX2), Q4_K, Q5_K and Q6_K in groups of four rows, read by the
 // packed GEMV (one token) and tile (several) kernels, against one vec_dot per output on the GGUF
 // bytes, on every ISA this CPU runs (a child process per ISA: the ISA is chosen once per process).
@@ -41,9 +41,17 @@ function groupRows(isa: string, type: string): number {
   return 8;
 }
 
+// How far the packed path may be from vec_dot, relative to the token's largest output: float
+// summation order. Q5_1's value is d·q + m with q in 0..31: its d·Σq·y and m·s terms are each
+// about 16 times the output and cancel, so the same reordering shows about twice as large
+// (measured: median 4-5e-7, largest 2.3e-6 against 0.9e-6 for Q5_0 on the same shapes).
+function tolerance(type: string): number {
+  return type === 'Q5_1' ? 4e-6 : 2e-6;
+}
+
 for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
-  test(`Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K repacked in row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
+  test(`Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K repacked in row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
     const out = runIsa(isa);
     outputs.set(isa, out);
     assert.equal(out.isa, isa);
@@ -54,11 +62,11 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
       assert.ok(out.cases.every((c) => c.layout === null));
       return;
     }
-    assert.equal(out.cases.length, 6 * 4 * 9 * 2);
+    assert.equal(out.cases.length, 7 * 4 * 9 * 2);
     for (const c of out.cases) {
       const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
       assert.equal(c.layout, `${c.type.toLowerCase()}x${groupRows(isa, c.type)}`, label);
-      assert.ok(c.packedVsVecdot <= 2e-6, `${label}: packed path off the vec_dot path by ${c.packedVsVecdot}`);
+      assert.ok(c.packedVsVecdot <= tolerance(c.type), `${label}: packed path off the vec_dot path by ${c.packedVsVecdot}`);
       assert.ok(c.batchEqualsAlone, `${label}: a token's outputs in the batch differ from its outputs alone`);
     }
   });

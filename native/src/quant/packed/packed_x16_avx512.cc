@@ -1,4 +1,4 @@
-// Q4_0, Q5_0 and Q8_0 in the q4_0x16 / q5_0x16 / q8_0x16 layouts (repack.h: sixteen rows a group, block after
+// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x16 / q5_0x16 / q5_1x16 / q8_0x16 layouts (repack.h: sixteen rows a group, block after
 // block) × Q8_0 activations with their block sums ("q8_0 sums"), AVX-512 VNNI.
 //
 // A zmm's 16 int32 lanes are the group's 16 rows, each lane four quants of its row's block, so
@@ -64,9 +64,13 @@ inline BlockW load_nibbles(const uint8_t* cw, const uint8_t* qs) {
   return b;
 }
 
+// Formats whose value is d·q + m (Q5_1) have kMin: their blocks carry the rows' m and their
+// activations the token's s = dy·Σy (Q8_1's, "q8_1 sums") in place of a seed, and a block adds
+// m·s after the scaled integer sum (vec_dot_q5_1's terms).
 // q4_0x16: 288 bytes a block, the nibbles at 32.
 struct Q4_0x16 {
   static constexpr size_t kBlockBytes = 16 * sizeof(block_q4_0);
+  static constexpr bool kMin = false;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 32); }
 };
 
@@ -74,21 +78,34 @@ struct Q4_0x16 {
 // bit 4·r + b says row r's quant 4m + b (m = 0..7) has its fifth bit: one masked add each.
 struct Q5_0x16 {
   static constexpr size_t kBlockBytes = 16 * sizeof(block_q5_0);
-  static inline BlockW load(const uint8_t* cw) {
+  static constexpr bool kMin = false;
+  // The scales at cw, the masks at masks, the nibbles at qs.
+  static inline BlockW load_at(const uint8_t* cw, const uint8_t* masks, const uint8_t* qs) {
     const __m512i sixteen = _mm512_set1_epi8(16);
-    BlockW b = load_nibbles(cw, cw + 96);
+    BlockW b = load_nibbles(cw, qs);
     for (int m = 0; m < 8; ++m) {
       uint64_t bits;
-      std::memcpy(&bits, cw + 32 + 8 * m, 8);
+      std::memcpy(&bits, masks + 8 * m, 8);
       b.u[m] = _mm512_mask_add_epi8(b.u[m], _cvtu64_mask64(bits), b.u[m], sixteen);
     }
     return b;
   }
+  static inline BlockW load(const uint8_t* cw) { return load_at(cw, cw + 32, cw + 96); }
+};
+
+// q5_1x16: 384 bytes a block: the rows' d at 0 and m at 32 (f16), then q5_0x16's masks (at 64)
+// and nibbles (at 128). Quants 0..31 against Σy-free activations.
+struct Q5_1x16 {
+  static constexpr size_t kBlockBytes = 16 * sizeof(block_q5_1);
+  static constexpr bool kMin = true;
+  static inline BlockW load(const uint8_t* cw) { return Q5_0x16::load_at(cw, cw + 64, cw + 128); }
+  static inline __m512 mins(const uint8_t* cw) { return load_scales(cw + 32); }
 };
 
 // q8_0x16: 544 bytes a block; vector m holds quants 4m..4m+3, sign bits flipped.
 struct Q8_0x16 {
   static constexpr size_t kBlockBytes = 16 * sizeof(block_q8_0);
+  static constexpr bool kMin = false;
   static inline BlockW load(const uint8_t* cw) {
     BlockW b;
     b.d = load_scales(cw);
@@ -104,13 +121,26 @@ inline __m512i bcast4(const uint8_t* p) {
 }
 
 // One (row group, token, block): the unsigned quants against |y| ≤ 127 summed in int32 from the
-// token's −o·Σy, then scaled by d_w·d_y into the row's accumulator.
-inline __m512 dot_block(__m512 acc, const BlockW& w, const uint8_t* a) {
-  __m512i s = bcast4(a + 36);
+// token's −o·Σy, then scaled by d_w·d_y into the row's accumulator; kMin formats sum from zero
+// and then add the rows' m times the token's s (mw: F::mins of the block).
+template <class F>
+inline __m512 dot_block(__m512 acc, const BlockW& w, const uint8_t* a, __m512 mw) {
+  __m512i s = F::kMin ? _mm512_setzero_si512() : bcast4(a + 36);
   for (int m = 0; m < 8; ++m) s = _mm512_dpbusd_epi32(s, w.u[m], bcast4(a + 4 * m));
   float dy;
   std::memcpy(&dy, a + 32, 4);
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.d, _mm512_set1_ps(dy)), acc);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.d, _mm512_set1_ps(dy)), acc);
+  if constexpr (F::kMin) {
+    float sy;
+    std::memcpy(&sy, a + 36, 4);
+    acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(sy), acc);
+  }
+  return acc;
+}
+template <class F>
+inline __m512 block_mins(const uint8_t* cw) {
+  if constexpr (F::kMin) return F::mins(cw);
+  else return _mm512_setzero_ps();
 }
 
 // The drivers' kernel (tiles/gemm_tile_dispatch.h): a chunk is one block. The GEMV is the
@@ -122,7 +152,7 @@ struct Kernel {
   static constexpr int kGroupRows = 16;
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }
-  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { acc = dot_block(acc, F::load(cw), a); }
+  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { acc = dot_block<F>(acc, F::load(cw), a, block_mins<F>(cw)); }
   static void store(float* out, Acc acc) { _mm512_storeu_ps(out, acc); }
   // 16 rows × C tokens: a block's unpacked weights serve the C tokens from registers.
   template <int C>
@@ -136,8 +166,9 @@ struct Kernel {
       // read them) or, for the first token tile, from memory.
       for (size_t o = 0; o < F::kBlockBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + 2 * F::kBlockBytes + o), _MM_HINT_T0);
       const BlockW bw = F::load(cw);
+      const __m512 mw = block_mins<F>(cw);
       const uint8_t* a = act + j * kActBytes;
-      for (int c = 0; c < C; ++c) acc[c] = dot_block(acc[c], bw, a + c * as);
+      for (int c = 0; c < C; ++c) acc[c] = dot_block<F>(acc[c], bw, a + c * as, mw);
     }
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
   }
@@ -183,6 +214,15 @@ void gemv_q5_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int group
 }
 void tile_q5_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Q5_0x16>, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
+}
+void gemv_q5_1x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Q5_1x16>, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void gemv_q5_1x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Q5_1x16>, 0>(n, out, w, groups, act);
+}
+void tile_q5_1x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  packed_tile_any<Kernel<Q5_1x16>, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
 }
 void gemv_q8_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   packed_gemv_groups<Kernel<Q8_0x16>, kGemvPrefetchBytes>(n, out, w, groups, act);

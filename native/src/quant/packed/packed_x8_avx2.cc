@@ -1,4 +1,4 @@
-// Q4_0, Q5_0 and Q8_0 in the q4_0x8 / q5_0x8 / q8_0x8 layouts (repack.h: eight rows a group,
+// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x8 / q5_0x8 / q5_1x8 / q8_0x8 layouts (repack.h: eight rows a group,
 // block after block) × Q8_0 activations with their block sums ("q8_0 sums", arranged here for
 // every ISA level), AVX2; the avxvnni copy of this file (core/isa.h) takes the
 // `#if defined(__AVXVNNI__)` branches, where one vpdpbusd does a vpmaddubsw, its widening
@@ -71,8 +71,9 @@ inline BlockW load_nibbles(const uint8_t* cw, const uint8_t* qs) {
 #if defined(__AVXVNNI__)
 // The block's integer sum per row with AVX-VNNI, from the token's −o·Σy: two chains of four so
 // consecutive vpdpbusd do not wait on each other (the GEMV has no other tokens to overlap).
+template <bool kSeed = true>
 inline __m256i vnni_sum(const BlockW& w, const uint8_t* a) {
-  __m256i s0 = bcast4(a + 36), s1 = _mm256_setzero_si256();
+  __m256i s0 = kSeed ? bcast4(a + 36) : _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
   for (int m = 0; m < 8; m += 2) {
     s0 = _mm256_dpbusd_avx_epi32(s0, w.u[m], bcast4(a + 4 * m));
     s1 = _mm256_dpbusd_avx_epi32(s1, w.u[m + 1], bcast4(a + 4 * m + 4));
@@ -82,8 +83,12 @@ inline __m256i vnni_sum(const BlockW& w, const uint8_t* a) {
 #endif
 
 // q4_0x8: 144 bytes a block, the nibbles at 16.
+// Formats whose value is d·q + m (Q5_1) have kMin: their blocks carry the rows' m and their
+// activations the token's s = dy·Σy (Q8_1's, "q8_1 sums") in place of a seed, and a block adds
+// m·s after the scaled integer sum (vec_dot_q5_1's terms).
 struct Q4_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_0);
+  static constexpr bool kMin = false;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 16); }
   // Quants ≤ 15: the eight vpmaddubsw's pair sums add in int16 (8 · 2 · 15 · 127 = 30480).
   static inline __m256i sum(const BlockW& w, const uint8_t* a) {
@@ -107,25 +112,30 @@ struct Q4_0x8 {
 // same byte's bit m for shifts up to 4 either way), as in the piece order's Q5_0.
 struct Q5_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_0);
+  static constexpr bool kMin = false;
   template <int M>
   static inline __m256i fifth(__m256i plane, __m256i sixteen) {
     if constexpr (M < 4) return _mm256_and_si256(_mm256_slli_epi16(plane, 4 - M), sixteen);
     else if constexpr (M == 4) return _mm256_and_si256(plane, sixteen);
     else return _mm256_and_si256(_mm256_srli_epi16(plane, M - 4), sixteen);
   }
-  static inline BlockW load(const uint8_t* cw) {
+  // The scales at cw, the plane at plane_at, the nibbles at qs.
+  static inline BlockW load_at(const uint8_t* cw, const uint8_t* plane_at, const uint8_t* qs) {
     const __m256i sixteen = _mm256_set1_epi8(16);
-    const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + 16));
+    const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plane_at));
     const __m256i hi[8] = {fifth<0>(plane, sixteen), fifth<1>(plane, sixteen), fifth<2>(plane, sixteen), fifth<3>(plane, sixteen),
                            fifth<4>(plane, sixteen), fifth<5>(plane, sixteen), fifth<6>(plane, sixteen), fifth<7>(plane, sixteen)};
-    BlockW b = load_nibbles(cw, cw + 48);
+    BlockW b = load_nibbles(cw, qs);
     for (int m = 0; m < 8; ++m) b.u[m] = _mm256_or_si256(b.u[m], hi[m]);
     return b;
   }
+  static inline BlockW load(const uint8_t* cw) { return load_at(cw, cw + 16, cw + 48); }
   // Quants ≤ 31: four vpmaddubsw's pair sums fit int16 (4 · 2 · 31 · 127 = 31496): two vpmaddwd.
+  // kSeed: from the token's −16·Σy (Q5_0), or from zero (Q5_1).
+  template <bool kSeed = true>
   static inline __m256i sum(const BlockW& w, const uint8_t* a) {
 #if defined(__AVXVNNI__)
-    return vnni_sum(w, a);
+    return vnni_sum<kSeed>(w, a);
 #else
     __m256i p0 = _mm256_maddubs_epi16(w.u[0], bcast4(a));
     __m256i p1 = _mm256_maddubs_epi16(w.u[4], bcast4(a + 16));
@@ -134,9 +144,20 @@ struct Q5_0x8 {
       p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.u[m + 4], bcast4(a + 16 + 4 * m)));
     }
     const __m256i ones = _mm256_set1_epi16(1);
-    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)), bcast4(a + 36));
+    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+    return kSeed ? _mm256_add_epi32(s, bcast4(a + 36)) : s;
 #endif
   }
+};
+
+// q5_1x8: 192 bytes a block: the rows' d at 0 and m at 16 (f16), then q5_0x8's plane (at 32) and
+// nibbles (at 64).
+struct Q5_1x8 {
+  static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_1);
+  static constexpr bool kMin = true;
+  static inline BlockW load(const uint8_t* cw) { return Q5_0x8::load_at(cw, cw + 32, cw + 64); }
+  static inline __m256 mins(const uint8_t* cw) { return load_scales(cw + 16); }
+  static inline __m256i sum(const BlockW& w, const uint8_t* a) { return Q5_0x8::sum<false>(w, a); }
 };
 
 inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
@@ -145,14 +166,23 @@ inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(dy)), acc);
 }
 
-// Q4_0 / Q5_0: a block's weights unpacked once, then F::sum per token.
+// Q4_0 / Q5_0 / Q5_1: a block's weights unpacked once, then F::sum per token (and Q5_1's m·s).
 template <class F>
 struct Unpacked {
   static constexpr size_t kBlockBytes = F::kBlockBytes;
   template <int C>
   static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
     const BlockW w = F::load(cw);
-    for (int c = 0; c < C; ++c) acc[c] = scale_block(acc[c], w.d, F::sum(w, a + c * as), a + c * as);
+    if constexpr (F::kMin) {
+      const __m256 mw = F::mins(cw);
+      for (int c = 0; c < C; ++c) {
+        float sy;
+        std::memcpy(&sy, a + c * as + 36, 4);
+        acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sy), scale_block(acc[c], w.d, F::sum(w, a + c * as), a + c * as));
+      }
+    } else {
+      for (int c = 0; c < C; ++c) acc[c] = scale_block(acc[c], w.d, F::sum(w, a + c * as), a + c * as);
+    }
   }
 };
 
@@ -239,6 +269,19 @@ void QUANT_FN(arrange_q8_0_sums8)(const void* q8, void* dst, int64_t n) { arrang
 void QUANT_FN(arrange_q8_0_sums16)(const void* q8, void* dst, int64_t n) { arrange_sums<16>(q8, dst, n); }
 void QUANT_FN(arrange_q8_0_sums128)(const void* q8, void* dst, int64_t n) { arrange_sums<128>(q8, dst, n); }
 
+// One token's Q8_1 row -> its "q8_1 sums" row: per block the 32 quants, dy and s = dy·Σy as
+// Q8_1 stores them (f16, in f32), the terms vec_dot_q5_1 multiplies.
+void QUANT_FN(arrange_q8_1_sums)(const void* q8, void* dst, int64_t n) {
+  const block_q8_1* y = static_cast<const block_q8_1*>(q8);
+  uint8_t* o = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / QK8_1; ++b, o += kActBytes) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs)));
+    const float dy = simd::f16(y[b].d), sy = simd::f16(y[b].s);
+    std::memcpy(o + 32, &dy, 4);
+    std::memcpy(o + 36, &sy, 4);
+  }
+}
+
 void QUANT_FN(gemv_q4_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   packed_gemv_groups<Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes>(n, out, w, groups, act);
 }
@@ -256,6 +299,16 @@ void QUANT_FN(gemv_q5_0x8_hwpf)(int64_t n, float* out, const uint8_t* w, int gro
 }
 void QUANT_FN(tile_q5_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Kernel<Unpacked<Q5_0x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
+}
+
+void QUANT_FN(gemv_q5_1x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q5_1x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Kernel<Unpacked<Q5_1x8>>, 0>(n, out, w, groups, act);
+}
+void QUANT_FN(tile_q5_1x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  packed_tile_any<Kernel<Unpacked<Q5_1x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
 }
 
 void QUANT_FN(gemv_q8_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {

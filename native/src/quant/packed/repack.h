@@ -45,12 +45,15 @@
 //   Q5_0: at 2·G the fifth bits, 4·G bytes — G = 16: eight 64-bit masks, bit 4·r + b of mask m
 //         the fifth bit of row r's quant 4·m + b (one masked add each); G = 8: a plane whose byte
 //         4·r + b holds that bit in bit m (a shift and an AND each) — then the nibbles as Q4_0's
+//   Q5_1: at 2·G the rows' m (f16), then at 4·G Q5_0's fifth bits and nibbles (G · 24 bytes)
 //   Q8_0: at 2·G, eight vectors of 4·G bytes, m = 0..7: byte 4·r + b of vector m is quant
 //         4·m + b of row r's block, XORed with PackedFormat::quant_xor (0x80 where the kernels
 //         use vpdpbusd, which multiplies unsigned bytes: the sign bit flipped is the quant + 128)
 // so a vector's 32-bit lanes are the group's rows. Their activations ("q8_0 sums", 40 bytes per
 // block): the block's 32 quants, its scale as a float, then −o·Σy as an int32 (o = 8 for Q4_0,
-// 16 for Q5_0, 128 for Q8_0 stored + 128: the quants' offset; plain AVX2's signed Q8_0 ignores it).
+// 16 for Q5_0, 128 for Q8_0 stored + 128: the quants' offset; plain AVX2's signed Q8_0 ignores it);
+// Q5_1's ("q8_1 sums", from its Q8_1 rows) hold s = dy·Σy as a float there instead, the term its
+// rows' m multiply (vec_dot_q5_1's).
 // Repacked bytes never leave the process, whose ISA is fixed, so the order is the kernels' business.
 //
 // Devices (Vulkan uploads, the loopback's row ranges) keep reading the GGUF bytes: Weight::data
@@ -75,6 +78,8 @@ enum class WeightLayout : uint8_t {
   Q5_0x8 = 10,
   Q8_0x8 = 11,
   Q5_Kx4 = 12,
+  Q5_1x16 = 13,
+  Q5_1x8 = 14,
 };
 const char* weight_layout_name(WeightLayout l);
 
@@ -135,6 +140,11 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
   void arrange_q8_0_sums8_##isa(const void* q8, void* dst, int64_t n);                                                    \
   void arrange_q8_0_sums16_##isa(const void* q8, void* dst, int64_t n);                                                   \
   void arrange_q8_0_sums128_##isa(const void* q8, void* dst, int64_t n);                                                  \
+  void arrange_q8_1_sums_##isa(const void* q8, void* dst, int64_t n);                                                     \
+  void gemv_q5_1x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_1x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
+  void tile_q5_1x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);                                                                                       \
   void gemv_q4_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q4_0x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
@@ -163,6 +173,10 @@ void tile_q4_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_
 void gemv_q5_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
+                         int cols);
+void gemv_q5_1x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q5_1x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q5_1x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 void gemv_q8_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q8_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
