@@ -69,7 +69,7 @@ function main(): void {
       cases.push({ type: name, rows, cols, nTokens: 0, threads: 0, layout, packedVsVecdot: 0, batchEqualsAlone: true, packedBits: '', vecdotBits: '' });
       continue;
     }
-    // 32 and 33: either side of the matmul's change of work split (kernels/matmul.cc kReadBoundTokens).
+    // 32 and 33: either side of the matmul's change of work split at one token block (kernels/matmul.cc).
     for (const nTokens of [1, 2, 3, 5, 8, 17, 32, 33, 64]) {
       const x = gaussian(nTokens * cols, 1000 + nTokens + cols, 1);
       for (const threads of [1, 2]) {

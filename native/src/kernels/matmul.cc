@@ -31,10 +31,6 @@ constexpr size_t kInlineDecodeBytes = 192 << 10;
 // claims, which also let a thread that starts late take less.
 constexpr size_t kOneCutDecodeBytes = 2 << 20;
 
-// Up to this many tokens a packed matmul is read-bound like decode and hands out its row groups
-// the decode way (matmul_packed); above it, cache blocks of weights and tokens.
-constexpr int64_t kReadBoundTokens = 32;
-
 // Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
 // multiple of `unit`; one chunk at one thread. (The packed GEMVs' claims start at this size and
 // shrink toward the end, TaperedCounter.) Claims that shrink from a full share (each thread
@@ -275,10 +271,13 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
       pf.tile(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
               static_cast<int>(std::min(tc, te - t)));
   };
-  if (n_tokens <= kReadBoundTokens) {
-    // A few tokens (a speculative step's drafts, a batch of decoding sequences, a prompt's last
-    // piece) still read every weight once, and that read is what they wait on: row groups are
-    // handed out as the decode GEMV hands them out, in tapering claims of long contiguous runs
+  // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
+  // L2): every row group of a chunk re-reads them.
+  const int64_t token_block = std::max<int64_t>(tc, std::min<int64_t>(32, static_cast<int64_t>((256 << 10) / a_stride)) / tc * tc);
+  if (n_tokens <= token_block) {
+    // A few tokens, one token block (a speculative step's drafts, a batch of decoding sequences,
+    // a prompt's last piece), still read every weight once, and that read is what they wait on:
+    // row groups are handed out as the decode GEMV hands them out, in tapering claims of long contiguous runs
     // (~20 claims a matrix at 2 threads), not in the 32 KiB chunks below, which alternate between
     // the threads (~145 claims of one shared counter on the 0.5B FFN). bench.matmul 4864 x 896,
     // 2 threads, cold (256 MiB ring), alternating runs on the Zen 4: Q8_0 2 tokens 167 -> 141 µs,
@@ -298,9 +297,6 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   }
   const int64_t group_block = std::max<int64_t>(unit, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / unit * unit);
   ChunkCounter counter(groups, group_block);
-  // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
-  // L2): every row group of a chunk re-reads them.
-  const int64_t token_block = std::max<int64_t>(tc, std::min<int64_t>(32, static_cast<int64_t>((256 << 10) / a_stride)) / tc * tc);
   pool.run([&](int, int) {
     for (;;) {
       int64_t g0, g1;
