@@ -78,22 +78,26 @@ void register_packed_formats(const KernelChoice& c) {
   if (no_repack && no_repack[0] == '1') return;
   const bool sw = c.gemv_prefetch;  // the GEMV walks' software prefetch, or none (core/isa.h)
   if (c.isa == Isa::Avx512) {
-    // With AMX-INT8, the prefill of these formats runs on AMX tiles that read the GGUF layout
-    // (the AVX-512 GEMV alone would not pay for a second copy): leave them unpacked.
-    if (c.amx_int8) return;
-    // The 32-element formats in 16-row groups, one block a chunk (packed_x16_avx512.cc).
-    g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, 16, arrange_q8_0_sums8_avx2, sw ? gemv_q4_0x16_avx512 : gemv_q4_0x16_hwpf_avx512, tile_q4_0x16_avx512,
-                    kPackedTileColsX16Avx512);
-    g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, 16, arrange_q8_0_sums128_avx2, sw ? gemv_q8_0x16_avx512 : gemv_q8_0x16_hwpf_avx512, tile_q8_0x16_avx512,
-                    kPackedTileColsX16Avx512);
-    g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, sw ? gemv_q5_0x16_avx512 : gemv_q5_0x16_hwpf_avx512, tile_q5_0x16_avx512,
-                    kPackedTileColsX16Avx512);
+    // Q5_1 and Q5_K have no AMX tiles, and unpacked no prefill tiles at all (one vec_dot per
+    // output): packed on every AVX-512 CPU.
     g_q5_1 = packed(WeightLayout::Q5_1x16, GgmlType::Q5_1, 16, arrange_q8_1_sums_avx2, sw ? gemv_q5_1x16_avx512 : gemv_q5_1x16_hwpf_avx512, tile_q5_1x16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q8_0.quant_xor = 0x80;
-    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
     g_q5_k = packed(WeightLayout::Q5_Kx4, GgmlType::Q5_K, 4, nullptr, gemv_q5_kx4_avx512, tile_q5_kx4_avx512, kPackedTileColsAvx512);
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, kPackedTileColsAvx512);
+    // With AMX-INT8, the prefill of the others runs on AMX tiles (Q6_K on its GGUF-layout tile)
+    // that read the GGUF layout (the AVX-512 GEMV alone would not pay for a second copy): leave
+    // them unpacked.
+    if (!c.amx_int8) {
+      // The 32-element formats in 16-row groups, one block a chunk (packed_x16_avx512.cc).
+      g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, 16, arrange_q8_0_sums8_avx2, sw ? gemv_q4_0x16_avx512 : gemv_q4_0x16_hwpf_avx512, tile_q4_0x16_avx512,
+                      kPackedTileColsX16Avx512);
+      g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, 16, arrange_q8_0_sums128_avx2, sw ? gemv_q8_0x16_avx512 : gemv_q8_0x16_hwpf_avx512, tile_q8_0x16_avx512,
+                      kPackedTileColsX16Avx512);
+      g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, sw ? gemv_q5_0x16_avx512 : gemv_q5_0x16_hwpf_avx512, tile_q5_0x16_avx512,
+                      kPackedTileColsX16Avx512);
+      g_q8_0.quant_xor = 0x80;
+      g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
+      g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, kPackedTileColsAvx512);
+    }
   } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
 #define FULCRUM_PACKED_AVX2(isa)                                                                                                 \
