@@ -1,5 +1,6 @@
-// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x16 / q5_0x16 / q5_1x16 / q8_0x16 layouts (repack.h: sixteen rows a group, block after
-// block) × Q8_0 activations with their block sums ("q8_0 sums"), AVX-512 VNNI.
+// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x16 / q5_0x16 / q5_1x16 / q8_0x16 layouts (repack.h:
+// sixteen rows a group, block after block) × Q8_0 activations with their block sums ("q8_0
+// sums"; Q5_1's Q8_1 ones with theirs, "q8_1 sums"), AVX-512 VNNI.
 //
 // A zmm's 16 int32 lanes are the group's 16 rows, each lane four quants of its row's block, so
 // one block's 512 multiply-adds for a token are eight vpdpbusd whose activation operand is a

@@ -1,9 +1,10 @@
-// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x8 / q5_0x8 / q5_1x8 / q8_0x8 layouts (repack.h: eight rows a group,
-// block after block) × Q8_0 activations with their block sums ("q8_0 sums", arranged here for
-// every ISA level), AVX2; the avxvnni copy of this file (core/isa.h) takes the
-// `#if defined(__AVXVNNI__)` branches, where one vpdpbusd does a vpmaddubsw, its widening
-// vpmaddwd and the int32 add (same integers: the plain AVX2 sums never saturate, and integer sums
-// do not depend on their order, so both copies give the same bits).
+// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x8 / q5_0x8 / q5_1x8 / q8_0x8 layouts (repack.h: eight
+// rows a group, block after block) × Q8_0 activations with their block sums ("q8_0 sums"; Q5_1's
+// Q8_1 ones with theirs, "q8_1 sums"; arranged here for every ISA level), AVX2; the avxvnni
+// copy of this file (core/isa.h) takes the `#if defined(__AVXVNNI__)` branches, where one
+// vpdpbusd does a vpmaddubsw, its widening vpmaddwd and the int32 add (same integers: the plain
+// AVX2 sums never saturate, and integer sums do not depend on their order, so both copies give
+// the same bits).
 //
 // The AVX-512 16-row layout (packed_x16_avx512.cc) at ymm width: a ymm's 8 int32 lanes are the
 // group's 8 rows, each lane four quants of its row's block, and the activation operand is a
@@ -82,10 +83,10 @@ inline __m256i vnni_sum(const BlockW& w, const uint8_t* a) {
 }
 #endif
 
-// q4_0x8: 144 bytes a block, the nibbles at 16.
 // Formats whose value is d·q + m (Q5_1) have kMin: their blocks carry the rows' m and their
 // activations the token's s = dy·Σy (Q8_1's, "q8_1 sums") in place of a seed, and a block adds
 // m·s after the scaled integer sum (vec_dot_q5_1's terms).
+// q4_0x8: 144 bytes a block, the nibbles at 16.
 struct Q4_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_0);
   static constexpr bool kMin = false;
