@@ -63,26 +63,6 @@ struct Controls {
 };
 constexpr Controls kCtl{};
 
-// Bit b (0..7) of every byte of qh moved to bit 4, the others cleared (Q5_K's fifth bit).
-template <int b>
-inline __m256i fifth_bit(__m256i qh, __m256i m10) {
-  if constexpr (b < 4) return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - b), m10);
-  else if constexpr (b > 4) return _mm256_and_si256(_mm256_srli_epi16(qh, b - 4), m10);
-  else return _mm256_and_si256(qh, m10);
-}
-inline __m256i fifth_bit(__m256i qh, int b, __m256i m10) {
-  switch (b) {
-    case 0: return fifth_bit<0>(qh, m10);
-    case 1: return fifth_bit<1>(qh, m10);
-    case 2: return fifth_bit<2>(qh, m10);
-    case 3: return fifth_bit<3>(qh, m10);
-    case 4: return fifth_bit<4>(qh, m10);
-    case 5: return fifth_bit<5>(qh, m10);
-    case 6: return fifth_bit<6>(qh, m10);
-    default: return fifth_bit<7>(qh, m10);
-  }
-}
-
 // The four nibble vectors of chunk ch of a pair of rows (v0, v1: the chunk's two 16-byte halves
 // of each row; qh0, qh1: the rows' fifth bits of those halves), values 0..15 (Q4_K) or 0..31
 // (Q5_K: the low nibbles take bit 2·ch of qh, the high ones bit 2·ch + 1, as vec_dot_q5_k).
@@ -92,9 +72,8 @@ template <bool kFifthBit>
   lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
   lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
   if constexpr (kFifthBit) {
-    const __m256i m10 = _mm256_set1_epi8(0x10);
-    lo0 = _mm256_or_si256(lo0, fifth_bit(qh0, 2 * ch, m10)), hi0 = _mm256_or_si256(hi0, fifth_bit(qh0, 2 * ch + 1, m10));
-    lo1 = _mm256_or_si256(lo1, fifth_bit(qh1, 2 * ch, m10)), hi1 = _mm256_or_si256(hi1, fifth_bit(qh1, 2 * ch + 1, m10));
+    lo0 = _mm256_or_si256(lo0, simd::bit_to_16(qh0, 2 * ch)), hi0 = _mm256_or_si256(hi0, simd::bit_to_16(qh0, 2 * ch + 1));
+    lo1 = _mm256_or_si256(lo1, simd::bit_to_16(qh1, 2 * ch)), hi1 = _mm256_or_si256(hi1, simd::bit_to_16(qh1, 2 * ch + 1));
   }
 }
 
@@ -183,7 +162,7 @@ using Q5Kernel = KernelT<true>;
 // 15.6-16.4 GB/s, from DRAM 9.4-12.0 -> 11.5-13.4 GB/s; 0.5B Q4_K decode at 1 thread 36.9 -> 39.8
 // tok/s (medians of 3), at 2 threads within the noise. (Q6_K's own step: q6k::gemv_step.)
 template <bool kFifthBit>
-[[gnu::always_inline]] inline void gemv_step_t(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
+[[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
   constexpr size_t kQsAt = KernelT<kFifthBit>::kQsAt;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
@@ -224,8 +203,6 @@ template <bool kFifthBit>
     acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmv, dy), _mm256_cvtepi32_ps(mins), acc);
   }
 }
-[[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) { gemv_step_t<false>(g, yb, acc0, acc1); }
-[[gnu::always_inline]] inline void gemv_step_q5(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) { gemv_step_t<true>(g, yb, acc0, acc1); }
 
 }  // namespace q4k
 
@@ -423,19 +400,19 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 }  // namespace
 
 void QUANT_FN(gemv_q4_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);
+  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step<false>, kGemvPrefetchBytes>(n, out, w, groups, act);
 }
 void QUANT_FN(gemv_q4_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step, 0>(n, out, w, groups, act);
+  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step<false>, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q4_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
 void QUANT_FN(gemv_q5_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step_q5, kGemvPrefetchBytes>(n, out, w, groups, act);
+  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step<true>, kGemvPrefetchBytes>(n, out, w, groups, act);
 }
 void QUANT_FN(gemv_q5_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step_q5, 0>(n, out, w, groups, act);
+  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step<true>, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q5_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Q5Kernel>(n, out, out_stride, w, act, act_stride, cols);

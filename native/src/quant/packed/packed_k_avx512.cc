@@ -89,21 +89,14 @@ constexpr Controls kCtl{};
 
 // kFifthBit: Q5_K (q5_kx4, repack.h), whose 128 bytes of fifth bits follow the header: each
 // nibble vector gets its sub-block's bit of qh (bit 2·ch for the low nibbles of chunk ch, 2·ch + 1
-// for the high ones) as its 16, by a 16-bit shift that brings the bit to position 4 and one
-// vpternlogd that ORs it (masked) into the masked nibbles: values 0..31, pairs at most
+// for the high ones) as its 16 (simd::bit_to_16_512) and one vpternlogd ORs it into the masked
+// nibbles: values 0..31, pairs at most
 // 2·31·128 in int16, two of them 15872, no saturation. Everything else is Q4_K's.
 template <bool kFifthBit>
 struct KernelT {
   static constexpr size_t kSbBytes = kFifthBit ? 4 * sizeof(block_q5_K) : 4 * sizeof(block_q4_K);  // 704 / 576: a super-block of four rows
   static constexpr size_t kQsAt = kFifthBit ? 192 : 64;
 
-  // Bit b (0..7) of every byte of qh moved to bit 4, the others cleared.
-  template <int b>
-  static __m512i fifth_bit(__m512i qh, __m512i m10) {
-    if constexpr (b < 4) return _mm512_and_si512(_mm512_slli_epi16(qh, 4 - b), m10);
-    else if constexpr (b > 4) return _mm512_and_si512(_mm512_srli_epi16(qh, b - 4), m10);
-    else return _mm512_and_si512(qh, m10);
-  }
   // (v & m4) | bit: vpternlogd's (A & C) | B.
   static __m512i with_bit(__m512i v, __m512i bit, __m512i m4) { return _mm512_ternarylogic_epi32(v, bit, m4, 0xEC); }
 
@@ -113,7 +106,7 @@ struct KernelT {
   static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t w_stride = 0,
                   int64_t out_g = 0) {
     const int64_t nsb = n / QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i idx_a = _mm512_load_si512(kIdxA), idx_b = _mm512_load_si512(kIdxB), idx_d = _mm512_load_si512(kIdxD);
     const __m512i shift_a = _mm512_load_si512(kShiftA), mask_a = _mm512_load_si512(kMaskA), mask_b = _mm512_load_si512(kMaskB);
     const __m512i spread_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -142,21 +135,9 @@ struct KernelT {
         const __m512i v0 = _mm512_loadu_si512(g + kQsAt + 128 * ch), v1 = _mm512_loadu_si512(g + kQsAt + 64 + 128 * ch);
         __m512i lo0, hi0, lo1, hi1;
         if constexpr (kFifthBit) {
-          // ch is a compile-time constant once unrolled: the shifts take immediates.
-          auto bits = [&](__m512i qh, int b) {
-            switch (b) {
-              case 0: return fifth_bit<0>(qh, m10);
-              case 1: return fifth_bit<1>(qh, m10);
-              case 2: return fifth_bit<2>(qh, m10);
-              case 3: return fifth_bit<3>(qh, m10);
-              case 4: return fifth_bit<4>(qh, m10);
-              case 5: return fifth_bit<5>(qh, m10);
-              case 6: return fifth_bit<6>(qh, m10);
-              default: return fifth_bit<7>(qh, m10);
-            }
-          };
-          lo0 = with_bit(v0, bits(qh0, 2 * ch), m4), hi0 = with_bit(_mm512_srli_epi16(v0, 4), bits(qh0, 2 * ch + 1), m4);
-          lo1 = with_bit(v1, bits(qh1, 2 * ch), m4), hi1 = with_bit(_mm512_srli_epi16(v1, 4), bits(qh1, 2 * ch + 1), m4);
+          using simd::bit_to_16_512;
+          lo0 = with_bit(v0, bit_to_16_512(qh0, 2 * ch), m4), hi0 = with_bit(_mm512_srli_epi16(v0, 4), bit_to_16_512(qh0, 2 * ch + 1), m4);
+          lo1 = with_bit(v1, bit_to_16_512(qh1, 2 * ch), m4), hi1 = with_bit(_mm512_srli_epi16(v1, 4), bit_to_16_512(qh1, 2 * ch + 1), m4);
         } else {
           lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
           lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);

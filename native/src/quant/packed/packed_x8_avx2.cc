@@ -108,26 +108,16 @@ struct Q4_0x8 {
 };
 
 // q5_0x8: 176 bytes a block; at 16 a 32-byte plane of fifth bits (byte 4·r + b holds in bit m
-// the fifth bit of row r's quant 4·m + b), then the nibbles as q4_0x8's at 48. A 16-bit shift by
-// 4 − m and an AND with 0x10 put vector m's fifth bits in place (a byte's bit 4 comes from the
-// same byte's bit m for shifts up to 4 either way), as in the piece order's Q5_0.
+// the fifth bit of row r's quant 4·m + b), then the nibbles as q4_0x8's at 48. simd::bit_to_16
+// puts vector m's fifth bits in place, as in the piece order's Q5_0.
 struct Q5_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_0);
   static constexpr bool kMin = false;
-  template <int M>
-  static inline __m256i fifth(__m256i plane, __m256i sixteen) {
-    if constexpr (M < 4) return _mm256_and_si256(_mm256_slli_epi16(plane, 4 - M), sixteen);
-    else if constexpr (M == 4) return _mm256_and_si256(plane, sixteen);
-    else return _mm256_and_si256(_mm256_srli_epi16(plane, M - 4), sixteen);
-  }
   // The scales at cw, the plane at plane_at, the nibbles at qs.
   static inline BlockW load_at(const uint8_t* cw, const uint8_t* plane_at, const uint8_t* qs) {
-    const __m256i sixteen = _mm256_set1_epi8(16);
     const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plane_at));
-    const __m256i hi[8] = {fifth<0>(plane, sixteen), fifth<1>(plane, sixteen), fifth<2>(plane, sixteen), fifth<3>(plane, sixteen),
-                           fifth<4>(plane, sixteen), fifth<5>(plane, sixteen), fifth<6>(plane, sixteen), fifth<7>(plane, sixteen)};
     BlockW b = load_nibbles(cw, qs);
-    for (int m = 0; m < 8; ++m) b.u[m] = _mm256_or_si256(b.u[m], hi[m]);
+    for (int m = 0; m < 8; ++m) b.u[m] = _mm256_or_si256(b.u[m], simd::bit_to_16(plane, m));
     return b;
   }
   static inline BlockW load(const uint8_t* cw) { return load_at(cw, cw + 16, cw + 48); }
