@@ -77,39 +77,30 @@ inline void shape_scores(const AttentionShape& s, float* row, int64_t n_row) {
     for (int64_t t = 0; t < n_row - s.window; ++t) row[t] = -std::numeric_limits<float>::infinity();
 }
 
-// Calls fn(t, n, k, v) for each run [t, t + n) of positions [t0, t1) that lies in one page, in
-// position order; k and v point at KV head g's K and V rows of position t (row_bytes per row, the
-// run's rows consecutive).
-//
-// Decode passes `ahead`, the page table (K's or V's) its kernel reads: before each run, the first
-// kKvAheadRows rows of the same head's run in the next page are prefetched, as far ahead as the
-// kernels prefetch within a run, so the stream does not stop at a page's end. The kernels
-// prefetch only within a run, so each new run (64 positions of one head: 8 KiB of K at a head size
-// of 64) began with demand misses. 2-vCPU Zen 3, bench.attention cold (128 MiB ring), medians of
-// 5 alternating rounds, with the kernels' prefetch distance 8 -> 16 rows and the one-head V pass
-// fetching whole rows (float_simd.h): 16 heads of 128 over 16 KV heads, 1536 positions 1690.8 ->
-// 1531.5 µs at 1 thread, 929.4 -> 856.6 at 2; 280 positions 325.3 -> 277.0 and 223.6 -> 190.6;
-// 14 heads of 64 over 2, 1536 positions 240.9 -> 214.3 and 123.2 -> 114.5, 280 positions 46.8 ->
-// 41.2 and 31.2 -> 27.7. Prefill does not pass it: its blocked tiles do a block of tokens' work
-// per K and V row and wait on their arithmetic, not on the reads (0.5B, 1536-token prompt, a
-// throwaway build skipping one part: K tiles 52 % of its attention, V tiles 34 %, softmax 15 %;
-// the AVX2 K tile alone, from L1, runs at the same FMA rate as in the model).
+// Calls fn(t, n, p, off) for each run [t, t + n) of positions [t0, t1) that lies in one page
+// (page p, from row off of each head's rows in it), in position order.
 template <class F>
-inline void for_page_segments(const KvPages& kv, int64_t g, int64_t row_bytes, int64_t t0, int64_t t1, F&& fn,
-                              const uint16_t* const* ahead = nullptr) {
-  const int64_t P = kv.page_tokens;
+inline void for_page_runs(int64_t page_tokens, int64_t t0, int64_t t1, F&& fn) {
   for (int64_t t = t0; t < t1;) {
-    const int64_t p = t / P, off = t - p * P;
-    const int64_t n = std::min(t1 - t, P - off);
-    const int64_t at = (g * P + off) * row_bytes;
-    if (ahead && t + n < t1) {
-      const int64_t rows = std::min({kernels::kKvAheadRows, P, t1 - t - n});
-      const char* next = reinterpret_cast<const char*>(ahead[p + 1]) + g * P * row_bytes;
-      for (int64_t b = 0; b < rows * row_bytes; b += 64) __builtin_prefetch(next + b, 0, 3);
-    }
-    fn(t, n, reinterpret_cast<const uint8_t*>(kv.k[p]) + at, reinterpret_cast<const uint8_t*>(kv.v[p]) + at);
+    const int64_t p = t / page_tokens, off = t - p * page_tokens;
+    const int64_t n = std::min(t1 - t, page_tokens - off);
+    fn(t, n, p, off);
     t += n;
   }
+}
+
+// Calls fn(t, n, k, v) for each run of for_page_runs; k and v point at KV head g's K and V rows of
+// position t (row_bytes per row, the run's rows consecutive). Prefill's walk, one KV head at a
+// time: its blocked tiles do a block of tokens' work per K and V row and wait on their
+// arithmetic, not on the reads (0.5B, 1536-token prompt, a throwaway build skipping one part: K
+// tiles 52 % of its attention, V tiles 34 %, softmax 15 %; the AVX2 K tile alone, from L1, runs at
+// the same FMA rate as in the model). Decode walks page-major instead (attention()).
+template <class F>
+inline void for_page_segments(const KvPages& kv, int64_t g, int64_t row_bytes, int64_t t0, int64_t t1, F&& fn) {
+  for_page_runs(kv.page_tokens, t0, t1, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
+    const int64_t at = (g * kv.page_tokens + off) * row_bytes;
+    fn(t, n, reinterpret_cast<const uint8_t*>(kv.k[p]) + at, reinterpret_cast<const uint8_t*>(kv.v[p]) + at);
+  });
 }
 
 }  // namespace
@@ -195,40 +186,65 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
   pool.run([&](int ith, int nth) {
     int64_t b, e;
     ThreadPool::split(units, ith, nth, &b, &e);
+    // The thread's units, in order, are consecutive KV heads (or parts of one): within a page
+    // their rows are one contiguous run (head-major pages), so each pass walks page by page and,
+    // within a page, over all of the thread's heads. Every head still sees its positions in
+    // increasing order (the same scores, sums and bits as a head-by-head walk), and the reads are
+    // page-long streams the hardware prefetchers follow, instead of one head's page_tokens rows
+    // at a time with software prefetches ahead within and across runs. 2-vCPU Zen 4,
+    // bench.attention from DRAM (256 MiB ring), medians of 400, 16 heads of 128 over 16 KV heads
+    // (MHA, deepseek-coder 1.3B): 1 thread 195 -> 112 µs at 280 positions, 697 -> 354 at 1024
+    // (AVX2 236 -> 118, 855 -> 390); 2 threads 109 -> 92, 390 -> 308. 14 heads of 64 over 2 (the
+    // 0.5B): level (1 thread 25 -> 24 and 86 -> 83; 2 threads 14.3 -> 14.5 and 46 -> 48). Keeping
+    // a prefetch of the next page's first rows (1-4 KiB) measured no better.
+    auto unit_heads = [&](int64_t u, int64_t* g, int64_t* h0, int64_t* nq) {
+      const int64_t part = u % parts, j0 = part * per_part;
+      *g = u / parts;
+      *nq = std::min(group, j0 + per_part) - j0;
+      *h0 = *g * group + j0;
+    };
+    const int64_t P = kv.page_tokens;
+    for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
+      for (int64_t u = b; u < e; ++u) {
+        int64_t g, h0, nq;
+        unit_heads(u, &g, &h0, &nq);
+        if (nq <= 0) continue;
+        const uint8_t* kr = reinterpret_cast<const uint8_t*>(kv.k[p]) + (g * P + off) * rb;
+        rk.kq(n, kr, qf + h0 * hd, nq, s.scale, sc.scores.data() + h0 * ld + t, ld);
+      }
+    });
     for (int64_t u = b; u < e; ++u) {
-      const int64_t g = u / parts, part = u % parts;
-      const int64_t j0 = part * per_part, nq = std::min(group, j0 + per_part) - j0;
-      if (nq <= 0) continue;
-      const int64_t h0 = g * group + j0;
-      float* sg = sc.scores.data() + h0 * ld;
-      for_page_segments(
-          kv, g, rb, 0, n_kv, [&](int64_t t, int64_t n, const uint8_t* kr, const uint8_t*) { rk.kq(n, kr, qf + h0 * hd, nq, s.scale, sg + t, ld); },
-          kv.k);
+      int64_t g, h0, nq;
+      unit_heads(u, &g, &h0, &nq);
       for (int64_t j = 0; j < nq; ++j) {
-        float* sj = sg + j * ld;
+        float* sj = sc.scores.data() + (h0 + j) * ld;
         shape_scores(s, sj, n_kv);
         const float mx = fns.max_f32(sj, n_kv);
         const float sum = fns.exp_sub_sum(sj, n_kv, mx);
         fns.scale_round_f16(sj, n_kv, 1.0f / sum);
       }
-      float* ob = out + h0 * hd;
-      std::memset(ob, 0, static_cast<size_t>(nq * hd) * sizeof(float));
-      // The V side through the blocked kernel, one token's query heads as its rows: each V row is
-      // converted to f32 once, not once per tile of heads and columns as pv_f16 does (8 times on the
-      // 0.5B shape at AVX2), and every output value is the same FMA chain in position order (the
-      // same bits). 2-vCPU Zen 3, bench.attention 14 heads over 2 KV heads, cache cold, 1 thread,
-      // medians of 5 alternating rounds: 300 positions 31.0 -> 29.9 µs, 1024 101.0 -> 96.6, 2048
-      // 211.7 -> 196.2 (2 threads level); 0.5B Q4_0 decode at 1536 positions, same-process A/B,
-      // 1 thread 68.5 -> 70.1 tok/s. One query head has no block to share: pv_f16 (pv_one).
-      float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
-      for_page_segments(
-          kv, g, rb, 0, n_kv,
-          [&](int64_t t, int64_t n, const uint8_t*, const uint8_t* vr) {
-            if (nq > 1 && rk.pv_block(n, vr, sg + t, nq, nq, ld, n, ob, nq * hd, work)) return;
-            rk.pv(n, vr, sg + t, nq, ld, ob, work);
-          },
-          kv.v);
+      if (nq > 0) std::memset(out + h0 * hd, 0, static_cast<size_t>(nq * hd) * sizeof(float));
     }
+    // The V side through the blocked kernel, one token's query heads as its rows: each V row is
+    // converted to f32 once, not once per tile of heads and columns as pv_f16 does (8 times on the
+    // 0.5B shape at AVX2), and every output value is the same FMA chain in position order (the
+    // same bits). 2-vCPU Zen 3, bench.attention 14 heads over 2 KV heads, cache cold, 1 thread,
+    // medians of 5 alternating rounds: 300 positions 31.0 -> 29.9 µs, 1024 101.0 -> 96.6, 2048
+    // 211.7 -> 196.2 (2 threads level); 0.5B Q4_0 decode at 1536 positions, same-process A/B,
+    // 1 thread 68.5 -> 70.1 tok/s. One query head has no block to share: pv_f16 (pv_one).
+    float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
+    for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
+      for (int64_t u = b; u < e; ++u) {
+        int64_t g, h0, nq;
+        unit_heads(u, &g, &h0, &nq);
+        if (nq <= 0) continue;
+        const uint8_t* vr = reinterpret_cast<const uint8_t*>(kv.v[p]) + (g * P + off) * rb;
+        const float* sg = sc.scores.data() + h0 * ld + t;
+        float* ob = out + h0 * hd;
+        if (nq > 1 && rk.pv_block(n, vr, sg, nq, nq, ld, n, ob, nq * hd, work)) continue;
+        rk.pv(n, vr, sg, nq, ld, ob, work);
+      }
+    });
   });
 }
 

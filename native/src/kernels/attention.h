@@ -13,11 +13,12 @@
 // the same rows in the same order as over one contiguous array, so results do not depend on
 // the page size.
 //
-// Decode (one query token) is split across threads in units of (KV head, chunk of positions)
-// (flash-decoding): scores and per-chunk maxima first, then every chunk's weighted V sum with
-// the head's global max and normaliser, then a merge of the chunks' partial outputs. A unit
-// scores all the query heads of its KV head together, so each K and V row slice is read once
-// per group; within a page a KV head's rows are contiguous, so every walk streams.
+// Decode (one query token) is split across threads by heads, never by positions (a row's sums
+// keep one order): units of (KV head, part of its query-head group), whole groups where there
+// are at least as many KV heads as threads. A unit scores all the query heads of its KV head
+// together, so each K and V row is read once per group. A thread's units are consecutive KV
+// heads, whose rows within a page are one contiguous run: decode walks K (then V) page by page,
+// each page's run of all the thread's heads in one stream.
 //
 // Prefill splits (block of up to 16 tokens, KV head) units across threads. A unit computes the
 // scores of all its query rows (block tokens × the KV head's query heads) a page segment at a

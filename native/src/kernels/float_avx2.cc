@@ -156,8 +156,6 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
   const int64_t nc = hd / 8;
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* kr = k + t * kstride;
-    if (t + kKvAheadRows < n)
-      for (int64_t c = 0; c < nc; c += 4) _mm_prefetch(reinterpret_cast<const char*>(kr + kKvAheadRows * kstride + 8 * c), _MM_HINT_T0);
     int64_t j = 0;
     for (; j + 4 <= nq; j += 4) kq_heads<4>(kr, nc, q + j * hd, hd, scale, scores + j * ld, ld, t);
     switch (nq - j) {

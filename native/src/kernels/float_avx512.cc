@@ -162,8 +162,6 @@ void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const flo
   __m512 kv[16];
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* kr = k + t * kstride;
-    if (t + kKvAheadRows < n)
-      for (int64_t c = 0; c < nc; c += 2) _mm_prefetch(reinterpret_cast<const char*>(kr + kKvAheadRows * kstride + 16 * c), _MM_HINT_T0);
     for (int64_t c = 0; c < nc; ++c) kv[c] = S::load_h(kr + 16 * c);
     for (int64_t j = 0; j < nq; ++j) {
       const float* qj = q + j * hd;

@@ -90,11 +90,6 @@ struct FloatFns {
 constexpr int64_t kAttnWorkFloats = 8192;
 constexpr int64_t kAttnVBlockFloats = 4096;
 
-// Software prefetch distance in K/V cache rows, for the kernels within a page run and for decode's
-// prefetch of the next run (attention.cc, for_page_segments, which has the measurements): rows
-// are a whole cache row apart, page-sized strides the hardware stride prefetcher gives up on.
-constexpr int64_t kKvAheadRows = 16;
-
 void fill_float_fns_scalar(FloatFns* f);
 void fill_float_fns_avx2(FloatFns* f);
 void fill_float_fns_avx512(FloatFns* f);
