@@ -45,7 +45,8 @@ export interface BenchAddon {
   memoryCopy(o: { bytes: number; threads: number[] } & RunOptions): Promise<ThreadSamples[]>;
   matmul(o: { type: number; rows: number; cols: number; tokens: number; threads: number[]; ringBytes?: number }
     & RunOptions & DisturbOptions): Promise<KernelBenchResult>;
-  attention(o: { kvLen: number; heads: number; kvHeads: number; headDim: number; threads: number[]; ringBytes?: number }
+  /** `tokens` query tokens (default 1) at the last positions of kvLen: a speculative step's verification. */
+  attention(o: { kvLen: number; heads: number; kvHeads: number; headDim: number; tokens?: number; threads: number[]; ringBytes?: number }
     & RunOptions & DisturbOptions): Promise<KernelBenchResult>;
   /** Cancels every benchmark started before this call (they return early). */
   cancel(): void;

@@ -74,15 +74,17 @@ test('bench options are validated with the option named', { skip }, async () => 
   await assert.rejects(bench!.matmul({ type: 8, rows: 4, cols: 100, tokens: 1, threads: [1] }), /not a multiple of Q8_0's block size 32/);
   assert.throws(() => bench!.matmul({ type: 0, rows: 1 << 20, cols: 1024, tokens: 1 << 14, threads: [1] }), /tokens × max\(rows, cols\) is too large/);
   assert.throws(() => bench!.attention({ kvLen: 0, heads: 4, kvHeads: 2, headDim: 8, threads: [1] }), /kvLen/);
+  assert.throws(() => bench!.attention({ kvLen: 3, heads: 4, kvHeads: 2, headDim: 8, tokens: 5, threads: [1] }), /tokens must be at most kvLen/);
 });
 
 test('the attention bench reads a cache that ends inside a page without leaving its buffer', { skip }, async () => {
   // The kernel addresses the last page as a whole page (KV head g at g · 64 rows), so a cache of
   // 1 or 65 positions must still hold whole pages: sized by positions, the upper heads of the last
   // page were read past the buffer's end (a segfault, most runs, at 16 KV heads of 128).
-  for (const [kvLen, kvHeads, headDim] of [[1, 16, 128], [65, 16, 128], [200, 8, 64], [1, 2, 64]] as const) {
+  // Several query tokens (a speculative step) take the page-major path with more score rows.
+  for (const [kvLen, kvHeads, headDim, tokens] of [[1, 16, 128, 1], [65, 16, 128, 1], [200, 8, 64, 1], [1, 2, 64, 1], [65, 16, 128, 5], [200, 2, 64, 8]] as const) {
     for (const threads of [1, 2]) {
-      const r = await bench!.attention({ kvLen, heads: kvHeads * 2, kvHeads, headDim, threads: [threads], warmups: 1, runs: 3 });
+      const r = await bench!.attention({ kvLen, heads: kvHeads * 2, kvHeads, headDim, tokens, threads: [threads], warmups: 1, runs: 3 });
       assert.equal(r.bytesPerRun, 2 * kvLen * kvHeads * headDim * 2, `${kvLen} positions × ${kvHeads} KV heads × ${headDim}: K and V of those positions`);
       assert.ok(r.byThreads[0]!.ns.every((ns) => Number.isFinite(ns) && ns > 0));
     }

@@ -137,6 +137,8 @@ Napi::Value AttentionJs(const Napi::CallbackInfo& info) {
   spec.heads = static_cast<int64_t>(js_number(o, fn, "heads", 32, 1, 1024, true));
   spec.kv_heads = static_cast<int64_t>(js_number(o, fn, "kvHeads", 8, 1, 1024, true));
   spec.head_dim = static_cast<int64_t>(js_number(o, fn, "headDim", 128, 1, 1024, true));
+  spec.tokens = static_cast<int64_t>(js_number(o, fn, "tokens", 1, 1, 64, true));
+  if (spec.tokens > spec.kv_len) throw Napi::RangeError::New(info.Env(), std::string(fn) + ": tokens must be at most kvLen");
   spec.ring_bytes = static_cast<size_t>(js_number(o, fn, "ringBytes", 0, 0, kMaxBufferBytes, true));
   {
     Napi::Value f = o.Get("kvFormat");

@@ -248,7 +248,7 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
     for (size_t off = tile; off < 2 * cache_b; off += tile) std::memcpy(ring.data() + off, ring.data(), std::min(tile, 2 * cache_b - off));
     replicate(ring, one, copies, 2 * cache_b);
   }
-  std::vector<float> q(static_cast<size_t>(spec.heads * spec.head_dim));
+  std::vector<float> q(static_cast<size_t>(spec.tokens * spec.heads * spec.head_dim));
   {
     Rng rng(99);
     for (float& v : q) v = rng.next();
@@ -257,7 +257,7 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   int max_threads = 1;
   for (int t : thread_counts) max_threads = std::max(max_threads, t);
   AttentionScratch scratch;
-  scratch.reserve(shape, spec.kv_len, 1, max_threads);
+  scratch.reserve(shape, spec.kv_len, spec.tokens, max_threads);
   std::vector<const uint16_t*> k_pages(static_cast<size_t>(copies * n_pages)), v_pages(k_pages.size());
   const size_t page_b = static_cast<size_t>(page * spec.kv_heads * row_bytes);
   for (int c = 0; c < copies; ++c) {
@@ -272,12 +272,14 @@ KernelBenchResult bench_attention(const AttentionBenchSpec& spec, const std::vec
   KernelBenchResult out;
   // What a run reads: kv_len positions of K and of V (not the last page's unused tail).
   out.bytes_per_run = 2 * static_cast<size_t>(spec.kv_len * spec.kv_heads * row_bytes);
-  // q·k and p·v: 2 FLOPs per element each, per query head.
-  out.flops_per_run = 4.0 * static_cast<double>(spec.heads) * static_cast<double>(spec.kv_len) * static_cast<double>(spec.head_dim);
+  // q·k and p·v: 2 FLOPs per element each, per query head and token (each token's causal range).
+  const double positions = static_cast<double>(spec.tokens) * static_cast<double>(spec.kv_len) -
+                           static_cast<double>(spec.tokens) * static_cast<double>(spec.tokens - 1) / 2.0;
+  out.flops_per_run = 4.0 * static_cast<double>(spec.heads) * positions * static_cast<double>(spec.head_dim);
   out.copies = copies;
   time_kernel(thread_counts, plan, disturber, mode, cancel, copies, &out, [&](ThreadPool& pool, int copy) {
     const KvPages kv{k_pages.data() + copy * n_pages, v_pages.data() + copy * n_pages, page, spec.format};
-    attention(pool, shape, q.data(), 1, spec.kv_len - 1, kv, o.data(), scratch);
+    attention(pool, shape, q.data(), spec.tokens, spec.kv_len - spec.tokens, kv, o.data(), scratch);
   });
   keep(o[0]);
   return out;

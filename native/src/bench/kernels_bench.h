@@ -51,6 +51,9 @@ KernelBenchResult bench_matmul(const MatmulBenchSpec& spec, const std::vector<in
 
 struct AttentionBenchSpec {
   int64_t kv_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  // Query tokens per call, at the last `tokens` positions of kv_len (a speculative step's
+  // verification, or a prompt's last block).
+  int64_t tokens = 1;
   size_t ring_bytes = 0;
   KvFormat format = KvFormat::F16;
 };

@@ -18,8 +18,11 @@ void AttentionScratch::reserve(const AttentionShape& s, int64_t ctx_len, int64_t
   const int64_t group = s.n_heads / s.n_kv_heads;
   const int64_t row_bytes = std::max<int64_t>(1, group * ctx_len) * static_cast<int64_t>(sizeof(float));
   block_tokens = std::max<int64_t>(1, std::min<int64_t>({kMaxBlockTokens, max_tokens, kScoreBytesPerThread / row_bytes}));
+  const int64_t head_rows_bytes = std::max<int64_t>(1, s.n_heads * ctx_len) * static_cast<int64_t>(sizeof(float));
+  page_major_tokens = std::max<int64_t>(1, std::min<int64_t>({kMaxPageMajorTokens, max_tokens, kPageMajorScoreBytes / head_rows_bytes}));
   q16.assign(static_cast<size_t>(max_tokens * s.n_heads * s.head_dim), 0);
-  scores.assign(static_cast<size_t>(std::max<int64_t>(s.n_heads, static_cast<int64_t>(n_threads) * block_tokens * group) * ctx_len), 0.f);
+  scores.assign(static_cast<size_t>(std::max<int64_t>(s.n_heads * page_major_tokens, static_cast<int64_t>(n_threads) * block_tokens * group) * ctx_len), 0.f);
+  qg.assign(static_cast<size_t>(page_major_tokens * s.n_heads * s.head_dim), 0.f);
   work.assign(static_cast<size_t>(n_threads) * kernels::kAttnWorkFloats, 0.f);
   qf.assign(static_cast<size_t>(max_tokens * s.n_heads * s.head_dim), 0.f);
 }
@@ -114,7 +117,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
   const int64_t group = s.n_heads / s.n_kv_heads;
   fns.f32_to_f16(q, sc.q16.data(), n_tokens * qrow);
 
-  if (n_tokens > 1) {
+  if (n_tokens > sc.page_major_tokens) {
     // Units of (block of BT tokens, KV head), rows ordered (token, query head of the group).
     // Causal rows cost more the later the token: units are handed out from a shared counter,
     // latest blocks first, so threads finish together.
@@ -165,19 +168,22 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
     return;
   }
 
-  // Decode: the same computation per row as the prefill path above (scores, a softmax over the
-  // whole row, probabilities rounded to f16, values summed in position order), so a token's
-  // output has the same bits whether it is decoded alone or verified in a multi-token step
-  // (speculative decoding), whatever the thread count. Parallel over heads, never over
-  // positions: splitting a row's positions would change its sums' order. Units are (KV head,
-  // part of its query-head group): whole groups where there are at least as many KV heads as
-  // threads (each K and V row is then read once, for all the group's query heads), groups split
-  // between threads only where there are fewer (measured on the 0.5B shape, 14 heads over 2 KV
-  // heads at 2048 positions, 2 threads: 42 µs with one KV head per thread against 49-71 µs with
-  // each group in two parts).
-  const int64_t n_kv = pos0 + 1;
+  // A token or a few (decode; a speculative step's verification): the same computation per row
+  // as the blocked path above (scores, a softmax over the row's causal range, probabilities
+  // rounded to f16, values summed in position order), so a token's output has the same bits
+  // whether it is decoded alone or verified in a multi-token step, whatever the thread count.
+  // Parallel over heads, never over positions: splitting a row's positions would change its sums'
+  // order. Units are (KV head, part of its query-head group): whole groups where there are at
+  // least as many KV heads as threads (each K and V row is then read once, for all the group's
+  // query heads and tokens), groups split between threads only where there are fewer (measured on
+  // the 0.5B shape, 14 heads over 2 KV heads at 2048 positions, 2 threads: 42 µs with one KV head
+  // per thread against 49-71 µs with each group in two parts). A unit's rows are (token, query
+  // head of its part), token-major, and its scores rows follow the units' heads: unit rows start
+  // at row h0 · n_tokens.
+  const int64_t nt = n_tokens;
+  const int64_t n_kv = pos0 + nt;  // positions the last token sees
   float* qf = sc.qf.data();
-  fns.f16_to_f32(sc.q16.data(), qf, qrow);  // q as rounded to f16, in f32 for the grouped kernels
+  fns.f16_to_f32(sc.q16.data(), qf, nt * qrow);  // q as rounded to f16, in f32 for the grouped kernels
   const int64_t want = static_cast<int64_t>(pool.size());
   const int64_t parts = std::min<int64_t>(group, std::max<int64_t>(1, (want + s.n_kv_heads - 1) / s.n_kv_heads));
   const int64_t per_part = (group + parts - 1) / parts;
@@ -204,45 +210,59 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       *h0 = *g * group + j0;
     };
     const int64_t P = kv.page_tokens;
+    float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
+    // Every unit's rows go through kq and pv_f16, which convert each K or V row to f32 once for
+    // all the rows they take (no transposed blocks): the blocked kernels (kq_block, pv_block)
+    // measured slower at every size this path takes. bench.attention from DRAM, 900 positions,
+    // 1 thread, 2-vCPU Zen 4, medians of 400, blocked -> these: 14 heads of 64 over 2, 1 token
+    // 72.5 -> 60 µs (AVX2 73-77 -> 63-64; 280 positions 25 -> 20.7), 2 tokens 140 -> 103, 5 243 ->
+    // 223, 8 368 -> 342; 16 heads of 128 over 16, 2 tokens 1165 -> 564, 5 1379 -> 954 (AVX2 1052 ->
+    // 480, 1557 -> 758). The kernels' rows of several tokens are gathered contiguously (qg).
+    if (nt > 1)
+      for (int64_t u = b; u < e; ++u) {
+        int64_t g, h0, nq;
+        unit_heads(u, &g, &h0, &nq);
+        for (int64_t i = 0; i < nt; ++i)
+          std::memcpy(sc.qg.data() + (h0 * nt + i * nq) * hd, qf + i * qrow + h0 * hd, static_cast<size_t>(nq * hd) * sizeof(float));
+      }
+    const float* qrows = nt > 1 ? sc.qg.data() : qf;
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
       for (int64_t u = b; u < e; ++u) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
         if (nq <= 0) continue;
         const uint8_t* kr = reinterpret_cast<const uint8_t*>(kv.k[p]) + (g * P + off) * rb;
-        rk.kq(n, kr, qf + h0 * hd, nq, s.scale, sc.scores.data() + h0 * ld + t, ld);
+        rk.kq(n, kr, qrows + h0 * nt * hd, nt * nq, s.scale, sc.scores.data() + h0 * nt * ld + t, ld);
       }
     });
     for (int64_t u = b; u < e; ++u) {
       int64_t g, h0, nq;
       unit_heads(u, &g, &h0, &nq);
-      for (int64_t j = 0; j < nq; ++j) {
-        float* sj = sc.scores.data() + (h0 + j) * ld;
-        shape_scores(s, sj, n_kv);
-        const float mx = fns.max_f32(sj, n_kv);
-        const float sum = fns.exp_sub_sum(sj, n_kv, mx);
-        fns.scale_round_f16(sj, n_kv, 1.0f / sum);
+      for (int64_t i = 0; i < nt; ++i) {
+        const int64_t n_row = pos0 + i + 1;
+        for (int64_t j = 0; j < nq; ++j) {
+          float* sj = sc.scores.data() + (h0 * nt + i * nq + j) * ld;
+          shape_scores(s, sj, n_row);
+          const float mx = fns.max_f32(sj, n_row);
+          const float sum = fns.exp_sub_sum(sj, n_row, mx);
+          fns.scale_round_f16(sj, n_row, 1.0f / sum);
+        }
+        if (nq > 0) std::memset(out + i * qrow + h0 * hd, 0, static_cast<size_t>(nq * hd) * sizeof(float));
       }
-      if (nq > 0) std::memset(out + h0 * hd, 0, static_cast<size_t>(nq * hd) * sizeof(float));
     }
-    // The V side through the blocked kernel, one token's query heads as its rows: each V row is
-    // converted to f32 once, not once per tile of heads and columns as pv_f16 does (8 times on the
-    // 0.5B shape at AVX2), and every output value is the same FMA chain in position order (the
-    // same bits). 2-vCPU Zen 3, bench.attention 14 heads over 2 KV heads, cache cold, 1 thread,
-    // medians of 5 alternating rounds: 300 positions 31.0 -> 29.9 µs, 1024 101.0 -> 96.6, 2048
-    // 211.7 -> 196.2 (2 threads level); 0.5B Q4_0 decode at 1536 positions, same-process A/B,
-    // 1 thread 68.5 -> 70.1 tok/s. One query head has no block to share: pv_f16 (pv_one).
-    float* work = sc.work.data() + static_cast<size_t>(ith) * kernels::kAttnWorkFloats;
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
+      const int64_t n_first = pos0 + 1 - t;  // positions of this run the first token sees
       for (int64_t u = b; u < e; ++u) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
         if (nq <= 0) continue;
         const uint8_t* vr = reinterpret_cast<const uint8_t*>(kv.v[p]) + (g * P + off) * rb;
-        const float* sg = sc.scores.data() + h0 * ld + t;
-        float* ob = out + h0 * hd;
-        if (nq > 1 && rk.pv_block(n, vr, sg, nq, nq, ld, n, ob, nq * hd, work)) continue;
-        rk.pv(n, vr, sg, nq, ld, ob, work);
+        const float* su = sc.scores.data() + h0 * nt * ld + t;
+        float* ou = out + h0 * hd;
+        for (int64_t i = 0; i < nt; ++i) {
+          const int64_t m = std::min(n, n_first + i);
+          if (m > 0) rk.pv(m, vr, su + i * nq * ld, nq, ld, ou + i * qrow, work);
+        }
       }
     });
   });

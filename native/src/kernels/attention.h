@@ -13,14 +13,15 @@
 // the same rows in the same order as over one contiguous array, so results do not depend on
 // the page size.
 //
-// Decode (one query token) is split across threads by heads, never by positions (a row's sums
-// keep one order): units of (KV head, part of its query-head group), whole groups where there
-// are at least as many KV heads as threads. A unit scores all the query heads of its KV head
-// together, so each K and V row is read once per group. A thread's units are consecutive KV
-// heads, whose rows within a page are one contiguous run: decode walks K (then V) page by page,
-// each page's run of all the thread's heads in one stream.
+// Decode, and evaluations of a few tokens (up to AttentionScratch::page_major_tokens: a
+// speculative step's verification), are split across threads by heads, never by positions (a
+// row's sums keep one order): units of (KV head, part of its query-head group), whole groups
+// where there are at least as many KV heads as threads. A unit scores all the query heads of its
+// KV head, for all the tokens, together, so each K and V row is read once per group. A thread's
+// units are consecutive KV heads, whose rows within a page are one contiguous run: the walk goes
+// K (then V) page by page, each page's run of all the thread's heads in one stream.
 //
-// Prefill splits (block of up to 16 tokens, KV head) units across threads. A unit computes the
+// Longer prefills split (block of up to 16 tokens, KV head) units across threads. A unit computes the
 // scores of all its query rows (block tokens × the KV head's query heads) a page segment at a
 // time (kq_block_f16: a block of K rows transposed once, 16 positions' scores per register, no
 // horizontal sums), the softmax of each row over its causal range, then the weighted V sums with
@@ -53,12 +54,19 @@ class AttentionScratch {
   std::vector<float> scores;     // decode: [n_heads][ctx]; prefill: [n_threads][block_tokens * group][ctx]
   std::vector<float> work;       // prefill: [n_threads][kernels::kAttnWorkFloats] kernel scratch
   std::vector<float> qf;         // [max_tokens][n_heads][head_dim] q rounded to f16, as f32
+  std::vector<float> qg;         // [page_major_tokens * n_heads][head_dim] qf's rows by unit (see attention())
   int64_t ctx = 0;
   // Prefill tokens per unit: up to kMaxBlockTokens, fewer where a thread's score rows for that
   // many tokens would pass kScoreBytesPerThread (long contexts).
   int64_t block_tokens = 1;
   static constexpr int64_t kMaxBlockTokens = 16;
   static constexpr int64_t kScoreBytesPerThread = int64_t{4} << 20;
+  // Evaluations of up to page_major_tokens tokens (decode: 1; a speculative step: a few) walk the
+  // cache page by page, all query heads' rows of all tokens scored at once: up to
+  // kMaxPageMajorTokens, fewer where those score rows would pass kPageMajorScoreBytes.
+  int64_t page_major_tokens = 1;
+  static constexpr int64_t kMaxPageMajorTokens = 8;
+  static constexpr int64_t kPageMajorScoreBytes = int64_t{32} << 20;
 };
 
 // The element format of the KV cache. F16 is what llama.cpp keeps by default and what the
