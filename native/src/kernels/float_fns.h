@@ -47,7 +47,8 @@ struct FloatFns {
   int64_t (*argmax_finite)(const float* x, int64_t n);
 
   // Blocked attention: `rows` query rows at once (the query heads of one KV head for a block of
-  // tokens in prefill; pv_block_f16 also for decode's one token, its query heads as the rows).
+  // tokens in prefills longer than page-major evaluations; pv_q8_0 also gives pv_block_q8_0 one
+  // token's query heads as the rows).
   // Row r is q + (r / rpt) * qstride + (r % rpt) * hd (rpt rows per token, the tokens qstride
   // apart); its scores are scores[r*ld + t] and its output row is laid out like q
   // (out + (r / rpt) * ostride + (r % rpt) * hd). work: kAttnWorkFloats floats of scratch.

@@ -603,7 +603,7 @@ bool pv_block_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, con
 }
 
 // One token: its query heads are the blocked kernel's rows (each V row converted once for all of
-// them, pv_block_f16's decode use), every output element the same chain as in prefill.
+// them), every output element the same chain as in prefill.
 // One query head (MHA) takes pv_one, as pv_f16 does: no staged block to share, each block of V
 // converted where its FMAs take it (the same chain per element as the blocked kernel's).
 template <class S>

@@ -198,42 +198,23 @@ void arrange_q8_0_sums8_avx512(const void* q8, void* dst, int64_t n) { arrange_s
 void arrange_q8_0_sums16_avx512(const void* q8, void* dst, int64_t n) { arrange_sums<16>(q8, dst, n); }
 void arrange_q8_0_sums128_avx512(const void* q8, void* dst, int64_t n) { arrange_sums<128>(q8, dst, n); }
 
-void gemv_q4_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q4_0x16>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void gemv_q4_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q4_0x16>, 0>(n, out, w, groups, act);
-}
-void tile_q4_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Q4_0x16>, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
-}
-void gemv_q5_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q5_0x16>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void gemv_q5_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q5_0x16>, 0>(n, out, w, groups, act);
-}
-void tile_q5_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Q5_0x16>, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
-}
-void gemv_q5_1x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q5_1x16>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void gemv_q5_1x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q5_1x16>, 0>(n, out, w, groups, act);
-}
-void tile_q5_1x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Q5_1x16>, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
-}
-void gemv_q8_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q8_0x16>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void gemv_q8_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q8_0x16>, 0>(n, out, w, groups, act);
-}
-void tile_q8_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Q8_0x16>, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
-}
+// Each layout's entry points (repack.h): the GEMV with its software prefetch or with the hardware
+// prefetchers only (KernelChoice::gemv_prefetch), and the prefill tile.
+#define FULCRUM_X16_ENTRY_POINTS(name, K)                                                                                                   \
+  void gemv_##name##_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
+    packed_gemv_groups<K, kGemvPrefetchBytes>(n, out, w, groups, act);                                                                      \
+  }                                                                                                                                         \
+  void gemv_##name##_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                 \
+    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                       \
+  }                                                                                                                                         \
+  void tile_##name##_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
+    packed_tile_any<K, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);                                             \
+  }
+FULCRUM_X16_ENTRY_POINTS(q4_0x16, Kernel<Q4_0x16>)
+FULCRUM_X16_ENTRY_POINTS(q5_0x16, Kernel<Q5_0x16>)
+FULCRUM_X16_ENTRY_POINTS(q5_1x16, Kernel<Q5_1x16>)
+FULCRUM_X16_ENTRY_POINTS(q8_0x16, Kernel<Q8_0x16>)
+#undef FULCRUM_X16_ENTRY_POINTS
 
 }  // namespace quant
 }  // namespace fulcrum

@@ -273,44 +273,23 @@ void QUANT_FN(arrange_q8_1_sums)(const void* q8, void* dst, int64_t n) {
   }
 }
 
-void QUANT_FN(gemv_q4_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void QUANT_FN(gemv_q4_0x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q4_0x8>>, 0>(n, out, w, groups, act);
-}
-void QUANT_FN(tile_q4_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Unpacked<Q4_0x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
-}
-void QUANT_FN(gemv_q5_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void QUANT_FN(gemv_q5_0x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q5_0x8>>, 0>(n, out, w, groups, act);
-}
-void QUANT_FN(tile_q5_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Unpacked<Q5_0x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
-}
-
-void QUANT_FN(gemv_q5_1x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void QUANT_FN(gemv_q5_1x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Unpacked<Q5_1x8>>, 0>(n, out, w, groups, act);
-}
-void QUANT_FN(tile_q5_1x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Unpacked<Q5_1x8>>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
-}
-
-void QUANT_FN(gemv_q8_0x8)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q8_0x8>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void QUANT_FN(gemv_q8_0x8_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Kernel<Q8_0x8>, 0>(n, out, w, groups, act);
-}
-void QUANT_FN(tile_q8_0x8)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Kernel<Q8_0x8>, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);
-}
+// Each layout's entry points (repack.h): the GEMV with its software prefetch or with the hardware
+// prefetchers only (KernelChoice::gemv_prefetch), and the prefill tile.
+#define FULCRUM_X8_ENTRY_POINTS(name, K)                                                                                                     \
+  void QUANT_FN(gemv_##name)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
+    packed_gemv_groups<K, kGemvPrefetchBytes>(n, out, w, groups, act);                                                                       \
+  }                                                                                                                                          \
+  void QUANT_FN(gemv_##name##_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                               \
+    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                        \
+  }                                                                                                                                          \
+  void QUANT_FN(tile_##name)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
+    packed_tile_any<K, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);                                                 \
+  }
+FULCRUM_X8_ENTRY_POINTS(q4_0x8, Kernel<Unpacked<Q4_0x8>>)
+FULCRUM_X8_ENTRY_POINTS(q5_0x8, Kernel<Unpacked<Q5_0x8>>)
+FULCRUM_X8_ENTRY_POINTS(q5_1x8, Kernel<Unpacked<Q5_1x8>>)
+FULCRUM_X8_ENTRY_POINTS(q8_0x8, Kernel<Q8_0x8>)
+#undef FULCRUM_X8_ENTRY_POINTS
 
 }  // namespace quant
 }  // namespace fulcrum
