@@ -128,6 +128,20 @@ const medianFigure = (results: ChildResult[]): PeerFigure => ({
   gen_tokens_per_s: median(results.map((r) => r.gen_tokens_per_s)),
 });
 
+/**
+ * Which decode GEMVs prefetch in software at the ISA the Fulcrum children run: the per-CPU choice,
+ * and the AVX-512 Q6_K GEMV's own (core/isa.h KernelChoice::q6_k_gemv_prefetch) when it differs.
+ */
+function prefetchChoice(isa: IsaChoice): { gemv: 'software' | 'hardware'; q6k: 'software' | 'hardware' } {
+  const kernels = nativeKernels();
+  const childIsa = isa === 'native' ? kernels.isaLevel() : isa;
+  return { gemv: kernels.gemvPrefetch(), q6k: childIsa === 'avx512' ? kernels.gemvPrefetchQ6K() : kernels.gemvPrefetch() };
+}
+
+function formatPrefetch(choice: { gemv: string; q6k: string }): string {
+  return choice.q6k === choice.gemv ? `${choice.gemv} prefetch` : `${choice.gemv} prefetch (Q6_K: ${choice.q6k})`;
+}
+
 function engineRow(results: ChildResult[]): EngineRow {
   const first = results[0]!;
   return {
@@ -192,7 +206,7 @@ async function main(): Promise<void> {
   const llamaEnv = llamaCppEnvFor(llamaVariant);
   const cpu = hostCpu();
   process.stdout.write(`${cpuLine(cpu)}\n` +
-    `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`} with ${nativeKernels().gemvPrefetch()} prefetch in the decode GEMVs, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
+    `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`} with ${formatPrefetch(prefetchChoice(isa))} in the decode GEMVs, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
   const quick = args.options.has('quick');
   const promptTokens = Number(args.options.get('prompt') ?? (quick ? 64 : 512));
   const genTokens = Number(args.options.get('gen') ?? (quick ? 16 : 128));
@@ -435,7 +449,7 @@ async function main(): Promise<void> {
   const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
-    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
+    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetchChoice(isa).q6k, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
     // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
     read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,

@@ -2,7 +2,7 @@
 // one token times groups of repacked matrices through kernels.gemvGroup (one pool run for the
 // whole group, as a decode step runs a layer's Q, K and V) and each matrix alone through
 // kernels.matmul's packed path, at 1-3 threads. Prints one JSON line, with a digest of every
-// output (so a parent can compare runs under different FULCRUM_GEMV_PREFETCH settings).
+// output (so a parent can compare runs under different FULCRUM_GEMV_PREFETCH(_Q6_K) settings).
 import { createHash } from 'node:crypto';
 
 import { loadAddon } from '../../engine/native/addon';
@@ -13,6 +13,7 @@ interface Kernels {
   gemvGroup(items: { type: number; weights: Uint8Array; rows: number }[], x: Float32Array, threads: number): Float32Array[];
   isaLevel(): string;
   gemvPrefetch(): 'software' | 'hardware';
+  gemvPrefetchQ6K(): 'software' | 'hardware';
   packedLayout(type: number, rows: number, cols: number): string | null;
 }
 
@@ -91,7 +92,7 @@ function main(): void {
       errors.push((e as Error).message);
     }
   }
-  console.log(JSON.stringify({ isa: k.isaLevel(), prefetch: k.gemvPrefetch(), digest: digest.digest('hex'), cases, errors }));
+  console.log(JSON.stringify({ isa: k.isaLevel(), prefetch: k.gemvPrefetch(), prefetchQ6K: k.gemvPrefetchQ6K(), digest: digest.digest('hex'), cases, errors }));
 }
 
 main();

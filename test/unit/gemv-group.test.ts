@@ -41,21 +41,25 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   });
 }
 
-// The packed GEMVs of Q4_0, Q5_0 and Q8_0 (and of Q4_K and Q6_K at AVX2) come in two walks, with
-// software prefetch and with the hardware prefetchers alone (core/isa.h KernelChoice::gemv_prefetch, chosen per CPU):
-// prefetching moves bytes, never sums, so both must give the same bits.
+// The packed GEMVs of Q4_0, Q5_0 and Q8_0 (and of Q4_K and Q6_K at AVX2, Q6_K at AVX-512) come in
+// two walks, with software prefetch and with the hardware prefetchers alone (core/isa.h
+// KernelChoice::gemv_prefetch and q6_k_gemv_prefetch, chosen per CPU): prefetching moves bytes,
+// never sums, so both must give the same bits.
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   test(`the packed GEMVs give the same bits with and without software prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
     const runs = (['1', '0'] as const).map((prefetch) => {
       const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
-        cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_NO_REPACK: '' }, encoding: 'utf8', timeout: 120_000,
+        cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_GEMV_PREFETCH_Q6_K: prefetch, FULCRUM_NO_REPACK: '' },
+        encoding: 'utf8', timeout: 120_000,
       });
-      assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}, FULCRUM_GEMV_PREFETCH=${prefetch}) failed: ${r.stderr}`);
-      return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; prefetch: string; digest: string; cases: GemvGroupCase[] };
+      assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}, FULCRUM_GEMV_PREFETCH(_Q6_K)=${prefetch}) failed: ${r.stderr}`);
+      return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; prefetch: string; prefetchQ6K: string; digest: string; cases: GemvGroupCase[] };
     });
     const [software, hardware] = runs;
     assert.equal(software?.prefetch, 'software');
     assert.equal(hardware?.prefetch, 'hardware');
+    assert.equal(software?.prefetchQ6K, 'software');
+    assert.equal(hardware?.prefetchQ6K, 'hardware');
     assert.ok(software!.cases.every((c) => c.packed && c.equal) && hardware!.cases.every((c) => c.packed && c.equal));
     assert.match(software!.digest, /^[0-9a-f]{64}$/);
     assert.equal(hardware!.digest, software!.digest, 'the two walks gave different outputs');

@@ -113,6 +113,7 @@ KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
   }
   c.amx_int8 = c.isa == Isa::Avx512 && f.amx_int8;
   c.gemv_prefetch = !f.amd_zen4;
+  c.q6_k_gemv_prefetch = f.amd_zen4;
   return c;
 }
 

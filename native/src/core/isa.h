@@ -40,6 +40,18 @@ struct KernelChoice {
   // 19.8 -> 22.6, 0.5B Q4_K_M 81.0 -> 81.3; 2 threads 1.3B Q4_K 32.8 -> 33.7 (noise).
   // FULCRUM_GEMV_PREFETCH=0|1 overrides the choice (to compare the two).
   bool gemv_prefetch = true;
+  // Whether the AVX-512 Q6_K decode GEMV (packed_k_avx512.cc) prefetches its weights in software,
+  // 1.5 KiB ahead (prefetchnta), or leaves them to the hardware prefetchers. Software on Zen 4
+  // only, the opposite of the formats above: Q6_K's walk is compute-heavy (37-38 GB/s from L3
+  // against Q4_0's 74), and on the Zen 4 the hardware prefetchers alone kept too little in
+  // flight behind it: bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1 thread, 19.8-25.2 ->
+  // 27.7-29.7 GB/s (read probe 27-30). Decode, alternating processes on a noisy host, medians of
+  // 5-6, 1 thread: 0.5B Q4_K_M (14 % of its bytes Q6_K) 80.0 -> 91.0 and 84.9 -> 89.2 tok/s,
+  // 1.3B Q4_K_M (11 %) 20.4 -> 24.4 and 23.9 -> 25.8; 2 threads within the noise (0.5B 115 -> 109,
+  // then 87 -> 93 over 10 rounds).
+  // On the host the kernel was first measured on, prefetch measured the same at 512 B ahead
+  // and 40 % slower at 2 KiB. FULCRUM_GEMV_PREFETCH_Q6_K=0|1 overrides the choice.
+  bool q6_k_gemv_prefetch = false;
 };
 
 // The best choice for `f`, capped by `cap` (FULCRUM_ISA's value, or null for no cap).

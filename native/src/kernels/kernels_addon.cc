@@ -323,6 +323,13 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("gemvPrefetch", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
     return Napi::String::New(i.Env(), kernel_choice().gemv_prefetch ? "software" : "hardware");
   }));
+  // gemvPrefetchQ6K() -> the same for the AVX-512 Q6_K decode GEMV (KernelChoice::q6_k_gemv_prefetch;
+  // at the AVX2 levels Q6_K follows gemvPrefetch()).
+  k.Set("gemvPrefetchQ6K", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
+    const KernelChoice& c = kernel_choice();
+    const bool software = c.isa == Isa::Avx512 ? c.q6_k_gemv_prefetch : c.gemv_prefetch;
+    return Napi::String::New(i.Env(), software ? "software" : "hardware");
+  }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
   exports.Set("kernels", k);
 }

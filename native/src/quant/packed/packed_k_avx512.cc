@@ -33,10 +33,11 @@
 //     2·63·128 in int16, no saturation), four vpdpwssd by the sub-block scales (exact int32);
 //   - per token and super-block: the -32 offset as -32·Σ scale·bsum (two vpmaddwd of the rows'
 //     scales by the token's 16 sums), one conversion and one fma by the lane vector d·dy.
-// The weights are left to the hardware prefetchers (two streams in the GEMV, below): software
-// prefetch 512 B ahead measured the same (1.3B output matrix, one thread, 26-28 GB/s either way),
-// 2 KiB ahead 40 % slower. The integer sums are vec_dot_q6_k's; the float steps are ordered as
-// Q4_K's (repack.test.ts bounds the difference).
+// The GEMV reads two streams (gemv below). Whether it also prefetches 1.5 KiB ahead of each
+// (prefetchnta) is KernelChoice::q6_k_gemv_prefetch (core/isa.h): Zen 4 gains, the host the kernel
+// was first measured on did not (there 512 B ahead measured the same as none, 2 KiB 40 % slower).
+// The integer sums are vec_dot_q6_k's; the float steps are ordered as Q4_K's (repack.test.ts
+// bounds the difference).
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
 #define QUANT_ISA avx512
@@ -203,7 +204,13 @@ constexpr Controls kCtl{};
 
 inline __m512i spread_scale(__m512i sc8, const uint8_t* ctl) { return _mm512_srai_epi16(_mm512_shuffle_epi8(sc8, _mm512_load_si512(ctl)), 8); }
 
-struct Kernel {
+// kAhead: bytes ahead of each stream's super-block the walk prefetches (prefetchnta), 0 for none.
+// On the Zen 4 (AVX-512, 2 vCPUs), bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1 thread,
+// alternating processes, 5 rounds: none 19.8-25.2 GB/s, 512 B 24.9-25.7, 1 KiB 26.2-27.6,
+// 1.5 KiB 27.7-29.7 (one slow round 19.2), 2 KiB 26.3-29.2 (read probe 27-30); from L3 37.7
+// against 37.4 (the prefetches' own cost).
+template <size_t kAhead>
+struct KernelT {
   static constexpr size_t kSbBytes = 4 * sizeof(block_q6_K);  // 840: one super-block of four rows
 
   // G row groups side by side (group k at w + k·w_stride, its outputs at out + k·out_g): the GEMV's
@@ -221,6 +228,9 @@ struct Kernel {
     for (int k = 0; k < G; ++k) {
       const uint8_t* g = w + k * w_stride + i * kSbBytes;
       __m512* acc = accs[k];
+      if constexpr (kAhead > 0) {
+        for (size_t line = 0; line < kSbBytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kAhead + line), _MM_HINT_NTA);
+      }
       const __m512i sc8 = _mm512_loadu_si512(g);
       const __m512i sc_lo = spread_scale(sc8, kCtl.scales_lo), sc_hi = spread_scale(sc8, kCtl.scales_hi);
       const __m512 dv = _mm512_permutexvar_ps(spread_d, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)))));
@@ -265,6 +275,8 @@ struct Kernel {
       for (int c = 0; c < C; ++c) store_rows(accs[k][c], out + k * out_g + c * os);
   }
 };
+using Kernel = KernelT<0>;
+using PrefetchingKernel = KernelT<1536>;
 
 }  // namespace q6k
 
@@ -302,7 +314,10 @@ void gemv_q5_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, con
 void tile_q5_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Q5Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }
-void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q6k::Kernel>(n, out, w, groups, act); }
+void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv<q6k::PrefetchingKernel>(n, out, w, groups, act);
+}
+void gemv_q6_kx4_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q6k::Kernel>(n, out, w, groups, act); }
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q6k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
 }

@@ -96,7 +96,8 @@ void register_packed_formats(const KernelChoice& c) {
                       kPackedTileColsX16Avx512);
       g_q8_0.quant_xor = 0x80;
       g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
-      g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, gemv_q6_kx4_avx512, tile_q6_kx4_avx512, kPackedTileColsAvx512);
+      g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
+                      tile_q6_kx4_avx512, kPackedTileColsAvx512);
     }
   } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
