@@ -306,6 +306,8 @@ export interface NativeKernels {
   isaLevel(): 'scalar' | 'avx2' | 'avxvnni' | 'avx512';
   /** Whether the packed decode GEMVs prefetch weights in software or leave it to the CPU (chosen per CPU, FULCRUM_GEMV_PREFETCH overrides). */
   gemvPrefetch(): 'software' | 'hardware';
+  /** Whether this process's Q8_0/Q4_0/Q5_0/Q4_K prefill runs on AMX-INT8 tiles (an AMX CPU at avx512; FULCRUM_AMX=0 turns it off). */
+  amxInt8(): boolean;
   /** The same for the Q6_K decode GEMV, which on AVX-512 has its own per-CPU choice (FULCRUM_GEMV_PREFETCH_Q6_K overrides). */
   gemvPrefetchQ6K(): 'software' | 'hardware';
   physicalCores(): number;

@@ -8,6 +8,7 @@ import { quantize } from '../../engine/native/quant';
 interface Kernels {
   matmul(type: number, w: Uint8Array, rows: number, cols: number, x: Float32Array, nTokens: number, threads: number, path?: 'auto' | 'vecdot' | 'packed'): Float32Array;
   isaLevel(): string;
+  amxInt8(): boolean;
   packedLayout(type: number, rows: number, cols: number): string | null;
 }
 
@@ -90,7 +91,7 @@ function main(): void {
       }
     }
   }
-  console.log(JSON.stringify({ isa: k.isaLevel(), cases, unpackable }));
+  console.log(JSON.stringify({ isa: k.isaLevel(), amx: k.amxInt8(), cases, unpackable }));
 }
 
 main();

@@ -19,13 +19,17 @@ const child = path.join(root, 'test', 'helpers', 'repack-child.ts');
 
 interface ChildOut {
   isa: string;
+  amx: boolean;
   cases: RepackCase[];
   unpackable: { rows: number; cols: number; layout: string | null }[];
 }
 
-function runIsa(isa: string): ChildOut {
+// FULCRUM_AMX=0: on a CPU with AMX-INT8 the process leaves the AMX-tiled formats in the GGUF
+// layout (core/isa.h KernelChoice::amx_int8); these tests are about the row-group layouts, which
+// such a CPU runs with AMX off. `amx` runs the process's own choice.
+function runIsa(isa: string, amx = false): ChildOut {
   const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
-    cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_NO_REPACK: '' }, encoding: 'utf8', timeout: 120_000,
+    cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_NO_REPACK: '', FULCRUM_AMX: amx ? '' : '0' }, encoding: 'utf8', timeout: 120_000,
   });
   assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}) failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as ChildOut;
@@ -55,6 +59,7 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
     const out = runIsa(isa);
     outputs.set(isa, out);
     assert.equal(out.isa, isa);
+    assert.equal(out.amx, false, 'FULCRUM_AMX=0 must turn the AMX tiles off');
     // Shapes that are not whole row groups (and, for the K-quants, super-blocks of 256 columns) stay in the GGUF layout.
     for (const u of out.unpackable) assert.equal(u.layout, null, `${u.rows}x${u.cols} must not be repacked`);
     if (isa === 'scalar') {
@@ -84,4 +89,25 @@ test('avxvnni gives avx2\'s bits on the packed and the vec_dot path', { skip: qu
     assert.equal(c.packedBits, p.packedBits, `${label}: packed outputs differ from avx2's`);
     assert.equal(c.vecdotBits, p.vecdotBits, `${label}: vec_dot outputs differ from avx2's`);
   });
+});
+
+// On a CPU with AMX-INT8 the process's own choice at avx512: the formats the AMX tiles read
+// (Q4_0, Q5_0, Q8_0, Q4_K) and Q6_K stay in the GGUF layout, Q5_1 and Q5_K (no AMX tile) are
+// repacked; the repacked ones still equal vec_dot.
+test('with AMX-INT8 the AMX-tiled formats stay in the GGUF layout and Q5_1/Q5_K are repacked', { skip: quantIsas().includes('avx512') ? false : 'this CPU does not run avx512' }, (t) => {
+  const out = runIsa('avx512', true);
+  if (!out.amx) {
+    t.skip('this CPU has no AMX-INT8 (or the process was told not to use it)');
+    return;
+  }
+  for (const c of out.cases) {
+    const label = `${c.type} ${c.rows}x${c.cols}`;
+    if (c.type === 'Q5_1' || c.type === 'Q5_K') {
+      assert.equal(c.layout, `${c.type.toLowerCase()}x${groupRows('avx512', c.type)}`, label);
+      assert.ok(c.packedVsVecdot <= tolerance(c.type), `${label}: packed path off the vec_dot path by ${c.packedVsVecdot}`);
+      assert.ok(c.batchEqualsAlone, `${label}: a token's outputs in the batch differ from its outputs alone`);
+    } else {
+      assert.equal(c.layout, null, `${label} must stay in the GGUF layout for the AMX tiles`);
+    }
+  }
 });

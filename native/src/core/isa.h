@@ -26,7 +26,10 @@ bool isa_runs_on(Isa isa, const CpuFeatures& f);
 struct KernelChoice {
   Isa isa = Isa::Scalar;
   // AMX-INT8 prefill tiles for Q8_0/Q4_0/Q5_0/Q4_K; only with isa Avx512 (so FULCRUM_ISA=avx2 or
-  // avxvnni turns them off too).
+  // avxvnni turns them off too). With them, those formats and Q6_K stay in the GGUF layout
+  // (quant/packed/repack.cc). FULCRUM_AMX=0 turns them off on an AMX CPU: the AVX-512 row-group
+  // layouts and kernels then run there as on any AVX-512 CPU (the repack and grouped-GEMV tests
+  // run that way, so they test those kernels on every AVX-512 host).
   bool amx_int8 = false;
   // Whether the packed decode GEMVs of the 32-element formats (Q4_0, Q5_0, Q8_0) and the AVX2
   // K-quants (Q4_K, Q6_K) prefetch their weights in software (prefetchnta, packed/packed_x*.cc,

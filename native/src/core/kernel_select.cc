@@ -16,6 +16,7 @@ KernelChoice make_choice() {
   KernelChoice c = choose_kernels(cpu_features(), std::getenv("FULCRUM_ISA"));
   if (const char* pf = std::getenv("FULCRUM_GEMV_PREFETCH"); pf && (pf[0] == '0' || pf[0] == '1') && pf[1] == 0)
     c.gemv_prefetch = pf[0] == '1';
+  if (const char* amx = std::getenv("FULCRUM_AMX"); amx && amx[0] == '0' && amx[1] == 0) c.amx_int8 = false;
   if (const char* pf = std::getenv("FULCRUM_GEMV_PREFETCH_Q6_K"); pf && (pf[0] == '0' || pf[0] == '1') && pf[1] == 0)
     c.q6_k_gemv_prefetch = pf[0] == '1';
   select_kernels(c, g_table);

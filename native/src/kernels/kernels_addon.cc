@@ -323,6 +323,9 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("gemvPrefetch", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
     return Napi::String::New(i.Env(), kernel_choice().gemv_prefetch ? "software" : "hardware");
   }));
+  // amxInt8() -> whether this process's prefill tiles of Q8_0/Q4_0/Q5_0/Q4_K run on AMX-INT8
+  // (KernelChoice::amx_int8: an AMX CPU at avx512, unless FULCRUM_AMX=0).
+  k.Set("amxInt8", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Boolean::New(i.Env(), kernel_choice().amx_int8); }));
   // gemvPrefetchQ6K() -> the same for the AVX-512 Q6_K decode GEMV (KernelChoice::q6_k_gemv_prefetch;
   // at the AVX2 levels Q6_K follows gemvPrefetch()).
   k.Set("gemvPrefetchQ6K", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
