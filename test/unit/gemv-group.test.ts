@@ -23,13 +23,13 @@ const child = path.join(root, 'test', 'helpers', 'gemv-group-child.ts');
 // The row-group layouts on every AVX-512 host: with AMX-INT8 a process leaves Q4_0/Q5_0/Q8_0/
 // Q4_K/Q6_K in the GGUF layout for the AMX tiles (core/isa.h KernelChoice::amx_int8), and only
 // packed matrices are grouped. Set before this process loads the addon (its kernel choice is
-// made once, at load), and passed to the children.
+// made once, at load); the children inherit it.
 process.env.FULCRUM_AMX = '0';
 
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   test(`a grouped decode GEMV gives each matrix the bits it gets alone (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
     const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
-      cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_NO_REPACK: '', FULCRUM_AMX: '0' }, encoding: 'utf8', timeout: 120_000,
+      cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_NO_REPACK: '' }, encoding: 'utf8', timeout: 120_000,
     });
     assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}) failed: ${r.stderr}`);
     const out = JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; cases: GemvGroupCase[]; errors: string[] };
@@ -55,7 +55,7 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   test(`the packed GEMVs give the same bits with and without software prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
     const runs = (['1', '0'] as const).map((prefetch) => {
       const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
-        cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_GEMV_PREFETCH_Q6_K: prefetch, FULCRUM_NO_REPACK: '', FULCRUM_AMX: '0' },
+        cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_GEMV_PREFETCH_Q6_K: prefetch, FULCRUM_NO_REPACK: '' },
         encoding: 'utf8', timeout: 120_000,
       });
       assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}, FULCRUM_GEMV_PREFETCH(_Q6_K)=${prefetch}) failed: ${r.stderr}`);

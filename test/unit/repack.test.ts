@@ -53,6 +53,14 @@ function tolerance(type: string): number {
   return type === 'Q5_1' ? 4e-6 : 2e-6;
 }
 
+// A repacked case: the layout of its format at `isa`, within tolerance of vec_dot, and each
+// token's outputs in a batch the bits it gets alone.
+function assertRepacked(c: RepackCase, isa: string, label: string): void {
+  assert.equal(c.layout, `${c.type.toLowerCase()}x${groupRows(isa, c.type)}`, label);
+  assert.ok(c.packedVsVecdot <= tolerance(c.type), `${label}: packed path off the vec_dot path by ${c.packedVsVecdot}`);
+  assert.ok(c.batchEqualsAlone, `${label}: a token's outputs in the batch differ from its outputs alone`);
+}
+
 for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
   test(`Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K repacked in row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
@@ -68,12 +76,7 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
       return;
     }
     assert.equal(out.cases.length, 7 * 4 * 9 * 2);
-    for (const c of out.cases) {
-      const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
-      assert.equal(c.layout, `${c.type.toLowerCase()}x${groupRows(isa, c.type)}`, label);
-      assert.ok(c.packedVsVecdot <= tolerance(c.type), `${label}: packed path off the vec_dot path by ${c.packedVsVecdot}`);
-      assert.ok(c.batchEqualsAlone, `${label}: a token's outputs in the batch differ from its outputs alone`);
-    }
+    for (const c of out.cases) assertRepacked(c, isa, `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`);
   });
 }
 
@@ -102,12 +105,7 @@ test('with AMX-INT8 the AMX-tiled formats stay in the GGUF layout and Q5_1/Q5_K 
   }
   for (const c of out.cases) {
     const label = `${c.type} ${c.rows}x${c.cols}`;
-    if (c.type === 'Q5_1' || c.type === 'Q5_K') {
-      assert.equal(c.layout, `${c.type.toLowerCase()}x${groupRows('avx512', c.type)}`, label);
-      assert.ok(c.packedVsVecdot <= tolerance(c.type), `${label}: packed path off the vec_dot path by ${c.packedVsVecdot}`);
-      assert.ok(c.batchEqualsAlone, `${label}: a token's outputs in the batch differ from its outputs alone`);
-    } else {
-      assert.equal(c.layout, null, `${label} must stay in the GGUF layout for the AMX tiles`);
-    }
+    if (c.type === 'Q5_1' || c.type === 'Q5_K') assertRepacked(c, 'avx512', label);
+    else assert.equal(c.layout, null, `${label} must stay in the GGUF layout for the AMX tiles`);
   }
 });

@@ -12,13 +12,21 @@ namespace {
 
 TypeTraits g_table[static_cast<int>(GgmlType::COUNT)];
 
+// Whether the variable `name` is exactly "0" or "1" (into *value); any other value is ignored.
+bool env_switch(const char* name, bool* value) {
+  const char* e = std::getenv(name);
+  if (!e || (e[0] != '0' && e[0] != '1') || e[1] != 0) return false;
+  *value = e[0] == '1';
+  return true;
+}
+
 KernelChoice make_choice() {
   KernelChoice c = choose_kernels(cpu_features(), std::getenv("FULCRUM_ISA"));
-  if (const char* pf = std::getenv("FULCRUM_GEMV_PREFETCH"); pf && (pf[0] == '0' || pf[0] == '1') && pf[1] == 0)
-    c.gemv_prefetch = pf[0] == '1';
-  if (const char* amx = std::getenv("FULCRUM_AMX"); amx && amx[0] == '0' && amx[1] == 0) c.amx_int8 = false;
-  if (const char* pf = std::getenv("FULCRUM_GEMV_PREFETCH_Q6_K"); pf && (pf[0] == '0' || pf[0] == '1') && pf[1] == 0)
-    c.q6_k_gemv_prefetch = pf[0] == '1';
+  bool on = false;
+  if (env_switch("FULCRUM_GEMV_PREFETCH", &on)) c.gemv_prefetch = on;
+  if (env_switch("FULCRUM_GEMV_PREFETCH_Q6_K", &on)) c.q6_k_gemv_prefetch = on;
+  // Off only: AMX tiles on a CPU without AMX would fault.
+  if (env_switch("FULCRUM_AMX", &on) && !on) c.amx_int8 = false;
   select_kernels(c, g_table);
   return c;
 }
