@@ -50,13 +50,14 @@ function main(): void {
     { label: 'Q4_0 Q/K/V 896 columns', cols: 896, items: [{ type: Q4_0, rows: 896 }, { type: Q4_0, rows: 128 }, { type: Q4_0, rows: 128 }] },
     { label: 'Q8_0 Q/K/V, K and V of 48 rows', cols: 512, items: [{ type: Q8_0, rows: 512 }, { type: Q8_0, rows: 48 }, { type: Q8_0, rows: 48 }] },
     { label: 'Q8_0 gate/up 4864 rows', cols: 896, items: [{ type: Q8_0, rows: 4864 }, { type: Q8_0, rows: 4864 }] },
-    { label: 'Q4_K Q/K with Q6_K V (Q4_K_M)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_K, rows: 36 }, { type: Q6_K, rows: 36 }] },
+    // Q4_K's K a whole number of its groups on every ISA (16 rows at AVX-512, 4 at AVX2).
+    { label: 'Q4_K Q/K with Q6_K V (Q4_K_M)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_K, rows: 48 }, { type: Q6_K, rows: 36 }] },
     { label: 'Q4_0 with Q8_0 (one activation row, two arrangements)', cols: 512, items: [{ type: Q4_0, rows: 512 }, { type: Q8_0, rows: 64 }, { type: Q4_0, rows: 64 }] },
     // A Q5_K_M layer: Q5_1 (Q8_1 activations, arranged with their sums) beside Q5_K (Q8_K rows).
     { label: 'Q5_1 Q/K with Q5_K V (Q5_K_M)', cols: 1024, items: [{ type: Q5_1, rows: 1024 }, { type: Q5_1, rows: 128 }, { type: Q5_K, rows: 128 }] },
-    // Q4_K's row groups count in units of 4, Q4_0's in 2 (AVX2) or 1 (AVX-512): an index space of
+    // Q6_K's row groups count in units of 4, Q4_0's in 2 (AVX2) or 1 (AVX-512): an index space of
     // 258 or 257 groups, not a whole number of units, cut once per thread (small group).
-    { label: 'Q4_K with a 16-row Q4_0 (a group space that ends inside a unit)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_0, rows: 16 }] },
+    { label: 'Q6_K with a 16-row Q4_0 (a group space that ends inside a unit)', cols: 1024, items: [{ type: Q6_K, rows: 1024 }, { type: Q4_0, rows: 16 }] },
     { label: 'four small Q4_0 (inline)', cols: 256, items: [{ type: Q4_0, rows: 32 }, { type: Q4_0, rows: 64 }, { type: Q4_0, rows: 32 }, { type: Q4_0, rows: 16 }] },
   ];
   const cases: GemvGroupCase[] = [];

@@ -1,9 +1,10 @@
-// Q4_K, Q5_K and Q6_K in groups of 4 rows (q4_kx4, q5_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
+// Q5_K and Q6_K in groups of 4 rows (q5_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
 // AVX-512 VNNI. Both kernels share the frame below: a zmm's 128-bit lane r holds row r, the GEMV
 // is the tile at one token (every (row, token) output is the same bits alone or in a batch), and
-// a row's four lanes are added (l0 + l2) + (l1 + l3) at the end.
+// a row's four lanes are added (l0 + l2) + (l1 + l3) at the end. (Q4_K on AVX-512 is q4_kx16,
+// packed_k16_avx512.cc; Q5_K runs the q4_kx4 kernel described here with its fifth bits.)
 //
-// Q4_K:
+// q4_kx4 (Q4_K's layout on AVX2, Q5_K's frame here):
 // Rows are interleaved by 16-byte pieces, so a zmm's 128-bit lane r holds row r: one 64-byte
 // load gives four rows' 32 nibbles each (two sub-blocks × 16 elements), the token's matching
 // 16 activations are one 16-byte broadcast shared by the four rows, and every per-row factor
@@ -20,7 +21,7 @@
 //     bench.matmul 5632 × 2048 from L3, 1 thread, alternating builds: 1 token 169 -> 145-148 µs,
 //     4 tokens 524 -> 481-483, 8 1057 -> 968-1014, 32 4395 -> 3979-4041 (Q5_K: 234 -> 211,
 //     587 -> 519-571, 1186 -> 1045-1084, 4861 -> 4422-4510); 1.3B Q4_K prefill (256 tokens,
-//     1 thread, alternating processes) 74.3 -> 80.0 tok/s;
+//     1 thread, alternating processes; Q4_K still in q4_kx4 then) 74.3 -> 80.0 tok/s;
 //   - per token and super-block: the mins term as one vpmaddwd of the rows' mins by the token's
 //     sub-block sums, two conversions and two fmas by lane vectors of d·dy and dmin·dy.
 // About a third of the instructions of the GGUF-layout tile, which unpacks each row's scales in
@@ -178,7 +179,6 @@ struct KernelT {
       for (int c = 0; c < C; ++c) store_rows(accs[k][c], out + k * out_g + c * os);
   }
 };
-using Kernel = KernelT<false>;
 using Q5Kernel = KernelT<true>;
 
 }  // namespace q4k
@@ -312,10 +312,6 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 
 }  // namespace
 
-void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q4k::Kernel>(n, out, w, groups, act); }
-void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
-}
 void gemv_q5_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q4k::Q5Kernel>(n, out, w, groups, act); }
 void tile_q5_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q4k::Q5Kernel>(n, out, out_stride, w, act, act_stride, cols);

@@ -16,6 +16,7 @@ const char* weight_layout_name(WeightLayout l) {
   switch (l) {
     case WeightLayout::Gguf: return "gguf";
     case WeightLayout::Q4_Kx4: return "q4_kx4";
+    case WeightLayout::Q4_Kx16: return "q4_kx16";
     case WeightLayout::Q6_Kx4: return "q6_kx4";
     case WeightLayout::Q4_0x16: return "q4_0x16";
     case WeightLayout::Q5_0x16: return "q5_0x16";
@@ -95,7 +96,8 @@ void register_packed_formats(const KernelChoice& c) {
       g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, sw ? gemv_q5_0x16_avx512 : gemv_q5_0x16_hwpf_avx512, tile_q5_0x16_avx512,
                       kPackedTileColsX16Avx512);
       g_q8_0.quant_xor = 0x80;
-      g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, gemv_q4_kx4_avx512, tile_q4_kx4_avx512, kPackedTileColsAvx512);
+      g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, sw ? gemv_q4_kx16_avx512 : gemv_q4_kx16_hwpf_avx512, tile_q4_kx16_avx512,
+                      kPackedTileColsX16Avx512);
       g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
                       tile_q6_kx4_avx512, kPackedTileColsAvx512);
     }
@@ -173,6 +175,28 @@ void place_q4_k(uint8_t* s, const block_q4_K* b, int r) {
     for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
 }
 
+// q4_kx16 (repack.h): per super-block of 16 rows their d, their dmin, the three planes of their
+// scale words, then per chunk of 64 elements eight vectors of 4-byte pieces of their nibbles.
+void repack_q4_kx16(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+  const int64_t nsb = cols / QK_K;
+  const size_t rb = static_cast<size_t>(nsb) * sizeof(block_q4_K);
+  for (int64_t g = 0; g < rows / 16; ++g) {
+    uint8_t* dst = data + static_cast<size_t>(g) * rb * 16;
+    std::memcpy(scratch, dst, rb * 16);
+    for (int64_t i = 0; i < nsb; ++i) {
+      uint8_t* s = dst + static_cast<size_t>(i) * 16 * sizeof(block_q4_K);
+      for (int r = 0; r < 16; ++r) {
+        const block_q4_K* b = reinterpret_cast<const block_q4_K*>(scratch + r * rb) + i;
+        std::memcpy(s + 2 * r, &b->d, 2);
+        std::memcpy(s + 32 + 2 * r, &b->dmin, 2);
+        for (int w = 0; w < 3; ++w) std::memcpy(s + 64 + 64 * w + 4 * r, b->scales + 4 * w, 4);
+        for (int c = 0; c < 4; ++c)
+          for (int k = 0; k < 8; ++k) std::memcpy(s + 256 + 512 * c + 64 * k + 4 * r, b->qs + 32 * c + 4 * k, 4);
+      }
+    }
+  }
+}
+
 // q5_kx4: q4_kx4's header, the fifth bits by 16-byte pieces, then q4_kx4's nibbles.
 void place_q5_k(uint8_t* s, const block_q5_K* b, int r) {
   static constexpr size_t kScaleAt[4] = {0, 12, 32, 44};
@@ -241,6 +265,7 @@ void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, i
 
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
   if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
+  if (pf.layout == WeightLayout::Q4_Kx16) return repack_q4_kx16(data, rows, cols, scratch);
   if (pf.layout == WeightLayout::Q5_Kx4) return repack_super_blocks<block_q5_K>(data, rows, cols, scratch, place_q5_k);
   if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
   const int64_t nb = cols / QK4_0;

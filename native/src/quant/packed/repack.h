@@ -14,6 +14,14 @@
 // so one 64-byte load holds 16 elements of two sub-blocks for all four rows (a 128-bit lane per
 // row) and the header unpacks with a few vector operations for the four rows at once (each
 // 32-byte half serves a pair of rows on AVX2). Its activations are Q8_K rows as they are.
+// That is Q4_K's layout on AVX2. On AVX-512 Q4_K is "q4_kx16" (2304 bytes per super-block of 256
+// columns, sixteen rows' blocks' bytes; packed_k16_avx512.cc says why):
+//   [0, 32) [32, 64)   the 16 rows' d, then their dmin (f16), row r at index r
+//   [64 + 64·w + 4·r, +4)  row r's scale bytes [4·w, 4·w + 4) (w = 0..2: three planes of words)
+//   [256 + 512·c + 64·k + 4·r, +4)  row r's qs[32·c + 4·k, +4) (c chunk of 64 elements, k = 0..7)
+// so a zmm's 32-bit lane is a row: four nibble bytes of each row per 64-byte load (low nibbles
+// elements 64·c + 4·k.., high ones 64·c + 32 + 4·k..), and one load per plane gives a scale word
+// of all 16 rows.
 // Q5_K ("q5_kx4", 704 bytes per super-block of 256 columns): q4_kx4's 64-byte header, then the
 // fifth bits, then q4_kx4's nibbles:
 //   [64 + 64·h + 16·r, +16)  row r's qh[16·h, +16)
@@ -80,6 +88,7 @@ enum class WeightLayout : uint8_t {
   Q5_Kx4 = 12,
   Q5_1x16 = 13,
   Q5_1x8 = 14,
+  Q4_Kx16 = 15,
 };
 const char* weight_layout_name(WeightLayout l);
 
@@ -117,8 +126,9 @@ bool packs(GgmlType t, int64_t rows, int64_t cols);
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch);
 
 // The kernels (packed_<isa>.cc).
-void gemv_q4_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q4_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q4_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q5_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);

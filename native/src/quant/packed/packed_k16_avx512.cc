@@ -1,0 +1,195 @@
+// Q4_K in 16-row groups (q4_kx16, repack.h) × Q8_K activations as they are, AVX-512 VNNI: the
+// frame of the 32-element formats' 16-row groups (packed_x16_avx512.cc) for the K-quant.
+//
+// A zmm's 16 int32 lanes are the group's 16 rows, each lane four quants of its row, so a
+// sub-block's 512 multiply-adds for a token are eight vpdpbusd whose activation operand is a
+// 4-byte broadcast straight from the token's Q8_K quants (an embedded {1to16} broadcast: a load,
+// no shuffle). A lane's sum is one (row, sub-block) product, at most 32·15·128 = 61440, and one
+// vpmulld by the rows' 6-bit scales of that sub-block adds it to the row's super-block sum (exact
+// int32, vec_dot_q4_k's integer sums). Per super-block and token the mins term is four vpdpwssd
+// of the rows' mins (int16 pairs) by the token's sub-block sums, then two conversions and two fmas
+// by d·dy and dmin·dy, as q4_kx4.
+//
+// Why not q4_kx4 (packed_k_avx512.cc, where Q4_K was before), whose zmm holds four rows in
+// 128-bit lanes: every 16 activations are a 16-byte broadcast shared by four rows only, and per
+// 256 multiply-adds a token ran about 10 instructions against about 5.5 here (the nibble unpacking
+// and the scales serve the tile's 8 tokens). 2-vCPU Zen 4 (avx512, no AMX), alternating builds:
+//   bench.matmul 5632 × 2048 from L3, 1 thread: 1 token 148 -> 110 µs, 8 tokens 969 -> 597,
+//     32 4041 -> 2396 (now the 32-element formats' rate: Q4_0 8 tokens 623);
+//   1.3B Q4_K, 256-token prefill: 1 thread 79.1 -> 107.5 tok/s, 2 threads 154.4 -> 205.1;
+//     1.3B Q4_K_M 78.9 -> 103.4 and 151.8 -> 191.4;
+//   decode (48 tokens): 1 thread level (35.7 / 36.1 tok/s, medians of 8); 2 threads level while
+//     the host gave ~35 GB/s and about 5 % lower while it gave ~60 (1.3B Q4_K 53-58 -> 52-53),
+//     as bench.matmul at 2 threads from DRAM: 6.5 MB matrices 2-5 % lower, a 37 MB one level
+//     (one thread: 31.7-32.9 -> 33.6-34.2 GB/s). Software prefetch (prefetchnta 1.5-4.5 KiB,
+//     prefetcht0/t1), one or three streams, chunks of the two streams alternating, smaller
+//     claims at the end of a matmul: none recovered it.
+//
+// The GEMV (the drivers' chunk, tiles/gemm_tile_dispatch.h: two streams of 2304-byte super-blocks)
+// and the tile run super_block below with the same float steps per (row, token), so a token's
+// outputs are the same bits alone and in a batch.
+#include <cstring>
+
+#include "quant/formats/blocks.h"
+#include "quant/packed/repack.h"
+#include "quant/tiles/gemm_tile_dispatch.h"
+#define QUANT_ISA avx512
+#include "quant/dot/simd_avx512.h"
+
+namespace fulcrum {
+namespace quant {
+namespace {
+
+constexpr size_t kGemvPrefetchBytes = 1024;
+// q4_kx16 (repack.h): d, dmin, the three scale-word planes, then the nibble vectors.
+constexpr size_t kDminAt = 32, kW0At = 64, kW1At = 128, kW2At = 192, kQsAt = 256;
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The group's per-super-block factors: the rows' 6-bit scales and mins (byte j of a lane: sub-block
+// j or 4 + j), their d and dmin.
+struct Scales {
+  __m512i sc_lo, sc_hi;            // bytes: scales 0-3 / 4-7
+  __m512i m02, m13, m46, m57;      // int16 pairs: (min 0, min 2), (1, 3), (4, 6), (5, 7)
+  __m512 d, dmin;
+};
+
+// vec_dot_q4_k's unpacking of the 12 scale bytes (utils: scales 0-3 = W0 & 0x3f, mins 0-3 = W1 &
+// 0x3f, scales 4-7 = (W2 & 0x0f) | ((W0 >> 2) & 0x30), mins 4-7 = ((W2 >> 4) & 0x0f) | ((W1 >> 2) &
+// 0x30), per byte) on the 16 rows' words at once.
+inline Scales load_scales(const uint8_t* cw) {
+  const __m512i w0 = _mm512_loadu_si512(cw + kW0At), w1 = _mm512_loadu_si512(cw + kW1At), w2 = _mm512_loadu_si512(cw + kW2At);
+  const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  Scales s;
+  s.sc_lo = _mm512_and_si512(w0, m3f);
+  // (A & C) | B: vpternlogd 0xEC.
+  s.sc_hi = _mm512_ternarylogic_epi32(w2, _mm512_and_si512(_mm512_srli_epi32(w0, 2), m30), m0f, 0xEC);
+  const __m512i mins_lo = _mm512_and_si512(w1, m3f);
+  const __m512i mins_hi = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w2, 4), _mm512_and_si512(_mm512_srli_epi32(w1, 2), m30), m0f, 0xEC);
+  const __m512i low_bytes = _mm512_set1_epi16(0x00ff);
+  s.m02 = _mm512_and_si512(mins_lo, low_bytes), s.m13 = _mm512_srli_epi16(mins_lo, 8);
+  s.m46 = _mm512_and_si512(mins_hi, low_bytes), s.m57 = _mm512_srli_epi16(mins_hi, 8);
+  s.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw)));
+  s.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kDminAt)));
+  return s;
+}
+
+// Sub-block j's scale of each row as an int32 lane.
+template <int J>
+inline __m512i scale_of(const Scales& s) {
+  const __m512i v = J < 4 ? s.sc_lo : s.sc_hi;
+  constexpr int kShift = 8 * (J % 4);
+  if constexpr (kShift == 24) return _mm512_srli_epi32(v, 24);
+  else return _mm512_and_si512(kShift == 0 ? v : _mm512_srli_epi32(v, kShift), _mm512_set1_epi32(0xff));
+}
+
+// One sub-block's sums for one token: eight vpdpbusd of the rows' unsigned nibbles w[k] by the
+// token's quants y[4k..4k+3] (two chains of four, added: the order of exact int32 sums does not
+// matter).
+inline __m512i sub_block_sum(const __m512i* w, const int8_t* y) {
+  __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) {
+    a = _mm512_dpbusd_epi32(a, w[k], bcast4(y + 4 * k));
+    b = _mm512_dpbusd_epi32(b, w[k + 4], bcast4(y + 16 + 4 * k));
+  }
+  return _mm512_add_epi32(a, b);
+}
+
+// Chunk c (64 elements) of C tokens into their super-block sums: sub-block 2c from the low nibbles
+// of the chunk's eight vectors, 2c + 1 from the high ones (the vectors are read twice, from L1,
+// rather than held: eight unpacked vectors, the C sums and accumulators fit the 32 registers).
+template <int C, int Ch>
+[[gnu::always_inline]] inline void chunk_sums(const uint8_t* cw, const Scales& s, const block_q8_K* const* y, __m512i* sum) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const uint8_t* q = cw + kQsAt + 512 * Ch;
+  __m512i w[8];
+  for (int k = 0; k < 8; ++k) w[k] = _mm512_and_si512(_mm512_loadu_si512(q + 64 * k), m4);
+  const __m512i sc0 = scale_of<2 * Ch>(s);
+  for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch), sc0));
+  for (int k = 0; k < 8; ++k) w[k] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(q + 64 * k), 4), m4);
+  const __m512i sc1 = scale_of<2 * Ch + 1>(s);
+  for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch + 32), sc1));
+}
+
+// The super-block's float steps for C tokens: the mins term and the scaled sums into acc.
+template <int C>
+[[gnu::always_inline]] inline void finish(const Scales& s, const block_q8_K* const* y, const __m512i* sum, __m512* acc) {
+  for (int c = 0; c < C; ++c) {
+    // The token's sub-block sums B0..B7 (pairs of its 16-element sums) as the int16 pairs the
+    // mins are in: (B0, B2), (B1, B3), (B4, B6), (B5, B7).
+    const __m128i b = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[c]->bsums)),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[c]->bsums + 8)));
+    const __m128i pairs = _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
+    __m512i mins = _mm512_dpwssd_epi32(_mm512_setzero_si512(), s.m02, _mm512_set1_epi32(_mm_extract_epi32(pairs, 0)));
+    mins = _mm512_dpwssd_epi32(mins, s.m13, _mm512_set1_epi32(_mm_extract_epi32(pairs, 1)));
+    mins = _mm512_dpwssd_epi32(mins, s.m46, _mm512_set1_epi32(_mm_extract_epi32(pairs, 2)));
+    mins = _mm512_dpwssd_epi32(mins, s.m57, _mm512_set1_epi32(_mm_extract_epi32(pairs, 3)));
+    const __m512 dy = _mm512_set1_ps(y[c]->d);
+    acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(s.d, dy), _mm512_cvtepi32_ps(sum[c]), acc[c]);
+    acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(s.dmin, dy), _mm512_cvtepi32_ps(mins), acc[c]);
+  }
+}
+
+// One super-block of the group (cw) for C tokens (y[c]: each token's Q8_K block) into their
+// accumulators.
+template <int C>
+[[gnu::always_inline]] inline void super_block(const uint8_t* cw, const block_q8_K* const* y, __m512* acc) {
+  const Scales s = load_scales(cw);
+  __m512i sum[C];
+  for (int c = 0; c < C; ++c) sum[c] = _mm512_setzero_si512();
+  chunk_sums<C, 0>(cw, s, y, sum);
+  chunk_sums<C, 1>(cw, s, y, sum);
+  chunk_sums<C, 2>(cw, s, y, sum);
+  chunk_sums<C, 3>(cw, s, y, sum);
+  finish<C>(s, y, sum, acc);
+}
+
+// The drivers' kernel (tiles/gemm_tile_dispatch.h): a chunk is one super-block of the 16 rows.
+struct Q4Kx16 {
+  static constexpr int64_t kChunkCols = QK_K;
+  static constexpr size_t kChunkBytes = 16 * sizeof(block_q4_K), kActChunkBytes = sizeof(block_q8_K);
+  static constexpr int kGroupRows = 16;
+  using Acc = __m512;
+  static Acc zero() { return _mm512_setzero_ps(); }
+  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) {
+    const block_q8_K* y = reinterpret_cast<const block_q8_K*>(a);
+    super_block<1>(cw, &y, &acc);
+  }
+  static void store(float* out, Acc acc) { _mm512_storeu_ps(out, acc); }
+  // 16 rows × C tokens: each sub-block's unpacked nibbles serve the C tokens from registers.
+  template <int C>
+  static void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+    const int64_t nsb = n / QK_K;
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const uint8_t* cw = w + i * kChunkBytes;
+      // The next super-block of this group: from L2 (the caller's previous tile call read it) or,
+      // for the first token tile, from memory.
+      for (size_t o = 0; o < kChunkBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + kChunkBytes + o), _MM_HINT_T0);
+      const block_q8_K* y[C];
+      for (int c = 0; c < C; ++c) y[c] = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
+      super_block<C>(cw, y, acc);
+    }
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+  }
+};
+
+}  // namespace
+
+void gemv_q4_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Q4Kx16, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Q4Kx16, 0>(n, out, w, groups, act);
+}
+void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  packed_tile_any<Q4Kx16, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
+}
+
+}  // namespace quant
+}  // namespace fulcrum
