@@ -3,8 +3,8 @@
 //
 // A zmm's 16 int32 lanes are the group's 16 rows, each lane four quants of its row, so a
 // sub-block's 512 multiply-adds for a token are eight vpdpbusd whose activation operand is a
-// 4-byte broadcast straight from the token's Q8_K quants (an embedded {1to16} broadcast: a load,
-// no shuffle). A lane's sum is one (row, sub-block) product, at most 32·15·128 = 61440, and one
+// 4-byte broadcast straight from the token's Q8_K quants (vpbroadcastd from memory: a load, no
+// shuffle). A lane's sum is one (row, sub-block) product, at most 32·15·128 = 61440, and one
 // vpmulld by the rows' 6-bit scales of that sub-block adds it to the row's super-block sum (exact
 // int32, vec_dot_q4_k's integer sums). Per super-block and token the mins term is four vpdpwssd
 // of the rows' mins (int16 pairs) by the token's sub-block sums, then two conversions and two fmas
@@ -115,9 +115,17 @@ template <int C, int Ch>
   for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch + 32), sc1));
 }
 
-// The super-block's float steps for C tokens: the mins term and the scaled sums into acc.
+// One super-block of the group (cw) for C tokens (y[c]: each token's Q8_K block) into their
+// accumulators.
 template <int C>
-[[gnu::always_inline]] inline void finish(const Scales& s, const block_q8_K* const* y, const __m512i* sum, __m512* acc) {
+[[gnu::always_inline]] inline void super_block(const uint8_t* cw, const block_q8_K* const* y, __m512* acc) {
+  const Scales s = load_scales(cw);
+  __m512i sum[C];
+  for (int c = 0; c < C; ++c) sum[c] = _mm512_setzero_si512();
+  chunk_sums<C, 0>(cw, s, y, sum);
+  chunk_sums<C, 1>(cw, s, y, sum);
+  chunk_sums<C, 2>(cw, s, y, sum);
+  chunk_sums<C, 3>(cw, s, y, sum);
   for (int c = 0; c < C; ++c) {
     // The token's sub-block sums B0..B7 (pairs of its 16-element sums) as the int16 pairs the
     // mins are in: (B0, B2), (B1, B3), (B4, B6), (B5, B7).
@@ -132,20 +140,6 @@ template <int C>
     acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(s.d, dy), _mm512_cvtepi32_ps(sum[c]), acc[c]);
     acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(s.dmin, dy), _mm512_cvtepi32_ps(mins), acc[c]);
   }
-}
-
-// One super-block of the group (cw) for C tokens (y[c]: each token's Q8_K block) into their
-// accumulators.
-template <int C>
-[[gnu::always_inline]] inline void super_block(const uint8_t* cw, const block_q8_K* const* y, __m512* acc) {
-  const Scales s = load_scales(cw);
-  __m512i sum[C];
-  for (int c = 0; c < C; ++c) sum[c] = _mm512_setzero_si512();
-  chunk_sums<C, 0>(cw, s, y, sum);
-  chunk_sums<C, 1>(cw, s, y, sum);
-  chunk_sums<C, 2>(cw, s, y, sum);
-  chunk_sums<C, 3>(cw, s, y, sum);
-  finish<C>(s, y, sum, acc);
 }
 
 // The drivers' kernel (tiles/gemm_tile_dispatch.h): a chunk is one super-block of the 16 rows.

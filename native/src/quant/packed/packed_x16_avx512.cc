@@ -4,7 +4,7 @@
 //
 // A zmm's 16 int32 lanes are the group's 16 rows, each lane four quants of its row's block, so
 // one block's 512 multiply-adds for a token are eight vpdpbusd whose activation operand is a
-// 4-byte broadcast straight from the token's quants (an embedded {1to16} broadcast: a load, no
+// 4-byte broadcast straight from the token's quants (vpbroadcastd from memory: a load, no
 // shuffle). A lane's sum is one (row, block) product, so the scales are one float step per
 // block and token for all 16 rows: convert, scale product, fused add. The 4-row layouts this
 // replaces paid more: Q4_0's "piece order" two float steps per 512 multiply-adds (its lanes held
