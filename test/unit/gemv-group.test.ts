@@ -47,7 +47,7 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   });
 }
 
-// The packed GEMVs of Q4_0, Q5_0, Q8_0 and Q4_K (and of Q5_K and Q6_K at AVX2, Q6_K at AVX-512) come in
+// Every packed GEMV (Q4_0, Q5_0, Q5_1, Q8_0 and the K-quants, at each ISA) comes in
 // two walks, with software prefetch and with the hardware prefetchers alone (core/isa.h
 // KernelChoice::gemv_prefetch and q6_k_gemv_prefetch, chosen per CPU): prefetching moves bytes,
 // never sums, so both must give the same bits.

@@ -1,5 +1,7 @@
-// Q4_K in 16-row groups (q4_kx16, repack.h) × Q8_K activations as they are, AVX-512 VNNI: the
-// frame of the 32-element formats' 16-row groups (packed_x16_avx512.cc) for the K-quant.
+// Q4_K and Q5_K in 16-row groups (q4_kx16, q5_kx16: repack.h) × Q8_K activations as they are,
+// AVX-512 VNNI: the frame of the 32-element formats' 16-row groups (packed_x16_avx512.cc) for the
+// K-quants. Q5_K is Q4_K with each nibble's fifth bit from a qh vector of the same rows and
+// elements (one shift and one vpternlogd a vector).
 //
 // A zmm's 16 int32 lanes are the group's 16 rows, each lane four quants of its row, so a
 // sub-block's 512 multiply-adds for a token are eight vpdpbusd whose activation operand is a
@@ -24,6 +26,13 @@
 //     (one thread: 31.7-32.9 -> 33.6-34.2 GB/s). Software prefetch (prefetchnta 1.5-4.5 KiB,
 //     prefetcht0/t1), one or three streams, chunks of the two streams alternating, smaller
 //     claims at the end of a matmul: none recovered it.
+// Q5_K, against q5_kx4 (packed_k_avx512.cc then, with its vpdpbusd chunk): bench.matmul 5632 ×
+// 2048 from L3, 1 thread: 1 token 212 -> 162 µs, 8 tokens 1052 -> 669, 32 4185 -> 2612; from
+// DRAM 1 thread 32.2-33.9 -> 36.2-36.7 GB/s, 2 threads 37.3-37.6 -> 36.4-37.4. 1.3B Q5_K_M
+// (alternating processes, medians of 5): prefill 74.6 -> 98.5 tok/s (1 thread), 138.2 -> 186.3
+// (2); decode 29.2 -> 31.0 (1), 2 threads within the host's swings (45.5 / 44.6 against 47.0 /
+// 44.8 at ~58 GB/s). 0.5B Q5_K_M: prefill 285.6 -> 304.3 and 513.8 -> 543.1, decode 94.1 -> 97.5
+// and 132.4 -> 131.7.
 //
 // The GEMV (the drivers' chunk, tiles/gemm_tile_dispatch.h: two streams of 2304-byte super-blocks)
 // and the tile run super_block below with the same float steps per (row, token), so a token's
@@ -41,8 +50,19 @@ namespace quant {
 namespace {
 
 constexpr size_t kGemvPrefetchBytes = 1024;
-// q4_kx16 (repack.h): d, dmin, the three scale-word planes, then the nibble vectors.
-constexpr size_t kDminAt = 32, kW0At = 64, kW1At = 128, kW2At = 192, kQsAt = 256;
+// q4_kx16 (repack.h): d, dmin, the three scale-word planes, then the nibble vectors; q5_kx16 the
+// same with the fifth-bit vectors between the planes and the nibbles.
+constexpr size_t kDminAt = 32, kW0At = 64, kW1At = 128, kW2At = 192, kQhAt = 256;
+template <bool kFifthBit>
+constexpr size_t kQsAt = kFifthBit ? 768 : 256;
+
+// (v & 0x0f) | (bit & 0x10), the bit at position 4 of `bit` already shifted there: vpternlogd of
+// A = v, B = bit & 0x10, C = 0x0f as (A & C) | B.
+template <int kShift>
+inline __m512i with_fifth_bit(__m512i v, __m512i qh, __m512i m0f, __m512i m10) {
+  const __m512i b = kShift > 0 ? _mm512_slli_epi16(qh, kShift) : kShift < 0 ? _mm512_srli_epi16(qh, -kShift) : qh;
+  return _mm512_ternarylogic_epi32(v, _mm512_and_si512(b, m10), m0f, 0xEC);
+}
 
 inline __m512i bcast4(const int8_t* p) {
   int32_t v;
@@ -102,30 +122,42 @@ inline __m512i sub_block_sum(const __m512i* w, const int8_t* y) {
 // Chunk c (64 elements) of C tokens into their super-block sums: sub-block 2c from the low nibbles
 // of the chunk's eight vectors, 2c + 1 from the high ones (the vectors are read twice, from L1,
 // rather than held: eight unpacked vectors, the C sums and accumulators fit the 32 registers).
-template <int C, int Ch>
+// Q5_K (kFifthBit): each nibble gets its fifth bit from the qh vector of the same rows and
+// elements (bit 2·Ch of qh byte l for the low nibbles of chunk Ch, 2·Ch + 1 for the high ones, as
+// vec_dot_q5_k), moved to bit 4 by one shift: values 0..31, a lane's sum at most 32·31·128.
+template <bool kFifthBit, int C, int Ch>
 [[gnu::always_inline]] inline void chunk_sums(const uint8_t* cw, const Scales& s, const block_q8_K* const* y, __m512i* sum) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const uint8_t* q = cw + kQsAt + 512 * Ch;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+  const uint8_t* q = cw + kQsAt<kFifthBit> + 512 * Ch;
+  const uint8_t* qh = cw + kQhAt;
   __m512i w[8];
-  for (int k = 0; k < 8; ++k) w[k] = _mm512_and_si512(_mm512_loadu_si512(q + 64 * k), m4);
+  for (int k = 0; k < 8; ++k) {
+    const __m512i v = _mm512_loadu_si512(q + 64 * k);
+    if constexpr (kFifthBit) w[k] = with_fifth_bit<4 - 2 * Ch>(v, _mm512_loadu_si512(qh + 64 * k), m4, m10);
+    else w[k] = _mm512_and_si512(v, m4);
+  }
   const __m512i sc0 = scale_of<2 * Ch>(s);
   for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch), sc0));
-  for (int k = 0; k < 8; ++k) w[k] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(q + 64 * k), 4), m4);
+  for (int k = 0; k < 8; ++k) {
+    const __m512i v = _mm512_srli_epi16(_mm512_loadu_si512(q + 64 * k), 4);
+    if constexpr (kFifthBit) w[k] = with_fifth_bit<3 - 2 * Ch>(v, _mm512_loadu_si512(qh + 64 * k), m4, m10);
+    else w[k] = _mm512_and_si512(v, m4);
+  }
   const __m512i sc1 = scale_of<2 * Ch + 1>(s);
   for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch + 32), sc1));
 }
 
 // One super-block of the group (cw) for C tokens (y[c]: each token's Q8_K block) into their
 // accumulators.
-template <int C>
+template <bool kFifthBit, int C>
 [[gnu::always_inline]] inline void super_block(const uint8_t* cw, const block_q8_K* const* y, __m512* acc) {
   const Scales s = load_scales(cw);
   __m512i sum[C];
   for (int c = 0; c < C; ++c) sum[c] = _mm512_setzero_si512();
-  chunk_sums<C, 0>(cw, s, y, sum);
-  chunk_sums<C, 1>(cw, s, y, sum);
-  chunk_sums<C, 2>(cw, s, y, sum);
-  chunk_sums<C, 3>(cw, s, y, sum);
+  chunk_sums<kFifthBit, C, 0>(cw, s, y, sum);
+  chunk_sums<kFifthBit, C, 1>(cw, s, y, sum);
+  chunk_sums<kFifthBit, C, 2>(cw, s, y, sum);
+  chunk_sums<kFifthBit, C, 3>(cw, s, y, sum);
   for (int c = 0; c < C; ++c) {
     // The token's sub-block sums B0..B7 (pairs of its 16-element sums) as the int16 pairs the
     // mins are in: (B0, B2), (B1, B3), (B4, B6), (B5, B7).
@@ -143,15 +175,16 @@ template <int C>
 }
 
 // The drivers' kernel (tiles/gemm_tile_dispatch.h): a chunk is one super-block of the 16 rows.
-struct Q4Kx16 {
+template <bool kFifthBit>
+struct KernelX16 {
   static constexpr int64_t kChunkCols = QK_K;
-  static constexpr size_t kChunkBytes = 16 * sizeof(block_q4_K), kActChunkBytes = sizeof(block_q8_K);
+  static constexpr size_t kChunkBytes = 16 * (kFifthBit ? sizeof(block_q5_K) : sizeof(block_q4_K)), kActChunkBytes = sizeof(block_q8_K);
   static constexpr int kGroupRows = 16;
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }
   static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) {
     const block_q8_K* y = reinterpret_cast<const block_q8_K*>(a);
-    super_block<1>(cw, &y, &acc);
+    super_block<kFifthBit, 1>(cw, &y, &acc);
   }
   static void store(float* out, Acc acc) { _mm512_storeu_ps(out, acc); }
   // 16 rows × C tokens: each sub-block's unpacked nibbles serve the C tokens from registers.
@@ -167,11 +200,14 @@ struct Q4Kx16 {
       for (size_t o = 0; o < kChunkBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + kChunkBytes + o), _MM_HINT_T0);
       const block_q8_K* y[C];
       for (int c = 0; c < C; ++c) y[c] = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
-      super_block<C>(cw, y, acc);
+      super_block<kFifthBit, C>(cw, y, acc);
     }
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
   }
 };
+
+using Q4Kx16 = KernelX16<false>;
+using Q5Kx16 = KernelX16<true>;
 
 }  // namespace
 
@@ -183,6 +219,15 @@ void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int group
 }
 void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   packed_tile_any<Q4Kx16, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
+}
+void gemv_q5_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Q5Kx16, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void gemv_q5_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  packed_gemv_groups<Q5Kx16, 0>(n, out, w, groups, act);
+}
+void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
+  packed_tile_any<Q5Kx16, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
 }
 
 }  // namespace quant

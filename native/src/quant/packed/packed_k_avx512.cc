@@ -1,42 +1,16 @@
-// Q5_K and Q6_K in groups of 4 rows (q5_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
-// AVX-512 VNNI. Both kernels share the frame below: a zmm's 128-bit lane r holds row r, the GEMV
-// is the tile at one token (every (row, token) output is the same bits alone or in a batch), and
-// a row's four lanes are added (l0 + l2) + (l1 + l3) at the end. (Q4_K on AVX-512 is q4_kx16,
-// packed_k16_avx512.cc; Q5_K runs the q4_kx4 kernel described here with its fifth bits.)
+// Q6_K in groups of 4 rows (q6_kx4: repack.h) × Q8_K activations as they are, AVX-512 VNNI: a
+// zmm's 128-bit lane r holds row r, the GEMV is the tile at one token (every (row, token) output
+// is the same bits alone or in a batch), and a row's four lanes are added (l0 + l2) + (l1 + l3)
+// at the end. (Q4_K and Q5_K on AVX-512 are in 16-row groups, packed_k16_avx512.cc; this file's
+// q4_kx4 kernel, which Q5_K ran last, went with them. Q4_K's 4-row layout is AVX2's,
+// packed_k_avx2.cc. Q6_K in 16 rows was measured and not kept: see packed_k16_avx512.cc.)
 //
-// q4_kx4 (Q4_K's layout on AVX2, Q5_K's frame here):
-// Rows are interleaved by 16-byte pieces, so a zmm's 128-bit lane r holds row r: one 64-byte
-// load gives four rows' 32 nibbles each (two sub-blocks × 16 elements), the token's matching
-// 16 activations are one 16-byte broadcast shared by the four rows, and every per-row factor
-// (scale, min, d, dmin) is a lane pattern built once per super-block for the four rows:
-//   - the four rows' 6-bit scales and mins (48 bytes) and d/dmin (16 bytes) are one 64-byte
-//     load; two permutes, a variable shift and three masks unpack all 64 values at once (lane r:
-//     8 scale bytes, 8 min bytes), one vpshufb per chunk of two sub-blocks spreads their two
-//     scales as int16 (four of each in a lane);
-//   - per token and chunk of 64 elements (two sub-blocks): four broadcasts, four vpdpbusd (nibble
-//     × int8, two per sub-block: an int32 lane sums 8 products, at most 8·15·128 = 15360), one
-//     vpackssdw of the two sub-blocks' sums into int16 (no saturation) and one vpdpwssd of those
-//     by the two scales into the int32 super-block sums (exact). Against four vpmaddubsw, two
-//     int16 adds and two vpdpwssd (8 ALU instructions a token and chunk, now 6), 2-vCPU Zen 4,
-//     bench.matmul 5632 × 2048 from L3, 1 thread, alternating builds: 1 token 169 -> 145-148 µs,
-//     4 tokens 524 -> 481-483, 8 1057 -> 968-1014, 32 4395 -> 3979-4041 (Q5_K: 234 -> 211,
-//     587 -> 519-571, 1186 -> 1045-1084, 4861 -> 4422-4510); 1.3B Q4_K prefill (256 tokens,
-//     1 thread, alternating processes; Q4_K still in q4_kx4 then) 74.3 -> 80.0 tok/s;
-//   - per token and super-block: the mins term as one vpmaddwd of the rows' mins by the token's
-//     sub-block sums, two conversions and two fmas by lane vectors of d·dy and dmin·dy.
-// About a third of the instructions of the GGUF-layout tile, which unpacks each row's scales in
-// scalar code and gathers its nibbles per row. The integer sums are vec_dot_q4_k's; the float
-// steps (per super-block and lane, then the four lanes of a row) are ordered differently from it,
-// within the rounding of its own float sums (repack.test.ts bounds the difference).
-//
-// Q6_K:
-// As q4_kx4 (Q4_K above), a zmm's 128-bit lane r holds row r: per quarter of the
-// super-block (64 elements of a row, four sub-blocks of 16) three 64-byte loads give the four
-// rows' 16 low-nibble bytes of each ql half and their 16 qh bytes, which make four vectors of
-// 6-bit values (unsigned, 0..63) for the four rows at once; the token's 16 matching activations
-// are one 16-byte broadcast shared by the four rows; the rows' int8 scales are widened to int16
-// once per super-block and each sub-block's spread over its row's lane by one vpshufb, and the
-// 6-bit values are put together by one vpternlogd each.
+// Per quarter of the super-block (64 elements of a row, four sub-blocks of 16) three 64-byte
+// loads give the four rows' 16 low-nibble bytes of each ql half and their 16 qh bytes, which make
+// four vectors of 6-bit values (unsigned, 0..63) for the four rows at once; the token's 16
+// matching activations are one 16-byte broadcast shared by the four rows; the rows' int8 scales
+// are widened to int16 once per super-block and each sub-block's spread over its row's lane by
+// one vpshufb, and the 6-bit values are put together by one vpternlogd each.
 //   - per token and quarter: four broadcasts, four vpmaddubsw (6-bit × int8, pairs at most
 //     2·63·128 in int16, no saturation), four vpdpwssd by the sub-block scales (exact int32);
 //   - per token and super-block: the -32 offset as -32·Σ scale·bsum (two vpmaddwd of the rows'
@@ -44,8 +18,9 @@
 // The GEMV reads two streams (gemv below). Whether it also prefetches 1.5 KiB ahead of each
 // (prefetchnta) is KernelChoice::q6_k_gemv_prefetch (core/isa.h): Zen 4 gains, the host the kernel
 // was first measured on did not (there 512 B ahead measured the same as none, 2 KiB 40 % slower).
-// The integer sums are vec_dot_q6_k's; the float steps are ordered as Q4_K's (repack.test.ts
-// bounds the difference).
+// The integer sums are vec_dot_q6_k's; the float steps (per super-block and lane, then the four
+// lanes of a row) are ordered differently from it, within the rounding of its own float sums
+// (repack.test.ts bounds the difference).
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
 #define QUANT_ISA avx512
@@ -63,125 +38,6 @@ inline void store_rows(__m512 acc, float* out) {
   t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));
   _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_maskz_compress_ps(0x1111, t)));
 }
-
-namespace q4k {
-
-// The 64-byte header (repack.h): dwords 0-2 row 0's scale words W0 W1 W2, 3-5 row 1's, 6-7 the
-// four d (f16), 8-10 row 2's, 11-13 row 3's, 14-15 the four dmin. Lane r of the permuted
-// vectors: A = [W0, W2, W1, W2], B = [W0, W0, W1, W1] of row r.
-alignas(64) const int32_t kIdxA[16] = {0, 2, 1, 2, 3, 5, 4, 5, 8, 10, 9, 10, 11, 13, 12, 13};
-alignas(64) const int32_t kIdxB[16] = {0, 0, 1, 1, 3, 3, 4, 4, 8, 8, 9, 9, 11, 11, 12, 12};
-// Lane r after unpacking: [scales 0-3, scales 4-7, mins 0-3, mins 4-7] (as unpack_k4_words):
-// scales 0-3 = W0 & 0x3f; scales 4-7 = (W2 & 0x0f) | ((W0 >> 2) & 0x30); mins 0-3 = W1 & 0x3f;
-// mins 4-7 = ((W2 >> 4) & 0x0f) | ((W1 >> 2) & 0x30).
-alignas(64) const int32_t kShiftA[16] = {0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4};
-alignas(64) const uint32_t kMaskA[16] = {0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
-                                         0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f};
-alignas(64) const uint32_t kMaskB[16] = {0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030,
-                                         0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030};
-alignas(64) const int32_t kIdxD[16] = {6, 7, 14, 15, 6, 7, 14, 15, 6, 7, 14, 15, 6, 7, 14, 15};
-
-// vpshufb controls (per 128-bit lane): sub-block s's scale byte into every int16 (zero high
-// byte); the eight min bytes as eight int16.
-// Built at compile time (constexpr): this file's code must not run on a CPU without AVX-512,
-// and a dynamic initializer would run at load on every CPU.
-struct Controls {
-  alignas(64) uint8_t scale_pair[4][64] = {};
-  alignas(64) uint8_t mins[64] = {};
-  constexpr Controls() {
-    // Chunk ch's two sub-blocks: int16 0-3 of a lane the scale of sub-block 2·ch, 4-7 of 2·ch + 1.
-    for (int ch = 0; ch < 4; ++ch)
-      for (int b = 0; b < 64; ++b) scale_pair[ch][b] = b % 2 == 0 ? static_cast<uint8_t>(2 * ch + (b % 16) / 8) : 0x80;
-    for (int b = 0; b < 64; ++b) mins[b] = b % 2 == 0 ? static_cast<uint8_t>(8 + (b % 16) / 2) : 0x80;
-  }
-};
-constexpr Controls kCtl{};
-
-// kFifthBit: Q5_K (q5_kx4, repack.h), whose 128 bytes of fifth bits follow the header: each
-// nibble vector gets its sub-block's bit of qh (bit 2·ch for the low nibbles of chunk ch, 2·ch + 1
-// for the high ones) as its 16 (simd::bit_to_16_512) and one vpternlogd ORs it into the masked
-// nibbles: values 0..31, a sub-block's int32 lane at most 8·31·128 = 31744, still no saturation
-// in int16. Everything else is Q4_K's.
-template <bool kFifthBit>
-struct KernelT {
-  static constexpr size_t kSbBytes = kFifthBit ? 4 * sizeof(block_q5_K) : 4 * sizeof(block_q4_K);  // 704 / 576: a super-block of four rows
-  static constexpr size_t kQsAt = kFifthBit ? 192 : 64;
-
-  // (v & m4) | bit: vpternlogd's (A & C) | B.
-  static __m512i with_bit(__m512i v, __m512i bit, __m512i m4) { return _mm512_ternarylogic_epi32(v, bit, m4, 0xEC); }
-
-  // G row groups side by side (group k at w + k·w_stride, its outputs at out + k·out_g): the GEMV's
-  // weight streams (gemv below); each group's sums run as alone, so the same bits.
-  template <int C, int G = 1>
-  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t w_stride = 0,
-                  int64_t out_g = 0) {
-    const int64_t nsb = n / QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i idx_a = _mm512_load_si512(kIdxA), idx_b = _mm512_load_si512(kIdxB), idx_d = _mm512_load_si512(kIdxD);
-    const __m512i shift_a = _mm512_load_si512(kShiftA), mask_a = _mm512_load_si512(kMaskA), mask_b = _mm512_load_si512(kMaskB);
-    const __m512i spread_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const __m512i spread_dmin = _mm512_add_epi32(spread_d, _mm512_set1_epi32(4));
-    __m512 accs[G][C];
-    for (int k = 0; k < G; ++k)
-      for (int c = 0; c < C; ++c) accs[k][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i)
-    for (int k = 0; k < G; ++k) {
-      const uint8_t* g = w + k * w_stride + i * kSbBytes;
-      __m512* acc = accs[k];
-      const __m512i hdr = _mm512_loadu_si512(g);
-      const __m512i a = _mm512_permutexvar_epi32(idx_a, hdr), b = _mm512_permutexvar_epi32(idx_b, hdr);
-      const __m512i u = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi32(a, shift_a), mask_a), _mm512_and_si512(_mm512_srli_epi32(b, 2), mask_b));
-      const __m512 dd = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(idx_d, hdr))));
-      const __m512 dv = _mm512_permutexvar_ps(spread_d, dd), dmv = _mm512_permutexvar_ps(spread_dmin, dd);
-      // Two chains of super-block sums (even and odd chunks), added at the end.
-      __m512i sum_e[C], sum_o[C];
-      for (int c = 0; c < C; ++c) sum_e[c] = sum_o[c] = _mm512_setzero_si512();
-      const __m512i zero = _mm512_setzero_si512();
-      __m512i qh0 = _mm512_setzero_si512(), qh1 = qh0;
-      if constexpr (kFifthBit) qh0 = _mm512_loadu_si512(g + 64), qh1 = _mm512_loadu_si512(g + 128);
-      // One chunk of 64 elements (two sub-blocks), called with constant chunks: Q5_K's fifth-bit
-      // shifts take immediates, and each chunk's sums go to its chain (even or odd) in registers
-      // (Q4_K with a loop over the chunks: 4 tokens 483 -> 503 µs, 8 969 -> 1004-1013, as above).
-      auto chunk = [&](int ch) __attribute__((always_inline)) {
-        const __m512i s_pair = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.scale_pair[ch]));
-        const __m512i v0 = _mm512_loadu_si512(g + kQsAt + 128 * ch), v1 = _mm512_loadu_si512(g + kQsAt + 64 + 128 * ch);
-        __m512i lo0, hi0, lo1, hi1;
-        if constexpr (kFifthBit) {
-          using simd::bit_to_16_512;
-          lo0 = with_bit(v0, bit_to_16_512(qh0, 2 * ch), m4), hi0 = with_bit(_mm512_srli_epi16(v0, 4), bit_to_16_512(qh0, 2 * ch + 1), m4);
-          lo1 = with_bit(v1, bit_to_16_512(qh1, 2 * ch), m4), hi1 = with_bit(_mm512_srli_epi16(v1, 4), bit_to_16_512(qh1, 2 * ch + 1), m4);
-        } else {
-          lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
-          lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
-        }
-        for (int c = 0; c < C; ++c) {
-          const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 64 * ch;
-          const __m512i slo = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo0, bcast16(y)), lo1, bcast16(y + 16));
-          const __m512i shi = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, hi0, bcast16(y + 32)), hi1, bcast16(y + 48));
-          __m512i& sum = ch % 2 == 0 ? sum_e[c] : sum_o[c];
-          sum = _mm512_dpwssd_epi32(sum, _mm512_packs_epi32(slo, shi), s_pair);
-        }
-      };
-      chunk(0), chunk(1), chunk(2), chunk(3);
-      const __m512i mins16 = _mm512_shuffle_epi8(u, _mm512_load_si512(kCtl.mins));
-      for (int c = 0; c < C; ++c) {
-        const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
-        // The token's eight sub-block sums (pairs of its 16-element sums), in every lane.
-        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)),
-                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
-        const __m512i mins = _mm512_madd_epi16(mins16, _mm512_broadcast_i32x4(bs));
-        const __m512 dy = _mm512_set1_ps(yb->d);
-        acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dy), _mm512_cvtepi32_ps(_mm512_add_epi32(sum_e[c], sum_o[c])), acc[c]);
-        acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(dmv, dy), _mm512_cvtepi32_ps(mins), acc[c]);
-      }
-    }
-    for (int k = 0; k < G; ++k)
-      for (int c = 0; c < C; ++c) store_rows(accs[k][c], out + k * out_g + c * os);
-  }
-};
-using Q5Kernel = KernelT<true>;
-
-}  // namespace q4k
 
 namespace q6k {
 
@@ -312,10 +168,6 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 
 }  // namespace
 
-void gemv_q5_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q4k::Q5Kernel>(n, out, w, groups, act); }
-void tile_q5_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  tile<q4k::Q5Kernel>(n, out, out_stride, w, act, act_stride, cols);
-}
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv<q6k::PrefetchingKernel>(n, out, w, groups, act);
 }

@@ -17,6 +17,7 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Gguf: return "gguf";
     case WeightLayout::Q4_Kx4: return "q4_kx4";
     case WeightLayout::Q4_Kx16: return "q4_kx16";
+    case WeightLayout::Q5_Kx16: return "q5_kx16";
     case WeightLayout::Q6_Kx4: return "q6_kx4";
     case WeightLayout::Q4_0x16: return "q4_0x16";
     case WeightLayout::Q5_0x16: return "q5_0x16";
@@ -83,7 +84,8 @@ void register_packed_formats(const KernelChoice& c) {
     // output): packed on every AVX-512 CPU.
     g_q5_1 = packed(WeightLayout::Q5_1x16, GgmlType::Q5_1, 16, arrange_q8_1_sums_avx2, sw ? gemv_q5_1x16_avx512 : gemv_q5_1x16_hwpf_avx512, tile_q5_1x16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q5_k = packed(WeightLayout::Q5_Kx4, GgmlType::Q5_K, 4, nullptr, gemv_q5_kx4_avx512, tile_q5_kx4_avx512, kPackedTileColsAvx512);
+    g_q5_k = packed(WeightLayout::Q5_Kx16, GgmlType::Q5_K, 16, nullptr, sw ? gemv_q5_kx16_avx512 : gemv_q5_kx16_hwpf_avx512, tile_q5_kx16_avx512,
+                    kPackedTileColsX16Avx512);
     // With AMX-INT8, the prefill of the others runs on AMX tiles (Q6_K on its GGUF-layout tile)
     // that read the GGUF layout (the AVX-512 GEMV alone would not pay for a second copy): leave
     // them unpacked.
@@ -177,21 +179,27 @@ void place_q4_k(uint8_t* s, const block_q4_K* b, int r) {
 
 // q4_kx16 (repack.h): per super-block of 16 rows their d, their dmin, the three planes of their
 // scale words, then per chunk of 64 elements eight vectors of 4-byte pieces of their nibbles.
-void repack_q4_kx16(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+// q5_kx16: the same with the rows' qh in eight vectors of 4-byte pieces between the planes and the nibbles.
+template <class Block>
+void repack_k_x16(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+  constexpr bool kFifthBit = sizeof(Block) == sizeof(block_q5_K);
+  constexpr size_t kQsAt = kFifthBit ? 768 : 256;
   const int64_t nsb = cols / QK_K;
-  const size_t rb = static_cast<size_t>(nsb) * sizeof(block_q4_K);
+  const size_t rb = static_cast<size_t>(nsb) * sizeof(Block);
   for (int64_t g = 0; g < rows / 16; ++g) {
     uint8_t* dst = data + static_cast<size_t>(g) * rb * 16;
     std::memcpy(scratch, dst, rb * 16);
     for (int64_t i = 0; i < nsb; ++i) {
-      uint8_t* s = dst + static_cast<size_t>(i) * 16 * sizeof(block_q4_K);
+      uint8_t* s = dst + static_cast<size_t>(i) * 16 * sizeof(Block);
       for (int r = 0; r < 16; ++r) {
-        const block_q4_K* b = reinterpret_cast<const block_q4_K*>(scratch + r * rb) + i;
+        const Block* b = reinterpret_cast<const Block*>(scratch + r * rb) + i;
         std::memcpy(s + 2 * r, &b->d, 2);
         std::memcpy(s + 32 + 2 * r, &b->dmin, 2);
         for (int w = 0; w < 3; ++w) std::memcpy(s + 64 + 64 * w + 4 * r, b->scales + 4 * w, 4);
+        if constexpr (kFifthBit)
+          for (int k = 0; k < 8; ++k) std::memcpy(s + 256 + 64 * k + 4 * r, b->qh + 4 * k, 4);
         for (int c = 0; c < 4; ++c)
-          for (int k = 0; k < 8; ++k) std::memcpy(s + 256 + 512 * c + 64 * k + 4 * r, b->qs + 32 * c + 4 * k, 4);
+          for (int k = 0; k < 8; ++k) std::memcpy(s + kQsAt + 512 * c + 64 * k + 4 * r, b->qs + 32 * c + 4 * k, 4);
       }
     }
   }
@@ -265,7 +273,8 @@ void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, i
 
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
   if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
-  if (pf.layout == WeightLayout::Q4_Kx16) return repack_q4_kx16(data, rows, cols, scratch);
+  if (pf.layout == WeightLayout::Q4_Kx16) return repack_k_x16<block_q4_K>(data, rows, cols, scratch);
+  if (pf.layout == WeightLayout::Q5_Kx16) return repack_k_x16<block_q5_K>(data, rows, cols, scratch);
   if (pf.layout == WeightLayout::Q5_Kx4) return repack_super_blocks<block_q5_K>(data, rows, cols, scratch, place_q5_k);
   if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
   const int64_t nb = cols / QK4_0;

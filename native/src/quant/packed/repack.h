@@ -21,7 +21,9 @@
 //   [256 + 512·c + 64·k + 4·r, +4)  row r's qs[32·c + 4·k, +4) (c chunk of 64 elements, k = 0..7)
 // so a zmm's 32-bit lane is a row: four nibble bytes of each row per 64-byte load (low nibbles
 // elements 64·c + 4·k.., high ones 64·c + 32 + 4·k..), and one load per plane gives a scale word
-// of all 16 rows.
+// of all 16 rows. On AVX-512 Q5_K is "q5_kx16" (2816 bytes per super-block): q4_kx16's 256-byte
+// header, then [256 + 64·k + 4·r, +4) row r's qh[4·k, +4) (k = 0..7), then q4_kx16's nibble
+// vectors at 768; q5_kx4 below is its layout on AVX2.
 // Q5_K ("q5_kx4", 704 bytes per super-block of 256 columns): q4_kx4's 64-byte header, then the
 // fifth bits, then q4_kx4's nibbles:
 //   [64 + 64·h + 16·r, +16)  row r's qh[16·h, +16)
@@ -89,6 +91,7 @@ enum class WeightLayout : uint8_t {
   Q5_1x16 = 13,
   Q5_1x8 = 14,
   Q4_Kx16 = 15,
+  Q5_Kx16 = 16,
 };
 const char* weight_layout_name(WeightLayout l);
 
@@ -129,8 +132,9 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
 void gemv_q4_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
-void gemv_q5_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void tile_q5_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void gemv_q5_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q5_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q6_kx4_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
