@@ -211,24 +211,9 @@ using Q5Kx16 = KernelX16<true>;
 
 }  // namespace
 
-void gemv_q4_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Q4Kx16, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Q4Kx16, 0>(n, out, w, groups, act);
-}
-void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Q4Kx16, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
-}
-void gemv_q5_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Q5Kx16, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void gemv_q5_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  packed_gemv_groups<Q5Kx16, 0>(n, out, w, groups, act);
-}
-void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  packed_tile_any<Q5Kx16, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);
-}
+// The entry points (tiles/gemm_tile_dispatch.h).
+FULCRUM_PACKED_X16_ENTRY_POINTS(q4_kx16, Q4Kx16, kGemvPrefetchBytes)
+FULCRUM_PACKED_X16_ENTRY_POINTS(q5_kx16, Q5Kx16, kGemvPrefetchBytes)
 
 }  // namespace quant
 }  // namespace fulcrum

@@ -198,23 +198,11 @@ void arrange_q8_0_sums8_avx512(const void* q8, void* dst, int64_t n) { arrange_s
 void arrange_q8_0_sums16_avx512(const void* q8, void* dst, int64_t n) { arrange_sums<16>(q8, dst, n); }
 void arrange_q8_0_sums128_avx512(const void* q8, void* dst, int64_t n) { arrange_sums<128>(q8, dst, n); }
 
-// Each layout's entry points (repack.h): the GEMV with its software prefetch or with the hardware
-// prefetchers only (KernelChoice::gemv_prefetch), and the prefill tile.
-#define FULCRUM_X16_ENTRY_POINTS(name, K)                                                                                                   \
-  void gemv_##name##_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
-    packed_gemv_groups<K, kGemvPrefetchBytes>(n, out, w, groups, act);                                                                      \
-  }                                                                                                                                         \
-  void gemv_##name##_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                 \
-    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                       \
-  }                                                                                                                                         \
-  void tile_##name##_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
-    packed_tile_any<K, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);                                             \
-  }
-FULCRUM_X16_ENTRY_POINTS(q4_0x16, Kernel<Q4_0x16>)
-FULCRUM_X16_ENTRY_POINTS(q5_0x16, Kernel<Q5_0x16>)
-FULCRUM_X16_ENTRY_POINTS(q5_1x16, Kernel<Q5_1x16>)
-FULCRUM_X16_ENTRY_POINTS(q8_0x16, Kernel<Q8_0x16>)
-#undef FULCRUM_X16_ENTRY_POINTS
+// Each layout's entry points (tiles/gemm_tile_dispatch.h).
+FULCRUM_PACKED_X16_ENTRY_POINTS(q4_0x16, Kernel<Q4_0x16>, kGemvPrefetchBytes)
+FULCRUM_PACKED_X16_ENTRY_POINTS(q5_0x16, Kernel<Q5_0x16>, kGemvPrefetchBytes)
+FULCRUM_PACKED_X16_ENTRY_POINTS(q5_1x16, Kernel<Q5_1x16>, kGemvPrefetchBytes)
+FULCRUM_PACKED_X16_ENTRY_POINTS(q8_0x16, Kernel<Q8_0x16>, kGemvPrefetchBytes)
 
 }  // namespace quant
 }  // namespace fulcrum

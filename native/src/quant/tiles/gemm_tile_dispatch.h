@@ -133,3 +133,17 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
 }  // namespace
 }  // namespace quant
 }  // namespace fulcrum
+
+// A 16-row layout's entry points (repack.h), in quant:: of an AVX-512 file: the GEMV with its
+// software prefetch `prefetch_bytes` ahead or with the hardware prefetchers only
+// (KernelChoice::gemv_prefetch), and the prefill tile of up to kPackedTileColsX16Avx512 tokens.
+#define FULCRUM_PACKED_X16_ENTRY_POINTS(name, K, prefetch_bytes)                                                                           \
+  void gemv_##name##_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
+    packed_gemv_groups<K, prefetch_bytes>(n, out, w, groups, act);                                                                          \
+  }                                                                                                                                         \
+  void gemv_##name##_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                 \
+    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                       \
+  }                                                                                                                                         \
+  void tile_##name##_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
+    packed_tile_any<K, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);                                             \
+  }
