@@ -31,9 +31,10 @@ struct KernelChoice {
   // layouts and kernels then run there as on any AVX-512 CPU (the repack and grouped-GEMV tests
   // run that way, so they test those kernels on every AVX-512 host).
   bool amx_int8 = false;
-  // Whether the packed decode GEMVs of the 32-element formats (Q4_0, Q5_0, Q8_0) and the AVX2
-  // K-quants (Q4_K, Q6_K) prefetch their weights in software (prefetchnta, packed/packed_x*.cc,
-  // packed_k_avx2.cc) or leave it to the hardware prefetchers. Software prefetch, except on Zen 4, where it halved what one core drew from
+  // Whether the packed decode GEMVs of the 32-element formats (Q4_0, Q5_0, Q5_1, Q8_0), the AVX2
+  // K-quants and the AVX-512 Q4_K/Q5_K (16-row groups) prefetch their weights in software
+  // (prefetchnta, packed/packed_x*.cc, packed_k_avx2.cc, packed_k16_avx512.cc) or leave it to the
+  // hardware prefetchers (the AVX-512 Q6_K GEMV has its own choice below). Software prefetch, except on Zen 4, where it halved what one core drew from
   // DRAM: bench.matmul Q4_0 4864 x 896 from a 256 MiB ring, 1 thread, medians of 5 alternating
   // runs, 15.2 GB/s with it against 31.1 without (read probe 28-31); a 0.5B Q4_0 decode 80 ->
   // 105 tok/s, 1.3B 21 -> 24 (1 thread; 2 threads and Q8_0 unchanged). On the Zen 3 (AVX2) and

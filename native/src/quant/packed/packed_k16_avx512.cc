@@ -50,11 +50,14 @@ namespace quant {
 namespace {
 
 constexpr size_t kGemvPrefetchBytes = 1024;
-// q4_kx16 (repack.h): d, dmin, the three scale-word planes, then the nibble vectors; q5_kx16 the
-// same with the fifth-bit vectors between the planes and the nibbles.
-constexpr size_t kDminAt = 32, kW0At = 64, kW1At = 128, kW2At = 192, kQhAt = 256;
+// q4_kx16 / q5_kx16 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit
+// vectors (Q5_K), then the nibble vectors.
+using k_x16::kDAt;
+using k_x16::kDminAt;
+using k_x16::kQhAt;
+constexpr size_t kW0At = k_x16::kScaleWordsAt, kW1At = kW0At + 64, kW2At = kW0At + 128;
 template <bool kFifthBit>
-constexpr size_t kQsAt = kFifthBit ? 768 : 256;
+constexpr size_t kQsAt = k_x16::qs_at(kFifthBit);
 
 // (v & 0x0f) | (bit & 0x10), the bit at position 4 of `bit` already shifted there: vpternlogd of
 // A = v, B = bit & 0x10, C = 0x0f as (A & C) | B.
@@ -93,7 +96,7 @@ inline Scales load_scales(const uint8_t* cw) {
   const __m512i low_bytes = _mm512_set1_epi16(0x00ff);
   s.m02 = _mm512_and_si512(mins_lo, low_bytes), s.m13 = _mm512_srli_epi16(mins_lo, 8);
   s.m46 = _mm512_and_si512(mins_hi, low_bytes), s.m57 = _mm512_srli_epi16(mins_hi, 8);
-  s.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw)));
+  s.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kDAt)));
   s.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cw + kDminAt)));
   return s;
 }

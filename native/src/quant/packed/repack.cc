@@ -3,6 +3,7 @@
 #include "quant/packed/repack.h"
 
 #include <cstdlib>
+#include <type_traits>
 #include <initializer_list>
 #include <cstring>
 #include <strings.h>
@@ -182,8 +183,9 @@ void place_q4_k(uint8_t* s, const block_q4_K* b, int r) {
 // q5_kx16: the same with the rows' qh in eight vectors of 4-byte pieces between the planes and the nibbles.
 template <class Block>
 void repack_k_x16(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
-  constexpr bool kFifthBit = sizeof(Block) == sizeof(block_q5_K);
-  constexpr size_t kQsAt = kFifthBit ? 768 : 256;
+  using namespace k_x16;
+  constexpr bool kFifthBit = std::is_same_v<Block, block_q5_K>;
+  constexpr size_t kQsAt = qs_at(kFifthBit);
   const int64_t nsb = cols / QK_K;
   const size_t rb = static_cast<size_t>(nsb) * sizeof(Block);
   for (int64_t g = 0; g < rows / 16; ++g) {
@@ -193,11 +195,11 @@ void repack_k_x16(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
       uint8_t* s = dst + static_cast<size_t>(i) * 16 * sizeof(Block);
       for (int r = 0; r < 16; ++r) {
         const Block* b = reinterpret_cast<const Block*>(scratch + r * rb) + i;
-        std::memcpy(s + 2 * r, &b->d, 2);
-        std::memcpy(s + 32 + 2 * r, &b->dmin, 2);
-        for (int w = 0; w < 3; ++w) std::memcpy(s + 64 + 64 * w + 4 * r, b->scales + 4 * w, 4);
+        std::memcpy(s + kDAt + 2 * r, &b->d, 2);
+        std::memcpy(s + kDminAt + 2 * r, &b->dmin, 2);
+        for (int w = 0; w < 3; ++w) std::memcpy(s + kScaleWordsAt + 64 * w + 4 * r, b->scales + 4 * w, 4);
         if constexpr (kFifthBit)
-          for (int k = 0; k < 8; ++k) std::memcpy(s + 256 + 64 * k + 4 * r, b->qh + 4 * k, 4);
+          for (int k = 0; k < 8; ++k) std::memcpy(s + kQhAt + 64 * k + 4 * r, b->qh + 4 * k, 4);
         for (int c = 0; c < 4; ++c)
           for (int k = 0; k < 8; ++k) std::memcpy(s + kQsAt + 512 * c + 64 * k + 4 * r, b->qs + 32 * c + 4 * k, 4);
       }

@@ -97,6 +97,13 @@ const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
 
+// q4_kx16 / q5_kx16 byte offsets within a super-block of 16 rows (the layout above), for the
+// repacking and the kernels (packed_k16_avx512.cc).
+namespace k_x16 {
+constexpr size_t kDAt = 0, kDminAt = 32, kScaleWordsAt = 64, kQhAt = 256;  // scale word planes at kScaleWordsAt + 64·w
+constexpr size_t qs_at(bool fifth_bit) { return fifth_bit ? 768 : 256; }
+}  // namespace k_x16
+
 // The CPU kernels of one repacked layout on the ISA this process runs.
 struct PackedFormat {
   WeightLayout layout = WeightLayout::Gguf;
@@ -175,10 +182,9 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 FULCRUM_PACKED_AVX2_DECL(avx2)
 FULCRUM_PACKED_AVX2_DECL(avxvnni)
 #undef FULCRUM_PACKED_AVX2_DECL
-// The gemv_*_hwpf variants (the 32-element formats, and the AVX2 K-quants: the AVX-512 Q4_K and
-// Q5_K GEMVs prefetch nothing in software) are the same walk without software prefetch
-// (KernelChoice::gemv_prefetch says which one a CPU runs; for the AVX-512 Q6_K pair,
-// KernelChoice::q6_k_gemv_prefetch).
+// The gemv_*_hwpf variants (every packed format's GEMV has one) are the same walk without
+// software prefetch (KernelChoice::gemv_prefetch says which one a CPU runs; for the AVX-512 Q6_K
+// pair, KernelChoice::q6_k_gemv_prefetch).
 // Q4_0, Q5_0 and Q8_0 on AVX-512 in 16-row groups (packed_x16_avx512.cc), over "q8_0 sums"
 // activations whose seeds are −8·Σy (Q4_0), −16·Σy (Q5_0) or −128·Σy (Q8_0), arranged by the
 // AVX2 code (arrange_q8_0_sums*_avx2, which every AVX-512 CPU runs).
