@@ -56,16 +56,18 @@ function main(): void {
   const shapes8 = [{ rows: 24, cols: 128 }, { rows: 128, cols: 896 }, { rows: 8, cols: 4864 }, { rows: 40, cols: 512 }];
   const avx512 = k.isaLevel() === 'avx512';
   // Q4_K, Q5_K and Q6_K: super-blocks of 256 columns; 4864 is the 0.5B shape's ffn_down, 2048 the 1.3B's.
-  // In groups of 4 rows, but Q4_K and Q5_K in groups of 16 on AVX-512: 3, 5 and 1 groups there too.
+  // Q6_K in groups of 4 rows; Q4_K and Q5_K in groups of 16 on AVX-512 and 8 on AVX2: 3, 5 and 1
+  // groups there too.
   const shapesK = [{ rows: 36, cols: 256 }, { rows: 128, cols: 2048 }, { rows: 8, cols: 4864 }, { rows: 68, cols: 512 }];
   const shapesK16 = [{ rows: 48, cols: 256 }, { rows: 128, cols: 2048 }, { rows: 16, cols: 4864 }, { rows: 80, cols: 512 }];
+  const shapesK8 = [{ rows: 24, cols: 256 }, { rows: 128, cols: 2048 }, { rows: 8, cols: 4864 }, { rows: 40, cols: 512 }];
   const shapesOf = (type: number) =>
-    ((type === Q4_K || type === Q5_K) && avx512 ? shapesK16 : type === Q4_K || type === Q5_K || type === Q6_K ? shapesK : avx512 ? shapes16 : shapes8);
+    (type === Q6_K ? shapesK : type === Q4_K || type === Q5_K ? (avx512 ? shapesK16 : shapesK8) : avx512 ? shapes16 : shapes8);
   const unpackable = [
     ...[Q4_0, Q5_0, Q5_1, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
     ...[Q4_K, Q5_K, Q6_K].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 38, cols: 256 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
-    // Whole groups of 4 rows but not of 16.
-    ...(avx512 ? [Q4_K, Q5_K].map((type) => ({ rows: 36, cols: 256, layout: k.packedLayout(type, 36, 256) })) : []),
+    // Whole groups of 4 rows but not of 16 (AVX-512) or 8 (AVX2).
+    ...(k.isaLevel() === 'scalar' ? [] : [Q4_K, Q5_K].map((type) => ({ rows: 36, cols: 256, layout: k.packedLayout(type, 36, 256) }))),
   ];
   for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q5_1', Q5_1], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q5_K', Q5_K], ['Q6_K', Q6_K]] as const)
   for (const { rows, cols } of shapesOf(type)) {

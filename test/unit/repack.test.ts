@@ -1,5 +1,5 @@
 // Weights repacked at load (native/src/quant/packed/repack.h): Q4_0, Q5_0, Q5_1 and Q8_0 in groups of 16 rows (AVX-512) or
-// 8 (AVX2), Q4_K and Q5_K in groups of 16 rows (AVX-512) or four (AVX2), Q6_K in groups of four rows, read by the
+// 8 (AVX2), Q4_K and Q5_K in groups of 16 rows (AVX-512) or 8 (AVX2), Q6_K in groups of four rows, read by the
 // packed GEMV (one token) and tile (several) kernels, against one vec_dot per output on the GGUF
 // bytes, on every ISA this CPU runs (a child process per ISA: the ISA is chosen once per process).
 // Both paths compute the same integer block sums and scale products; only the float summation
@@ -37,11 +37,9 @@ function runIsa(isa: string, amx = false): ChildOut {
 
 const outputs = new Map<string, ChildOut>();
 
-// Rows per group of each layout (repack.h): Q4_K and Q5_K 16 on AVX-512, the K-quants 4
-// otherwise; the 32-element formats 16 on AVX-512, 8 on AVX2.
+// Rows per group of each layout (repack.h): Q6_K 4; the others 16 on AVX-512, 8 on AVX2.
 function groupRows(isa: string, type: string): number {
-  if ((type === 'Q4_K' || type === 'Q5_K') && isa === 'avx512') return 16;
-  if (type === 'Q4_K' || type === 'Q5_K' || type === 'Q6_K') return 4;
+  if (type === 'Q6_K') return 4;
   if (isa === 'avx512') return 16;
   return 8;
 }

@@ -300,7 +300,7 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
     return Napi::Number::New(i.Env(), tt.gemv_rows);
   }));
   // packedLayout(type, rows, cols) -> the layout the model's load copy repacks such a weight into
-  // on this CPU ('q4_0x16', 'q4_kx4'…), or null (kept in the GGUF layout).
+  // on this CPU ('q4_0x16', 'q4_kx8'…), or null (kept in the GGUF layout).
   k.Set("packedLayout", Napi::Function::New(env, [](const Napi::CallbackInfo& i) -> Napi::Value {
     const GgmlType t = static_cast<GgmlType>(int_arg(i, 0, "type", 0, static_cast<int64_t>(GgmlType::COUNT) - 1));
     const int64_t rows = int_arg(i, 1, "rows", 1, 1 << 20), cols = int_arg(i, 2, "cols", 1, 1 << 20);

@@ -10,7 +10,7 @@
 // vpmulld by the rows' 6-bit scales of that sub-block adds it to the row's super-block sum (exact
 // int32, vec_dot_q4_k's integer sums). Per super-block and token the mins term is four vpdpwssd
 // of the rows' mins (int16 pairs) by the token's sub-block sums, then two conversions and two fmas
-// by d·dy and dmin·dy, as q4_kx4.
+// by d·dy and dmin·dy. The AVX2 8-row groups (packed_k8_avx2.cc) are this frame at ymm width.
 //
 // Why not q4_kx4 (packed_k_avx512.cc, where Q4_K was before), whose zmm holds four rows in
 // 128-bit lanes: every 16 activations are a 16-byte broadcast shared by four rows only, and per
@@ -52,12 +52,10 @@ namespace {
 constexpr size_t kGemvPrefetchBytes = 1024;
 // q4_kx16 / q5_kx16 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit
 // vectors (Q5_K), then the nibble vectors.
-using k_x16::kDAt;
-using k_x16::kDminAt;
-using k_x16::kQhAt;
-constexpr size_t kW0At = k_x16::kScaleWordsAt, kW1At = kW0At + 64, kW2At = kW0At + 128;
+constexpr size_t kDAt = k_rows::d_at(16), kDminAt = k_rows::dmin_at(16), kQhAt = k_rows::qh_at(16);
+constexpr size_t kW0At = k_rows::scale_words_at(16), kW1At = kW0At + 64, kW2At = kW0At + 128;
 template <bool kFifthBit>
-constexpr size_t kQsAt = k_x16::qs_at(kFifthBit);
+constexpr size_t kQsAt = k_rows::qs_at(16, kFifthBit);
 
 // (v & 0x0f) | (bit & 0x10), the bit at position 4 of `bit` already shifted there: vpternlogd of
 // A = v, B = bit & 0x10, C = 0x0f as (A & C) | B.

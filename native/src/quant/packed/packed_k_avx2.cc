@@ -1,16 +1,14 @@
-// Q4_K, Q5_K and Q6_K in groups of 4 rows (q4_kx4, q5_kx4, q6_kx4: repack.h) × Q8_K activations as they are,
-// AVX2 (no VNNI): the AVX-512 kernels (packed_k_avx512.cc) on half the width, a ymm holding a pair
-// of rows (128-bit lane = row), so each step runs once per pair. The GEMV is the tile at one token.
+// Q6_K in groups of 4 rows (q6_kx4: repack.h) × Q8_K activations as they are, AVX2 (no VNNI):
+// the AVX-512 kernel (packed_k_avx512.cc) on half the width, a ymm holding a pair of rows (128-bit
+// lane = row), so each step runs once per pair.
 //
-// Q4_K: per pair and super-block the scales and mins are unpacked for both rows at once (two
-// permutes, a variable shift, masks); per token and chunk of 64 elements: four broadcasts, four
-// vpmaddubsw, two int16 adds, two vpmaddwd by the sub-blocks' scales and the int32 adds (exact:
-// vec_dot_q4_k's integer sums).
-// Q6_K: the 6-bit values and scales of one sub-block are built just before the tokens use them
-// (one at a time, not four), which keeps a 2-token tile within the 16 ymm registers. Its GEMV
-// (q6k::gemv_step in gemv_streams) reads two streams as Q4_K's does.
+// The 6-bit values and scales of one sub-block are built just before the tokens use them (one at a
+// time, not four), which keeps a 2-token tile within the 16 ymm registers. Its GEMV
+// (q6k::gemv_step in gemv_streams) reads two streams.
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
-// steps are the AVX-512 kernels': both ISAs give the same bits.
+// steps are the AVX-512 kernel's: both ISAs give the same bits.
+// (Q4_K and Q5_K ran here in the same 4-row frame, q4_kx4 / q5_kx4, until the 8-row groups of
+// packed_k8_avx2.cc replaced them.)
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
 #define QUANT_ISA QUANT_AVX2_LEVEL
@@ -40,171 +38,6 @@ inline void store_pair_rows(__m256 acc, float* out) {
   out[0] = _mm256_cvtss_f32(t);
   out[1] = _mm_cvtss_f32(_mm256_extractf128_ps(t, 1));
 }
-
-namespace q4k {
-
-// Each 32-byte half of the header (repack.h) holds a pair of rows: dwords 0-2 and 3-5 their
-// scale words, 6-7 the four d (first half) or dmin (second half).
-alignas(32) const int32_t kIdxA[8] = {0, 2, 1, 2, 3, 5, 4, 5};
-alignas(32) const int32_t kIdxB[8] = {0, 0, 1, 1, 3, 3, 4, 4};
-alignas(32) const int32_t kShiftA[8] = {0, 0, 0, 4, 0, 0, 0, 4};
-alignas(32) const uint32_t kMaskA[8] = {0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f};
-alignas(32) const uint32_t kMaskB[8] = {0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030};
-
-// Built at compile time (constexpr): no dynamic initializer in an ISA-specific file.
-struct Controls {
-  alignas(32) uint8_t scale[8][32] = {};
-  alignas(32) uint8_t mins[32] = {};
-  constexpr Controls() {
-    for (int s = 0; s < 8; ++s)
-      for (int b = 0; b < 32; ++b) scale[s][b] = b % 2 == 0 ? static_cast<uint8_t>(s) : 0x80;
-    for (int b = 0; b < 32; ++b) mins[b] = b % 2 == 0 ? static_cast<uint8_t>(8 + (b % 16) / 2) : 0x80;
-  }
-};
-constexpr Controls kCtl{};
-
-// The four nibble vectors of chunk ch of a pair of rows (v0, v1: the chunk's two 16-byte halves
-// of each row; qh0, qh1: the rows' fifth bits of those halves), values 0..15 (Q4_K) or 0..31
-// (Q5_K: the low nibbles take bit 2·ch of qh, the high ones bit 2·ch + 1, as vec_dot_q5_k).
-template <bool kFifthBit>
-[[gnu::always_inline]] inline void nibbles(__m256i v0, __m256i v1, __m256i qh0, __m256i qh1, int ch, __m256i m4, __m256i& lo0, __m256i& lo1,
-                                           __m256i& hi0, __m256i& hi1) {
-  lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
-  lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
-  if constexpr (kFifthBit) {
-    lo0 = _mm256_or_si256(lo0, simd::bit_to_16(qh0, 2 * ch)), hi0 = _mm256_or_si256(hi0, simd::bit_to_16(qh0, 2 * ch + 1));
-    lo1 = _mm256_or_si256(lo1, simd::bit_to_16(qh1, 2 * ch)), hi1 = _mm256_or_si256(hi1, simd::bit_to_16(qh1, 2 * ch + 1));
-  }
-}
-
-// kFifthBit: Q5_K (q5_kx4, repack.h: the rows' fifth bits between the header and the nibbles);
-// values 0..31, pairs at most 2·31·128 in int16, two of them 15872: no saturation. Otherwise Q4_K.
-template <bool kFifthBit>
-struct KernelT {
-  static constexpr size_t kSbBytes = kFifthBit ? 4 * sizeof(block_q5_K) : 4 * sizeof(block_q4_K);  // 704 / 576: a super-block of four rows
-  static constexpr size_t kQsAt = kFifthBit ? 192 : 64;
-  // The GEMV reads two streams (1152 B a step in flight, as Q8_0's two streams): 0.5B Q4_K decode,
-  // alternating runs, 1 thread 28.7 -> 31.9 tok/s, 2 threads 49 -> 52 (gemv_streams).
-
-  template <int C>
-  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
-    const int64_t nsb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i idx_a = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIdxA)), idx_b = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIdxB));
-    const __m256i shift_a = _mm256_load_si256(reinterpret_cast<const __m256i*>(kShiftA));
-    const __m256i mask_a = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskA)), mask_b = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskB));
-    __m256 acc[C][2];
-    for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i) {
-      const uint8_t* g = w + i * kSbBytes;
-      if constexpr (C == 1)
-        for (size_t o = 0; o < kSbBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kGemvPrefetchBytes + o), _MM_HINT_NTA);
-      const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
-      // [d0..d3, dmin0..dmin3]
-      const __m256 dd = _mm256_cvtph_ps(_mm_unpackhi_epi64(_mm256_extracti128_si256(h0, 1), _mm256_extracti128_si256(h1, 1)));
-      for (int p = 0; p < 2; ++p) {
-        const __m256i hp = p == 0 ? h0 : h1;
-        const __m256i a = _mm256_permutevar8x32_epi32(hp, idx_a), b = _mm256_permutevar8x32_epi32(hp, idx_b);
-        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(a, shift_a), mask_a), _mm256_and_si256(_mm256_srli_epi32(b, 2), mask_b));
-        __m256i sum[C];
-        for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
-        __m256i qh0 = _mm256_setzero_si256(), qh1 = qh0;
-        if constexpr (kFifthBit)
-          qh0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 32 * p)), qh1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 32 * p));
-        // One chunk of 64 elements (two sub-blocks). Q5_K calls it with constant chunks, so its
-        // fifth-bit shifts take immediates; Q4_K keeps its loop (and its code).
-        auto chunk = [&](int ch) __attribute__((always_inline)) {
-          const __m256i s_lo = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch])));
-          const __m256i s_hi = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch + 1])));
-          const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 128 * ch + 32 * p));
-          const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 64 + 128 * ch + 32 * p));
-          __m256i lo0, lo1, hi0, hi1;
-          nibbles<kFifthBit>(v0, v1, qh0, qh1, ch, m4, lo0, lo1, hi0, hi1);
-          for (int c = 0; c < C; ++c) {
-            const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 64 * ch;
-            const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast16(y)), _mm256_maddubs_epi16(lo1, bcast16(y + 16)));
-            const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast16(y + 32)), _mm256_maddubs_epi16(hi1, bcast16(y + 48)));
-            sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(_mm256_madd_epi16(plo, s_lo), _mm256_madd_epi16(phi, s_hi)));
-          }
-        };
-        if constexpr (kFifthBit) {
-          chunk(0), chunk(1), chunk(2), chunk(3);
-        } else {
-          for (int ch = 0; ch < 4; ++ch) chunk(ch);
-        }
-        const __m256i mins16 = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.mins)));
-        const __m256 dv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
-        const __m256 dmv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p));
-        for (int c = 0; c < C; ++c) {
-          const block_q8_K* yb = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
-          const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
-          const __m256i mins = _mm256_madd_epi16(mins16, _mm256_broadcastsi128_si256(bs));
-          const __m256 dy = _mm256_set1_ps(yb->d);
-          acc[c][p] = _mm256_fmadd_ps(_mm256_mul_ps(dv, dy), _mm256_cvtepi32_ps(sum[c]), acc[c][p]);
-          acc[c][p] = _mm256_fnmadd_ps(_mm256_mul_ps(dmv, dy), _mm256_cvtepi32_ps(mins), acc[c][p]);
-        }
-      }
-    }
-    for (int c = 0; c < C; ++c)
-      for (int p = 0; p < 2; ++p) store_pair_rows(acc[c][p], out + c * os + 2 * p);
-  }
-};
-using Kernel = KernelT<false>;
-using Q5Kernel = KernelT<true>;
-
-// The GEMV's step (one token): one super-block of one row group into that group's two pair
-// accumulators, as run<1> computes it (the same integer sums, the same float operations in the
-// same order: the same bits). Inlined once per stream (gemv_streams), it leaves the compiler fewer
-// live values than the tile run with two streams inside it did (the scale-unpacking constants are
-// memory operands, not six registers, and the activations' bsums are summed once a super-block).
-// Measured with alternating builds (bench.matmul 4864 x 1024 Q4_K, 1 thread): from L3 11.7-12.7 ->
-// 15.6-16.4 GB/s, from DRAM 9.4-12.0 -> 11.5-13.4 GB/s; 0.5B Q4_K decode at 1 thread 36.9 -> 39.8
-// tok/s (medians of 3), at 2 threads within the noise. (Q6_K's own step: q6k::gemv_step.)
-template <bool kFifthBit>
-[[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
-  constexpr size_t kQsAt = KernelT<kFifthBit>::kQsAt;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)), h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
-  const __m256 dd = _mm256_cvtph_ps(_mm_unpackhi_epi64(_mm256_extracti128_si256(h0, 1), _mm256_extracti128_si256(h1, 1)));
-  const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums)), _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb->bsums + 8)));
-  const __m256 dy = _mm256_set1_ps(yb->d);
-#pragma GCC unroll 2
-  for (int p = 0; p < 2; ++p) {
-    const __m256i hp = p == 0 ? h0 : h1;
-    const __m256i a = _mm256_permutevar8x32_epi32(hp, _mm256_load_si256(reinterpret_cast<const __m256i*>(kIdxA)));
-    const __m256i b = _mm256_permutevar8x32_epi32(hp, _mm256_load_si256(reinterpret_cast<const __m256i*>(kIdxB)));
-    const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(kShiftA))),
-                                                       _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskA))),
-                                      _mm256_and_si256(_mm256_srli_epi32(b, 2), _mm256_load_si256(reinterpret_cast<const __m256i*>(kMaskB))));
-    __m256i sum = _mm256_setzero_si256();
-    __m256i qh0 = _mm256_setzero_si256(), qh1 = qh0;
-    if constexpr (kFifthBit)
-      qh0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 32 * p)), qh1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 128 + 32 * p));
-#pragma GCC unroll 4
-    for (int ch = 0; ch < 4; ++ch) {
-      const __m256i s_lo = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch])));
-      const __m256i s_hi = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.scale[2 * ch + 1])));
-      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 128 * ch + 32 * p));
-      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQsAt + 64 + 128 * ch + 32 * p));
-      const int8_t* y = yb->qs + 64 * ch;
-      __m256i lo0, lo1, hi0, hi1;
-      nibbles<kFifthBit>(v0, v1, qh0, qh1, ch, m4, lo0, lo1, hi0, hi1);
-      const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast16(y)), _mm256_maddubs_epi16(lo1, bcast16(y + 16)));
-      const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast16(y + 32)), _mm256_maddubs_epi16(hi1, bcast16(y + 48)));
-      sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(plo, s_lo), _mm256_madd_epi16(phi, s_hi)));
-    }
-    const __m256i mins16 = _mm256_shuffle_epi8(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(kCtl.mins)));
-    const __m256 dv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1));
-    const __m256 dmv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 4 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p, 5 + 2 * p));
-    const __m256i mins = _mm256_madd_epi16(mins16, _mm256_broadcastsi128_si256(bs));
-    __m256& acc = p == 0 ? acc0 : acc1;
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(dv, dy), _mm256_cvtepi32_ps(sum), acc);
-    acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmv, dy), _mm256_cvtepi32_ps(mins), acc);
-  }
-}
-
-}  // namespace q4k
 
 namespace q6k {
 
@@ -339,7 +172,7 @@ struct Kernel {
 
 // Decode: two row groups at once, one from each half of the walk (as the Q4_0/Q8_0 GEMV,
 // tiles/gemm_tile_dispatch.h): two weight streams and accumulator chains in flight, an odd last
-// group alone. Step is the format's inlined super-block step (q4k / q6k::gemv_step), which runs
+// group alone. Step is the format's inlined super-block step (q6k::gemv_step), which runs
 // the tile's integer sums and float operations in the tile's order: the same bits as the tile.
 using StepFn = void (*)(const uint8_t*, const block_q8_K*, __m256&, __m256&);
 
@@ -399,24 +232,6 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 
 }  // namespace
 
-void QUANT_FN(gemv_q4_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step<false>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void QUANT_FN(gemv_q4_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Kernel::kSbBytes, q4k::gemv_step<false>, 0>(n, out, w, groups, act);
-}
-void QUANT_FN(tile_q4_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  tile<q4k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
-}
-void QUANT_FN(gemv_q5_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step<true>, kGemvPrefetchBytes>(n, out, w, groups, act);
-}
-void QUANT_FN(gemv_q5_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q4k::Q5Kernel::kSbBytes, q4k::gemv_step<true>, 0>(n, out, w, groups, act);
-}
-void QUANT_FN(tile_q5_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
-  tile<q4k::Q5Kernel>(n, out, out_stride, w, act, act_stride, cols);
-}
 void QUANT_FN(gemv_q6_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);
 }

@@ -2,8 +2,8 @@
 // zmm's 128-bit lane r holds row r, the GEMV is the tile at one token (every (row, token) output
 // is the same bits alone or in a batch), and a row's four lanes are added (l0 + l2) + (l1 + l3)
 // at the end. (Q4_K and Q5_K on AVX-512 are in 16-row groups, packed_k16_avx512.cc; this file's
-// q4_kx4 kernel, which Q5_K ran last, went with them. Q4_K's 4-row layout is AVX2's,
-// packed_k_avx2.cc. Q6_K in 16 rows was measured and not kept: see packed_k16_avx512.cc.)
+// q4_kx4 kernel, which Q5_K ran last, went with them; on AVX2 they are in 8-row groups,
+// packed_k8_avx2.cc. Q6_K in 16 rows was measured and not kept: see packed_k16_avx512.cc.)
 //
 // Per quarter of the super-block (64 elements of a row, four sub-blocks of 16) three 64-byte
 // loads give the four rows' 16 low-nibble bytes of each ql half and their 16 qh bytes, which make

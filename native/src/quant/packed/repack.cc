@@ -16,9 +16,10 @@ namespace fulcrum {
 const char* weight_layout_name(WeightLayout l) {
   switch (l) {
     case WeightLayout::Gguf: return "gguf";
-    case WeightLayout::Q4_Kx4: return "q4_kx4";
     case WeightLayout::Q4_Kx16: return "q4_kx16";
     case WeightLayout::Q5_Kx16: return "q5_kx16";
+    case WeightLayout::Q4_Kx8: return "q4_kx8";
+    case WeightLayout::Q5_Kx8: return "q5_kx8";
     case WeightLayout::Q6_Kx4: return "q6_kx4";
     case WeightLayout::Q4_0x16: return "q4_0x16";
     case WeightLayout::Q5_0x16: return "q5_0x16";
@@ -26,7 +27,6 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Q4_0x8: return "q4_0x8";
     case WeightLayout::Q5_0x8: return "q5_0x8";
     case WeightLayout::Q8_0x8: return "q8_0x8";
-    case WeightLayout::Q5_Kx4: return "q5_kx4";
     case WeightLayout::Q5_1x16: return "q5_1x16";
     case WeightLayout::Q5_1x8: return "q5_1x8";
   }
@@ -116,10 +116,10 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, sw ? gemv_q8_0x8_##isa : gemv_q8_0x8_hwpf_##isa, tile_q8_0x8_##isa,     \
                     kPackedTileColsX8Avx2);                                                                                     \
-    g_q4_k = packed(WeightLayout::Q4_Kx4, GgmlType::Q4_K, 4, nullptr, sw ? gemv_q4_kx4_##isa : gemv_q4_kx4_hwpf_##isa, tile_q4_kx4_##isa, \
-                    kPackedTileColsQ4_kAvx2);                                                                                   \
-    g_q5_k = packed(WeightLayout::Q5_Kx4, GgmlType::Q5_K, 4, nullptr, sw ? gemv_q5_kx4_##isa : gemv_q5_kx4_hwpf_##isa, tile_q5_kx4_##isa, \
-                    kPackedTileColsQ4_kAvx2);                                                                                   \
+    g_q4_k = packed(WeightLayout::Q4_Kx8, GgmlType::Q4_K, 8, nullptr, sw ? gemv_q4_kx8_##isa : gemv_q4_kx8_hwpf_##isa, tile_q4_kx8_##isa, \
+                    kPackedTileColsQ4_kx8Avx2);                                                                                   \
+    g_q5_k = packed(WeightLayout::Q5_Kx8, GgmlType::Q5_K, 8, nullptr, sw ? gemv_q5_kx8_##isa : gemv_q5_kx8_hwpf_##isa, tile_q5_kx8_##isa, \
+                    kPackedTileColsQ5_kx8Avx2);                                                                                   \
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, sw ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
                     kPackedTileColsAvx2);                                                                                       \
   } while (0)
@@ -168,54 +168,35 @@ void repack_super_blocks(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scr
   }
 }
 
-// q4_kx4: header (scale bytes, d, dmin), then the nibbles by 16-byte pieces.
-void place_q4_k(uint8_t* s, const block_q4_K* b, int r) {
-  static constexpr size_t kScaleAt[4] = {0, 12, 32, 44};
-  std::memcpy(s + kScaleAt[r], b->scales, K_SCALE_SIZE);
-  std::memcpy(s + 24 + 2 * r, &b->d, 2);
-  std::memcpy(s + 56 + 2 * r, &b->dmin, 2);
-  for (int c = 0; c < 4; ++c)
-    for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
-}
-
-// q4_kx16 (repack.h): per super-block of 16 rows their d, their dmin, the three planes of their
-// scale words, then per chunk of 64 elements eight vectors of 4-byte pieces of their nibbles.
-// q5_kx16: the same with the rows' qh in eight vectors of 4-byte pieces between the planes and the nibbles.
+// q4_kx16 / q4_kx8 (repack.h): per super-block of G rows their d, their dmin, the three planes of
+// their scale words, then per chunk of 64 elements eight vectors of 4-byte pieces of their nibbles.
+// q5_kx16 / q5_kx8: the same with the rows' qh in eight vectors of 4-byte pieces between the
+// planes and the nibbles.
 template <class Block>
-void repack_k_x16(uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
-  using namespace k_x16;
+void repack_k_rows(int G, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
+  using namespace k_rows;
   constexpr bool kFifthBit = std::is_same_v<Block, block_q5_K>;
-  constexpr size_t kQsAt = qs_at(kFifthBit);
+  const size_t g4 = 4 * static_cast<size_t>(G);  // bytes of one vector (a plane, a qh or nibble vector)
+  const size_t qs = qs_at(G, kFifthBit);
   const int64_t nsb = cols / QK_K;
   const size_t rb = static_cast<size_t>(nsb) * sizeof(Block);
-  for (int64_t g = 0; g < rows / 16; ++g) {
-    uint8_t* dst = data + static_cast<size_t>(g) * rb * 16;
-    std::memcpy(scratch, dst, rb * 16);
+  for (int64_t g = 0; g < rows / G; ++g) {
+    uint8_t* dst = data + static_cast<size_t>(g) * rb * G;
+    std::memcpy(scratch, dst, rb * G);
     for (int64_t i = 0; i < nsb; ++i) {
-      uint8_t* s = dst + static_cast<size_t>(i) * 16 * sizeof(Block);
-      for (int r = 0; r < 16; ++r) {
+      uint8_t* s = dst + static_cast<size_t>(i) * G * sizeof(Block);
+      for (int r = 0; r < G; ++r) {
         const Block* b = reinterpret_cast<const Block*>(scratch + r * rb) + i;
-        std::memcpy(s + kDAt + 2 * r, &b->d, 2);
-        std::memcpy(s + kDminAt + 2 * r, &b->dmin, 2);
-        for (int w = 0; w < 3; ++w) std::memcpy(s + kScaleWordsAt + 64 * w + 4 * r, b->scales + 4 * w, 4);
+        std::memcpy(s + d_at(G) + 2 * r, &b->d, 2);
+        std::memcpy(s + dmin_at(G) + 2 * r, &b->dmin, 2);
+        for (int w = 0; w < 3; ++w) std::memcpy(s + scale_words_at(G) + g4 * w + 4 * r, b->scales + 4 * w, 4);
         if constexpr (kFifthBit)
-          for (int k = 0; k < 8; ++k) std::memcpy(s + kQhAt + 64 * k + 4 * r, b->qh + 4 * k, 4);
+          for (int k = 0; k < 8; ++k) std::memcpy(s + qh_at(G) + g4 * k + 4 * r, b->qh + 4 * k, 4);
         for (int c = 0; c < 4; ++c)
-          for (int k = 0; k < 8; ++k) std::memcpy(s + kQsAt + 512 * c + 64 * k + 4 * r, b->qs + 32 * c + 4 * k, 4);
+          for (int k = 0; k < 8; ++k) std::memcpy(s + qs + 8 * g4 * c + g4 * k + 4 * r, b->qs + 32 * c + 4 * k, 4);
       }
     }
   }
-}
-
-// q5_kx4: q4_kx4's header, the fifth bits by 16-byte pieces, then q4_kx4's nibbles.
-void place_q5_k(uint8_t* s, const block_q5_K* b, int r) {
-  static constexpr size_t kScaleAt[4] = {0, 12, 32, 44};
-  std::memcpy(s + kScaleAt[r], b->scales, K_SCALE_SIZE);
-  std::memcpy(s + 24 + 2 * r, &b->d, 2);
-  std::memcpy(s + 56 + 2 * r, &b->dmin, 2);
-  for (int h = 0; h < 2; ++h) std::memcpy(s + 64 + 64 * h + 16 * r, b->qh + 16 * h, 16);
-  for (int c = 0; c < 4; ++c)
-    for (int h = 0; h < 2; ++h) std::memcpy(s + 192 + 128 * c + 64 * h + 16 * r, b->qs + 32 * c + 16 * h, 16);
 }
 
 // q6_kx4: the scales, per quarter the ql and qh pieces, then d.
@@ -274,10 +255,8 @@ void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, i
 }  // namespace
 
 void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t cols, uint8_t* scratch) {
-  if (pf.layout == WeightLayout::Q4_Kx4) return repack_super_blocks<block_q4_K>(data, rows, cols, scratch, place_q4_k);
-  if (pf.layout == WeightLayout::Q4_Kx16) return repack_k_x16<block_q4_K>(data, rows, cols, scratch);
-  if (pf.layout == WeightLayout::Q5_Kx16) return repack_k_x16<block_q5_K>(data, rows, cols, scratch);
-  if (pf.layout == WeightLayout::Q5_Kx4) return repack_super_blocks<block_q5_K>(data, rows, cols, scratch, place_q5_k);
+  if (pf.layout == WeightLayout::Q4_Kx16 || pf.layout == WeightLayout::Q4_Kx8) return repack_k_rows<block_q4_K>(pf.group_rows, data, rows, cols, scratch);
+  if (pf.layout == WeightLayout::Q5_Kx16 || pf.layout == WeightLayout::Q5_Kx8) return repack_k_rows<block_q5_K>(pf.group_rows, data, rows, cols, scratch);
   if (pf.layout == WeightLayout::Q6_Kx4) return repack_super_blocks<block_q6_K>(data, rows, cols, scratch, place_q6_k);
   const int64_t nb = cols / QK4_0;
   repack_row_groups(pf.type, pf.group_rows, pf.quant_xor, data, rows, nb, scratch);

@@ -4,32 +4,17 @@
 // different cache lines, so a kernel spends more instructions gathering bytes (four 16-byte
 // inserts and four 2-byte scale loads per row and four blocks for Q4_0) than multiplying them.
 //
-// Q4_K ("q4_kx4", 576 bytes per super-block of 256 columns, four rows' blocks' bytes): a 64-byte
-// header, then the nibbles interleaved by 16-byte pieces:
-//   [0, 12) [12, 24)   rows 0 and 1's 12 packed scale/min bytes, as in their blocks
-//   [24, 32)           the four rows' d (f16)
-//   [32, 44) [44, 56)  rows 2 and 3's scale/min bytes
-//   [56, 64)           the four rows' dmin (f16)
-//   [64 + 128·c + 64·h + 16·r, +16)  row r's qs[32·c + 16·h, +16) (c chunk of 64 elements, h half)
-// so one 64-byte load holds 16 elements of two sub-blocks for all four rows (a 128-bit lane per
-// row) and the header unpacks with a few vector operations for the four rows at once (each
-// 32-byte half serves a pair of rows on AVX2). Its activations are Q8_K rows as they are.
-// That is Q4_K's layout on AVX2. On AVX-512 Q4_K is "q4_kx16" (2304 bytes per super-block of 256
-// columns, sixteen rows' blocks' bytes; packed_k16_avx512.cc says why):
-//   [0, 32) [32, 64)   the 16 rows' d, then their dmin (f16), row r at index r
-//   [64 + 64·w + 4·r, +4)  row r's scale bytes [4·w, 4·w + 4) (w = 0..2: three planes of words)
-//   [256 + 512·c + 64·k + 4·r, +4)  row r's qs[32·c + 4·k, +4) (c chunk of 64 elements, k = 0..7)
-// so a zmm's 32-bit lane is a row: four nibble bytes of each row per 64-byte load (low nibbles
+// Q4_K on AVX-512 ("q4_kx16", 2304 bytes per super-block of 256 columns, sixteen rows' blocks'
+// bytes; packed_k16_avx512.cc says why), on AVX2 "q4_kx8" (1152 bytes, eight rows; packed_k8_avx2.cc),
+// G rows a group (k_rows below has the offsets):
+//   [0, 2·G) [2·G, 4·G)       the G rows' d, then their dmin (f16), row r at index r
+//   [4·G + 4·G·w + 4·r, +4)   row r's scale bytes [4·w, 4·w + 4) (w = 0..2: three planes of words)
+//   [16·G + 32·G·c + 4·G·k + 4·r, +4)  row r's qs[32·c + 4·k, +4) (c chunk of 64 elements, k = 0..7)
+// so a vector's 32-bit lane is a row: four nibble bytes of each row per 4·G-byte load (low nibbles
 // elements 64·c + 4·k.., high ones 64·c + 32 + 4·k..), and one load per plane gives a scale word
-// of all 16 rows. On AVX-512 Q5_K is "q5_kx16" (2816 bytes per super-block): q4_kx16's 256-byte
-// header, then [256 + 64·k + 4·r, +4) row r's qh[4·k, +4) (k = 0..7), then q4_kx16's nibble
-// vectors at 768; q5_kx4 below is its layout on AVX2.
-// Q5_K ("q5_kx4", 704 bytes per super-block of 256 columns): q4_kx4's 64-byte header, then the
-// fifth bits, then q4_kx4's nibbles:
-//   [64 + 64·h + 16·r, +16)  row r's qh[16·h, +16)
-//   [192 + 128·c + 64·h + 16·r, +16)  row r's qs[32·c + 16·h, +16)
-// so each 64-byte nibble load has its fifth bits (bit 2·c and 2·c + 1 of the same qh bytes) in one
-// of two 64-byte loads made once per super-block. Its activations are Q8_K rows as they are.
+// of all G rows. Q5_K is "q5_kx16" / "q5_kx8" (2816 / 1408 bytes per super-block): the same header,
+// then [16·G + 4·G·k + 4·r, +4) row r's qh[4·k, +4) (k = 0..7), then the nibble vectors at 48·G.
+// Their activations are Q8_K rows as they are.
 // Q6_K ("q6_kx4", 840 bytes per super-block of 256 columns):
 //   [0, 64)            row r's 16 int8 scales at 16·r
 //   [64 + 192·q + 64·k + 16·r, +16)  quarter q = 2·hf + p (hf the 128-element half, p 0/1):
@@ -79,7 +64,6 @@ namespace fulcrum {
 
 enum class WeightLayout : uint8_t {
   Gguf = 0,
-  Q4_Kx4 = 4,
   Q6_Kx4 = 5,
   Q4_0x16 = 6,
   Q5_0x16 = 7,
@@ -87,22 +71,29 @@ enum class WeightLayout : uint8_t {
   Q4_0x8 = 9,
   Q5_0x8 = 10,
   Q8_0x8 = 11,
-  Q5_Kx4 = 12,
   Q5_1x16 = 13,
   Q5_1x8 = 14,
   Q4_Kx16 = 15,
   Q5_Kx16 = 16,
+  Q4_Kx8 = 17,
+  Q5_Kx8 = 18,
 };
 const char* weight_layout_name(WeightLayout l);
 
 namespace quant {
 
-// q4_kx16 / q5_kx16 byte offsets within a super-block of 16 rows (the layout above), for the
-// repacking and the kernels (packed_k16_avx512.cc).
-namespace k_x16 {
-constexpr size_t kDAt = 0, kDminAt = 32, kScaleWordsAt = 64, kQhAt = 256;  // scale word planes at kScaleWordsAt + 64·w
-constexpr size_t qs_at(bool fifth_bit) { return fifth_bit ? 768 : 256; }
-}  // namespace k_x16
+// q4_kx16 / q5_kx16 (G = 16) and q4_kx8 / q5_kx8 (G = 8) byte offsets within a super-block of G
+// rows (the layouts above), for the repacking and the kernels (packed_k16_avx512.cc,
+// packed_k8_avx2.cc): the rows' d, their dmin, three planes of scale words (plane w at
+// scale_words_at + 4·G·w), the fifth-bit vectors (Q5_K), then per chunk c of 64 elements eight
+// nibble vectors of 4·G bytes (vector k at qs_at + 32·G·c + 4·G·k).
+namespace k_rows {
+constexpr size_t d_at(int) { return 0; }
+constexpr size_t dmin_at(int g) { return 2 * static_cast<size_t>(g); }
+constexpr size_t scale_words_at(int g) { return 4 * static_cast<size_t>(g); }
+constexpr size_t qh_at(int g) { return 16 * static_cast<size_t>(g); }
+constexpr size_t qs_at(int g, bool fifth_bit) { return (fifth_bit ? 48 : 16) * static_cast<size_t>(g); }
+}  // namespace k_rows
 
 // The CPU kernels of one repacked layout on the ISA this process runs.
 struct PackedFormat {
@@ -147,13 +138,13 @@ void gemv_q6_kx4_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 // The AVX2 kernels, once per AVX2-level copy (core/isa.h: avx2, and avxvnni built with AVX-VNNI).
 #define FULCRUM_PACKED_AVX2_DECL(isa)                                                                                      \
-  void gemv_q4_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q4_kx4_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
-  void tile_q4_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+  void gemv_q4_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q4_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
+  void tile_q4_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
-  void gemv_q5_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q5_kx4_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
-  void tile_q5_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+  void gemv_q5_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
+  void tile_q5_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q6_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q6_kx4_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
@@ -210,9 +201,10 @@ constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
 constexpr int kPackedTileColsX16Avx512 = 8;
 // AVX2 8-row groups: 4 tokens a tile (eight weight vectors and the accumulators in 16 ymm).
 constexpr int kPackedTileColsX8Avx2 = 4;
-// AVX2 Q4_K: 4 tokens per tile (the chunk's unpacked nibbles and scales serve twice as many
-// tokens; measured 1.25x over 2 on a loaded Zen 3, 4864x1024 and 1024x4864, 256 tokens).
-constexpr int kPackedTileColsQ4_kAvx2 = 4;
+// AVX2 Q4_K and Q5_K in 8-row groups: Q4_K 4 tokens a tile, Q5_K (whose fifth bits cost more to
+// unpack) 6. bench.matmul 5632 x 2048 from L3, 1 thread, µs per token of a whole tile, 4 -> 6:
+// Q4_K 113 -> 114, Q5_K 155 -> 139; 8 tokens (4 + 4 against 6 + 2) Q4_K 899 -> 970, Q5_K level.
+constexpr int kPackedTileColsQ4_kx8Avx2 = 4, kPackedTileColsQ5_kx8Avx2 = 6;
 
 }  // namespace quant
 }  // namespace fulcrum
