@@ -3,7 +3,7 @@
 // lane = row), so each step runs once per pair.
 //
 // The 6-bit values and scales of one sub-block are built just before the tokens use them (one at a
-// time, not four), which keeps a 2-token tile within the 16 ymm registers. Its GEMV
+// time, not four), and serve a tile of 4 tokens (kPackedTileColsQ6_kAvx2). Its GEMV
 // (q6k::gemv_step in gemv_streams) reads two streams.
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
 // steps are the AVX-512 kernel's: both ISAs give the same bits.

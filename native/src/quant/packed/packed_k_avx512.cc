@@ -158,6 +158,10 @@ void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* ac
 template <class K>
 void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   switch (cols) {
+    case 8: K::template run<8>(n, out, os, w, act, as); break;
+    case 7: K::template run<7>(n, out, os, w, act, as); break;
+    case 6: K::template run<6>(n, out, os, w, act, as); break;
+    case 5: K::template run<5>(n, out, os, w, act, as); break;
     case 4: K::template run<4>(n, out, os, w, act, as); break;
     case 3: K::template run<3>(n, out, os, w, act, as); break;
     case 2: K::template run<2>(n, out, os, w, act, as); break;

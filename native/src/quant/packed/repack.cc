@@ -102,7 +102,7 @@ void register_packed_formats(const KernelChoice& c) {
       g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, sw ? gemv_q4_kx16_avx512 : gemv_q4_kx16_hwpf_avx512, tile_q4_kx16_avx512,
                       kPackedTileColsX16Avx512);
       g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
-                      tile_q6_kx4_avx512, kPackedTileColsAvx512);
+                      tile_q6_kx4_avx512, kPackedTileColsQ6_kAvx512);
     }
   } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
@@ -121,7 +121,7 @@ void register_packed_formats(const KernelChoice& c) {
     g_q5_k = packed(WeightLayout::Q5_Kx8, GgmlType::Q5_K, 8, nullptr, sw ? gemv_q5_kx8_##isa : gemv_q5_kx8_hwpf_##isa, tile_q5_kx8_##isa, \
                     kPackedTileColsQ5_kx8Avx2);                                                                                   \
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, sw ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
-                    kPackedTileColsAvx2);                                                                                       \
+                    kPackedTileColsQ6_kAvx2);                                                                                       \
   } while (0)
     if (c.isa == Isa::AvxVnni) FULCRUM_PACKED_AVX2(avxvnni);
     else FULCRUM_PACKED_AVX2(avx2);

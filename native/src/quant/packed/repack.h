@@ -196,7 +196,15 @@ void gemv_q8_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int group
 void tile_q8_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 constexpr size_t kQ8SumsBlockBytes = 40;
-constexpr int kPackedTileColsAvx512 = 4, kPackedTileColsAvx2 = 2;
+// AVX-512 Q6_K (q6_kx4): 8 tokens a tile. It was 4; bench.matmul 5632 x 2048 from L3, 1 thread,
+// Zen 4, alternating builds, 4 -> 8: 8 tokens 1211-1212 -> 1097-1107 µs, 32 4959-5000 -> 4438-4441
+// (6 tokens a tile 142 µs a token, 8 137, 4 148).
+constexpr int kPackedTileColsQ6_kAvx512 = 8;
+// AVX2 Q6_K (q6_kx4): 4 tokens a tile. It was 2, for the 16 ymm registers; 4 spills a little and
+// still wins: bench.matmul 5632 x 2048 from L3, 1 thread, Zen 4 at FULCRUM_ISA=avx2, alternating
+// builds, 2 -> 4: 4 tokens 951-954 -> 761-775 µs, 8 1952-2015 -> 1557-1631, 32 7822-8132 ->
+// 6501-6882 (6 tokens a tile: 182 µs a token against 4's 190, 8 tokens 1622-1635, not kept).
+constexpr int kPackedTileColsQ6_kAvx2 = 4;
 // AVX-512 16-row groups: 8 tokens a tile.
 constexpr int kPackedTileColsX16Avx512 = 8;
 // AVX2 8-row groups: 4 tokens a tile (eight weight vectors and the accumulators in 16 ymm).
