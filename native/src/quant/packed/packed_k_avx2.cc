@@ -3,7 +3,7 @@
 // lane = row), so each step runs once per pair.
 //
 // The 6-bit values and scales of one sub-block are built just before the tokens use them (one at a
-// time, not four), and serve a tile of 4 tokens (kPackedTileColsQ6_kAvx2). Its GEMV
+// time, not four), and serve a tile of up to 8 tokens (kPackedTileColsQ6_kAvx2). Its GEMV
 // (q6k::gemv_step in gemv_streams) reads two streams.
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
 // steps are the AVX-512 kernel's: both ISAs give the same bits.
@@ -222,6 +222,10 @@ template <size_t SbBytes, StepFn Step, size_t kPrefetch>
 template <class K>
 void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   switch (cols) {
+    case 8: K::template run<8>(n, out, os, w, act, as); break;
+    case 7: K::template run<7>(n, out, os, w, act, as); break;
+    case 6: K::template run<6>(n, out, os, w, act, as); break;
+    case 5: K::template run<5>(n, out, os, w, act, as); break;
     case 4: K::template run<4>(n, out, os, w, act, as); break;
     case 3: K::template run<3>(n, out, os, w, act, as); break;
     case 2: K::template run<2>(n, out, os, w, act, as); break;

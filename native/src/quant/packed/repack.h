@@ -200,19 +200,25 @@ constexpr size_t kQ8SumsBlockBytes = 40;
 // Zen 4, alternating builds, 4 -> 8: 8 tokens 1211-1212 -> 1097-1107 µs, 32 4959-5000 -> 4438-4441
 // (6 tokens a tile 142 µs a token, 8 137, 4 148).
 constexpr int kPackedTileColsQ6_kAvx512 = 8;
-// AVX2 Q6_K (q6_kx4): 4 tokens a tile. It was 2, for the 16 ymm registers; 4 spills a little and
-// still wins: bench.matmul 5632 x 2048 from L3, 1 thread, Zen 4 at FULCRUM_ISA=avx2, alternating
-// builds, 2 -> 4: 4 tokens 951-954 -> 761-775 µs, 8 1952-2015 -> 1557-1631, 32 7822-8132 ->
-// 6501-6882 (6 tokens a tile: 182 µs a token against 4's 190, 8 tokens 1622-1635, not kept).
-constexpr int kPackedTileColsQ6_kAvx2 = 4;
-// AVX-512 16-row groups: 8 tokens a tile.
+// AVX2 Q6_K (q6_kx4): 8 tokens a tile. It was 2, for the 16 ymm registers; more spill and still
+// win: bench.matmul 5632 x 2048 from L3, 1 thread, Zen 4 at FULCRUM_ISA=avx2, alternating builds,
+// 2 -> 4: 8 tokens 1952-2015 -> 1557-1631 µs, 32 7822-8132 -> 6501-6882; 4 -> 8: 8 tokens
+// 1583-1624 -> 1489-1515, 32 6646-6770 -> 6283-6459.
+constexpr int kPackedTileColsQ6_kAvx2 = 8;
+// AVX-512 16-row groups: 8 tokens a tile (12 measured no faster: bench.matmul 5632 x 2048 from L3,
+// 1 thread, 32 tokens Q4_0 2144 -> 2225 µs, Q4_K 2361 -> 2431-2472).
 constexpr int kPackedTileColsX16Avx512 = 8;
-// AVX2 8-row groups: 4 tokens a tile (eight weight vectors and the accumulators in 16 ymm).
-constexpr int kPackedTileColsX8Avx2 = 4;
-// AVX2 Q4_K and Q5_K in 8-row groups: Q4_K 4 tokens a tile, Q5_K (whose fifth bits cost more to
-// unpack) 6. bench.matmul 5632 x 2048 from L3, 1 thread, µs per token of a whole tile, 4 -> 6:
-// Q4_K 113 -> 114, Q5_K 155 -> 139; 8 tokens (4 + 4 against 6 + 2) Q4_K 899 -> 970, Q5_K level.
-constexpr int kPackedTileColsQ4_kx8Avx2 = 4, kPackedTileColsQ5_kx8Avx2 = 6;
+// AVX2 8-row groups of the 32-element formats: 8 tokens a tile. It was 4, to keep the eight weight
+// vectors and the accumulators in the 16 ymm registers; 8 spills some and still wins. bench.matmul
+// 5632 x 2048 from L3, 1 thread, Zen 4 at FULCRUM_ISA=avx2, alternating builds, 4 -> 8 tokens a
+// tile: 32 tokens Q4_0 3836-3892 -> 3565-3593 µs, Q5_0 4586-4773 -> 4081-4157, Q8_0 6205-6304 ->
+// 5609-5639; 8 tokens Q4_0 965 -> 888-933, Q5_0 1138-1192 -> 1025-1029 (6 a tile lay between).
+constexpr int kPackedTileColsX8Avx2 = 8;
+// AVX2 Q4_K and Q5_K in 8-row groups: Q4_K 8 tokens a tile, Q5_K (whose fifth bits take registers
+// and instructions to unpack) 6. bench.matmul 5632 x 2048 from L3, 1 thread, Zen 4 at
+// FULCRUM_ISA=avx2: Q4_K 32 tokens 3631-3827 µs at 4 a tile, 3345-3390 at 8 (8 tokens 897 -> 847-861);
+// Q5_K 32 tokens 5030-5220 at 4, 4511-4680 at 6, 4686-4707 at 8 (16 tokens 2270 at 6, 2339-2352 at 8).
+constexpr int kPackedTileColsQ4_kx8Avx2 = 8, kPackedTileColsQ5_kx8Avx2 = 6;
 
 }  // namespace quant
 }  // namespace fulcrum
