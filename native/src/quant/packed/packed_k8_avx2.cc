@@ -28,7 +28,7 @@
 //     1.3B Q5_K_M 1 thread prefill 48.7 -> 59.2, decode 25.5 -> 27.6; 2 threads 95.1 -> 116.8
 //     (2-thread decode within the host's swings).
 //
-// The GEMV (the drivers' chunk, tiles/gemm_tile_dispatch.h: two streams of 1152-byte or 1408-byte
+// The GEMV (the drivers' chunk_tile<1>, tiles/gemm_tile_dispatch.h: two streams of 1152-byte or 1408-byte
 // super-blocks) and the tile run super_block below with the same float steps per (row, token), so
 // a token's outputs are the same bits alone and in a batch.
 #include <cstring>
@@ -192,27 +192,20 @@ struct KernelX8 {
   static constexpr int kGroupRows = 8;
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }
-  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) {
-    const block_q8_K* y = reinterpret_cast<const block_q8_K*>(a);
-    super_block<kFifthBit, 1>(cw, &y, &acc);
-  }
+  // The GEMV's step, one token: a call, not inlined. Inlined into the two-stream walk
+  // (tiles/gemm_tile_dispatch.h) the two super-blocks' values and sums spill: bench.matmul
+  // Q4_K 1 token (5632 x 2048 from L3, FULCRUM_ISA=avx2) 161 -> 186-192 µs, Q5_K 255 -> 293-297.
+  [[gnu::noinline]] static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }
   static void store(float* out, Acc acc) { _mm256_storeu_ps(out, acc); }
-  // 8 rows × C tokens: each sub-block's unpacked values serve the C tokens from registers.
+  // The walk's prefetch: the next super-block of the group.
+  static constexpr int kTileAhead = 1;
+  // One super-block of the 8 rows × C tokens (token c's Q8_K block at a + c·as): each sub-block's
+  // unpacked values serve the C tokens from registers.
   template <int C>
-  static void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
-    const int64_t nsb = n / QK_K;
-    __m256 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i) {
-      const uint8_t* cw = w + i * kChunkBytes;
-      // The next super-block of this group: from L2 (the caller's previous tile call read it) or,
-      // for the first token tile, from memory.
-      for (size_t o = 0; o < kChunkBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + kChunkBytes + o), _MM_HINT_T0);
-      const block_q8_K* y[C];
-      for (int c = 0; c < C; ++c) y[c] = reinterpret_cast<const block_q8_K*>(act + c * as) + i;
-      super_block<kFifthBit, C>(cw, y, acc);
-    }
-    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+  [[gnu::always_inline]] static inline void chunk_tile(Acc* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
+    const block_q8_K* y[C];
+    for (int c = 0; c < C; ++c) y[c] = reinterpret_cast<const block_q8_K*>(a + c * as);
+    super_block<kFifthBit, C>(cw, y, acc);
   }
 };
 
@@ -221,21 +214,9 @@ using Q5Kx8 = KernelX8<true>;
 
 }  // namespace
 
-// The entry points (repack.h): the GEMV with its software prefetch or with the hardware prefetchers
-// only (KernelChoice::gemv_prefetch), and the prefill tile.
-#define FULCRUM_K8_ENTRY_POINTS(name, K, C)                                                                                                  \
-  void QUANT_FN(gemv_##name)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
-    packed_gemv_groups<K, kGemvPrefetchBytes>(n, out, w, groups, act);                                                                       \
-  }                                                                                                                                          \
-  void QUANT_FN(gemv_##name##_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                               \
-    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                        \
-  }                                                                                                                                          \
-  void QUANT_FN(tile_##name)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
-    packed_tile_any<K, C>(cols, n, out, out_stride, w, act, act_stride);                                                                           \
-  }
-FULCRUM_K8_ENTRY_POINTS(q4_kx8, Q4Kx8, kPackedTileColsQ4_kx8Avx2)
-FULCRUM_K8_ENTRY_POINTS(q5_kx8, Q5Kx8, kPackedTileColsQ5_kx8Avx2)
-#undef FULCRUM_K8_ENTRY_POINTS
+// The entry points (tiles/gemm_tile_dispatch.h).
+FULCRUM_PACKED_AVX2_ENTRY_POINTS(q4_kx8, Q4Kx8, kGemvPrefetchBytes, kPackedTileColsQ4_kx8Avx2)
+FULCRUM_PACKED_AVX2_ENTRY_POINTS(q5_kx8, Q5Kx8, kGemvPrefetchBytes, kPackedTileColsQ5_kx8Avx2)
 
 }  // namespace quant
 }  // namespace fulcrum

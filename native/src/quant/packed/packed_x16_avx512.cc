@@ -153,25 +153,17 @@ struct Kernel {
   static constexpr int kGroupRows = 16;
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }
-  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { acc = dot_block<F>(acc, F::load(cw), a, block_mins<F>(cw)); }
+  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }
   static void store(float* out, Acc acc) { _mm512_storeu_ps(out, acc); }
-  // 16 rows × C tokens: a block's unpacked weights serve the C tokens from registers.
+  // The walk's prefetch: two blocks ahead in this group.
+  static constexpr int kTileAhead = 2;
+  // One block of the 16 rows × C tokens (token c's activations at a + c·as): the block's unpacked
+  // weights serve the C tokens from registers.
   template <int C>
-  static void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
-    const int64_t blocks = n / QK8_0;
-    __m512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < blocks; ++j) {
-      const uint8_t* cw = w + j * F::kBlockBytes;
-      // Two blocks ahead in this group: its bytes come from L2 (the caller's previous tile call
-      // read them) or, for the first token tile, from memory.
-      for (size_t o = 0; o < F::kBlockBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + 2 * F::kBlockBytes + o), _MM_HINT_T0);
-      const BlockW bw = F::load(cw);
-      const __m512 mw = block_mins<F>(cw);
-      const uint8_t* a = act + j * kActBytes;
-      for (int c = 0; c < C; ++c) acc[c] = dot_block<F>(acc[c], bw, a + c * as, mw);
-    }
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+  [[gnu::always_inline]] static inline void chunk_tile(Acc* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
+    const BlockW bw = F::load(cw);
+    const __m512 mw = block_mins<F>(cw);
+    for (int c = 0; c < C; ++c) acc[c] = dot_block<F>(acc[c], bw, a + c * as, mw);
   }
 };
 

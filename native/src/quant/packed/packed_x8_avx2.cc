@@ -219,21 +219,14 @@ struct Kernel {
   static constexpr int kGroupRows = 8;
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }
-  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { F::template block<1>(&acc, cw, a, 0); }
+  static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }
   static void store(float* out, Acc acc) { _mm256_storeu_ps(out, acc); }
-  // 8 rows × C tokens: a block's weights serve the C tokens from registers.
+  // The walk's prefetch: four blocks ahead in this group.
+  static constexpr int kTileAhead = 4;
+  // One block of the 8 rows × C tokens (token c's activations at a + c·as): the block's weights
+  // serve the C tokens from registers.
   template <int C>
-  static void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
-    const int64_t blocks = n / QK8_0;
-    __m256 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < blocks; ++j) {
-      const uint8_t* cw = w + j * F::kBlockBytes;
-      for (size_t o = 0; o < F::kBlockBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + 4 * F::kBlockBytes + o), _MM_HINT_T0);
-      F::template block<C>(acc, cw, act + j * kActBytes, as);
-    }
-    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
-  }
+  [[gnu::always_inline]] static inline void chunk_tile(Acc* acc, const uint8_t* cw, const uint8_t* a, size_t as) { F::template block<C>(acc, cw, a, as); }
 };
 
 // One token's Q8_0 row -> its "q8_0 sums" row, seeds −o·Σy.
@@ -273,23 +266,11 @@ void QUANT_FN(arrange_q8_1_sums)(const void* q8, void* dst, int64_t n) {
   }
 }
 
-// Each layout's entry points (repack.h): the GEMV with its software prefetch or with the hardware
-// prefetchers only (KernelChoice::gemv_prefetch), and the prefill tile.
-#define FULCRUM_X8_ENTRY_POINTS(name, K)                                                                                                     \
-  void QUANT_FN(gemv_##name)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
-    packed_gemv_groups<K, kGemvPrefetchBytes>(n, out, w, groups, act);                                                                       \
-  }                                                                                                                                          \
-  void QUANT_FN(gemv_##name##_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                               \
-    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                        \
-  }                                                                                                                                          \
-  void QUANT_FN(tile_##name)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
-    packed_tile_any<K, kPackedTileColsX8Avx2>(cols, n, out, out_stride, w, act, act_stride);                                                 \
-  }
-FULCRUM_X8_ENTRY_POINTS(q4_0x8, Kernel<Unpacked<Q4_0x8>>)
-FULCRUM_X8_ENTRY_POINTS(q5_0x8, Kernel<Unpacked<Q5_0x8>>)
-FULCRUM_X8_ENTRY_POINTS(q5_1x8, Kernel<Unpacked<Q5_1x8>>)
-FULCRUM_X8_ENTRY_POINTS(q8_0x8, Kernel<Q8_0x8>)
-#undef FULCRUM_X8_ENTRY_POINTS
+// Each layout's entry points (tiles/gemm_tile_dispatch.h).
+FULCRUM_PACKED_AVX2_ENTRY_POINTS(q4_0x8, Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_AVX2_ENTRY_POINTS(q5_0x8, Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_AVX2_ENTRY_POINTS(q5_1x8, Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_AVX2_ENTRY_POINTS(q8_0x8, Kernel<Q8_0x8>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 
 }  // namespace quant
 }  // namespace fulcrum

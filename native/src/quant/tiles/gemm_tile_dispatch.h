@@ -51,12 +51,30 @@ void gemv_any(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows
   }
 }
 
-// The packed kernels' drivers (packed/packed_*avx2.cc): K::tile<C>(n, out, os, w, act, as) for a
-// row group × C tokens, chosen here for cols in [1, CMAX] (others write nothing).
+// The packed kernels' tile: one row group × C tokens, chunk after chunk in column order
+// (K::chunk_tile<C>: the chunk's weights unpacked once serve the C tokens from registers), each
+// chunk K::kTileAhead chunks ahead prefetched into L1, from L2 where the previous token tile over
+// this group left it or, for the first token tile, from memory. (The GEMV walks below take
+// K::chunk, one token's step.)
+template <class K, int C>
+void packed_tile_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+  typename K::Acc acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = K::zero();
+  const int64_t chunks = n / K::kChunkCols;
+  for (int64_t j = 0; j < chunks; ++j) {
+    const uint8_t* cw = w + j * K::kChunkBytes;
+    for (size_t o = 0; o < K::kChunkBytes + 32; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(cw + K::kTileAhead * K::kChunkBytes + o), _MM_HINT_T0);
+    K::template chunk_tile<C>(acc, cw, act + j * K::kActChunkBytes, as);
+  }
+  for (int c = 0; c < C; ++c) K::store(out + c * os, acc[c]);
+}
+
+// packed_tile_walk for cols in [1, C] (others write nothing).
 template <class K, int C>
 void packed_tile_any(int cols, int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
   if (cols == C) {
-    K::template tile<C>(n, out, os, w, act, as);
+    packed_tile_walk<K, C>(n, out, os, w, act, as);
   } else if constexpr (C > 1) {
     packed_tile_any<K, C - 1>(cols, n, out, os, w, act, as);
   }
@@ -146,4 +164,19 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
   }                                                                                                                                         \
   void tile_##name##_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
     packed_tile_any<K, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);                                             \
+  }
+
+// An AVX2-level layout's entry points (repack.h), in quant:: of an AVX2 file (after simd_avx2.h,
+// whose QUANT_FN names them for the avx2 or avxvnni copy): the GEMV with its software prefetch
+// `prefetch_bytes` ahead or with the hardware prefetchers only (KernelChoice::gemv_prefetch), and
+// the prefill tile of up to `tile_cols` tokens.
+#define FULCRUM_PACKED_AVX2_ENTRY_POINTS(name, K, prefetch_bytes, tile_cols)                                                                \
+  void QUANT_FN(gemv_##name)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
+    packed_gemv_groups<K, prefetch_bytes>(n, out, w, groups, act);                                                                           \
+  }                                                                                                                                          \
+  void QUANT_FN(gemv_##name##_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                               \
+    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                        \
+  }                                                                                                                                          \
+  void QUANT_FN(tile_##name)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
+    packed_tile_any<K, tile_cols>(cols, n, out, out_stride, w, act, act_stride);                                                             \
   }
