@@ -50,7 +50,7 @@ function main(): void {
     { label: 'Q4_0 Q/K/V 896 columns', cols: 896, items: [{ type: Q4_0, rows: 896 }, { type: Q4_0, rows: 128 }, { type: Q4_0, rows: 128 }] },
     { label: 'Q8_0 Q/K/V, K and V of 48 rows', cols: 512, items: [{ type: Q8_0, rows: 512 }, { type: Q8_0, rows: 48 }, { type: Q8_0, rows: 48 }] },
     { label: 'Q8_0 gate/up 4864 rows', cols: 896, items: [{ type: Q8_0, rows: 4864 }, { type: Q8_0, rows: 4864 }] },
-    // Q4_K's K a whole number of its groups on every ISA (16 rows at AVX-512, 4 at AVX2).
+    // Q4_K's K a whole number of its groups on every ISA (16 rows at AVX-512, 8 at AVX2).
     { label: 'Q4_K Q/K with Q6_K V (Q4_K_M)', cols: 1024, items: [{ type: Q4_K, rows: 1024 }, { type: Q4_K, rows: 48 }, { type: Q6_K, rows: 36 }] },
     { label: 'Q4_0 with Q8_0 (one activation row, two arrangements)', cols: 512, items: [{ type: Q4_0, rows: 512 }, { type: Q8_0, rows: 64 }, { type: Q4_0, rows: 64 }] },
     // A Q5_K_M layer: Q5_1 (Q8_1 activations, arranged with their sums) beside Q5_K (Q8_K rows).

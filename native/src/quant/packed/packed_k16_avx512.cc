@@ -206,8 +206,8 @@ using Q5Kx16 = KernelX16<true>;
 }  // namespace
 
 // The entry points (tiles/gemm_tile_dispatch.h).
-FULCRUM_PACKED_X16_ENTRY_POINTS(q4_kx16, Q4Kx16, kGemvPrefetchBytes)
-FULCRUM_PACKED_X16_ENTRY_POINTS(q5_kx16, Q5Kx16, kGemvPrefetchBytes)
+FULCRUM_PACKED_ENTRY_POINTS(q4_kx16, avx512, Q4Kx16, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
+FULCRUM_PACKED_ENTRY_POINTS(q5_kx16, avx512, Q5Kx16, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
 
 }  // namespace quant
 }  // namespace fulcrum

@@ -215,8 +215,8 @@ using Q5Kx8 = KernelX8<true>;
 }  // namespace
 
 // The entry points (tiles/gemm_tile_dispatch.h).
-FULCRUM_PACKED_AVX2_ENTRY_POINTS(q4_kx8, Q4Kx8, kGemvPrefetchBytes, kPackedTileColsQ4_kx8Avx2)
-FULCRUM_PACKED_AVX2_ENTRY_POINTS(q5_kx8, Q5Kx8, kGemvPrefetchBytes, kPackedTileColsQ5_kx8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q4_kx8, QUANT_AVX2_LEVEL, Q4Kx8, kGemvPrefetchBytes, kPackedTileColsQ4_kx8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q5_kx8, QUANT_AVX2_LEVEL, Q5Kx8, kGemvPrefetchBytes, kPackedTileColsQ5_kx8Avx2)
 
 }  // namespace quant
 }  // namespace fulcrum

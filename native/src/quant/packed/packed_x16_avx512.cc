@@ -191,10 +191,10 @@ void arrange_q8_0_sums16_avx512(const void* q8, void* dst, int64_t n) { arrange_
 void arrange_q8_0_sums128_avx512(const void* q8, void* dst, int64_t n) { arrange_sums<128>(q8, dst, n); }
 
 // Each layout's entry points (tiles/gemm_tile_dispatch.h).
-FULCRUM_PACKED_X16_ENTRY_POINTS(q4_0x16, Kernel<Q4_0x16>, kGemvPrefetchBytes)
-FULCRUM_PACKED_X16_ENTRY_POINTS(q5_0x16, Kernel<Q5_0x16>, kGemvPrefetchBytes)
-FULCRUM_PACKED_X16_ENTRY_POINTS(q5_1x16, Kernel<Q5_1x16>, kGemvPrefetchBytes)
-FULCRUM_PACKED_X16_ENTRY_POINTS(q8_0x16, Kernel<Q8_0x16>, kGemvPrefetchBytes)
+FULCRUM_PACKED_ENTRY_POINTS(q4_0x16, avx512, Kernel<Q4_0x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
+FULCRUM_PACKED_ENTRY_POINTS(q5_0x16, avx512, Kernel<Q5_0x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
+FULCRUM_PACKED_ENTRY_POINTS(q5_1x16, avx512, Kernel<Q5_1x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
+FULCRUM_PACKED_ENTRY_POINTS(q8_0x16, avx512, Kernel<Q8_0x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
 
 }  // namespace quant
 }  // namespace fulcrum

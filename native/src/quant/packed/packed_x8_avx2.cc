@@ -267,10 +267,10 @@ void QUANT_FN(arrange_q8_1_sums)(const void* q8, void* dst, int64_t n) {
 }
 
 // Each layout's entry points (tiles/gemm_tile_dispatch.h).
-FULCRUM_PACKED_AVX2_ENTRY_POINTS(q4_0x8, Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
-FULCRUM_PACKED_AVX2_ENTRY_POINTS(q5_0x8, Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
-FULCRUM_PACKED_AVX2_ENTRY_POINTS(q5_1x8, Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
-FULCRUM_PACKED_AVX2_ENTRY_POINTS(q8_0x8, Kernel<Q8_0x8>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q4_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q5_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q5_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q8_0x8, QUANT_AVX2_LEVEL, Kernel<Q8_0x8>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 
 }  // namespace quant
 }  // namespace fulcrum

@@ -152,31 +152,21 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
 }  // namespace quant
 }  // namespace fulcrum
 
-// A 16-row layout's entry points (repack.h), in quant:: of an AVX-512 file: the GEMV with its
-// software prefetch `prefetch_bytes` ahead or with the hardware prefetchers only
-// (KernelChoice::gemv_prefetch), and the prefill tile of up to kPackedTileColsX16Avx512 tokens.
-#define FULCRUM_PACKED_X16_ENTRY_POINTS(name, K, prefetch_bytes)                                                                           \
-  void gemv_##name##_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
-    packed_gemv_groups<K, prefetch_bytes>(n, out, w, groups, act);                                                                          \
-  }                                                                                                                                         \
-  void gemv_##name##_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                 \
-    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                       \
-  }                                                                                                                                         \
-  void tile_##name##_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
-    packed_tile_any<K, kPackedTileColsX16Avx512>(cols, n, out, out_stride, w, act, act_stride);                                             \
-  }
-
-// An AVX2-level layout's entry points (repack.h), in quant:: of an AVX2 file (after simd_avx2.h,
-// whose QUANT_FN names them for the avx2 or avxvnni copy): the GEMV with its software prefetch
-// `prefetch_bytes` ahead or with the hardware prefetchers only (KernelChoice::gemv_prefetch), and
-// the prefill tile of up to `tile_cols` tokens.
-#define FULCRUM_PACKED_AVX2_ENTRY_POINTS(name, K, prefetch_bytes, tile_cols)                                                                \
-  void QUANT_FN(gemv_##name)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                                      \
-    packed_gemv_groups<K, prefetch_bytes>(n, out, w, groups, act);                                                                           \
-  }                                                                                                                                          \
-  void QUANT_FN(gemv_##name##_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {                               \
-    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                                        \
-  }                                                                                                                                          \
-  void QUANT_FN(tile_##name)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) { \
-    packed_tile_any<K, tile_cols>(cols, n, out, out_stride, w, act, act_stride);                                                             \
+// A packed layout's entry points (repack.h), in quant:: of its ISA file: gemv_<name>_<isa> with
+// its software prefetch `prefetch_bytes` ahead, gemv_<name>_hwpf_<isa> with the hardware
+// prefetchers only (KernelChoice::gemv_prefetch), and tile_<name>_<isa>, the prefill tile of up to
+// `tile_cols` tokens. `isa` may be a macro (an AVX2 file's QUANT_AVX2_LEVEL: avx2, or avxvnni in
+// its AVX-VNNI copy): it is expanded before the names are put together.
+#define FULCRUM_PACKED_NAME_(fn, isa) fn##_##isa
+#define FULCRUM_PACKED_NAME(fn, isa) FULCRUM_PACKED_NAME_(fn, isa)
+#define FULCRUM_PACKED_ENTRY_POINTS(name, isa, K, prefetch_bytes, tile_cols)                                                      \
+  void FULCRUM_PACKED_NAME(gemv_##name, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {            \
+    packed_gemv_groups<K, prefetch_bytes>(n, out, w, groups, act);                                                                \
+  }                                                                                                                               \
+  void FULCRUM_PACKED_NAME(gemv_##name##_hwpf, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {     \
+    packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                             \
+  }                                                                                                                               \
+  void FULCRUM_PACKED_NAME(tile_##name, isa)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,      \
+                                             size_t act_stride, int cols) {                                                       \
+    packed_tile_any<K, tile_cols>(cols, n, out, out_stride, w, act, act_stride);                                                  \
   }
