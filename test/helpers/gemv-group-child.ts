@@ -27,7 +27,7 @@ export interface GemvGroupCase {
   packed: boolean;
 }
 
-const Q4_0 = 2, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14;
+const Q4_0 = 2, Q4_1 = 3, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14;
 
 function values(n: number, seed: number, scale: number): Float32Array {
   let s = seed >>> 0;
@@ -55,6 +55,8 @@ function main(): void {
     { label: 'Q4_0 with Q8_0 (one activation row, two arrangements)', cols: 512, items: [{ type: Q4_0, rows: 512 }, { type: Q8_0, rows: 64 }, { type: Q4_0, rows: 64 }] },
     // A Q5_K_M layer: Q5_1 (Q8_1 activations, arranged with their sums) beside Q5_K (Q8_K rows).
     { label: 'Q5_1 Q/K with Q5_K V (Q5_K_M)', cols: 1024, items: [{ type: Q5_1, rows: 1024 }, { type: Q5_1, rows: 128 }, { type: Q5_K, rows: 128 }] },
+    // A Q4_1 model's layer (Q8_1 activations, as Q5_1's).
+    { label: 'Q4_1 Q/K/V', cols: 512, items: [{ type: Q4_1, rows: 512 }, { type: Q4_1, rows: 64 }, { type: Q4_1, rows: 64 }] },
     // Q6_K's row groups count in units of 4, Q4_0's in 2 (AVX2) or 1 (AVX-512): an index space of
     // 258 or 257 groups, not a whole number of units, cut once per thread (small group).
     { label: 'Q6_K with a 16-row Q4_0 (a group space that ends inside a unit)', cols: 1024, items: [{ type: Q6_K, rows: 1024 }, { type: Q4_0, rows: 16 }] },

@@ -36,7 +36,7 @@ function fnv1a(x: Float32Array): string {
   return h.toString(16).padStart(8, '0');
 }
 
-const Q4_0 = 2, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14;
+const Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14;
 
 function gaussian(n: number, seed: number, scale: number): Float32Array {
   let s = seed >>> 0;
@@ -64,12 +64,12 @@ function main(): void {
   const shapesOf = (type: number) =>
     (type === Q6_K ? shapesK : type === Q4_K || type === Q5_K ? (avx512 ? shapesK16 : shapesK8) : avx512 ? shapes16 : shapes8);
   const unpackable = [
-    ...[Q4_0, Q5_0, Q5_1, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
+    ...[Q4_0, Q4_1, Q5_0, Q5_1, Q8_0].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 36, cols: 160 }, { rows: 36, cols: 96 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
     ...[Q4_K, Q5_K, Q6_K].flatMap((type) => [{ rows: 37, cols: 512 }, { rows: 38, cols: 256 }].map(({ rows, cols }) => ({ rows, cols, layout: k.packedLayout(type, rows, cols) }))),
     // Whole groups of 4 rows but not of 16 (AVX-512) or 8 (AVX2).
     ...(k.isaLevel() === 'scalar' ? [] : [Q4_K, Q5_K].map((type) => ({ rows: 36, cols: 256, layout: k.packedLayout(type, 36, 256) }))),
   ];
-  for (const [name, type] of [['Q4_0', Q4_0], ['Q5_0', Q5_0], ['Q5_1', Q5_1], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q5_K', Q5_K], ['Q6_K', Q6_K]] as const)
+  for (const [name, type] of [['Q4_0', Q4_0], ['Q4_1', Q4_1], ['Q5_0', Q5_0], ['Q5_1', Q5_1], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q5_K', Q5_K], ['Q6_K', Q6_K]] as const)
   for (const { rows, cols } of shapesOf(type)) {
     const w = quantize(type, gaussian(rows * cols, 7 + rows + cols + type, 0.05));
     const layout = k.packedLayout(type, rows, cols);

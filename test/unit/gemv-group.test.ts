@@ -34,7 +34,7 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
     assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}) failed: ${r.stderr}`);
     const out = JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; cases: GemvGroupCase[]; errors: string[] };
     assert.equal(out.isa, isa);
-    assert.equal(out.cases.length, 8 * 3);
+    assert.equal(out.cases.length, 9 * 3);
     for (const c of out.cases) {
       assert.ok(c.packed, `${c.label}: every matrix must have a packed layout at ${isa}`);
       assert.ok(c.equal, `${c.label}, ${c.threads} thread(s): ${c.firstDiff}`);
@@ -47,7 +47,7 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   });
 }
 
-// Every packed GEMV (Q4_0, Q5_0, Q5_1, Q8_0 and the K-quants, at each ISA) comes in
+// Every packed GEMV (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants, at each ISA) comes in
 // two walks, with software prefetch and with the hardware prefetchers alone (core/isa.h
 // KernelChoice::gemv_prefetch and q6_k_gemv_prefetch, chosen per CPU): prefetching moves bytes,
 // never sums, so both must give the same bits.

@@ -1,4 +1,4 @@
-// Weights repacked at load (native/src/quant/packed/repack.h): Q4_0, Q5_0, Q5_1 and Q8_0 in groups of 16 rows (AVX-512) or
+// Weights repacked at load (native/src/quant/packed/repack.h): Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 in groups of 16 rows (AVX-512) or
 // 8 (AVX2), Q4_K and Q5_K in groups of 16 rows (AVX-512) or 8 (AVX2), Q6_K in groups of four rows, read by the
 // packed GEMV (one token) and tile (several) kernels, against one vec_dot per output on the GGUF
 // bytes, on every ISA this CPU runs (a child process per ISA: the ISA is chosen once per process).
@@ -45,11 +45,12 @@ function groupRows(isa: string, type: string): number {
 }
 
 // How far the packed path may be from vec_dot, relative to the token's largest output: float
-// summation order. Q5_1's value is d·q + m with q in 0..31: its d·Σq·y and m·s terms are each
-// about 16 times the output and cancel, so the same reordering shows about twice as large
-// (measured: median 4-5e-7, largest 2.3e-6 against 0.9e-6 for Q5_0 on the same shapes).
+// summation order. Q5_1's value is d·q + m with q in 0..31 (Q4_1's 0..15): its d·Σq·y and m·s
+// terms are each many times the output and cancel, so the same reordering shows about twice as
+// large (measured: median 4-5e-7, largest 2.3e-6 against 0.9e-6 for Q5_0 on the same shapes;
+// Q4_1 largest 1.4e-6 at avx512, 2.8e-6 at avx2).
 function tolerance(type: string): number {
-  return type === 'Q5_1' ? 4e-6 : 2e-6;
+  return type === 'Q5_1' || type === 'Q4_1' ? 4e-6 : 2e-6;
 }
 
 // A repacked case: the layout of its format at `isa`, within tolerance of vec_dot, and each
@@ -62,7 +63,7 @@ function assertRepacked(c: RepackCase, isa: string, label: string): void {
 
 for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);
-  test(`Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K repacked in row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
+  test(`Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K repacked in row groups equals vec_dot, and a batch equals each token alone (FULCRUM_ISA=${isa})`, { skip: runs ? false : `this CPU does not run ${isa}` }, () => {
     const out = runIsa(isa);
     outputs.set(isa, out);
     assert.equal(out.isa, isa);
@@ -74,7 +75,7 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
       assert.ok(out.cases.every((c) => c.layout === null));
       return;
     }
-    assert.equal(out.cases.length, 7 * 4 * 9 * 2);
+    assert.equal(out.cases.length, 8 * 4 * 9 * 2);
     for (const c of out.cases) assertRepacked(c, isa, `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`);
   });
 }
@@ -94,9 +95,9 @@ test('avxvnni gives avx2\'s bits on the packed and the vec_dot path', { skip: qu
 });
 
 // On a CPU with AMX-INT8 the process's own choice at avx512: the formats the AMX tiles read
-// (Q4_0, Q5_0, Q8_0, Q4_K) and Q6_K stay in the GGUF layout, Q5_1 and Q5_K (no AMX tile) are
+// (Q4_0, Q5_0, Q8_0, Q4_K) and Q6_K stay in the GGUF layout, Q4_1, Q5_1 and Q5_K (no AMX tile) are
 // repacked; the repacked ones still equal vec_dot.
-test('with AMX-INT8 the AMX-tiled formats stay in the GGUF layout and Q5_1/Q5_K are repacked', { skip: quantIsas().includes('avx512') ? false : 'this CPU does not run avx512' }, (t) => {
+test('with AMX-INT8 the AMX-tiled formats stay in the GGUF layout and Q4_1/Q5_1/Q5_K are repacked', { skip: quantIsas().includes('avx512') ? false : 'this CPU does not run avx512' }, (t) => {
   const out = runIsa('avx512', true);
   if (!out.amx) {
     t.skip('this CPU has no AMX-INT8 (or the process was told not to use it)');
@@ -104,7 +105,7 @@ test('with AMX-INT8 the AMX-tiled formats stay in the GGUF layout and Q5_1/Q5_K 
   }
   for (const c of out.cases) {
     const label = `${c.type} ${c.rows}x${c.cols}`;
-    if (c.type === 'Q5_1' || c.type === 'Q5_K') assertRepacked(c, 'avx512', label);
+    if (c.type === 'Q4_1' || c.type === 'Q5_1' || c.type === 'Q5_K') assertRepacked(c, 'avx512', label);
     else assert.equal(c.layout, null, `${label} must stay in the GGUF layout for the AMX tiles`);
   }
 });

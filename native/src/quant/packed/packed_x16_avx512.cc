@@ -1,6 +1,6 @@
-// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x16 / q5_0x16 / q5_1x16 / q8_0x16 layouts (repack.h:
-// sixteen rows a group, block after block) × Q8_0 activations with their block sums ("q8_0
-// sums"; Q5_1's Q8_1 ones with theirs, "q8_1 sums"), AVX-512 VNNI.
+// Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 in the q4_0x16 / q4_1x16 / q5_0x16 / q5_1x16 / q8_0x16 layouts
+// (repack.h: sixteen rows a group, block after block) × Q8_0 activations with their block sums
+// ("q8_0 sums"; Q4_1's and Q5_1's Q8_1 ones with theirs, "q8_1 sums"), AVX-512 VNNI.
 //
 // A zmm's 16 int32 lanes are the group's 16 rows, each lane four quants of its row's block, so
 // one block's 512 multiply-adds for a token are eight vpdpbusd whose activation operand is a
@@ -65,7 +65,7 @@ inline BlockW load_nibbles(const uint8_t* cw, const uint8_t* qs) {
   return b;
 }
 
-// Formats whose value is d·q + m (Q5_1) have kMin: their blocks carry the rows' m and their
+// Formats whose value is d·q + m (Q4_1, Q5_1) have kMin: their blocks carry the rows' m and their
 // activations the token's s = dy·Σy (Q8_1's, "q8_1 sums") in place of a seed, and a block adds
 // m·s after the scaled integer sum (vec_dot_q5_1's terms).
 // q4_0x16: 288 bytes a block, the nibbles at 32.
@@ -73,6 +73,14 @@ struct Q4_0x16 {
   static constexpr size_t kBlockBytes = 16 * sizeof(block_q4_0);
   static constexpr bool kMin = false;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 32); }
+};
+
+// q4_1x16: 320 bytes a block: the rows' d at 0 and m at 32 (f16), the nibbles at 64.
+struct Q4_1x16 {
+  static constexpr size_t kBlockBytes = 16 * sizeof(block_q4_1);
+  static constexpr bool kMin = true;
+  static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 64); }
+  static inline __m512 mins(const uint8_t* cw) { return load_scales(cw + 32); }
 };
 
 // q5_0x16: 352 bytes a block; the nibbles as q4_0x16's at 96, and at 32 eight 64-bit masks whose
@@ -193,6 +201,7 @@ void arrange_q8_0_sums128_avx512(const void* q8, void* dst, int64_t n) { arrange
 // Each layout's entry points (tiles/gemm_tile_dispatch.h).
 FULCRUM_PACKED_ENTRY_POINTS(q4_0x16, avx512, Kernel<Q4_0x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
 FULCRUM_PACKED_ENTRY_POINTS(q5_0x16, avx512, Kernel<Q5_0x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
+FULCRUM_PACKED_ENTRY_POINTS(q4_1x16, avx512, Kernel<Q4_1x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
 FULCRUM_PACKED_ENTRY_POINTS(q5_1x16, avx512, Kernel<Q5_1x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
 FULCRUM_PACKED_ENTRY_POINTS(q8_0x16, avx512, Kernel<Q8_0x16>, kGemvPrefetchBytes, kPackedTileColsX16Avx512)
 

@@ -1,6 +1,6 @@
-// Q4_0, Q5_0, Q5_1 and Q8_0 in the q4_0x8 / q5_0x8 / q5_1x8 / q8_0x8 layouts (repack.h: eight
-// rows a group, block after block) × Q8_0 activations with their block sums ("q8_0 sums"; Q5_1's
-// Q8_1 ones with theirs, "q8_1 sums"; arranged here for every ISA level), AVX2; the avxvnni
+// Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 in the q4_0x8 / q4_1x8 / q5_0x8 / q5_1x8 / q8_0x8 layouts
+// (repack.h: eight rows a group, block after block) × Q8_0 activations with their block sums
+// ("q8_0 sums"; Q4_1's and Q5_1's Q8_1 ones with theirs, "q8_1 sums"; arranged here for every ISA level), AVX2; the avxvnni
 // copy of this file (core/isa.h) takes the `#if defined(__AVXVNNI__)` branches, where one
 // vpdpbusd does a vpmaddubsw, its widening vpmaddwd and the int32 add (same integers: the plain
 // AVX2 sums never saturate, and integer sums do not depend on their order, so both copies give
@@ -83,7 +83,7 @@ inline __m256i vnni_sum(const BlockW& w, const uint8_t* a) {
 }
 #endif
 
-// Formats whose value is d·q + m (Q5_1) have kMin: their blocks carry the rows' m and their
+// Formats whose value is d·q + m (Q4_1, Q5_1) have kMin: their blocks carry the rows' m and their
 // activations the token's s = dy·Σy (Q8_1's, "q8_1 sums") in place of a seed, and a block adds
 // m·s after the scaled integer sum (vec_dot_q5_1's terms).
 // q4_0x8: 144 bytes a block, the nibbles at 16.
@@ -92,9 +92,11 @@ struct Q4_0x8 {
   static constexpr bool kMin = false;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 16); }
   // Quants ≤ 15: the eight vpmaddubsw's pair sums add in int16 (8 · 2 · 15 · 127 = 30480).
+  // kSeed: from the token's −8·Σy (Q4_0), or from zero (Q4_1).
+  template <bool kSeed = true>
   static inline __m256i sum(const BlockW& w, const uint8_t* a) {
 #if defined(__AVXVNNI__)
-    return vnni_sum(w, a);
+    return vnni_sum<kSeed>(w, a);
 #else
     __m256i p0 = _mm256_maddubs_epi16(w.u[0], bcast4(a));
     __m256i p1 = _mm256_maddubs_epi16(w.u[1], bcast4(a + 4));
@@ -102,9 +104,19 @@ struct Q4_0x8 {
       p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w.u[m], bcast4(a + 4 * m)));
       p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w.u[m + 1], bcast4(a + 4 * m + 4)));
     }
-    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)), bcast4(a + 36));
+    const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1));
+    return kSeed ? _mm256_add_epi32(s, bcast4(a + 36)) : s;
 #endif
   }
+};
+
+// q4_1x8: 160 bytes a block: the rows' d at 0 and m at 16 (f16), then q4_0x8's nibbles (at 32).
+struct Q4_1x8 {
+  static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_1);
+  static constexpr bool kMin = true;
+  static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 32); }
+  static inline __m256 mins(const uint8_t* cw) { return load_scales(cw + 16); }
+  static inline __m256i sum(const BlockW& w, const uint8_t* a) { return Q4_0x8::sum<false>(w, a); }
 };
 
 // q5_0x8: 176 bytes a block; at 16 a 32-byte plane of fifth bits (byte 4·r + b holds in bit m
@@ -157,7 +169,8 @@ inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(dy)), acc);
 }
 
-// Q4_0 / Q5_0 / Q5_1: a block's weights unpacked once, then F::sum per token (and Q5_1's m·s).
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: a block's weights unpacked once, then F::sum per token (and the
+// kMin formats' m·s).
 template <class F>
 struct Unpacked {
   static constexpr size_t kBlockBytes = F::kBlockBytes;
@@ -269,6 +282,7 @@ void QUANT_FN(arrange_q8_1_sums)(const void* q8, void* dst, int64_t n) {
 // Each layout's entry points (tiles/gemm_tile_dispatch.h).
 FULCRUM_PACKED_ENTRY_POINTS(q4_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 FULCRUM_PACKED_ENTRY_POINTS(q5_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q4_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 FULCRUM_PACKED_ENTRY_POINTS(q5_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 FULCRUM_PACKED_ENTRY_POINTS(q8_0x8, QUANT_AVX2_LEVEL, Kernel<Q8_0x8>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 

@@ -29,6 +29,8 @@ const char* weight_layout_name(WeightLayout l) {
     case WeightLayout::Q8_0x8: return "q8_0x8";
     case WeightLayout::Q5_1x16: return "q5_1x16";
     case WeightLayout::Q5_1x8: return "q5_1x8";
+    case WeightLayout::Q4_1x16: return "q4_1x16";
+    case WeightLayout::Q4_1x8: return "q4_1x8";
   }
   return "?";
 }
@@ -36,7 +38,7 @@ const char* weight_layout_name(WeightLayout l) {
 namespace quant {
 namespace {
 
-PackedFormat g_q4_0, g_q5_0, g_q5_1, g_q8_0, g_q4_k, g_q5_k, g_q6_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
+PackedFormat g_q4_0, g_q4_1, g_q5_0, g_q5_1, g_q8_0, g_q4_k, g_q5_k, g_q6_k;  // layout Gguf until register_packed_formats finds kernels for this CPU
 
 // Whether the comma-separated list names type `t` (case-insensitive).
 bool names_type(const char* list, GgmlType t) {
@@ -74,15 +76,17 @@ PackedFormat packed(WeightLayout layout, GgmlType type, int group_rows, void (*a
 }  // namespace
 
 void register_packed_formats(const KernelChoice& c) {
-  g_q4_0 = g_q5_0 = g_q5_1 = g_q8_0 = g_q4_k = g_q5_k = g_q6_k = PackedFormat{};
+  g_q4_0 = g_q4_1 = g_q5_0 = g_q5_1 = g_q8_0 = g_q4_k = g_q5_k = g_q6_k = PackedFormat{};
   // FULCRUM_NO_REPACK=1 keeps every weight in the GGUF layout (to compare the two);
   // FULCRUM_NO_REPACK=q4_k,q8_0 (type names, any case) only those types.
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
   if (no_repack && no_repack[0] == '1') return;
   const bool sw = c.gemv_prefetch;  // the GEMV walks' software prefetch, or none (core/isa.h)
   if (c.isa == Isa::Avx512) {
-    // Q5_1 and Q5_K have no AMX tiles, and unpacked no prefill tiles at all (one vec_dot per
-    // output): packed on every AVX-512 CPU.
+    // Q4_1, Q5_1 and Q5_K have no AMX tiles, and unpacked no prefill tiles at all (one vec_dot
+    // per output): packed on every AVX-512 CPU.
+    g_q4_1 = packed(WeightLayout::Q4_1x16, GgmlType::Q4_1, 16, arrange_q8_1_sums_avx2, sw ? gemv_q4_1x16_avx512 : gemv_q4_1x16_hwpf_avx512, tile_q4_1x16_avx512,
+                    kPackedTileColsX16Avx512);
     g_q5_1 = packed(WeightLayout::Q5_1x16, GgmlType::Q5_1, 16, arrange_q8_1_sums_avx2, sw ? gemv_q5_1x16_avx512 : gemv_q5_1x16_hwpf_avx512, tile_q5_1x16_avx512,
                     kPackedTileColsX16Avx512);
     g_q5_k = packed(WeightLayout::Q5_Kx16, GgmlType::Q5_K, 16, nullptr, sw ? gemv_q5_kx16_avx512 : gemv_q5_kx16_hwpf_avx512, tile_q5_kx16_avx512,
@@ -112,6 +116,8 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q5_0 = packed(WeightLayout::Q5_0x8, GgmlType::Q5_0, 8, arrange_q8_0_sums16_##isa, sw ? gemv_q5_0x8_##isa : gemv_q5_0x8_hwpf_##isa, tile_q5_0x8_##isa,       \
                     kPackedTileColsX8Avx2);                                                                                     \
+    g_q4_1 = packed(WeightLayout::Q4_1x8, GgmlType::Q4_1, 8, arrange_q8_1_sums_##isa, sw ? gemv_q4_1x8_##isa : gemv_q4_1x8_hwpf_##isa, tile_q4_1x8_##isa,        \
+                    kPackedTileColsX8Avx2);                                                                                     \
     g_q5_1 = packed(WeightLayout::Q5_1x8, GgmlType::Q5_1, 8, arrange_q8_1_sums_##isa, sw ? gemv_q5_1x8_##isa : gemv_q5_1x8_hwpf_##isa, tile_q5_1x8_##isa,        \
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, sw ? gemv_q8_0x8_##isa : gemv_q8_0x8_hwpf_##isa, tile_q8_0x8_##isa,     \
@@ -130,7 +136,7 @@ void register_packed_formats(const KernelChoice& c) {
     if (c.isa == Isa::AvxVnni) g_q8_0.quant_xor = 0x80;
   }
   if (no_repack) {
-    for (PackedFormat* q : {&g_q4_0, &g_q5_0, &g_q5_1, &g_q8_0, &g_q4_k, &g_q5_k, &g_q6_k})
+    for (PackedFormat* q : {&g_q4_0, &g_q4_1, &g_q5_0, &g_q5_1, &g_q8_0, &g_q4_k, &g_q5_k, &g_q6_k})
       if (q->gemv && names_type(no_repack, q->type)) *q = PackedFormat{};
   }
 }
@@ -139,6 +145,7 @@ const PackedFormat* packed_format(GgmlType t) {
   (void)type_traits(t);  // the table's one-time registration chooses the packed kernels too
   if (t == GgmlType::Q4_0 && g_q4_0.gemv) return &g_q4_0;
   if (t == GgmlType::Q5_0 && g_q5_0.gemv) return &g_q5_0;
+  if (t == GgmlType::Q4_1 && g_q4_1.gemv) return &g_q4_1;
   if (t == GgmlType::Q5_1 && g_q5_1.gemv) return &g_q5_1;
   if (t == GgmlType::Q8_0 && g_q8_0.gemv) return &g_q8_0;
   if (t == GgmlType::Q4_K && g_q4_k.gemv) return &g_q4_k;
@@ -212,18 +219,20 @@ void place_q6_k(uint8_t* s, const block_q6_K* b, int r) {
   }
 }
 
-// The row-group layouts (repack.h: q4_0x16 / q5_0x16 / q5_1x16 / q8_0x16, q4_0x8 / q5_0x8 /
-// q5_1x8): per group of G rows and block, the rows' scales (Q5_1: then their m), the fifth bits
+// The row-group layouts (repack.h: q4_0x16 / q4_1x16 / q5_0x16 / q5_1x16 / q8_0x16 and their x8
+// forms): per group of G rows and block, the rows' scales (Q4_1, Q5_1: then their m), the fifth bits
 // (Q5_0, Q5_1; G = 16: eight 64-bit masks; G = 8: a 32-byte plane), then 4-byte pieces of the
 // rows' quant bytes side by side (XORed with PackedFormat::quant_xor: Q8_0's sign bits flipped
 // for vpdpbusd).
 void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
   const bool q8 = type == GgmlType::Q8_0, q51 = type == GgmlType::Q5_1, q5 = type == GgmlType::Q5_0 || q51;
-  const size_t bb = q8 ? sizeof(block_q8_0) : q51 ? sizeof(block_q5_1) : q5 ? sizeof(block_q5_0) : sizeof(block_q4_0), rb = static_cast<size_t>(nb) * bb;
+  const bool with_m = q51 || type == GgmlType::Q4_1;  // d, m, then the rest
+  const size_t bb = q8 ? sizeof(block_q8_0) : q51 ? sizeof(block_q5_1) : q5 ? sizeof(block_q5_0) : with_m ? sizeof(block_q4_1) : sizeof(block_q4_0);
+  const size_t rb = static_cast<size_t>(nb) * bb;
   const int pieces = q8 ? 8 : 4;
-  const size_t scales = (q51 ? 4 : 2) * static_cast<size_t>(G), qh_bytes = q5 ? 4 * static_cast<size_t>(G) : 0;
-  const size_t qh_in = q51 ? 4 : 2;                                            // Q5_0: d, qh[4], qs; Q5_1: d, m, qh[4], qs
-  const size_t qs_in = q5 ? qh_in + 4 : 2, qs_out = scales + qh_bytes;
+  const size_t scales = (with_m ? 4 : 2) * static_cast<size_t>(G), qh_bytes = q5 ? 4 * static_cast<size_t>(G) : 0;
+  const size_t qh_in = with_m ? 4 : 2;  // Q5_0: d, qh[4], qs; Q5_1: d, m, qh[4], qs; Q4_1: d, m, qs
+  const size_t qs_in = q5 ? qh_in + 4 : qh_in, qs_out = scales + qh_bytes;
   const size_t piece_stride = 4 * static_cast<size_t>(G);
   for (int64_t g = 0; g < rows / G; ++g) {
     uint8_t* dst = data + static_cast<size_t>(g) * rb * G;
@@ -234,7 +243,7 @@ void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, i
       for (int r = 0; r < G; ++r) {
         const uint8_t* b = scratch + r * rb + static_cast<size_t>(j) * bb;
         std::memcpy(c + 2 * r, b, 2);  // d: the formats start with it
-        if (q51) std::memcpy(c + 2 * static_cast<size_t>(G) + 2 * r, b + 2, 2);  // m
+        if (with_m) std::memcpy(c + 2 * static_cast<size_t>(G) + 2 * r, b + 2, 2);  // m
         const uint8_t* qs = b + qs_in;
         for (int k = 0; k < pieces; ++k)
           for (int i = 0; i < 4; ++i) c[qs_out + piece_stride * k + 4 * r + i] = static_cast<uint8_t>(qs[4 * k + i] ^ quant_xor);

@@ -29,10 +29,10 @@
 // reduction, so a token's output is bit for bit the same alone (decode) or in a prefill or
 // verification batch: what exact speculation needs, without giving up the tiles.
 //
-// Q4_0, Q5_0 and Q8_0 in groups of G rows, block after block: 16 rows on AVX-512 ("q4_0x16" /
-// "q5_0x16" / "q8_0x16", packed_x16_avx512.cc), 8 on AVX2 ("q4_0x8" / "q5_0x8" / "q8_0x8",
-// packed_x8_avx2.cc); those files say why. Per block of the group, exactly those G blocks' bytes
-// (G · 18 / 22 / 34), so a repacked matrix is as large as the GGUF one and a group of rows starts
+// Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 in groups of G rows, block after block: 16 rows on AVX-512
+// ("q4_0x16" / "q4_1x16" / "q5_0x16" / "q5_1x16" / "q8_0x16", packed_x16_avx512.cc), 8 on AVX2
+// ("q4_0x8" / ... / "q8_0x8", packed_x8_avx2.cc); those files say why. Per block of the group,
+// exactly those G blocks' bytes (G · 18 / 20 / 22 / 24 / 34), so a repacked matrix is as large as the GGUF one and a group of rows starts
 // where its first row started:
 //   [0, 2·G)            the G rows' f16 scales, row r at index r
 //   Q4_0: at 2·G, four vectors of 4·G bytes, k = 0..3: byte 4·r + b of vector k is byte 4·k + b
@@ -41,14 +41,15 @@
 //         the fifth bit of row r's quant 4·m + b (one masked add each); G = 8: a plane whose byte
 //         4·r + b holds that bit in bit m (a shift and an AND each) — then the nibbles as Q4_0's
 //   Q5_1: at 2·G the rows' m (f16), then at 4·G Q5_0's fifth bits and nibbles (G · 24 bytes)
+//   Q4_1: at 2·G the rows' m (f16), then at 4·G Q4_0's nibbles (G · 20 bytes)
 //   Q8_0: at 2·G, eight vectors of 4·G bytes, m = 0..7: byte 4·r + b of vector m is quant
 //         4·m + b of row r's block, XORed with PackedFormat::quant_xor (0x80 where the kernels
 //         use vpdpbusd, which multiplies unsigned bytes: the sign bit flipped is the quant + 128)
 // so a vector's 32-bit lanes are the group's rows. Their activations ("q8_0 sums", 40 bytes per
 // block): the block's 32 quants, its scale as a float, then −o·Σy as an int32 (o = 8 for Q4_0,
 // 16 for Q5_0, 128 for Q8_0 stored + 128: the quants' offset; plain AVX2's signed Q8_0 ignores it);
-// Q5_1's ("q8_1 sums", from its Q8_1 rows) hold s = dy·Σy as a float there instead, the term its
-// rows' m multiply (vec_dot_q5_1's).
+// Q5_1's and Q4_1's ("q8_1 sums", from their Q8_1 rows) hold s = dy·Σy as a float there instead,
+// the term their rows' m multiply (vec_dot_q5_1's and vec_dot_q4_1's).
 // Repacked bytes never leave the process, whose ISA is fixed, so the order is the kernels' business.
 //
 // Devices (Vulkan uploads, the loopback's row ranges) keep reading the GGUF bytes: Weight::data
@@ -77,6 +78,8 @@ enum class WeightLayout : uint8_t {
   Q5_Kx16 = 16,
   Q4_Kx8 = 17,
   Q5_Kx8 = 18,
+  Q4_1x16 = 19,
+  Q4_1x8 = 20,
 };
 const char* weight_layout_name(WeightLayout l);
 
@@ -154,6 +157,10 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
   void arrange_q8_0_sums16_##isa(const void* q8, void* dst, int64_t n);                                                   \
   void arrange_q8_0_sums128_##isa(const void* q8, void* dst, int64_t n);                                                  \
   void arrange_q8_1_sums_##isa(const void* q8, void* dst, int64_t n);                                                     \
+  void gemv_q4_1x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q4_1x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
+  void tile_q4_1x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
+                         int cols);                                                                                       \
   void gemv_q5_1x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q5_1x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q5_1x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
@@ -186,6 +193,10 @@ void tile_q4_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_
 void gemv_q5_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
+                         int cols);
+void gemv_q4_1x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q4_1x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void tile_q4_1x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 void gemv_q5_1x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_1x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
