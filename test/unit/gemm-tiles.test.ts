@@ -33,9 +33,9 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
     assert.equal(out.isa, isa);
     // The formats with tile kernels on this ISA must really take them (else this tests nothing).
     const tiled = new Set(out.cases.filter((c) => c.tile !== null).map((c) => c.type));
-    const expected = isa === 'scalar' ? [] : ['Q4_0', 'Q4_K', 'Q5_0', 'Q6_K', 'Q8_0'];
+    const expected = isa === 'scalar' ? [] : ['BF16', 'F16', 'F32', 'Q4_0', 'Q4_K', 'Q5_0', 'Q6_K', 'Q8_0'];
     assert.deepEqual([...tiled].sort(), expected);
-    assert.equal(out.cases.length, 2 * 7 * (4 + 4 + 2 + 4 + 1 + 1));  // threads × token counts × shapes
+    assert.equal(out.cases.length, 2 * 7 * (4 + 4 + 2 + 4 + 1 + 1 + 3 * 3));  // threads × token counts × shapes
     // Likewise the decode GEMV kernels (one token).
     const gemv = new Set(out.cases.filter((c) => c.gemvRows !== null).map((c) => c.type));
     // (AVX-512 decodes the K-quants with their tile kernels at one token.)
@@ -53,8 +53,9 @@ for (const isa of ['scalar', 'avx2', 'avxvnni', 'avx512'] as const) {
       // The AVX-512 Q4_K GEMV is its tile at one token, which sums like the tile, not like vec_dot.
       const reorderingGemv = c.nTokens === 1 && c.gemvRows !== null && (c.type === 'Q4_0' || c.type === 'Q4_K') && isa === 'avx512';
       // The AVX2 K-quant tiles keep vec_dot's two accumulators and order: identical too.
+      // The float formats' tile and vec_dot are one order (kernels/float_simd.h gemm_tile_float).
       const exactTile = c.tile !== null && ((isa === 'avx512' && ((c.tile.rows === 4 && c.tile.cols === 4) || c.type === 'Q6_K')) ||
-        (avx2Level && (c.type === 'Q4_K' || c.type === 'Q6_K')));
+        (avx2Level && (c.type === 'Q4_K' || c.type === 'Q6_K')) || ['F32', 'F16', 'BF16'].includes(c.type));
       if (!reorderingGemv && (c.nTokens === 1 || c.tile === null || exactTile)) {
         assert.ok(c.identical, `${label}: expected bit-identical results`);
       }

@@ -33,6 +33,9 @@ struct Avx512Ops {
   // registers; each V value loaded is used by 6 FMAs.
   static constexpr int kPvRows = 6;
   static constexpr int kPvTileVectors = 4;
+  // The float formats' prefill tile (gemm_tile_float): 2 rows × 3 tokens, F16's and F32's four
+  // chains of 6 accumulators, the 2 rows' vectors and one token's in the 32 registers.
+  static constexpr int kFloatTileRows = 4, kFloatTileCols = 6;
 
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float a) { return _mm512_set1_ps(a); }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/isa.h"
+#include "ggml_types.h"
 
 namespace fulcrum {
 namespace kernels {
@@ -15,6 +16,11 @@ struct FloatFns {
   void (*dot_f32)(int64_t n, float* out, const void* w, const void* x);
   void (*dot_f16)(int64_t n, float* out, const void* w, const void* x);
   void (*dot_bf16)(int64_t n, float* out, const void* w, const void* x);
+  // Their prefill tiles (GemmTileFn, float_simd.h gemm_tile_float: float_tile_rows weight rows ×
+  // float_tile_cols tokens a call), the same bits as the dots above (which decode calls row by
+  // row); nullptr on the scalar table (matmul then calls the dots).
+  GemmTileFn gemm_tile_f32, gemm_tile_f16, gemm_tile_bf16;
+  int float_tile_rows, float_tile_cols;
   void (*f32_to_f16)(const float* src, void* dst, int64_t n);
   void (*f16_to_f32)(const void* src, float* dst, int64_t n);
   void (*f32_to_bf16)(const float* src, void* dst, int64_t n);

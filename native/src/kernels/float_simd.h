@@ -66,63 +66,105 @@ struct Q8Rows {
   }
 };
 
-template <class S>
-void dot_f32(int64_t n, float* out, const void* w, const void* x) {
+// Float weights (F32, F16, BF16) against activations in the same format (their vec_dot_type, as
+// llama.cpp rounds them): how a format's row is read. `load` gives L values as f32; `value` one.
+struct F32Elems {
+  using E = float;
+  template <class S>
+  static typename S::V load(const E* p) { return S::load(p); }
+  static float value(E x) { return x; }
+};
+struct F16Elems {
+  using E = uint16_t;
+  template <class S>
+  static typename S::V load(const E* p) { return S::load_h(p); }
+  static float value(E x) { return fp16_to_fp32(x); }
+};
+struct Bf16Elems {
+  using E = uint16_t;
+  template <class S>
+  static typename S::V load(const E* p) { return S::load_bf(p); }
+  static float value(E x) { return bf16_to_fp32(x); }
+};
+
+// The float formats' dot product, in one order for every kernel that computes it, llama.cpp's
+// vec_dot order where we had it (F16 and F32 single tokens agree with its logits to ~1e-7; another
+// order flips activations that sit at an f16 rounding tie, 3e-4 on the qwen3 F16 parity case):
+// each (weight row, token) sums in K vectors of L lanes, chunk j of L elements of the first
+// K·L·⌊n / KL⌋ into vector j mod K and the rest of the whole chunks into vector 0 (lane l of a
+// vector: one FMA chain over its chunks in increasing order), the vectors added pairwise
+// ((v0 + v1) + (v2 + v3) for K = 4), S::hsum, then the last n % L elements in order.
+// F16 and F32 take K = 4, BF16 K = 2. vec_dot is the tile at one row and one token: decode reads
+// the rows one after another in address order (one stream the hardware prefetchers follow; 8 rows
+// side by side read 14 GB/s from DRAM against 30, F16 4864 x 1024). The prefill tile (GemmTileFn)
+// takes R weight rows × C tokens a call: each weight vector is converted once for the C tokens and
+// each activation vector once for the R rows, R + C conversions per R·C FMAs, where one vec_dot
+// per output converts both operands of every FMA and re-reads the weight rows per token. Both
+// give the same bits, so a token's outputs do not depend on the batch it is in
+// (tile_matches_decode). Rows and tokens past `rows` / `cols` (a matrix's last tile) compute on
+// the last valid ones and are not stored.
+template <class S, class Fmt, int K, int R, int C>
+void gemm_tile_float(int64_t n, float* out, int64_t out_stride, const void* w, size_t w_row_bytes, int rows, const void* act,
+                     size_t act_row_bytes, int cols) {
+  static_assert(K == 2 || K == 4, "pairwise reduction of 2 or 4 chains");
+  using E = typename Fmt::E;
+  using V = typename S::V;
   constexpr int64_t L = S::L;
-  const float* a = static_cast<const float*>(w);
-  const float* b = static_cast<const float*>(x);
-  typename S::V s0 = S::zero(), s1 = s0, s2 = s0, s3 = s0;
-  int64_t i = 0;
-  for (; i + 4 * L <= n; i += 4 * L) {
-    s0 = S::fmadd(S::load(a + i), S::load(b + i), s0);
-    s1 = S::fmadd(S::load(a + i + L), S::load(b + i + L), s1);
-    s2 = S::fmadd(S::load(a + i + 2 * L), S::load(b + i + 2 * L), s2);
-    s3 = S::fmadd(S::load(a + i + 3 * L), S::load(b + i + 3 * L), s3);
-  }
-  for (; i + L <= n; i += L) s0 = S::fmadd(S::load(a + i), S::load(b + i), s0);
-  if constexpr (S::kMaskedTail) {
-    if (i < n) s1 = S::fmadd(S::load_tail(a + i, n - i), S::load_tail(b + i, n - i), s1);
-    *out = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
+  const E* wr[R];
+  const E* xr[C];
+  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const E*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r < rows ? r : rows - 1) * w_row_bytes);
+  for (int c = 0; c < C; ++c) xr[c] = reinterpret_cast<const E*>(static_cast<const uint8_t*>(act) + static_cast<size_t>(c < cols ? c : cols - 1) * act_row_bytes);
+  // Chunk i's products into one chain's accumulators.
+  auto step = [&](int64_t i, V(&a)[R][C]) {
+    V wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = Fmt::template load<S>(wr[r] + i);
+    for (int c = 0; c < C; ++c) {
+      const V x = Fmt::template load<S>(xr[c] + i);
+      for (int r = 0; r < R; ++r) a[r][c] = S::fmadd(wv[r], x, a[r][c]);
+    }
+  };
+  const int64_t blocks_end = n / (K * L) * (K * L);
+  V sums[K][R][C];
+  for (int k = 0; k < K; ++k)
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) sums[k][r][c] = S::zero();
+  if constexpr (R * C == 1) {
+    // One output (vec_dot): the K chains side by side, so their FMAs overlap.
+    for (int64_t i = 0; i < blocks_end; i += K * L)
+      for (int k = 0; k < K; ++k) step(i + k * L, sums[k]);
   } else {
-    float sum = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
-    for (; i < n; ++i) sum += a[i] * b[i];
-    *out = sum;
+    // A tile: the chains one pass each over a span of the row (pass k: chunks k, k + K, ... of
+    // the span's K-chunk blocks), R·C accumulators a pass instead of K·R·C, so the tile is K times
+    // as large in the same registers; the span's part of the tile's rows and tokens (kSpan values
+    // each) stays in L1 between the passes.
+    constexpr int64_t kSpan = 32 * K * L;
+    for (int64_t b0 = 0; b0 < blocks_end; b0 += kSpan) {
+      const int64_t b1 = b0 + kSpan < blocks_end ? b0 + kSpan : blocks_end;
+      for (int k = 0; k < K; ++k) {
+        V a[R][C];
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < C; ++c) a[r][c] = sums[k][r][c];
+        for (int64_t i = b0 + k * L; i < b1; i += K * L) step(i, a);
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < C; ++c) sums[k][r][c] = a[r][c];
+      }
+    }
   }
+  for (int64_t i = blocks_end; i + L <= n; i += L) step(i, sums[0]);  // the whole chunks past the blocks
+  const int64_t tail = n / L * L;
+  for (int r = 0; r < rows && r < R; ++r)
+    for (int c = 0; c < cols && c < C; ++c) {
+      const V v = K == 4 ? S::add(S::add(sums[0][r][c], sums[1][r][c]), S::add(sums[2 % K][r][c], sums[3 % K][r][c])) : S::add(sums[0][r][c], sums[1][r][c]);
+      float s = S::hsum(v);
+      for (int64_t j = tail; j < n; ++j) s += Fmt::value(wr[r][j]) * Fmt::value(xr[c][j]);
+      out[c * out_stride + r] = s;
+    }
 }
 
-template <class S>
-void dot_f16(int64_t n, float* out, const void* w, const void* x) {
-  constexpr int64_t L = S::L;
-  const uint16_t* a = static_cast<const uint16_t*>(w);
-  const uint16_t* b = static_cast<const uint16_t*>(x);
-  typename S::V s0 = S::zero(), s1 = s0, s2 = s0, s3 = s0;
-  int64_t i = 0;
-  for (; i + 4 * L <= n; i += 4 * L) {
-    s0 = S::fmadd(S::load_h(a + i), S::load_h(b + i), s0);
-    s1 = S::fmadd(S::load_h(a + i + L), S::load_h(b + i + L), s1);
-    s2 = S::fmadd(S::load_h(a + i + 2 * L), S::load_h(b + i + 2 * L), s2);
-    s3 = S::fmadd(S::load_h(a + i + 3 * L), S::load_h(b + i + 3 * L), s3);
-  }
-  for (; i + L <= n; i += L) s0 = S::fmadd(S::load_h(a + i), S::load_h(b + i), s0);
-  float sum = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
-  for (; i < n; ++i) sum += fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]);
-  *out = sum;
-}
-
-template <class S>
-void dot_bf16(int64_t n, float* out, const void* w, const void* x) {
-  constexpr int64_t L = S::L;
-  const uint16_t* a = static_cast<const uint16_t*>(w);
-  const uint16_t* b = static_cast<const uint16_t*>(x);
-  typename S::V s0 = S::zero(), s1 = s0;
-  int64_t i = 0;
-  for (; i + 2 * L <= n; i += 2 * L) {
-    s0 = S::fmadd(S::load_bf(a + i), S::load_bf(b + i), s0);
-    s1 = S::fmadd(S::load_bf(a + i + L), S::load_bf(b + i + L), s1);
-  }
-  float sum = S::hsum(S::add(s0, s1));
-  for (; i < n; ++i) sum += bf16_to_fp32(a[i]) * bf16_to_fp32(b[i]);
-  *out = sum;
+// vec_dot of the float formats: the tile at one row and one token.
+template <class S, class Fmt, int K>
+void dot_float(int64_t n, float* out, const void* w, const void* x) {
+  gemm_tile_float<S, Fmt, K, 1, 1>(n, out, 1, w, 0, 1, x, 0, 1);
 }
 
 template <class S>
@@ -287,11 +329,34 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// Σ x² in four vectors of lanes (chunk j of L values into vector j mod 4), S's hsum tree of
+// their sum, the masked (AVX-512) or scalar (AVX2) tail: rmsnorm's order.
+template <class S>
+float sum_squares(const float* x, int64_t n) {
+  constexpr int64_t L = S::L;
+  typename S::V s0 = S::zero(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    s0 = S::fmadd(S::load(x + i), S::load(x + i), s0);
+    s1 = S::fmadd(S::load(x + i + L), S::load(x + i + L), s1);
+    s2 = S::fmadd(S::load(x + i + 2 * L), S::load(x + i + 2 * L), s2);
+    s3 = S::fmadd(S::load(x + i + 3 * L), S::load(x + i + 3 * L), s3);
+  }
+  for (; i + L <= n; i += L) s0 = S::fmadd(S::load(x + i), S::load(x + i), s0);
+  if constexpr (S::kMaskedTail) {
+    if (i < n) s1 = S::fmadd(S::load_tail(x + i, n - i), S::load_tail(x + i, n - i), s1);
+    return S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
+  } else {
+    float sum = S::hsum(S::add(S::add(s0, s1), S::add(s2, s3)));
+    for (; i < n; ++i) sum += x[i] * x[i];
+    return sum;
+  }
+}
+
 template <class S>
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   constexpr int64_t L = S::L;
-  float sum;
-  dot_f32<S>(n, &sum, x, x);  // Σ x², in dot_f32's four vectors of lanes and S's hsum tree
+  const float sum = sum_squares<S>(x, n);
   const float scale = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
   const typename S::V sc = S::set1(scale);
   int64_t i = 0;
@@ -620,9 +685,14 @@ void pv_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const flo
 // kq_block_q8_0.
 template <class S>
 void fill_float_fns_simd(FloatFns* f) {
-  f->dot_f32 = dot_f32<S>;
-  f->dot_f16 = dot_f16<S>;
-  f->dot_bf16 = dot_bf16<S>;
+  f->dot_f32 = dot_float<S, F32Elems, 4>;
+  f->dot_f16 = dot_float<S, F16Elems, 4>;
+  f->dot_bf16 = dot_float<S, Bf16Elems, 2>;
+  f->gemm_tile_f32 = gemm_tile_float<S, F32Elems, 4, S::kFloatTileRows, S::kFloatTileCols>;
+  f->gemm_tile_f16 = gemm_tile_float<S, F16Elems, 4, S::kFloatTileRows, S::kFloatTileCols>;
+  f->gemm_tile_bf16 = gemm_tile_float<S, Bf16Elems, 2, S::kFloatTileRows, S::kFloatTileCols>;
+  f->float_tile_rows = S::kFloatTileRows;
+  f->float_tile_cols = S::kFloatTileCols;
   f->f32_to_f16 = f32_to_f16<S>;
   f->f16_to_f32 = f16_to_f32<S>;
   f->f32_to_bf16 = f32_to_bf16;

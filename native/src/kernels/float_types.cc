@@ -178,6 +178,8 @@ void fill_float_fns_scalar(FloatFns* f) {
   f->dot_f32 = dot_f32_scalar;
   f->dot_f16 = dot_f16_scalar;
   f->dot_bf16 = dot_bf16_scalar;
+  f->gemm_tile_f32 = f->gemm_tile_f16 = f->gemm_tile_bf16 = nullptr;
+  f->float_tile_rows = f->float_tile_cols = 0;
   f->f32_to_f16 = f32_to_f16_scalar;
   f->f16_to_f32 = f16_to_f32_scalar;
   f->f32_to_bf16 = f32_to_bf16_scalar;
@@ -225,6 +227,19 @@ void register_float_types(TypeTraits* table, const FloatFns& fns) {
   f16 = TypeTraits{"F16", 1, 2, true, GgmlType::F16, fns.f16_to_f32, fns.f32_to_f16, fns.dot_f16};
   TypeTraits& bf16 = table[static_cast<int>(GgmlType::BF16)];
   bf16 = TypeTraits{"BF16", 1, 2, true, GgmlType::BF16, fns.bf16_to_f32, fns.f32_to_bf16, fns.dot_bf16};
+  // Prefill tiles where the ISA has them, in vec_dot's order (float_simd.h); decode keeps vec_dot
+  // row after row.
+  const struct {
+    TypeTraits* tt;
+    GemmTileFn tile;
+  } tiles[] = {{&f32, fns.gemm_tile_f32}, {&f16, fns.gemm_tile_f16}, {&bf16, fns.gemm_tile_bf16}};
+  for (const auto& t : tiles) {
+    if (!t.tile) continue;
+    t.tt->gemm_tile = t.tile;
+    t.tt->tile_rows = fns.float_tile_rows;
+    t.tt->tile_cols = fns.float_tile_cols;
+    t.tt->tile_matches_decode = true;
+  }
 }
 
 }  // namespace kernels
