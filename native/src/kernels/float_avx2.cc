@@ -24,8 +24,8 @@ struct Avx2Ops {
   // Blocked PV: 4 rows × 2 vectors = 8 accumulators, 2 V vectors and a broadcast in 16 ymm.
   static constexpr int kPvRows = 4;
   static constexpr int kPvTileVectors = 2;
-  // The float formats' prefill tile (gemm_tile_float): 1 row × 3 tokens, F16's and F32's four
-  // chains of 3 accumulators, the row's vector and one token's in the 16 registers.
+  // The float formats' prefill tile (gemm_tile_float): 3 rows × 4 tokens, one chain's 12
+  // accumulators a pass, the 3 rows' vectors and one token's in the 16 registers.
   static constexpr int kFloatTileRows = 3, kFloatTileCols = 4;
 
   static V zero() { return _mm256_setzero_ps(); }

@@ -33,8 +33,9 @@ struct Avx512Ops {
   // registers; each V value loaded is used by 6 FMAs.
   static constexpr int kPvRows = 6;
   static constexpr int kPvTileVectors = 4;
-  // The float formats' prefill tile (gemm_tile_float): 2 rows × 3 tokens, F16's and F32's four
-  // chains of 6 accumulators, the 2 rows' vectors and one token's in the 32 registers.
+  // The float formats' prefill tile (gemm_tile_float): 4 rows × 6 tokens, one chain's 24
+  // accumulators a pass, the 4 rows' vectors and one token's in the 32 registers (2 × 3 with all
+  // four chains in registers at once: 32 tokens of F16 4864 x 896 from L3 5513 µs, this 4616).
   static constexpr int kFloatTileRows = 4, kFloatTileCols = 6;
 
   static V zero() { return _mm512_setzero_ps(); }
