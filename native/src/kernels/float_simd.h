@@ -67,20 +67,31 @@ struct Q8Rows {
 };
 
 // Float weights (F32, F16, BF16) against activations in the same format (their vec_dot_type, as
-// llama.cpp rounds them): how a format's row is read. `load` gives L values as f32; `value` one.
-struct F32Elems {
+// llama.cpp rounds them): how a format's row is read and multiplied. A chunk is `chunk` values,
+// loaded into a Reg; `madd` adds the products of a weight and an activation chunk into L f32
+// lanes; `value` converts one value (the scalar tail). These formats convert a chunk of L values
+// to f32 and multiply with fmadd.
+struct ConvertedChunks {
+  template <class S>
+  using Reg = typename S::V;
+  template <class S>
+  static constexpr int64_t chunk() { return S::L; }
+  template <class S>
+  static typename S::V madd(typename S::V acc, typename S::V w, typename S::V x) { return S::fmadd(w, x, acc); }
+};
+struct F32Elems : ConvertedChunks {
   using E = float;
   template <class S>
   static typename S::V load(const E* p) { return S::load(p); }
   static float value(E x) { return x; }
 };
-struct F16Elems {
+struct F16Elems : ConvertedChunks {
   using E = uint16_t;
   template <class S>
   static typename S::V load(const E* p) { return S::load_h(p); }
   static float value(E x) { return fp16_to_fp32(x); }
 };
-struct Bf16Elems {
+struct Bf16Elems : ConvertedChunks {
   using E = uint16_t;
   template <class S>
   static typename S::V load(const E* p) { return S::load_bf(p); }
@@ -109,18 +120,19 @@ void gemm_tile_float(int64_t n, float* out, int64_t out_stride, const void* w, s
   static_assert(K == 2 || K == 4, "pairwise reduction of 2 or 4 chains");
   using E = typename Fmt::E;
   using V = typename S::V;
-  constexpr int64_t L = S::L;
+  using W = typename Fmt::template Reg<S>;
+  constexpr int64_t L = Fmt::template chunk<S>();
   const E* wr[R];
   const E* xr[C];
   for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const E*>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r < rows ? r : rows - 1) * w_row_bytes);
   for (int c = 0; c < C; ++c) xr[c] = reinterpret_cast<const E*>(static_cast<const uint8_t*>(act) + static_cast<size_t>(c < cols ? c : cols - 1) * act_row_bytes);
   // Chunk i's products into one chain's accumulators.
   auto step = [&](int64_t i, V(&a)[R][C]) {
-    V wv[R];
+    W wv[R];
     for (int r = 0; r < R; ++r) wv[r] = Fmt::template load<S>(wr[r] + i);
     for (int c = 0; c < C; ++c) {
-      const V x = Fmt::template load<S>(xr[c] + i);
-      for (int r = 0; r < R; ++r) a[r][c] = S::fmadd(wv[r], x, a[r][c]);
+      const W x = Fmt::template load<S>(xr[c] + i);
+      for (int r = 0; r < R; ++r) a[r][c] = Fmt::template madd<S>(a[r][c], wv[r], x);
     }
   };
   const int64_t blocks_end = n / (K * L) * (K * L);
