@@ -227,8 +227,7 @@ void place_q6_k(uint8_t* s, const block_q6_K* b, int r) {
 void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
   const bool q8 = type == GgmlType::Q8_0, q51 = type == GgmlType::Q5_1, q5 = type == GgmlType::Q5_0 || q51;
   const bool with_m = q51 || type == GgmlType::Q4_1;  // d, m, then the rest
-  const size_t bb = q8 ? sizeof(block_q8_0) : q51 ? sizeof(block_q5_1) : q5 ? sizeof(block_q5_0) : with_m ? sizeof(block_q4_1) : sizeof(block_q4_0);
-  const size_t rb = static_cast<size_t>(nb) * bb;
+  const size_t bb = format_info(type)->type_size, rb = static_cast<size_t>(nb) * bb;
   const int pieces = q8 ? 8 : 4;
   const size_t scales = (with_m ? 4 : 2) * static_cast<size_t>(G), qh_bytes = q5 ? 4 * static_cast<size_t>(G) : 0;
   const size_t qh_in = with_m ? 4 : 2;  // Q5_0: d, qh[4], qs; Q5_1: d, m, qh[4], qs; Q4_1: d, m, qs
