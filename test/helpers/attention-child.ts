@@ -48,6 +48,10 @@ export const SHAPES: AttentionShapeCase[] = [
   // split into single heads: decode's V side for one query head (pv_one).
   { nHeads: 2, nKvHeads: 2, headDim: 128 },
   { nHeads: 2, nKvHeads: 1, headDim: 64 },
+  // Decode's V side takes a group's query heads in as few register tiles as fit, as even as can
+  // be (pv_f16): 6 heads in one tile at AVX-512, 16 in tiles of 5, 5 and 6 (2-vector rows).
+  { nHeads: 12, nKvHeads: 2, headDim: 64 },
+  { nHeads: 16, nKvHeads: 1, headDim: 32 },
 ];
 // Q8_0 takes head sizes in whole blocks of 32 up to 256: the shapes above that have one, and 160
 // (above AVX2's blocked K kernel: the per-token kernel there, a run-time trip count on AVX-512).

@@ -30,7 +30,7 @@ function runIsa(isa: string, format: KvFormat = 'F16'): { isa: string; format: K
 
 // Head sizes with a blocked register layout per ISA (AVX-512: multiples of 16 up to 256; AVX2:
 // multiples of 8 up to 128, as kq_f16 / pv_f16 have); the others run the per-token kernels.
-const BLOCKED: Record<string, number[]> = { scalar: [], avx2: [8, 16, 64, 80, 96, 128], avx512: [16, 64, 80, 96, 128, 256] };
+const BLOCKED: Record<string, number[]> = { scalar: [], avx2: [8, 16, 32, 64, 80, 96, 128], avx512: [16, 32, 64, 80, 96, 128, 256] };
 
 for (const isa of ['scalar', 'avx2', 'avx512'] as const) {
   const runs = quantIsas().includes(isa);

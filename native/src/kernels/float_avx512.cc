@@ -27,8 +27,13 @@ struct Avx512Ops {
   static constexpr int64_t L = 16;
   // Remainders shorter than a vector run through masked loads and stores.
   static constexpr bool kMaskedTail = true;
-  // Decode PV: 4 heads × 4 vectors = 16 accumulators + 4 V vectors + the broadcast in 32 zmm.
-  static constexpr int kPvHeads = 4;
+  // Decode PV: up to 7 heads × 4 vectors = 28 accumulators + 4 V vectors + the broadcast (GCC
+  // keeps one accumulator on the stack): a 0.5B KV head's 7 query heads in one tile, each V
+  // vector converted once for all 7, where 4 + 3 converted it twice. bench.attention, 14 heads of
+  // 64 over 2, 1 thread, 2-vCPU Zen 4, medians of 3-4 alternating processes, 280 / 1024 / 2048
+  // positions: from L2/L3 14.6 / 49.8 / 99.5 -> 14.0 / 47.9 / 96.0 µs; from DRAM (256 MiB ring)
+  // 21.0 / 72.5 / 145 -> 18.9 / 67.8 / 135.
+  static constexpr int kPvHeads = 7;
   // Blocked PV: rows 6 at a time: 6 × 4 accumulators, 4 V vectors and a broadcast fill the 32
   // registers; each V value loaded is used by 6 FMAs.
   static constexpr int kPvRows = 6;
@@ -85,10 +90,16 @@ struct Avx512Ops {
   // has hsum16's bits. Four rounds of pairwise shuffles and adds (15 adds for 16 sums, against 4
   // per hsum16), then one permutation puts the sums in order.
   static V hsum_lanes(const V* a) {
-    V s1[8], s2[4], s3[2];
+    V s1[8];
     // l + l+8: 256-bit halves of two vectors side by side.
     for (int m = 0; m < 8; ++m)
       s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44), _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
+    return hsum_pairs(s1);
+  }
+  // hsum_lanes from its first step on: lanes 0-7 of s1[m] hold vector 2m's l + l+8, lanes 8-15
+  // vector 2m + 1's.
+  static V hsum_pairs(const V* s1) {
+    V s2[4], s3[2];
     // l + l+4: 128-bit lane k of s2[n] holds vector 4n + k's four sums c0..c3.
     for (int n = 0; n < 4; ++n)
       s2[n] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * n], s1[2 * n + 1], 0x88), _mm512_shuffle_f32x4(s1[2 * n], s1[2 * n + 1], 0xDD));
@@ -143,9 +154,71 @@ inline float hsum16(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
 }
 
+// kq_lanes (float_simd.h) for several query heads per K row, with hsum_lanes' first step
+// (lane l + lane l+8 of one position's sums) done by the layout instead of shuffles: K rows are
+// staged in pairs, vector X of a pair holding values [16c, 16c + 8) of both rows (row 2m in lanes
+// 0-7, row 2m + 1 in 8-15) and Y values [16c + 8, 16c + 16), and a head's q chunk is repeated in
+// both halves (QX: its low 8 values twice, QY: its high 8). X's lanes then carry exactly the
+// chains of kq_lanes' lanes 0-7 of the two positions and Y's of lanes 8-15 (the same product and
+// FMAs in increasing c), so X + Y is hsum_lanes' first step, and hsum_pairs finishes its tree:
+// every score keeps its bits. Staging converts 8 values at a time into 256-bit halves (as many
+// conversions and stores as a whole row's), where hsum_lanes spent 16 of its 31 512-bit shuffles
+// per head and block on that step. bench.attention, 14 heads of 64 over 2, 1 thread, 2-vCPU Zen
+// 4, medians of 6 alternating processes, 280 / 1024 / 2048 positions: from DRAM (256 MiB ring)
+// 19.1 / 67.0 / 134.9 -> 18.1 / 63.3 / 125.3 µs; from L2/L3 ~2 % (the multiply-adds bound it).
+template <int NC>
+void kq_paired(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
+  alignas(64) float kf[8][NC][2][16];
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t t0 = 0; t0 < n; t0 += 16) {
+    const int64_t m = n - t0 < 16 ? n - t0 : 16;
+    for (int i = 0; i < 16; ++i) {
+      const uint16_t* kr = k + (t0 + i) * kstride;
+      float* half = &kf[i / 2][0][0][0] + (i % 2) * 8;
+      for (int c = 0; c < NC; ++c) {
+        const __m256 lo = i < m ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kr + 16 * c))) : _mm256_setzero_ps();
+        const __m256 hi = i < m ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kr + 16 * c + 8))) : _mm256_setzero_ps();
+        _mm256_store_ps(half + c * 32, lo);
+        _mm256_store_ps(half + c * 32 + 16, hi);
+      }
+    }
+    // As in kq_lanes: the heads read the block through a pointer the compiler cannot equate with
+    // kf, so it does not hoist the block's vectors out of the head loop and spill them.
+    const float* kb = &kf[0][0][0][0];
+    __asm__("" : "+r"(kb));
+    for (int64_t j = 0; j < nq; ++j) {
+      const float* qj = q + j * 16 * NC;
+      __m512 x[8], y[8];
+      {
+        const __m512 qx = _mm512_broadcast_f32x8(_mm256_loadu_ps(qj)), qy = _mm512_broadcast_f32x8(_mm256_loadu_ps(qj + 8));
+        for (int p = 0; p < 8; ++p) {
+          x[p] = _mm512_mul_ps(qx, _mm512_load_ps(kb + (p * NC) * 32));
+          y[p] = _mm512_mul_ps(qy, _mm512_load_ps(kb + (p * NC) * 32 + 16));
+        }
+      }
+      for (int c = 1; c < NC; ++c) {
+        const __m512 qx = _mm512_broadcast_f32x8(_mm256_loadu_ps(qj + 16 * c)), qy = _mm512_broadcast_f32x8(_mm256_loadu_ps(qj + 16 * c + 8));
+        for (int p = 0; p < 8; ++p) {
+          x[p] = _mm512_fmadd_ps(qx, _mm512_load_ps(kb + (p * NC + c) * 32), x[p]);
+          y[p] = _mm512_fmadd_ps(qy, _mm512_load_ps(kb + (p * NC + c) * 32 + 16), y[p]);
+        }
+      }
+      for (int p = 0; p < 8; ++p) x[p] = _mm512_add_ps(x[p], y[p]);
+      S::store_first(scores + j * ld + t0, _mm512_mul_ps(S::hsum_pairs(x), vs), m);
+    }
+  }
+}
+
 void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
             float* scores, int64_t ld) {
-  // Head sizes 64, 128 and 256: 16 positions at a time (float_simd.h).
+  // Head sizes 64, 128 and 256: 16 positions at a time (float_simd.h; several query heads a K
+  // row: kq_paired).
+  if (nq > 1) switch (hd) {
+    case 64: return kq_paired<4>(n, k, kstride, q, nq, scale, scores, ld);
+    case 128: return kq_paired<8>(n, k, kstride, q, nq, scale, scores, ld);
+    case 256: return kq_paired<16>(n, k, kstride, q, nq, scale, scores, ld);
+    default: break;
+  }
   switch (hd) {
     case 64: return kq_lanes<S, 4>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);
     case 128: return kq_lanes<S, 8>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);

@@ -315,15 +315,26 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
       pv_one<S>(n, reinterpret_cast<const uint8_t*>(v), vstride * static_cast<int64_t>(sizeof(uint16_t)), p, out, c0);
     return;
   }
+  // The heads in as few tiles as fit the registers, as even as can be (7 heads at up to 7 a
+  // tile: one tile; 8: 4 + 4), so each V vector is converted once per tile.
+  const int64_t tiles = (nq + H - 1) / H;
   for (int64_t c0 = 0; c0 < nc; c0 += 4) {
     const int64_t cn = nc - c0 < 4 ? nc - c0 : 4;
-    int64_t j = 0;
-    for (; j + H <= nq; j += H) pv_heads<S, H>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn);
-    switch (nq - j) {
-      case 3: if constexpr (H > 3) pv_heads<S, 3>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
-      case 2: if constexpr (H > 2) pv_heads<S, 2>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
-      case 1: pv_heads<S, 1>(n, v, vstride, p + j * ld, ld, out + j * hd, hd, c0, cn); break;
-      default: break;
+    for (int64_t i = 0, j = 0; i < tiles; ++i) {
+      const int64_t jn = (nq - j) / (tiles - i);
+      const float* pj = p + j * ld;
+      float* oj = out + j * hd;
+      switch (jn) {
+        case 7: if constexpr (H >= 7) pv_heads<S, 7>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        case 6: if constexpr (H >= 6) pv_heads<S, 6>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        case 5: if constexpr (H >= 5) pv_heads<S, 5>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        case 4: if constexpr (H >= 4) pv_heads<S, 4>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        case 3: if constexpr (H >= 3) pv_heads<S, 3>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        case 2: if constexpr (H >= 2) pv_heads<S, 2>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        case 1: pv_heads<S, 1>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        default: break;
+      }
+      j += jn;
     }
   }
 }
