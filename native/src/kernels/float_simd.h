@@ -218,9 +218,9 @@ void axpy_f16(int64_t n, float a, const uint16_t* x, float* y) {
 }
 
 // Rows [0, JN) of out (JN query heads, stride hd) at dims [L·c0, L·(c0 + CN)) += Σ_t p[j][t] ·
-// v[t], the JN × CN accumulators in registers across the whole run of positions (kPvHeads × 4 +
-// V's 4 + the broadcast fit the register file: no spills), each element accumulated over t in
-// increasing order.
+// v[t], the JN × CN accumulators in registers across the whole run of positions (up to kPvHeads
+// × 4, V's 4 and the broadcast: what the ISA's register file holds), each element accumulated over
+// t in increasing order.
 template <class S, int JN, int CN>
 inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0) {
   constexpr int64_t L = S::L;
