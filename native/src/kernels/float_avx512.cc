@@ -30,9 +30,10 @@ struct Avx512Ops {
   // Decode PV: up to 7 heads × 4 vectors = 28 accumulators + 4 V vectors + the broadcast (GCC
   // keeps one accumulator on the stack): a 0.5B KV head's 7 query heads in one tile, each V
   // vector converted once for all 7, where 4 + 3 converted it twice. bench.attention, 14 heads of
-  // 64 over 2, 1 thread, 2-vCPU Zen 4, medians of 3-4 alternating processes, 280 / 1024 / 2048
-  // positions: from L2/L3 14.6 / 49.8 / 99.5 -> 14.0 / 47.9 / 96.0 µs; from DRAM (256 MiB ring)
-  // 21.0 / 72.5 / 145 -> 18.9 / 67.8 / 135.
+  // 64 over 2, 1 thread, 2-vCPU Zen 4, alternating processes, 280 / 1024 / 2048 positions, from
+  // DRAM (256 MiB ring), medians of 4: 21.0 / 85.3 / 158 -> 18.9 / 67.8 / 136 µs (the 4 + 3 runs
+  // spread 72.6-87.2 and 144-177 µs at the longer two; these 67.5-68.0 and 134-141); with
+  // kq_paired below, against neither, medians of 5: 20.8 / 72.1 / 143.5 -> 17.1 / 65.0 / 127.6.
   static constexpr int kPvHeads = 7;
   // Blocked PV: rows 6 at a time: 6 × 4 accumulators, 4 V vectors and a broadcast fill the 32
   // registers; each V value loaded is used by 6 FMAs.
@@ -165,7 +166,7 @@ inline float hsum16(__m512 v) {
 // conversions and stores as a whole row's), where hsum_lanes spent 16 of its 31 512-bit shuffles
 // per head and block on that step. bench.attention, 14 heads of 64 over 2, 1 thread, 2-vCPU Zen
 // 4, medians of 6 alternating processes, 280 / 1024 / 2048 positions: from DRAM (256 MiB ring)
-// 19.1 / 67.0 / 134.9 -> 18.1 / 63.3 / 125.3 µs; from L2/L3 ~2 % (the multiply-adds bound it).
+// 19.2 / 68.1 / 134.9 -> 18.1 / 63.4 / 125.3 µs; from L2/L3 ~2 % (the multiply-adds bound it).
 template <int NC>
 void kq_paired(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
   alignas(64) float kf[8][NC][2][16];
