@@ -16,8 +16,9 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512dq = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
   bool avx_vnni = false, amx_int8 = false, amx_bf16 = false;
-  // AMD family 19h with AVX-512: Zen 4 (Zen 3, the same family, has no AVX-512; Zen 5 is 1Ah).
-  bool amd_zen4 = false;
+  // AMD family 19h with AVX-512: Zen 4 (Zen 3, the same family, has no AVX-512); family 1Ah
+  // with AVX-512: Zen 5.
+  bool amd_zen4 = false, amd_zen5 = false;
 };
 
 // What the CPU and OS support, detected once (cpuid + OS XSAVE support). Kernels do not read it:

@@ -130,7 +130,7 @@ const medianFigure = (results: ChildResult[]): PeerFigure => ({
 
 /**
  * Which decode GEMVs prefetch in software at the ISA the Fulcrum children run: the per-CPU choice,
- * and the AVX-512 Q6_K GEMV's own (core/isa.h KernelChoice::q6_k_gemv_prefetch) when it differs.
+ * and the AVX-512 Q6_K GEMV's own (core/isa.h KernelChoice::q6_k_gemv_prefetch_bytes) when it differs.
  */
 function prefetchChoice(isa: IsaChoice): { gemv: 'software' | 'hardware'; q6k: 'software' | 'hardware' } {
   const kernels = nativeKernels();

@@ -49,7 +49,7 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
 
 // Every packed GEMV (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants, at each ISA) comes in
 // two walks, with software prefetch and with the hardware prefetchers alone (core/isa.h
-// KernelChoice::gemv_prefetch and q6_k_gemv_prefetch, chosen per CPU): prefetching moves bytes,
+// KernelChoice::gemv_prefetch and q6_k_gemv_prefetch_bytes, chosen per CPU): prefetching moves bytes,
 // never sums, so both must give the same bits.
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
   test(`the packed GEMVs give the same bits with and without software prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {

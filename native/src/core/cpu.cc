@@ -57,6 +57,7 @@ CpuFeatures detect() {
   const bool amd = l0.b == 0x68747541 && l0.d == 0x69746e65 && l0.c == 0x444d4163;  // "AuthenticAMD"
   const unsigned family = ((l1.a >> 8) & 0xf) + (((l1.a >> 8) & 0xf) == 0xf ? (l1.a >> 20) & 0xff : 0);
   f.amd_zen4 = amd && family == 0x19 && f.avx512f;
+  f.amd_zen5 = amd && family == 0x1A && f.avx512f;
   return f;
 }
 
@@ -113,7 +114,7 @@ KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
   }
   c.amx_int8 = c.isa == Isa::Avx512 && f.amx_int8;
   c.gemv_prefetch = !f.amd_zen4;
-  c.q6_k_gemv_prefetch = f.amd_zen4;
+  c.q6_k_gemv_prefetch_bytes = f.amd_zen5 ? 3072 : f.amd_zen4 ? 1536 : 0;
   return c;
 }
 

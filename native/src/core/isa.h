@@ -38,24 +38,33 @@ struct KernelChoice {
   // DRAM: bench.matmul Q4_0 4864 x 896 from a 256 MiB ring, 1 thread, medians of 5 alternating
   // runs, 15.2 GB/s with it against 31.1 without (read probe 28-31); a 0.5B Q4_0 decode 80 ->
   // 105 tok/s, 1.3B 21 -> 24 (1 thread; 2 threads and Q8_0 unchanged). On the Zen 3 (AVX2) and
-  // Zen 5 (AVX-512) hosts it was measured on, the software prefetch was the faster choice. The
+  // Zen 5 (AVX-512) hosts it was measured on, the software prefetch was the faster choice: Zen 5,
+  // the same bench.matmul, medians of 40 runs, without -> with: Q4_K 16.5 -> 35.3 GB/s, Q5_0
+  // 15.6 -> 37.2, Q4_0 36.6 -> 39.0, Q8_0 level at 41.5 (read probe 42). The
   // AVX2 K-quant GEMVs on the Zen 4 (FULCRUM_ISA=avx2), alternating processes, medians of 6,
   // 1 thread: 1.3B Q4_K decode 26.5 -> 28.1 tok/s (every run above every run), 1.3B Q4_K_M
   // 19.8 -> 22.6, 0.5B Q4_K_M 81.0 -> 81.3; 2 threads 1.3B Q4_K 32.8 -> 33.7 (noise).
   // FULCRUM_GEMV_PREFETCH=0|1 overrides the choice (to compare the two).
   bool gemv_prefetch = true;
-  // Whether the AVX-512 Q6_K decode GEMV (packed_k_avx512.cc) prefetches its weights in software,
-  // 1.5 KiB ahead (prefetchnta), or leaves them to the hardware prefetchers. Software on Zen 4
-  // only, the opposite of the formats above: Q6_K's walk is compute-heavy (37-38 GB/s from L3
-  // against Q4_0's 74), and on the Zen 4 the hardware prefetchers alone kept too little in
-  // flight behind it: bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1 thread, 19.8-25.2 ->
-  // 27.7-29.7 GB/s (read probe 27-30). Decode, alternating processes on a noisy host, medians of
-  // 5-6, 1 thread: 0.5B Q4_K_M (14 % of its bytes Q6_K) 80.0 -> 91.0 and 84.9 -> 89.2 tok/s,
-  // 1.3B Q4_K_M (11 %) 20.4 -> 24.4 and 23.9 -> 25.8; 2 threads within the noise (0.5B 115 -> 109,
-  // then 87 -> 93 over 10 rounds).
-  // On the host the kernel was first measured on, prefetch measured the same at 512 B ahead
-  // and 40 % slower at 2 KiB. FULCRUM_GEMV_PREFETCH_Q6_K=0|1 overrides the choice.
-  bool q6_k_gemv_prefetch = false;
+  // How far ahead of each weight stream the AVX-512 Q6_K decode GEMV (packed_k_avx512.cc)
+  // prefetches (prefetchnta), in bytes; 0 leaves it to the hardware prefetchers. Its walk is
+  // compute-heavy (60 GB/s from L3 on a Zen 5 against Q4_0's 104), and on AMD's AVX-512 cores the
+  // hardware prefetchers alone keep too little in flight behind a walk that slow.
+  //   Zen 4, 1536: bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1 thread, 19.8-25.2 ->
+  //   27.7-29.7 GB/s (read probe 27-30; 2 KiB 26.3-29.2, 1 KiB 26.2-27.6). Decode, alternating
+  //   processes on a noisy host, medians of 5-6, 1 thread: 0.5B Q4_K_M (14 % of its bytes Q6_K)
+  //   80.0 -> 91.0 and 84.9 -> 89.2 tok/s, 1.3B Q4_K_M (11 %) 20.4 -> 24.4 and 23.9 -> 25.8;
+  //   2 threads within the noise.
+  //   Zen 5 (family 1Ah), 3072: the same bench.matmul, medians of 60 runs, alternating
+  //   processes: none 15.3 GB/s, 768 B 21.2, 1536 24.7-26.3, 2304 26.2-26.6, 3072 30.9-32.5,
+  //   4608 29.7-31.5, 6144 28.8 (read probe 42); prefetcht0/t1 and four streams instead of two
+  //   no better. In the 0.5B Q4_K_M's decode (1 thread, 48 tokens after 256, bench-cpu-ops)
+  //   its Q6_K ffn_down ran 15-17 GB/s -> 20-22 (1536) -> 24-25 (3072), the token 97.6 -> 110;
+  //   2 threads 31-32 -> 36-43 -> 44-46 GB/s.
+  // On the host the kernel was first measured on (not AMD), prefetch measured the same at 512 B
+  // ahead and 40 % slower at 2 KiB. FULCRUM_GEMV_PREFETCH_Q6_K=0|1 overrides the choice (1: the
+  // CPU's distance, or 1536 where it has none).
+  int q6_k_gemv_prefetch_bytes = 0;
 };
 
 // The best choice for `f`, capped by `cap` (FULCRUM_ISA's value, or null for no cap).

@@ -326,11 +326,11 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   // amxInt8() -> whether this process's prefill tiles of Q8_0/Q4_0/Q5_0/Q4_K run on AMX-INT8
   // (KernelChoice::amx_int8: an AMX CPU at avx512, unless FULCRUM_AMX=0).
   k.Set("amxInt8", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Boolean::New(i.Env(), kernel_choice().amx_int8); }));
-  // gemvPrefetchQ6K() -> the same for the AVX-512 Q6_K decode GEMV (KernelChoice::q6_k_gemv_prefetch;
+  // gemvPrefetchQ6K() -> the same for the AVX-512 Q6_K decode GEMV (KernelChoice::q6_k_gemv_prefetch_bytes;
   // at the AVX2 levels Q6_K follows gemvPrefetch()).
   k.Set("gemvPrefetchQ6K", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
     const KernelChoice& c = kernel_choice();
-    const bool software = c.isa == Isa::Avx512 ? c.q6_k_gemv_prefetch : c.gemv_prefetch;
+    const bool software = c.isa == Isa::Avx512 ? c.q6_k_gemv_prefetch_bytes > 0 : c.gemv_prefetch;
     return Napi::String::New(i.Env(), software ? "software" : "hardware");
   }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));

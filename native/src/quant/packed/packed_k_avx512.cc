@@ -15,9 +15,10 @@
 //     2·63·128 in int16, no saturation), four vpdpwssd by the sub-block scales (exact int32);
 //   - per token and super-block: the -32 offset as -32·Σ scale·bsum (two vpmaddwd of the rows'
 //     scales by the token's 16 sums), one conversion and one fma by the lane vector d·dy.
-// The GEMV reads two streams (gemv below). Whether it also prefetches 1.5 KiB ahead of each
-// (prefetchnta) is KernelChoice::q6_k_gemv_prefetch (core/isa.h): Zen 4 gains, the host the kernel
-// was first measured on did not (there 512 B ahead measured the same as none, 2 KiB 40 % slower).
+// The GEMV reads two streams (gemv below). Whether it also prefetches ahead of each
+// (prefetchnta), and how far (1.5 KiB on Zen 4, 3 KiB on Zen 5), is
+// KernelChoice::q6_k_gemv_prefetch_bytes (core/isa.h): both gain, the host the kernel was first
+// measured on did not (there 512 B ahead measured the same as none, 2 KiB 40 % slower).
 // The integer sums are vec_dot_q6_k's; the float steps (per super-block and lane, then the four
 // lanes of a row) are ordered differently from it, within the rounding of its own float sums
 // (repack.test.ts bounds the difference).
@@ -70,7 +71,7 @@ inline __m512i spread_scale(__m512i sc8, const uint8_t* ctl) { return _mm512_sra
 // On the Zen 4 (AVX-512, 2 vCPUs), bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1 thread,
 // alternating processes, 5 rounds: none 19.8-25.2 GB/s, 512 B 24.9-25.7, 1 KiB 26.2-27.6,
 // 1.5 KiB 27.7-29.7 (one slow round 19.2), 2 KiB 26.3-29.2 (read probe 27-30); from L3 37.7
-// against 37.4 (the prefetches' own cost).
+// against 37.4 (the prefetches' own cost). On a Zen 5 3 KiB (core/isa.h has the sweep).
 template <size_t kAhead>
 struct KernelT {
   static constexpr size_t kSbBytes = 4 * sizeof(block_q6_K);  // 840: one super-block of four rows
@@ -139,6 +140,7 @@ struct KernelT {
 };
 using Kernel = KernelT<0>;
 using PrefetchingKernel = KernelT<1536>;
+using FarPrefetchingKernel = KernelT<3072>;
 
 }  // namespace q6k
 
@@ -174,6 +176,9 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv<q6k::PrefetchingKernel>(n, out, w, groups, act);
+}
+void gemv_q6_kx4_ahead3k_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv<q6k::FarPrefetchingKernel>(n, out, w, groups, act);
 }
 void gemv_q6_kx4_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q6k::Kernel>(n, out, w, groups, act); }
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {

@@ -137,6 +137,7 @@ void gemv_q5_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, co
 void gemv_q5_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q6_kx4_ahead3k_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q6_kx4_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 // The AVX2 kernels, once per AVX2-level copy (core/isa.h: avx2, and avxvnni built with AVX-VNNI).
@@ -182,7 +183,7 @@ FULCRUM_PACKED_AVX2_DECL(avxvnni)
 #undef FULCRUM_PACKED_AVX2_DECL
 // The gemv_*_hwpf variants (every packed format's GEMV has one) are the same walk without
 // software prefetch (KernelChoice::gemv_prefetch says which one a CPU runs; for the AVX-512 Q6_K
-// pair, KernelChoice::q6_k_gemv_prefetch).
+// GEMVs, KernelChoice::q6_k_gemv_prefetch_bytes).
 // Q4_0, Q5_0 and Q8_0 on AVX-512 in 16-row groups (packed_x16_avx512.cc), over "q8_0 sums"
 // activations whose seeds are −8·Σy (Q4_0), −16·Σy (Q5_0) or −128·Σy (Q8_0), arranged by the
 // AVX2 code (arrange_q8_0_sums*_avx2, which every AVX-512 CPU runs).
