@@ -34,12 +34,21 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   // Every page the context can need fits on the free list, so releasing never allocates.
   free_.reserve(static_cast<size_t>(n_layers * table_size_));
   // Address space for every page of the context, reserved once: only written pages take memory
-  // (the OS commits them on first write), and pages never move. Not advised for 2 MiB pages:
-  // that made decode attention ≈10 % faster (1.3B, 576 positions: 11.5 -> 10.5 ms per token)
-  // but with this kernel's THP defrag=madvise every first write to a 2 MiB page stalls on
-  // compaction: a 512-token prefill of the 1.3B model spent 312 ms storing K/V instead of 53.
+  // (the OS commits them on first write), and pages never move. Each layer's pages have fixed
+  // places, its K pages one after another and then its V pages (host_k_page, host_v_page), so a
+  // decode step's walk over a layer's positions is one stream through K and one through V, as
+  // bench.attention lays a layer out. Taken in order across layers (layer 0's page 0, layer 1's,
+  // …), as before, the 0.5B's pages of one layer were 768 KiB apart, and every 16 KiB page started
+  // a new stream: bench.attention, 14 heads of 64 over 2, 1 thread, from DRAM, on a Zen 5 (AMD
+  // EPYC, 2 vCPUs), pages contiguous 9.9-10.4 µs at 280 positions and 36.5-36.9 at 1024, the same
+  // pages scattered 17.7-18.0 and 56.6-61.1.
+  // Not advised for 2 MiB pages: that made decode attention ≈10 % faster (1.3B, 576 positions:
+  // 11.5 -> 10.5 ms per token) but with this kernel's THP defrag=madvise every first write to a
+  // 2 MiB page stalls on compaction: a 512-token prefill of the 1.3B model spent 312 ms storing
+  // K/V instead of 53.
   constexpr size_t kHuge = size_t{2} << 20;
-  const uint64_t need = static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(table_size_) * block_bytes_;
+  layer_bytes_ = 2 * static_cast<uint64_t>(table_size_) * static_cast<uint64_t>(v_offset_);
+  const uint64_t need = static_cast<uint64_t>(n_layers) * layer_bytes_;
   region_size_ = static_cast<size_t>((need + kHuge - 1) / kHuge * kHuge) + kHuge;
   void* r = ::mmap(nullptr, region_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (r == MAP_FAILED)
@@ -47,8 +56,7 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
                              std::to_string(context) + " positions × " + std::to_string(n_layers) + " layers (" + std::strerror(errno) +
                              "); lower the context length");
   region_ = r;
-  next_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHuge - 1) / kHuge * kHuge);
-  end_ = next_ + need;
+  host_base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHuge - 1) / kHuge * kHuge);
 }
 
 KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format, Device* device)
@@ -57,7 +65,7 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   ::munmap(region_, region_size_);  // device pages: the host range is not used
   region_ = nullptr;
   region_size_ = 0;
-  next_ = end_ = nullptr;
+  host_base_ = nullptr;
   device_ = device;
 }
 
@@ -72,6 +80,23 @@ KvCache::~KvCache() {
 
 void KvCache::hold(int64_t n_positions) {
   const int64_t want = std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_);
+  if (!device_) {
+    // Host pages have fixed places (the constructor): holding one is filling its slot.
+    for (int64_t p = held_pages_.load(std::memory_order_relaxed); p < want; ++p) {
+      const size_t slot = static_cast<size_t>(p);
+      for (int64_t l = 0; l < n_layers_; ++l) {
+        const size_t li = static_cast<size_t>(l);
+        k_tables_[li][slot] = reinterpret_cast<uint16_t*>(host_k_page(l, p));
+        v_tables_[li][slot] = reinterpret_cast<uint16_t*>(host_v_page(l, p));
+      }
+      held_pages_.store(p + 1, std::memory_order_relaxed);
+      if (p + 1 > touched_pages_) {
+        touched_pages_ = p + 1;
+        allocated_.store(touched_pages_ * n_layers_, std::memory_order_relaxed);
+      }
+    }
+    return;
+  }
   for (int64_t p = held_pages_.load(std::memory_order_relaxed); p < want; ++p) {
     const size_t slot = static_cast<size_t>(p);
     for (int64_t l = 0; l < n_layers_; ++l) {
@@ -81,7 +106,7 @@ void KvCache::hold(int64_t n_positions) {
       if (!free_.empty()) {
         block = free_.back();
         free_.pop_back();
-      } else if (device_) {
+      } else {
         try {
           block = device_->alloc(block_bytes_, "a KV cache page (layer " + std::to_string(l) + ", positions " + std::to_string(p * page_tokens_) + ".." +
                                                    std::to_string(std::min(context_, (p + 1) * page_tokens_) - 1) + ")");
@@ -90,7 +115,7 @@ void KvCache::hold(int64_t n_positions) {
           refused = e.what();
         }
       }
-      if (!block && (device_ || next_ + block_bytes_ > end_)) {
+      if (!block) {
         // Put back this slot's pages of the earlier layers, so the cache is as before the call.
         for (int64_t u = 0; u < l; ++u) {
           const size_t ui = static_cast<size_t>(u);
@@ -98,16 +123,7 @@ void KvCache::hold(int64_t n_positions) {
           blocks_[ui][slot] = nullptr;
           k_tables_[ui][slot] = v_tables_[ui][slot] = nullptr;
         }
-        if (device_) throw DeviceError(refused);
-        // Unreachable while the page tables and the reserved space agree (both cover the context).
-        throw std::runtime_error("KV cache: no page of " + std::to_string(block_bytes_) + " bytes left in the reserved space for layer " +
-                                 std::to_string(l) + ", positions " + std::to_string(p * page_tokens_) + ".." +
-                                 std::to_string(std::min(context_, (p + 1) * page_tokens_) - 1) + " (" + std::to_string(bytes_in_use()) +
-                                 " bytes of pages in use, " + std::to_string(bytes_reserved()) + " reserved)");
-      } else if (!block) {
-        block = next_;
-        next_ += block_bytes_;
-        allocated_.fetch_add(1, std::memory_order_relaxed);
+        throw DeviceError(refused);
       }
       blocks_[li][slot] = block;
       k_tables_[li][slot] = static_cast<uint16_t*>(block);
@@ -123,7 +139,9 @@ void KvCache::release_from(int64_t from_pos) {
     const size_t slot = static_cast<size_t>(p - 1);
     for (int64_t l = 0; l < n_layers_; ++l) {
       const size_t li = static_cast<size_t>(l);
-      free_.push_back(blocks_[li][slot]);
+      // A device page goes to the free list; a host page stays in its place (still committed,
+      // as a page on the free list was) for the next hold of its slot.
+      if (device_) free_.push_back(blocks_[li][slot]);
       blocks_[li][slot] = nullptr;
       k_tables_[li][slot] = v_tables_[li][slot] = nullptr;
     }

@@ -5,11 +5,13 @@
 // make it a 256-byte read every n_kv_heads × head_dim × 2 bytes (4 KiB on a 16-head model: a new
 // 4 KiB page for every position, which defeats the hardware prefetcher).
 // Each layer has a page table with a slot per page of the context; no page exists at load.
-// Pages are taken when positions are about to be written (from the free list first, else the
-// next unused slot of an address range reserved at construction for the whole context; the OS
-// commits memory only where pages are written) and clearing positions returns whole pages to the free list, so memory follows
-// the positions held and steady-state generation allocates nothing. Pages are never zeroed: a
-// position is always written before attention reads it.
+// Pages are taken when positions are about to be written. On the host each page slot has a fixed
+// place in an address range reserved at construction for the whole context, a layer's K pages
+// one after another and then its V pages (the OS commits memory only where pages are written);
+// clearing positions empties their slots and the memory stays for the next hold. A device cache
+// allocates its pages from the device and returns cleared ones to a free list, taken first. So
+// memory follows the positions held and steady-state generation allocates nothing. Pages are
+// never zeroed: a position is always written before attention reads it.
 //
 // Positions are always held as a prefix [0, n): the same number of pages in every layer's
 // table, all from index 0 (eval refuses gaps), which is what `held_pages_` counts.
@@ -50,7 +52,8 @@ class KvCache {
   // naming the layer, position and bytes when a page cannot be allocated; the cache is then as
   // it was before the call.
   void hold(int64_t n_positions);
-  // Returns the pages that hold only positions ≥ from_pos to the free list.
+  // Empties the slots of the pages that hold only positions ≥ from_pos (a device cache's pages go
+  // to its free list).
   void release_from(int64_t from_pos);
   // Moves positions [from, to) to [from + delta, to + delta) in every layer (pages held first),
   // rotating each K by delta positions with `rope` (RoPE is a rotation: R(p + d) = R(d)·R(p)), so
@@ -104,8 +107,17 @@ class KvCache {
   Device* device_ = nullptr;  // page source when not the reserved range
   void* region_ = nullptr;   // the reserved address range (mmap), region_size_ bytes
   size_t region_size_ = 0;
-  uint8_t* next_ = nullptr;  // first never-used page slot in the range (2 MiB aligned at start)
-  uint8_t* end_ = nullptr;
+  // Host pages: layer l's K page p at host_base_ + l·layer_bytes_ + p·v_offset_, its V pages
+  // after its table_size_ K pages (2 MiB aligned at the start).
+  uint8_t* host_base_ = nullptr;
+  uint64_t layer_bytes_ = 0;
+  int64_t touched_pages_ = 0;  // host page slots ever held (their memory stays committed)
+  uint8_t* host_k_page(int64_t layer, int64_t page) const {
+    return host_base_ + static_cast<uint64_t>(layer) * layer_bytes_ + static_cast<uint64_t>(page) * v_offset_;
+  }
+  uint8_t* host_v_page(int64_t layer, int64_t page) const {
+    return host_k_page(layer, page) + static_cast<uint64_t>(table_size_) * v_offset_;
+  }
   std::atomic<int64_t> held_pages_{0};  // page slots filled in every layer's table
   std::atomic<int64_t> allocated_{0};   // pages allocated (held + free)
 };
