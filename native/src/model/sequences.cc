@@ -174,13 +174,19 @@ void Model::swap_sequence_kv(int32_t seq, Loc loc) {
   // the layers done: they move with the rest.
   const int64_t n = q.n_past.load() + (q.residual_pos == q.n_past.load() ? 1 : 0);
   moved->hold(n);  // throws DeviceError when the device is full; nothing has changed then
-  const size_t bytes = moved->page_bytes();
+  const size_t bytes = static_cast<size_t>(moved->half_page_bytes());
   for (int64_t l = 0; l < moved->n_layers(); ++l) {
     const KvPages from = q.by_seq->pages(l), to = moved->pages(l);
     for (int64_t p = 0; p < moved->held_pages(); ++p) {
-      // K and V of a page are one block (V follows K): one copy per page.
-      if (loc == Loc::Dev) device_->copy_to_device(const_cast<uint16_t*>(to.k[p]), from.k[p], bytes);
-      else device_->copy_to_host(const_cast<uint16_t*>(to.k[p]), from.k[p], bytes);
+      // K and V apart: a host page's V is not after its K (a layer's K pages are contiguous,
+      // then its V pages: KvCache).
+      if (loc == Loc::Dev) {
+        device_->copy_to_device(const_cast<uint16_t*>(to.k[p]), from.k[p], bytes);
+        device_->copy_to_device(const_cast<uint16_t*>(to.v[p]), from.v[p], bytes);
+      } else {
+        device_->copy_to_host(const_cast<uint16_t*>(to.k[p]), from.k[p], bytes);
+        device_->copy_to_host(const_cast<uint16_t*>(to.v[p]), from.v[p], bytes);
+      }
     }
   }
   q.by_seq = std::move(moved);
