@@ -30,9 +30,6 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   block_bytes_ = 2 * static_cast<uint64_t>(v_offset_);
   k_tables_.assign(static_cast<size_t>(n_layers), std::vector<uint16_t*>(static_cast<size_t>(table_size_), nullptr));
   v_tables_.assign(static_cast<size_t>(n_layers), std::vector<uint16_t*>(static_cast<size_t>(table_size_), nullptr));
-  blocks_.assign(static_cast<size_t>(n_layers), std::vector<void*>(static_cast<size_t>(table_size_), nullptr));
-  // Every page the context can need fits on the free list, so releasing never allocates.
-  free_.reserve(static_cast<size_t>(n_layers * table_size_));
   // Address space for every page of the context, reserved once: only written pages take memory
   // (the OS commits them on first write), and pages never move. Each layer's pages have fixed
   // places, its K pages one after another and then its V pages (host_k_page, host_v_page), so a
@@ -67,6 +64,10 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   region_size_ = 0;
   host_base_ = nullptr;
   device_ = device;
+  // Device pages only: their allocations per slot, and a free list where every page the context
+  // can need fits, so releasing never allocates.
+  blocks_.assign(static_cast<size_t>(n_layers), std::vector<void*>(static_cast<size_t>(table_size_), nullptr));
+  free_.reserve(static_cast<size_t>(n_layers * table_size_));
 }
 
 KvCache::~KvCache() {
@@ -141,8 +142,10 @@ void KvCache::release_from(int64_t from_pos) {
       const size_t li = static_cast<size_t>(l);
       // A device page goes to the free list; a host page stays in its place (still committed,
       // as a page on the free list was) for the next hold of its slot.
-      if (device_) free_.push_back(blocks_[li][slot]);
-      blocks_[li][slot] = nullptr;
+      if (device_) {
+        free_.push_back(blocks_[li][slot]);
+        blocks_[li][slot] = nullptr;
+      }
       k_tables_[li][slot] = v_tables_[li][slot] = nullptr;
     }
     held_pages_.store(p - 1, std::memory_order_relaxed);

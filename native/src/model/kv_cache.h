@@ -102,8 +102,8 @@ class KvCache {
   uint64_t block_bytes_ = 0;
   // Per layer: the K and V row pointers of each page slot, and the page's allocation.
   std::vector<std::vector<uint16_t*>> k_tables_, v_tables_;
-  std::vector<std::vector<void*>> blocks_;
-  std::vector<void*> free_;  // capacity for every page of the context, reserved up front
+  std::vector<std::vector<void*>> blocks_;  // device caches only (a host page's place is fixed)
+  std::vector<void*> free_;  // device caches only: capacity for every page of the context, reserved up front
   Device* device_ = nullptr;  // page source when not the reserved range
   void* region_ = nullptr;   // the reserved address range (mmap), region_size_ bytes
   size_t region_size_ = 0;
