@@ -49,13 +49,14 @@ struct RowKernels {
   const kernels::FloatFns& fns;
   KvFormat format;
   int64_t hd, row_bytes;
-  void kq(int64_t n, const uint8_t* k, const float* q, int64_t nq, float scale, float* scores, int64_t ld) const {
-    if (format == KvFormat::Q8_0) return fns.kq_q8_0(n, hd, k, row_bytes, q, nq, scale, scores, ld);
-    fns.kq_f16(n, hd, reinterpret_cast<const uint16_t*>(k), hd, q, nq, scale, scores, ld);
+  // ahead: the kernels' prefetch distance (float_fns.h), 0 for none.
+  void kq(int64_t n, const uint8_t* k, const float* q, int64_t nq, float scale, float* scores, int64_t ld, int64_t ahead = 0) const {
+    if (format == KvFormat::Q8_0) return fns.kq_q8_0(n, hd, k, row_bytes, q, nq, scale, scores, ld, ahead);
+    fns.kq_f16(n, hd, reinterpret_cast<const uint16_t*>(k), hd, q, nq, scale, scores, ld, ahead);
   }
-  void pv(int64_t n, const uint8_t* v, const float* p, int64_t nq, int64_t ld, float* out, float* work) const {
-    if (format == KvFormat::Q8_0) return fns.pv_q8_0(n, hd, v, row_bytes, p, nq, ld, out, work);
-    fns.pv_f16(n, hd, reinterpret_cast<const uint16_t*>(v), hd, p, nq, ld, out);
+  void pv(int64_t n, const uint8_t* v, const float* p, int64_t nq, int64_t ld, float* out, float* work, int64_t ahead = 0) const {
+    if (format == KvFormat::Q8_0) return fns.pv_q8_0(n, hd, v, row_bytes, p, nq, ld, out, work, ahead);
+    fns.pv_f16(n, hd, reinterpret_cast<const uint16_t*>(v), hd, p, nq, ld, out, ahead);
   }
   bool kq_block(int64_t n, const uint8_t* k, const float* q, int64_t rows, int64_t rpt, int64_t qstride, float scale, float* scores, int64_t ld,
                 float* work) const {
@@ -104,6 +105,26 @@ inline void for_page_segments(const KvPages& kv, int64_t g, int64_t row_bytes, i
     const int64_t at = (g * kv.page_tokens + off) * row_bytes;
     fn(t, n, reinterpret_cast<const uint8_t*>(kv.k[p]) + at, reinterpret_cast<const uint8_t*>(kv.v[p]) + at);
   });
+}
+
+// Decode's prefetch distance on page p (float_fns.h, kq_f16's `ahead`): from a row of page p to
+// the same row of page p + 1, which the walk reads next for the same heads; 0 on the last page.
+// The rows one page on, not a fixed number of bytes on: a thread's heads are a run of each page
+// (two threads on two KV heads: every other 8 KiB), and the next bytes of memory are another
+// thread's. Without it, on a 2-vCPU Zen 5 (AMD EPYC, AVX-512) whose hardware prefetchers fall
+// behind a walk this slow, decode attention read 14 GB/s from DRAM against 42 a read probe gets.
+// bench.attention, 14 heads of 64 over 2 (the 0.5B), from DRAM (256 MiB ring), medians of 200,
+// three alternating rounds, without -> with, µs:
+//   1 thread   280 / 1024 / 2048 positions: 10.4-10.9 / 38.4-39.1 / 76.7-77.2 -> 9.8-9.9 / 28.1-28.4 / 53.9-55.1
+//   2 threads  1024 / 2048: 33.2-36.4 / 62.1-67.6 -> 16.4-19.7 / 30.8-35.5
+//   AVX2, 2048: 1 thread 116 -> 96, 2 threads 83 -> 49
+// 16 heads of 128 over 16 (MHA, the 1.3B: a page is 256 KiB, long runs the hardware follows):
+// level (1 thread, 1024 positions, 231-264 -> 224-229). In the model (0.5B Q4_0, a 2048-token
+// prompt): attention 1811-1852 -> 1471-1576 µs a token at 1 thread, 1718-1978 -> 930-1071 at 2;
+// decode 113-122 -> 124-129 tok/s and 135-143 -> 162-175.
+inline int64_t page_ahead(const uint16_t* const* pages, int64_t p, int64_t last_page) {
+  if (p >= last_page) return 0;
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(pages[p + 1]) - reinterpret_cast<uintptr_t>(pages[p]));
 }
 
 }  // namespace
@@ -202,7 +223,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
     // (MHA, deepseek-coder 1.3B): 1 thread 195 -> 112 µs at 280 positions, 697 -> 354 at 1024
     // (AVX2 236 -> 118, 855 -> 390); 2 threads 109 -> 92, 390 -> 308. 14 heads of 64 over 2 (the
     // 0.5B): level (1 thread 25 -> 24 and 86 -> 83; 2 threads 14.3 -> 14.5 and 46 -> 48). Keeping
-    // a prefetch of the next page's first rows (1-4 KiB) measured no better.
+    // a prefetch of the next page's first rows (1-4 KiB) measured no better; prefetching each
+    // row's counterpart one page on while the row is read (page_ahead, above) does better.
     auto unit_heads = [&](int64_t u, int64_t* g, int64_t* h0, int64_t* nq) {
       const int64_t part = u % parts, j0 = part * per_part;
       *g = u / parts;
@@ -226,13 +248,15 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
           std::memcpy(sc.qg.data() + (h0 * nt + i * nq) * hd, qf + i * qrow + h0 * hd, static_cast<size_t>(nq * hd) * sizeof(float));
       }
     const float* qrows = nt > 1 ? sc.qg.data() : qf;
+    const int64_t last_page = (n_kv - 1) / P;
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
+      const int64_t ahead = page_ahead(kv.k, p, last_page);
       for (int64_t u = b; u < e; ++u) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
         if (nq <= 0) continue;
         const uint8_t* kr = reinterpret_cast<const uint8_t*>(kv.k[p]) + (g * P + off) * rb;
-        rk.kq(n, kr, qrows + h0 * nt * hd, nt * nq, s.scale, sc.scores.data() + h0 * nt * ld + t, ld);
+        rk.kq(n, kr, qrows + h0 * nt * hd, nt * nq, s.scale, sc.scores.data() + h0 * nt * ld + t, ld, ahead);
       }
     });
     for (int64_t u = b; u < e; ++u) {
@@ -252,6 +276,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
     }
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
       const int64_t n_first = pos0 + 1 - t;  // positions of this run the first token sees
+      const int64_t ahead = page_ahead(kv.v, p, last_page);
       for (int64_t u = b; u < e; ++u) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
@@ -261,7 +286,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
         float* ou = out + h0 * hd;
         for (int64_t i = 0; i < nt; ++i) {
           const int64_t m = std::min(n, n_first + i);
-          if (m > 0) rk.pv(m, vr, su + i * nq * ld, nq, ld, ou + i * qrow, work);
+          if (m > 0) rk.pv(m, vr, su + i * nq * ld, nq, ld, ou + i * qrow, work, ahead);
         }
       }
     });

@@ -141,12 +141,12 @@ inline void kq_heads(const uint16_t* kr, int64_t nc, const float* q, int64_t hd,
 }
 
 void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
-            float* scores, int64_t ld) {
+            float* scores, int64_t ld, int64_t ahead) {
   // Head sizes 64 and 128: 8 positions at a time (float_simd.h).
   const uint8_t* kb = reinterpret_cast<const uint8_t*>(k);
   const int64_t kstride_bytes = kstride * static_cast<int64_t>(sizeof(uint16_t));
-  if (hd == 64) return kq_lanes<S, 8>(n, kb, kstride_bytes, q, nq, scale, scores, ld);
-  if (hd == 128) return kq_lanes<S, 16>(n, kb, kstride_bytes, q, nq, scale, scores, ld);
+  if (hd == 64) return kq_lanes<S, 8>(n, kb, kstride_bytes, q, nq, scale, scores, ld, ahead);
+  if (hd == 128) return kq_lanes<S, 16>(n, kb, kstride_bytes, q, nq, scale, scores, ld, ahead);
   if (hd % 8 != 0 || hd > 128) {
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < nq; ++j) {

@@ -168,13 +168,15 @@ inline float hsum16(__m512 v) {
 // 4, medians of 6 alternating processes, 280 / 1024 / 2048 positions: from DRAM (256 MiB ring)
 // 19.2 / 68.1 / 134.9 -> 18.1 / 63.4 / 125.3 µs; from L2/L3 ~2 % (the multiply-adds bound it).
 template <int NC>
-void kq_paired(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
+void kq_paired(int64_t n, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld,
+               int64_t ahead) {
   alignas(64) float kf[8][NC][2][16];
   const __m512 vs = _mm512_set1_ps(scale);
   for (int64_t t0 = 0; t0 < n; t0 += 16) {
     const int64_t m = n - t0 < 16 ? n - t0 : 16;
     for (int i = 0; i < 16; ++i) {
       const uint16_t* kr = k + (t0 + i) * kstride;
+      if (i < m) prefetch_ahead(reinterpret_cast<const uint8_t*>(kr), ahead, 32 * NC);
       float* half = &kf[i / 2][0][0][0] + (i % 2) * 8;
       for (int c = 0; c < NC; ++c) {
         const __m256 lo = i < m ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kr + 16 * c))) : _mm256_setzero_ps();
@@ -211,19 +213,19 @@ void kq_paired(int64_t n, const uint16_t* k, int64_t kstride, const float* q, in
 }
 
 void kq_f16(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
-            float* scores, int64_t ld) {
+            float* scores, int64_t ld, int64_t ahead) {
   // Head sizes 64, 128 and 256: 16 positions at a time (float_simd.h; several query heads a K
   // row: kq_paired).
   if (nq > 1) switch (hd) {
-    case 64: return kq_paired<4>(n, k, kstride, q, nq, scale, scores, ld);
-    case 128: return kq_paired<8>(n, k, kstride, q, nq, scale, scores, ld);
-    case 256: return kq_paired<16>(n, k, kstride, q, nq, scale, scores, ld);
+    case 64: return kq_paired<4>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 128: return kq_paired<8>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 256: return kq_paired<16>(n, k, kstride, q, nq, scale, scores, ld, ahead);
     default: break;
   }
   switch (hd) {
-    case 64: return kq_lanes<S, 4>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);
-    case 128: return kq_lanes<S, 8>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);
-    case 256: return kq_lanes<S, 16>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld);
+    case 64: return kq_lanes<S, 4>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld, ahead);
+    case 128: return kq_lanes<S, 8>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld, ahead);
+    case 256: return kq_lanes<S, 16>(n, reinterpret_cast<const uint8_t*>(k), kstride * 2, q, nq, scale, scores, ld, ahead);
     default: break;
   }
   if (hd % 16 != 0 || hd > 256) {

@@ -30,11 +30,15 @@ struct FloatFns {
   // Attention against f16 cache rows, for the nq query heads that share one KV head:
   // scores[j*ld + t] = scale * Σ_d q[j*hd + d] · k[t*kstride + d] for t in [0, n), j in [0, nq).
   // Each K row is loaded once for all nq heads.
+  // ahead: while a row is read, the bytes `ahead` bytes on from it are prefetched (0: none).
+  // Decode passes the distance to the same rows of the next page, which its walk reads next
+  // (kernels/attention.cc says why); the results do not depend on it.
   void (*kq_f16)(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
-                 float* scores, int64_t ld);
+                 float* scores, int64_t ld, int64_t ahead);
   // out[j*hd + d] += Σ_t p[j*ld + t] · v[t*vstride + d]; each V row is loaded once for all nq heads.
+  // ahead: as kq_f16's.
   void (*pv_f16)(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld,
-                 float* out);
+                 float* out, int64_t ahead);
   // Softmax pieces: max x[i] (-inf for n = 0); x[i] = exp(x[i] - m), returning Σ x[i]; and
   // x[i] = f16-rounded(x[i] · a).
   float (*max_f32)(const float* x, int64_t n);
@@ -81,9 +85,9 @@ struct FloatFns {
   // with a token's query heads as the rows); kq_block_q8_0 and pv_block_q8_0 return false on the
   // scalar table, as the f16 ones do.
   void (*kq_q8_0)(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
-                  float* scores, int64_t ld);
+                  float* scores, int64_t ld, int64_t ahead);
   void (*pv_q8_0)(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out,
-                  float* work);
+                  float* work, int64_t ahead);
   bool (*kq_block_q8_0)(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t rows, int64_t rpt,
                         int64_t qstride, float scale, float* scores, int64_t ld, float* work);
   bool (*pv_block_q8_0)(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt,

@@ -29,6 +29,16 @@ namespace fulcrum {
 namespace kernels {
 namespace {
 
+// Decode attention's prefetch (float_fns.h: kq_f16's `ahead`): the `bytes` bytes of a row at
+// `row`, `ahead` bytes on, into L1. With ahead 0 it prefetches the row about to be read, which
+// costs an instruction a line: a branch on ahead == 0 here made GCC 12 (-O2 and -O3) drop every
+// prefetch of the kernels, taken or not. A prefetch does not fault, so the address needs no check;
+// it is formed as an integer, never as a pointer past an object.
+inline void prefetch_ahead(const uint8_t* row, int64_t ahead, int64_t bytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(ahead);
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(at + static_cast<uintptr_t>(o)), _MM_HINT_T0);
+}
+
 // How the attention kernels read a KV cache row, by the cache's element format (KvFormat): rows
 // are addressed in bytes. load<S>(row, d) gives values [d, d + L) as f32 (d a multiple of L);
 // loads<S>(row, d, out) gives the vecs<S>() vectors from d (d a multiple of L · vecs<S>()), the
@@ -222,13 +232,15 @@ void axpy_f16(int64_t n, float a, const uint16_t* x, float* y) {
 // × 4, V's 4 and the broadcast: what the ISA's register file holds), each element accumulated over
 // t in increasing order.
 template <class S, int JN, int CN>
-inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0) {
+inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0,
+                    int64_t ahead) {
   constexpr int64_t L = S::L;
   typename S::V acc[JN][CN];
   for (int j = 0; j < JN; ++j)
     for (int c = 0; c < CN; ++c) acc[j][c] = S::load(out + j * hd + L * (c0 + c));
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* vr = v + t * vstride + L * c0;
+    prefetch_ahead(reinterpret_cast<const uint8_t*>(vr), ahead, CN * L * static_cast<int64_t>(sizeof(uint16_t)));
     typename S::V vv[CN];
     for (int c = 0; c < CN; ++c) vv[c] = S::load_h(vr + L * c);
     for (int j = 0; j < JN; ++j) {
@@ -241,12 +253,13 @@ inline void pv_regs(int64_t n, const uint16_t* v, int64_t vstride, const float* 
 }
 
 template <class S, int JN>
-inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0, int64_t cn) {
+inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float* p, int64_t ld, float* out, int64_t hd, int64_t c0, int64_t cn,
+                     int64_t ahead) {
   switch (cn) {
-    case 4: pv_regs<S, JN, 4>(n, v, vstride, p, ld, out, hd, c0); break;
-    case 3: pv_regs<S, JN, 3>(n, v, vstride, p, ld, out, hd, c0); break;
-    case 2: pv_regs<S, JN, 2>(n, v, vstride, p, ld, out, hd, c0); break;
-    case 1: pv_regs<S, JN, 1>(n, v, vstride, p, ld, out, hd, c0); break;
+    case 4: pv_regs<S, JN, 4>(n, v, vstride, p, ld, out, hd, c0, ahead); break;
+    case 3: pv_regs<S, JN, 3>(n, v, vstride, p, ld, out, hd, c0, ahead); break;
+    case 2: pv_regs<S, JN, 2>(n, v, vstride, p, ld, out, hd, c0, ahead); break;
+    case 1: pv_regs<S, JN, 1>(n, v, vstride, p, ld, out, hd, c0, ahead); break;
     default: break;
   }
 }
@@ -266,7 +279,7 @@ inline void pv_heads(int64_t n, const uint16_t* v, int64_t vstride, const float*
 // AVX2) finds it in L1/L2.
 // Rows: the cache's element format; v and vstride in bytes.
 template <class S, class Rows = F16Rows>
-inline void pv_one(int64_t n, const uint8_t* v, int64_t vstride, const float* p, float* out, int64_t c0) {
+inline void pv_one(int64_t n, const uint8_t* v, int64_t vstride, const float* p, float* out, int64_t c0, int64_t ahead) {
   constexpr int64_t L = S::L;
   constexpr int VL = Rows::template vecs<S>();
   typename S::V acc[8];
@@ -276,6 +289,7 @@ inline void pv_one(int64_t n, const uint8_t* v, int64_t vstride, const float* p,
   const uint8_t* v0 = v + Rows::offset(L * c0);
   for (int64_t t = 0; t < n; ++t) {
     const uint8_t* vr = v0 + t * vstride;
+    prefetch_ahead(vr, ahead, Rows::offset(8 * L));
     const typename S::V a = S::set1(p[t]);
     // One vector a load (F16) as a plain expression: with the one-element array of the block
     // form, GCC kept the accumulators in memory and copied them every position.
@@ -299,7 +313,7 @@ inline void pv_one(int64_t n, const uint8_t* v, int64_t vstride, const float* p,
 // were loaded and stored at every position.) Head sizes that are not whole vectors, or above 16
 // vectors, take the scalar loop.
 template <class S>
-void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out) {
+void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out, int64_t ahead) {
   constexpr int64_t L = S::L;
   constexpr int H = S::kPvHeads;
   if (hd % L != 0 || hd > 16 * L) {
@@ -312,7 +326,7 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
   if (nq == 1 && nc % 8 == 0) {
     // One query head: 8 accumulators a pass, each V vector converted where its FMA takes it.
     for (int64_t c0 = 0; c0 < nc; c0 += 8)
-      pv_one<S>(n, reinterpret_cast<const uint8_t*>(v), vstride * static_cast<int64_t>(sizeof(uint16_t)), p, out, c0);
+      pv_one<S>(n, reinterpret_cast<const uint8_t*>(v), vstride * static_cast<int64_t>(sizeof(uint16_t)), p, out, c0, ahead);
     return;
   }
   // The heads in as few tiles as fit the registers, as even as can be (7 heads at up to 7 a
@@ -325,13 +339,13 @@ void pv_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const flo
       const float* pj = p + j * ld;
       float* oj = out + j * hd;
       switch (jn) {
-        case 7: if constexpr (H >= 7) pv_heads<S, 7>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
-        case 6: if constexpr (H >= 6) pv_heads<S, 6>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
-        case 5: if constexpr (H >= 5) pv_heads<S, 5>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
-        case 4: if constexpr (H >= 4) pv_heads<S, 4>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
-        case 3: if constexpr (H >= 3) pv_heads<S, 3>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
-        case 2: if constexpr (H >= 2) pv_heads<S, 2>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
-        case 1: pv_heads<S, 1>(n, v, vstride, pj, ld, oj, hd, c0, cn); break;
+        case 7: if constexpr (H >= 7) pv_heads<S, 7>(n, v, vstride, pj, ld, oj, hd, c0, cn, ahead); break;
+        case 6: if constexpr (H >= 6) pv_heads<S, 6>(n, v, vstride, pj, ld, oj, hd, c0, cn, ahead); break;
+        case 5: if constexpr (H >= 5) pv_heads<S, 5>(n, v, vstride, pj, ld, oj, hd, c0, cn, ahead); break;
+        case 4: if constexpr (H >= 4) pv_heads<S, 4>(n, v, vstride, pj, ld, oj, hd, c0, cn, ahead); break;
+        case 3: if constexpr (H >= 3) pv_heads<S, 3>(n, v, vstride, pj, ld, oj, hd, c0, cn, ahead); break;
+        case 2: if constexpr (H >= 2) pv_heads<S, 2>(n, v, vstride, pj, ld, oj, hd, c0, cn, ahead); break;
+        case 1: pv_heads<S, 1>(n, v, vstride, pj, ld, oj, hd, c0, cn, ahead); break;
         default: break;
       }
       j += jn;
@@ -423,7 +437,8 @@ float max_f32(const float* x, int64_t n) {
 // samples that way and 4.7 % this way at AVX-512; 1.10 → 0.84 of pv_f16's time at AVX2.
 // Rows: the cache's element format (F16Rows, Q8Rows); k and kstride in bytes.
 template <class S, int NC, class Rows = F16Rows>
-void kq_lanes(int64_t n, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
+void kq_lanes(int64_t n, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld,
+              int64_t ahead) {
   constexpr int64_t L = S::L;
   constexpr int64_t hd = L * NC;
   alignas(64) float kf[L * hd];
@@ -443,12 +458,14 @@ void kq_lanes(int64_t n, const uint8_t* k, int64_t kstride, const float* q, int6
     for (; t_staged + L <= n; t_staged += L) {
       const uint8_t* kb = k + t_staged * kstride;
       typename S::V acc[L];
-      for (int i = 0; i < L; ++i)
+      for (int i = 0; i < L; ++i) {
+        prefetch_ahead(kb + i * kstride, ahead, Rows::offset(hd));
         for (int c = 0; c < NC; c += VL) {
           typename S::V x[VL];
           Rows::template loads<S>(kb + i * kstride, L * c, x);
           for (int u = 0; u < VL; ++u) acc[i] = c + u == 0 ? S::mul(S::load(q), x[0]) : S::fmadd(S::load(q + L * (c + u)), x[u], acc[i]);
         }
+      }
       S::store_first(scores + t_staged, S::mul(S::hsum_lanes(acc), vs), L);
     }
   }
@@ -456,6 +473,7 @@ void kq_lanes(int64_t n, const uint8_t* k, int64_t kstride, const float* q, int6
     const int64_t m = n - t0 < L ? n - t0 : L;
     for (int64_t i = 0; i < L; ++i) {
       const uint8_t* kr = k + (t0 + i) * kstride;
+      if (i < m) prefetch_ahead(kr, ahead, Rows::offset(hd));
       if constexpr (VL == 1) {
         for (int c = 0; c < NC; ++c) S::store(kf + i * hd + L * c, i < m ? Rows::template load<S>(kr, L * c) : S::zero());
       } else {
@@ -616,7 +634,7 @@ inline void pv_rows(const float* vf, int64_t hd, const float* p, int64_t r0, int
 // 16 vectors (the converted block holds at least 16 rows).
 template <class S, class Rows>
 void pv_block_rows(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
-                   int64_t n_first, float* out, int64_t ostride, float* work) {
+                   int64_t n_first, float* out, int64_t ostride, float* work, int64_t ahead) {
   constexpr int64_t L = S::L;
   constexpr int R = S::kPvRows;
   const int64_t block = kAttnVBlockFloats / hd;  // V rows converted to f32 at a time (≥ 16)
@@ -629,6 +647,7 @@ void pv_block_rows(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, con
     constexpr int VL = Rows::template vecs<S>();
     for (int64_t i = 0; i < m; ++i) {
       const uint8_t* vr = v + (b + i) * vstride;
+      prefetch_ahead(vr, ahead, Rows::offset(hd));
       if constexpr (VL == 1) {
         for (int64_t d = 0; d < hd; d += L) S::store(work + i * hd + d, Rows::template load<S>(vr, d));
       } else {
@@ -658,7 +677,7 @@ bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, con
                   int64_t n_first, float* out, int64_t ostride, float* work) {
   if (hd % S::L != 0 || hd > 16 * S::L) return false;  // pv_f16's own fallback order applies
   pv_block_rows<S, F16Rows>(n, hd, reinterpret_cast<const uint8_t*>(v), vstride * static_cast<int64_t>(sizeof(uint16_t)), p, rows, rpt, ld,
-                            n_first, out, ostride, work);
+                            n_first, out, ostride, work, 0);
   return true;
 }
 
@@ -667,17 +686,18 @@ bool pv_block_f16(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, con
 // Head sizes are multiples of 32 up to 256 (the cache's check), so every one has a kq_lanes and
 // the blocked V kernel: no per-ISA fallback order to match.
 template <class S>
-void kq_q8_0(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld) {
+void kq_q8_0(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores, int64_t ld,
+             int64_t ahead) {
   constexpr int P = static_cast<int>(32 / S::L);  // vectors per 32 values
   switch (hd / 32) {
-    case 1: return kq_lanes<S, P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
-    case 2: return kq_lanes<S, 2 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
-    case 3: return kq_lanes<S, 3 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
-    case 4: return kq_lanes<S, 4 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
-    case 5: return kq_lanes<S, 5 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
-    case 6: return kq_lanes<S, 6 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
-    case 7: return kq_lanes<S, 7 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
-    case 8: return kq_lanes<S, 8 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld);
+    case 1: return kq_lanes<S, P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 2: return kq_lanes<S, 2 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 3: return kq_lanes<S, 3 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 4: return kq_lanes<S, 4 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 5: return kq_lanes<S, 5 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 6: return kq_lanes<S, 6 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 7: return kq_lanes<S, 7 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
+    case 8: return kq_lanes<S, 8 * P, Q8Rows>(n, k, kstride, q, nq, scale, scores, ld, ahead);
     default: break;
   }
 }
@@ -686,7 +706,7 @@ template <class S>
 bool pv_block_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
                    int64_t n_first, float* out, int64_t ostride, float* work) {
   if (hd % 32 != 0 || hd > 256) return false;
-  pv_block_rows<S, Q8Rows>(n, hd, v, vstride, p, rows, rpt, ld, n_first, out, ostride, work);
+  pv_block_rows<S, Q8Rows>(n, hd, v, vstride, p, rows, rpt, ld, n_first, out, ostride, work, 0);
   return true;
 }
 
@@ -695,13 +715,15 @@ bool pv_block_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, con
 // One query head (MHA) takes pv_one, as pv_f16 does: no staged block to share, each block of V
 // converted where its FMAs take it (the same chain per element as the blocked kernel's).
 template <class S>
-void pv_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out, float* work) {
+void pv_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out, float* work,
+             int64_t ahead) {
   const int64_t nc = hd / S::L;
   if (nq == 1 && nc % 8 == 0 && hd % 32 == 0 && hd <= 256) {
-    for (int64_t c0 = 0; c0 < nc; c0 += 8) pv_one<S, Q8Rows>(n, v, vstride, p, out, c0);
+    for (int64_t c0 = 0; c0 < nc; c0 += 8) pv_one<S, Q8Rows>(n, v, vstride, p, out, c0, ahead);
     return;
   }
-  pv_block_q8_0<S>(n, hd, v, vstride, p, nq, nq, ld, n, out, nq * hd, work);
+  if (hd % 32 != 0 || hd > 256) return;  // the cache refuses these (kv_format_refusal)
+  pv_block_rows<S, Q8Rows>(n, hd, v, vstride, p, nq, nq, ld, n, out, nq * hd, work, ahead);
 }
 
 // The table entries common to every SIMD ISA; the ISA file adds kq_f16, kq_block_f16 and

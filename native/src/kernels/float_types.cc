@@ -62,8 +62,10 @@ void axpy_f16_scalar(int64_t n, float a, const uint16_t* x, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
 }
 
+// The scalar attention kernels are the reference, not a fast path: they take decode's prefetch
+// distance (ahead, float_fns.h) and do not prefetch.
 void kq_f16_scalar(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
-                   float* scores, int64_t ld) {
+                   float* scores, int64_t ld, int64_t /*ahead*/) {
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* kr = k + t * kstride;
     for (int64_t j = 0; j < nq; ++j) {
@@ -75,7 +77,7 @@ void kq_f16_scalar(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, co
 }
 
 void pv_f16_scalar(int64_t n, int64_t hd, const uint16_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld,
-                   float* out) {
+                   float* out, int64_t /*ahead*/) {
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* vr = v + t * vstride;
     for (int64_t j = 0; j < nq; ++j) {
@@ -94,7 +96,7 @@ inline float q8_0_value(const uint8_t* row, int64_t d) {
 }
 
 void kq_q8_0_scalar(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, const float* q, int64_t nq, float scale, float* scores,
-                    int64_t ld) {
+                    int64_t ld, int64_t /*ahead*/) {
   for (int64_t t = 0; t < n; ++t) {
     const uint8_t* kr = k + t * kstride;
     for (int64_t j = 0; j < nq; ++j) {
@@ -105,7 +107,8 @@ void kq_q8_0_scalar(int64_t n, int64_t hd, const uint8_t* k, int64_t kstride, co
   }
 }
 
-void pv_q8_0_scalar(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out, float*) {
+void pv_q8_0_scalar(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t nq, int64_t ld, float* out, float*,
+                    int64_t /*ahead*/) {
   for (int64_t t = 0; t < n; ++t) {
     const uint8_t* vr = v + t * vstride;
     for (int64_t j = 0; j < nq; ++j) {
