@@ -26,6 +26,7 @@
 // The GEMV and the tile share `scale_block`'s float step per (row group, token, block) in block
 // order; the integer sums are exact, so a token's outputs are the same bits alone and in a batch.
 #include <cstring>
+#include <type_traits>
 
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
@@ -70,6 +71,35 @@ inline BlockW load_nibbles(const uint8_t* cw, const uint8_t* qs) {
 }
 
 #if defined(__AVXVNNI__)
+// Q4_0 / Q4_1 GEMVs with AVX-VNNI: the high nibbles stay in place (u[k + 4] = v & 0xF0, 16 × the
+// quants), summed apart from the low ones and shifted down by 4 once a block (exact: each product
+// is a multiple of 16; a lane's sum at most 4 · 16 · 15 · 127), in place of four shifts a block:
+// the GEMV is bound by its vector arithmetic, not by memory, even from L2. AMD EPYC (Zen 5, 2
+// vCPUs), FULCRUM_ISA=avxvnni, 1 thread, alternating processes: bench.matmul 1024 × 896 from
+// L2/L3, best of 400, Q4_0 57-58 -> 65-66 GB/s, Q4_1 63-65 -> 77-80; 4864 × 896 Q4_0 from DRAM
+// 34.7-35.7 -> 36.7-37.4 GB/s; 0.5B Q4_0 decode (96 tokens after 256) 133-136 -> 137-142 tok/s.
+// The prefill tile keeps the shifted form (Unpacked): there the shift per token would cost more
+// than the four per block it saves (with it, 0.5B Q4_0 prefill 368-377 -> 344-367 tok/s).
+inline BlockW load_nibbles_hi16(const uint8_t* cw, const uint8_t* qs) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), h4 = _mm256_set1_epi8(static_cast<char>(0xF0));
+  BlockW b;
+  b.d = load_scales(cw);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+    b.u[k] = _mm256_and_si256(v, m4);
+    b.u[k + 4] = _mm256_and_si256(v, h4);
+  }
+  return b;
+}
+template <bool kSeed>
+inline __m256i vnni_sum_hi16(const BlockW& w, const uint8_t* a) {
+  __m256i lo = kSeed ? bcast4(a + 36) : _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+  for (int m = 0; m < 4; ++m) {
+    lo = _mm256_dpbusd_avx_epi32(lo, w.u[m], bcast4(a + 4 * m));
+    hi = _mm256_dpbusd_avx_epi32(hi, w.u[m + 4], bcast4(a + 16 + 4 * m));
+  }
+  return _mm256_add_epi32(lo, _mm256_srai_epi32(hi, 4));
+}
 // The block's integer sum per row with AVX-VNNI, from the token's −o·Σy: two chains of four so
 // consecutive vpdpbusd do not wait on each other (the GEMV has no other tokens to overlap).
 template <bool kSeed = true>
@@ -91,6 +121,12 @@ struct Q4_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_0);
   static constexpr bool kMin = false;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 16); }
+#if defined(__AVXVNNI__)
+  static constexpr bool kHi16 = true;  // the GEMV's form (Unpacked)
+  static inline BlockW load_hi16(const uint8_t* cw) { return load_nibbles_hi16(cw, cw + 16); }
+  template <bool kSeed = true>
+  static inline __m256i sum_hi16(const BlockW& w, const uint8_t* a) { return vnni_sum_hi16<kSeed>(w, a); }
+#endif
   // Quants ≤ 15: the eight vpmaddubsw's pair sums add in int16 (8 · 2 · 15 · 127 = 30480).
   // kSeed: from the token's −8·Σy (Q4_0), or from zero (Q4_1).
   template <bool kSeed = true>
@@ -115,6 +151,11 @@ struct Q4_1x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_1);
   static constexpr bool kMin = true;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 32); }
+#if defined(__AVXVNNI__)
+  static constexpr bool kHi16 = true;
+  static inline BlockW load_hi16(const uint8_t* cw) { return load_nibbles_hi16(cw, cw + 32); }
+  static inline __m256i sum_hi16(const BlockW& w, const uint8_t* a) { return vnni_sum_hi16<false>(w, a); }
+#endif
   static inline __m256 mins(const uint8_t* cw) { return load_scales(cw + 16); }
   static inline __m256i sum(const BlockW& w, const uint8_t* a) { return Q4_0x8::sum<false>(w, a); }
 };
@@ -171,11 +212,30 @@ inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1: a block's weights unpacked once, then F::sum per token (and the
 // kMin formats' m·s).
+template <class F, class = void>
+struct HasHi16 : std::false_type {};
+template <class F>
+struct HasHi16<F, std::void_t<decltype(F::kHi16)>> : std::true_type {};
+
 template <class F>
 struct Unpacked {
   static constexpr size_t kBlockBytes = F::kBlockBytes;
   template <int C>
   static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
+    if constexpr (C == 1 && HasHi16<F>::value) {
+      // The GEMV (one token) of a format with the in-place high nibbles (load_nibbles_hi16): the
+      // same integer sums, so the same bits as the tile's form, which keeps the shifted nibbles
+      // because its extra shift per token would outweigh the four it saves per block.
+      const BlockW w = F::load_hi16(cw);
+      if constexpr (F::kMin) {
+        float sy;
+        std::memcpy(&sy, a + 36, 4);
+        acc[0] = _mm256_fmadd_ps(F::mins(cw), _mm256_set1_ps(sy), scale_block(acc[0], w.d, F::sum_hi16(w, a), a));
+      } else {
+        acc[0] = scale_block(acc[0], w.d, F::sum_hi16(w, a), a);
+      }
+      return;
+    }
     const BlockW w = F::load(cw);
     if constexpr (F::kMin) {
       const __m256 mw = F::mins(cw);
