@@ -30,9 +30,9 @@ struct FloatFns {
   // Attention against f16 cache rows, for the nq query heads that share one KV head:
   // scores[j*ld + t] = scale * Σ_d q[j*hd + d] · k[t*kstride + d] for t in [0, n), j in [0, nq).
   // Each K row is loaded once for all nq heads.
-  // ahead: while a row is read, the bytes `ahead` bytes on from it are prefetched (0: none).
-  // Decode passes the distance to the same rows of the next page, which its walk reads next
-  // (kernels/attention.cc says why); the results do not depend on it.
+  // ahead: while a row is read, the bytes `ahead` bytes on from it are prefetched (0: the row
+  // itself, nothing gained). Decode passes the distance to the same rows of the next page, which
+  // its walk reads next (kernels/attention.cc says why); the results do not depend on it.
   void (*kq_f16)(int64_t n, int64_t hd, const uint16_t* k, int64_t kstride, const float* q, int64_t nq, float scale,
                  float* scores, int64_t ld, int64_t ahead);
   // out[j*hd + d] += Σ_t p[j*ld + t] · v[t*vstride + d]; each V row is loaded once for all nq heads.
