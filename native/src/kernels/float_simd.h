@@ -631,8 +631,9 @@ inline void pv_rows(const float* vf, int64_t hd, const float* p, int64_t r0, int
 }
 
 // Rows: the cache's element format; v and vstride in bytes; hd a multiple of L, at most 256 or
-// 16 vectors (the converted block holds at least 16 rows).
-template <class S, class Rows>
+// 16 vectors (the converted block holds at least 16 rows). kAhead: decode's pv_q8_0, which
+// prefetches each row `ahead` bytes on (float_fns.h); prefill's blocks do not.
+template <class S, class Rows, bool kAhead = false>
 void pv_block_rows(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const float* p, int64_t rows, int64_t rpt, int64_t ld,
                    int64_t n_first, float* out, int64_t ostride, float* work, int64_t ahead) {
   constexpr int64_t L = S::L;
@@ -647,7 +648,7 @@ void pv_block_rows(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, con
     constexpr int VL = Rows::template vecs<S>();
     for (int64_t i = 0; i < m; ++i) {
       const uint8_t* vr = v + (b + i) * vstride;
-      prefetch_ahead(vr, ahead, Rows::offset(hd));
+      if constexpr (kAhead) prefetch_ahead(vr, ahead, Rows::offset(hd));
       if constexpr (VL == 1) {
         for (int64_t d = 0; d < hd; d += L) S::store(work + i * hd + d, Rows::template load<S>(vr, d));
       } else {
@@ -723,7 +724,7 @@ void pv_q8_0(int64_t n, int64_t hd, const uint8_t* v, int64_t vstride, const flo
     return;
   }
   if (hd % 32 != 0 || hd > 256) return;  // the cache refuses these (kv_format_refusal)
-  pv_block_rows<S, Q8Rows>(n, hd, v, vstride, p, nq, nq, ld, n, out, nq * hd, work, ahead);
+  pv_block_rows<S, Q8Rows, true>(n, hd, v, vstride, p, nq, nq, ld, n, out, nq * hd, work, ahead);
 }
 
 // The table entries common to every SIMD ISA; the ISA file adds kq_f16, kq_block_f16 and

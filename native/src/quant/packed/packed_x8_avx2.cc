@@ -26,7 +26,6 @@
 // The GEMV and the tile share `scale_block`'s float step per (row group, token, block) in block
 // order; the integer sums are exact, so a token's outputs are the same bits alone and in a batch.
 #include <cstring>
-#include <type_traits>
 
 #include "quant/formats/blocks.h"
 #include "quant/packed/repack.h"
@@ -69,6 +68,13 @@ inline BlockW load_nibbles(const uint8_t* cw, const uint8_t* qs) {
   }
   return b;
 }
+
+// Whether this copy's Q4_0 / Q4_1 GEMVs take the in-place high nibbles below (AVX-VNNI only).
+#if defined(__AVXVNNI__)
+constexpr bool kVnniHi16 = true;
+#else
+constexpr bool kVnniHi16 = false;
+#endif
 
 #if defined(__AVXVNNI__)
 // Q4_0 / Q4_1 GEMVs with AVX-VNNI: the high nibbles stay in place (u[k + 4] = v & 0xF0, 16 × the
@@ -120,9 +126,10 @@ inline __m256i vnni_sum(const BlockW& w, const uint8_t* a) {
 struct Q4_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_0);
   static constexpr bool kMin = false;
+  // kHi16: the GEMV's form with AVX-VNNI (load_hi16, sum_hi16; Unpacked).
+  static constexpr bool kHi16 = kVnniHi16;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 16); }
 #if defined(__AVXVNNI__)
-  static constexpr bool kHi16 = true;  // the GEMV's form (Unpacked)
   static inline BlockW load_hi16(const uint8_t* cw) { return load_nibbles_hi16(cw, cw + 16); }
   template <bool kSeed = true>
   static inline __m256i sum_hi16(const BlockW& w, const uint8_t* a) { return vnni_sum_hi16<kSeed>(w, a); }
@@ -149,10 +156,9 @@ struct Q4_0x8 {
 // q4_1x8: 160 bytes a block: the rows' d at 0 and m at 16 (f16), then q4_0x8's nibbles (at 32).
 struct Q4_1x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_1);
-  static constexpr bool kMin = true;
+  static constexpr bool kMin = true, kHi16 = kVnniHi16;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 32); }
 #if defined(__AVXVNNI__)
-  static constexpr bool kHi16 = true;
   static inline BlockW load_hi16(const uint8_t* cw) { return load_nibbles_hi16(cw, cw + 32); }
   static inline __m256i sum_hi16(const BlockW& w, const uint8_t* a) { return vnni_sum_hi16<false>(w, a); }
 #endif
@@ -165,7 +171,7 @@ struct Q4_1x8 {
 // puts vector m's fifth bits in place, as in the piece order's Q5_0.
 struct Q5_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_0);
-  static constexpr bool kMin = false;
+  static constexpr bool kMin = false, kHi16 = false;  // the fifth bit needs the nibbles shifted
   // The scales at cw, the plane at plane_at, the nibbles at qs.
   static inline BlockW load_at(const uint8_t* cw, const uint8_t* plane_at, const uint8_t* qs) {
     const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plane_at));
@@ -198,7 +204,7 @@ struct Q5_0x8 {
 // nibbles (at 64).
 struct Q5_1x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_1);
-  static constexpr bool kMin = true;
+  static constexpr bool kMin = true, kHi16 = false;
   static inline BlockW load(const uint8_t* cw) { return Q5_0x8::load_at(cw, cw + 32, cw + 64); }
   static inline __m256 mins(const uint8_t* cw) { return load_scales(cw + 16); }
   static inline __m256i sum(const BlockW& w, const uint8_t* a) { return Q5_0x8::sum<false>(w, a); }
@@ -212,17 +218,12 @@ inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1: a block's weights unpacked once, then F::sum per token (and the
 // kMin formats' m·s).
-template <class F, class = void>
-struct HasHi16 : std::false_type {};
-template <class F>
-struct HasHi16<F, std::void_t<decltype(F::kHi16)>> : std::true_type {};
-
 template <class F>
 struct Unpacked {
   static constexpr size_t kBlockBytes = F::kBlockBytes;
   template <int C>
   static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
-    if constexpr (C == 1 && HasHi16<F>::value) {
+    if constexpr (C == 1 && F::kHi16) {
       // The GEMV (one token) of a format with the in-place high nibbles (load_nibbles_hi16): the
       // same integer sums, so the same bits as the tile's form, which keeps the shifted nibbles
       // because its extra shift per token would outweigh the four it saves per block.
