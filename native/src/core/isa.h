@@ -46,7 +46,7 @@ struct KernelChoice {
   // 19.8 -> 22.6, 0.5B Q4_K_M 81.0 -> 81.3; 2 threads 1.3B Q4_K 32.8 -> 33.7 (noise).
   // FULCRUM_GEMV_PREFETCH=0|1 overrides the choice (to compare the two).
   bool gemv_prefetch = true;
-  // How far ahead of each weight stream the AVX-512 Q6_K decode GEMV (packed_k_avx512.cc)
+  // How far ahead of its weight stream the AVX-512 Q6_K decode GEMV (packed_k_avx512.cc)
   // prefetches (prefetchnta), in bytes; 0 leaves it to the hardware prefetchers. Its walk is
   // compute-heavy (60 GB/s from L3 on a Zen 5 against Q4_0's 104), and on AMD's AVX-512 cores the
   // hardware prefetchers alone keep too little in flight behind a walk that slow.
@@ -60,7 +60,9 @@ struct KernelChoice {
   //   4608 29.7-31.5, 6144 28.8 (read probe 42); prefetcht0/t1 and four streams instead of two
   //   no better. In the 0.5B Q4_K_M's decode (1 thread, 48 tokens after 256, bench-cpu-ops)
   //   its Q6_K ffn_down ran 15-17 GB/s -> 20-22 (1536) -> 24-25 (3072), the token 97.6 -> 110;
-  //   2 threads 31-32 -> 36-43 -> 44-46 GB/s.
+  //   2 threads 31-32 -> 36-43 -> 44-46 GB/s. (Those sweeps ran the two-stream walk; the walk
+  //   reads one stream since, and a re-sweep there put 3072, 4608 and 6144 within the host's
+  //   noise (34-38 GB/s p50) and 1536 below them (30-34).)
   // On the host the kernel was first measured on (not AMD), prefetch measured the same at 512 B
   // ahead and 40 % slower at 2 KiB. FULCRUM_GEMV_PREFETCH_Q6_K=0|1 overrides the choice (1: the
   // CPU's distance, or 1536 where it has none).

@@ -34,7 +34,7 @@
 // 44.8 at ~58 GB/s). 0.5B Q5_K_M: prefill 285.6 -> 304.3 and 513.8 -> 543.1, decode 94.1 -> 97.5
 // and 132.4 -> 131.7.
 //
-// The GEMV (the drivers' chunk_tile<1>, tiles/gemm_tile_dispatch.h: two streams of 2304-byte super-blocks)
+// The GEMV (the drivers' chunk_tile<1>, tiles/gemm_tile_dispatch.h: one stream of 2304-byte super-blocks)
 // and the tile run super_block below with the same float steps per (row, token), so a token's
 // outputs are the same bits alone and in a batch.
 #include <cstring>
@@ -49,7 +49,13 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-constexpr size_t kGemvPrefetchBytes = 1024;
+// How far ahead of its one stream the GEMV prefetches (prefetchnta, where the CPU's choice has
+// software prefetch: KernelChoice::gemv_prefetch): two Q4_K super-blocks of the 16 rows. 1 KiB
+// was chosen for the two streams it read before (2 KiB ahead in all). AMD EPYC Zen 5, one
+// stream, bench.matmul from a 256 MiB ring, 1 thread, medians of 100, alternating builds, Q4_K
+// 2048 x 5632 / 896 x 4864 GB/s: 1 KiB 34.8-35.9 / 32.4-33.3, 2304 B 36.6-36.8 / -, 4608 B
+// 37.6-38.3 / 36.5-36.6, 6912 B 37.4-37.6 / 35.2-37.0, 9216 B 36.3-36.6 / 33.6-33.8.
+constexpr size_t kGemvPrefetchBytes = 4608;
 // q4_kx16 / q5_kx16 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit
 // vectors (Q5_K), then the nibble vectors.
 constexpr size_t kDAt = k_rows::d_at(16), kDminAt = k_rows::dmin_at(16), kQhAt = k_rows::qh_at(16);
@@ -181,11 +187,17 @@ struct KernelX16 {
   static constexpr int64_t kChunkCols = QK_K;
   static constexpr size_t kChunkBytes = 16 * (kFifthBit ? sizeof(block_q5_K) : sizeof(block_q4_K)), kActChunkBytes = sizeof(block_q8_K);
   static constexpr int kGroupRows = 16;
+  // One stream (gemm_tile_dispatch.h), not the two it read before: on an AMD EPYC Zen 5 the walk
+  // of one 2304-byte super-block after another draws more from DRAM. bench.matmul 896 x 4864 Q4_K
+  // from a 256 MiB ring, 1 thread, medians of 100, alternating builds: 32.7-34.1 -> 32.6-35.7
+  // GB/s; in the model (0.5B Q4_K's ffn_down, 48 tokens after 256) 32.3-32.7 -> 34.9-36.0.
+  static constexpr int kGemvStreams = 1;
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }
-  // The GEMV's step, one token: a call, not inlined. Inlined into the two-stream walk
-  // (tiles/gemm_tile_dispatch.h) the two super-blocks' values and sums spill: bench.matmul
-  // Q4_K 1 token (5632 x 2048 from L3) 110 -> 189-194 µs, Q5_K 163 -> 244-248.
+  // The GEMV's step, one token: a call, not inlined. Inlined into the two-stream walk it read
+  // before (tiles/gemm_tile_dispatch.h) the two super-blocks' values and sums spilled:
+  // bench.matmul Q4_K 1 token (5632 x 2048 from L3) 110 -> 189-194 µs, Q5_K 163 -> 244-248.
+  // Inlined into today's one-stream walk it measured the same as the call (Q4_K 70-71 GB/s).
   [[gnu::noinline]] static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }
   static void store(float* out, Acc acc) { _mm512_storeu_ps(out, acc); }
   // The walk's prefetch: the next super-block of the group.

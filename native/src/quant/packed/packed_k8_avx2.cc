@@ -190,6 +190,10 @@ struct KernelX8 {
   static constexpr int64_t kChunkCols = QK_K;
   static constexpr size_t kChunkBytes = 8 * (kFifthBit ? sizeof(block_q5_K) : sizeof(block_q4_K)), kActChunkBytes = sizeof(block_q8_K);
   static constexpr int kGroupRows = 8;
+  // Two streams (gemm_tile_dispatch.h). One, as the AVX-512 K-quants read, was slower here: AMD
+  // EPYC Zen 5, bench.matmul 896 x 4864 Q4_K from a 256 MiB ring, 1 thread, medians of 100:
+  // FULCRUM_ISA=avx2 35.1-35.3 -> 33.3-33.6 GB/s, avxvnni 35.0 -> 32.5-33.9.
+  static constexpr int kGemvStreams = 2;
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }
   // The GEMV's step, one token: a call, not inlined. Inlined into the two-stream walk

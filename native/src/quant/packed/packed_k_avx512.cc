@@ -15,7 +15,7 @@
 //     2·63·128 in int16, no saturation), four vpdpwssd by the sub-block scales (exact int32);
 //   - per token and super-block: the -32 offset as -32·Σ scale·bsum (two vpmaddwd of the rows'
 //     scales by the token's 16 sums), one conversion and one fma by the lane vector d·dy.
-// The GEMV reads two streams (gemv below). Whether it also prefetches ahead of each
+// The GEMV reads one stream (gemv below). Whether it also prefetches ahead of it
 // (prefetchnta), and how far (1.5 KiB on Zen 4, 3 KiB on Zen 5), is
 // KernelChoice::q6_k_gemv_prefetch_bytes (core/isa.h): both gain, the host the kernel was first
 // measured on did not (there 512 B ahead measured the same as none, 2 KiB 40 % slower).
@@ -76,21 +76,16 @@ template <size_t kAhead>
 struct KernelT {
   static constexpr size_t kSbBytes = 4 * sizeof(block_q6_K);  // 840: one super-block of four rows
 
-  // G row groups side by side (group k at w + k·w_stride, its outputs at out + k·out_g): the GEMV's
-  // weight streams (gemv below); each group's sums run as alone, so the same bits.
-  template <int C, int G = 1>
-  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, size_t w_stride = 0,
-                  int64_t out_g = 0) {
+  // One row group (four rows) × C tokens (token c's Q8_K row at act + c·as, its outputs at out + c·os).
+  template <int C>
+  static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
     const int64_t nsb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i spread_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    __m512 accs[G][C];
-    for (int k = 0; k < G; ++k)
-      for (int c = 0; c < C; ++c) accs[k][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i)
-    for (int k = 0; k < G; ++k) {
-      const uint8_t* g = w + k * w_stride + i * kSbBytes;
-      __m512* acc = accs[k];
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const uint8_t* g = w + i * kSbBytes;
       if constexpr (kAhead > 0) {
         for (size_t line = 0; line < kSbBytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kAhead + line), _MM_HINT_NTA);
       }
@@ -134,8 +129,7 @@ struct KernelT {
         acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(yb->d)), _mm512_cvtepi32_ps(total), acc[c]);
       }
     }
-    for (int k = 0; k < G; ++k)
-      for (int c = 0; c < C; ++c) store_rows(accs[k][c], out + k * out_g + c * os);
+    for (int c = 0; c < C; ++c) store_rows(acc[c], out + c * os);
   }
 };
 using Kernel = KernelT<0>;
@@ -144,17 +138,15 @@ using FarPrefetchingKernel = KernelT<3072>;
 
 }  // namespace q6k
 
-// Decode: two row groups at once, one from each half of the walk (as the AVX2 K-quant and the
-// 32-element formats' GEMVs): two weight streams in flight; an odd last group alone. Against one
-// stream on an AMD EPYC (Zen 5), 0.5B Q4_K, 48 tokens after 256, alternating processes: 2 threads
-// 123-135 -> 134-143 tok/s; 1 thread within the noise (96-110 either way).
+// Decode: the row groups one after another, one weight stream. It read two before (a group from
+// each half of the walk, as the AVX2 K-quant and the 32-element formats' GEMVs); on an AMD EPYC
+// Zen 5 one stream draws more from DRAM. bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1
+// thread, medians of 100, alternating builds: 29.9-30.9 -> 34.2-37.4 GB/s; in the model (0.5B
+// Q4_K_M, whose ffn_down is Q6_K in half the layers; 48 tokens after 256) 23.2-24.3 -> 33.9-35.4.
 template <class K>
 void gemv(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const size_t group_bytes = static_cast<size_t>(n / QK_K) * K::kSbBytes;
-  const int seg = groups / 2;
-  for (int g = 0; g < seg; ++g)
-    K::template run<1, 2>(n, out + 4 * g, 0, w + g * group_bytes, act, 0, static_cast<size_t>(seg) * group_bytes, 4 * seg);
-  for (int g = 2 * seg; g < groups; ++g) K::template run<1>(n, out + 4 * g, 0, w + g * group_bytes, act, 0);
+  for (int g = 0; g < groups; ++g) K::template run<1>(n, out + 4 * g, 0, w + g * group_bytes, act, 0);
 }
 
 template <class K>

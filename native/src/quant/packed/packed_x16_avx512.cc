@@ -159,6 +159,7 @@ struct Kernel {
   static constexpr int64_t kChunkCols = QK8_0;
   static constexpr size_t kChunkBytes = F::kBlockBytes, kActChunkBytes = kActBytes;
   static constexpr int kGroupRows = 16;
+  static constexpr int kGemvStreams = gemv_streams_for(kChunkBytes);
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }
   static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }

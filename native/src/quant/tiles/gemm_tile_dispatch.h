@@ -123,12 +123,17 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // inside the model; reading several segments of the walk side by side, about 1.1 KiB per step
 // across them (Q4_0: 4 streams of 288 B chunks, Q5_0: 3, Q8_0: 2 of 544 B), reached it
 // (0.5B decode, 1 thread, alternating runs: Q4_0 37 -> 48 tok/s, Q8_0 22.3 -> 24.0; more
-// streams than that lost on Q8_0: 4 gave 20.8).
+// streams than that lost on Q8_0: 4 gave 20.8). Each kernel says how many streams its GEMV
+// reads (K::kGemvStreams); the 32-element formats take this rule, gemv_streams_for.
+// The outputs are the same bits for any number of streams (packed_gemv_streams).
+constexpr int gemv_streams_for(size_t chunk_bytes) { return chunk_bytes * 4 <= 1152 ? 4 : chunk_bytes * 3 <= 1152 ? 3 : 2; }
+
 template <class K, size_t kPrefetchBytes>
 void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t chunks = n / K::kChunkCols;
   const size_t group_bytes = static_cast<size_t>(chunks) * K::kChunkBytes;
-  constexpr int kStreams = K::kChunkBytes * 4 <= 1152 ? 4 : K::kChunkBytes * 3 <= 1152 ? 3 : 2;
+  constexpr int kStreams = K::kGemvStreams;
+  static_assert(kStreams >= 1, "a GEMV reads at least one stream");
   if (groups >= kStreams) {
     const int seg = groups / kStreams;
     packed_gemv_streams<K, kStreams, kPrefetchBytes>(chunks, group_bytes, out, w, seg, act);
