@@ -127,6 +127,16 @@ inline int64_t page_ahead(const uint16_t* const* pages, int64_t p, int64_t last_
   return static_cast<int64_t>(reinterpret_cast<uintptr_t>(pages[p + 1]) - reinterpret_cast<uintptr_t>(pages[p]));
 }
 
+// Where a thread's rows in a page are one long run (its KV heads are consecutive, so their rows
+// are adjacent in a head-major page), the walk's next bytes are the run's own, and the
+// prefetch looks kNearAhead bytes on in it instead of one page on. Runs of kNearRunBytes or more:
+// the 1.3B's 16 heads of 128 over 16 (a 256 KiB page), 1 thread: bench.attention from DRAM, medians
+// of 200, alternating builds, one page on -> 4 KiB on: 74-79 -> 67-73 µs at 281 positions, 224-266
+// -> 208-213 at 1024 (2 KiB: 69-70 / 227-233; 6 KiB 70-72 / 206-213; 8 and 16 KiB no better than 4).
+// The 0.5B's 14 heads of 64 over 2 (runs of 8 or 16 KiB) keep one page on: 4 KiB on there was
+// 1 thread 51-54 -> 56 µs at 2048 positions, 2 threads 38 -> 44.
+constexpr int64_t kNearAhead = 4096, kNearRunBytes = 64 << 10;
+
 }  // namespace
 
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_t n_tokens, int64_t pos0,
@@ -249,8 +259,15 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       }
     const float* qrows = nt > 1 ? sc.qg.data() : qf;
     const int64_t last_page = (n_kv - 1) / P;
+    int64_t g_first = 0, g_last = -1, unused_h0, unused_nq;
+    if (b < e) {
+      unit_heads(b, &g_first, &unused_h0, &unused_nq);
+      unit_heads(e - 1, &g_last, &unused_h0, &unused_nq);
+    }
+    const bool near = (g_last - g_first + 1) * P * rb >= kNearRunBytes;
+    const auto ahead_of = [&](const uint16_t* const* pages, int64_t p) { return near ? kNearAhead : page_ahead(pages, p, last_page); };
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
-      const int64_t ahead = page_ahead(kv.k, p, last_page);
+      const int64_t ahead = ahead_of(kv.k, p);
       for (int64_t u = b; u < e; ++u) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
@@ -276,7 +293,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
     }
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
       const int64_t n_first = pos0 + 1 - t;  // positions of this run the first token sees
-      const int64_t ahead = page_ahead(kv.v, p, last_page);
+      const int64_t ahead = ahead_of(kv.v, p);
       for (int64_t u = b; u < e; ++u) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
