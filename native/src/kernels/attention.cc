@@ -259,12 +259,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
       }
     const float* qrows = nt > 1 ? sc.qg.data() : qf;
     const int64_t last_page = (n_kv - 1) / P;
-    int64_t g_first = 0, g_last = -1, unused_h0, unused_nq;
-    if (b < e) {
-      unit_heads(b, &g_first, &unused_h0, &unused_nq);
-      unit_heads(e - 1, &g_last, &unused_h0, &unused_nq);
-    }
-    const bool near = (g_last - g_first + 1) * P * rb >= kNearRunBytes;
+    const int64_t run_heads = b < e ? (e - 1) / parts - b / parts + 1 : 0;  // the KV heads of units [b, e) (unit_heads)
+    const bool near = run_heads * P * rb >= kNearRunBytes;
     const auto ahead_of = [&](const uint16_t* const* pages, int64_t p) { return near ? kNearAhead : page_ahead(pages, p, last_page); };
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
       const int64_t ahead = ahead_of(kv.k, p);
