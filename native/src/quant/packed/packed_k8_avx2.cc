@@ -28,7 +28,7 @@
 //     1.3B Q5_K_M 1 thread prefill 48.7 -> 59.2, decode 25.5 -> 27.6; 2 threads 95.1 -> 116.8
 //     (2-thread decode within the host's swings).
 //
-// The GEMV (the drivers' chunk_tile<1>, tiles/gemm_tile_dispatch.h: two streams of 1152-byte or 1408-byte
+// The GEMV (the drivers' chunk_tile<1>, tiles/gemm_tile_dispatch.h: one stream of 1152-byte or 1408-byte
 // super-blocks) and the tile run super_block below with the same float steps per (row, token), so
 // a token's outputs are the same bits alone and in a batch.
 #include <cstring>
@@ -43,7 +43,10 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-constexpr size_t kGemvPrefetchBytes = 1024;
+// How far ahead of its one stream the GEMV prefetches (prefetchnta, where the CPU's choice has
+// software prefetch), as the AVX-512 K-quants' (packed_k16_avx512.cc): 4.5 KiB, four Q4_K super-
+// blocks of the 8 rows.
+constexpr size_t kGemvPrefetchBytes = 4608;
 // q4_kx8 / q5_kx8 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit vectors
 // (Q5_K), then the nibble vectors.
 constexpr size_t kDAt = k_rows::d_at(8), kDminAt = k_rows::dmin_at(8), kQhAt = k_rows::qh_at(8);
@@ -190,10 +193,12 @@ struct KernelX8 {
   static constexpr int64_t kChunkCols = QK_K;
   static constexpr size_t kChunkBytes = 8 * (kFifthBit ? sizeof(block_q5_K) : sizeof(block_q4_K)), kActChunkBytes = sizeof(block_q8_K);
   static constexpr int kGroupRows = 8;
-  // Two streams (gemm_tile_dispatch.h). One, as the AVX-512 K-quants read, was slower here: AMD
-  // EPYC Zen 5, bench.matmul 896 x 4864 Q4_K from a 256 MiB ring, 1 thread, medians of 100:
-  // FULCRUM_ISA=avx2 35.1-35.3 -> 33.3-33.6 GB/s, avxvnni 35.0 -> 32.5-33.9.
-  static constexpr int kGemvStreams = 2;
+  // One stream (gemm_tile_dispatch.h), prefetched 4.5 KiB ahead, not two 1 KiB ahead each: AMD
+  // EPYC Zen 5, bench.matmul from a 256 MiB ring, 1 thread, medians of 100 (60 for 2048 x 5632),
+  // three alternating rounds, GB/s: FULCRUM_ISA=avx2 Q4_K 896 x 4864 34.1-35.3 -> 34.5-38.1,
+  // 2048 x 5632 34.9-35.5 -> 38.6-39.2; avxvnni 33.5-35.1 -> 35.3-37.9 and 34.3-35.2 -> 36.3-38.0;
+  // Q5_K 2048 x 5632 level (31-33). (One stream 1 KiB ahead was slower: avx2 35 -> 33.5.)
+  static constexpr int kGemvStreams = 1;
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }
   // The GEMV's step, one token: a call, not inlined. Inlined into the two-stream walk

@@ -4,7 +4,7 @@
 //
 // The 6-bit values and scales of one sub-block are built just before the tokens use them (one at a
 // time, not four), and serve a tile of up to 8 tokens (kPackedTileColsQ6_kAvx2). Its GEMV
-// (q6k::gemv_step in gemv_streams) reads two streams.
+// (q6k::gemv_step in gemv_walk) reads one stream.
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
 // steps are the AVX-512 kernel's: both ISAs give the same bits.
 // (Q4_K and Q5_K ran here in the same 4-row frame, q4_kx4 / q5_kx4, until the 8-row groups of
@@ -18,15 +18,14 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-// The GEMV's software prefetch, where the CPU's choice has one (gemv_streams): non-temporal, as the 32-element formats' GEMV
-// (gemm_tile_dispatch.h), 1 KiB ahead on each of its two streams. 512 B (best with prefetcht1)
-// keeps too little in flight for DRAM once the hint is non-temporal. 2-vCPU Zen 3, this step
-// alternating in one process over a 112 MB ring of 4864 x 1024 Q4_K, medians of 15 rounds:
-// 512 B 12.3 GB/s, 1 KiB 13.8, 2 KiB 13.9, 4 KiB 13.1 (from L3 all alike); in the model, same-
-// process A/B, 1 thread: 0.5B Q4_K 40.9 -> 42.0 tok/s, Q4_K_M 37.6 -> 39.5, 1.3B Q4_K 11.9 -> 12.4
-// (2 threads within the noise). Against prefetcht1 the hint itself gained 0.5B Q4_K at AVX2
-// 1 thread 96.1 -> 98.6 tok/s on Zen 4, and was no loss against prefetcht0 on Zen 3.
-constexpr size_t kGemvPrefetchBytes = 1024;
+// The GEMV's software prefetch, where the CPU's choice has one (gemv_walk): non-temporal, as the
+// 32-element formats' GEMV (gemm_tile_dispatch.h), 4.5 KiB ahead of its one stream. It read two
+// streams 1 KiB ahead each before (chosen on a 2-vCPU Zen 3: 512 B kept too little in flight once
+// the hint was non-temporal; against prefetcht1 the hint gained 0.5B Q4_K at AVX2 1 thread 96.1
+// -> 98.6 tok/s on Zen 4). AMD EPYC Zen 5, bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1
+// thread, medians of 100, three alternating rounds: FULCRUM_ISA=avxvnni 30.6-33.9 -> 36.1-37.2 GB/s
+// (3 KiB 34.1-35.3), avx2 28.2-31.9 -> 30.7-32.2.
+constexpr size_t kGemvPrefetchBytes = 4608;
 
 inline __m256i bcast16(const int8_t* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
@@ -140,10 +139,9 @@ struct Kernel {
 // accumulators, computing run<1>'s integer sums and float operations in the same order (the same
 // bits). The scales are sign-extended to int16 once per pair of rows and picked per sub-block
 // with one byte shuffle (run<1>: a shuffle into the high bytes and an arithmetic shift, 32 shifts a
-// super-block more on the shift/shuffle ports). Inlined once per stream (gemv_streams): with the single
-// stream of run<1>, bench.matmul 4864 x 1024 Q6_K read 7.3-8.1 GB/s from DRAM at 1 thread, 67 % of a
-// read probe taken just before and after (Q4_0, Q8_0 and Q4_K GEMVs: 91-96 %); with two, 8.3-10.7.
-// From L3 12.1-12.6 -> 13.1-14.3 GB/s; DRAM at 2 threads 11.9-13.9 -> 14.5-19.4 (alternating builds).
+// super-block more on the shift/shuffle ports). Inlined into gemv_walk. (On the 2-vCPU Zen 3 it was
+// written on, run<1>'s walk read 7.3-8.1 GB/s from DRAM, 67 % of a read probe, and two streams of
+// this step 8.3-10.7; on the Zen 5 one stream of it 4.5 KiB ahead beats two: kGemvPrefetchBytes.)
 [[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
@@ -190,42 +188,20 @@ struct Kernel {
 
 }  // namespace q6k
 
-// Decode: two row groups at once, one from each half of the walk (as the Q4_0/Q8_0 GEMV,
-// tiles/gemm_tile_dispatch.h): two weight streams and accumulator chains in flight, an odd last
-// group alone. Step is the format's inlined super-block step (q6k::gemv_step), which runs
-// the tile's integer sums and float operations in the tile's order: the same bits as the tile.
+// Decode: the row groups one after another, one weight stream (kGemvPrefetchBytes says why one).
+// Step is the format's inlined super-block step (q6k::gemv_step), which runs the tile's integer
+// sums and float operations in the tile's order: the same bits as the tile.
 using StepFn = void (*)(const uint8_t*, const block_q8_K*, __m256&, __m256&);
 
-// kPrefetch: how far ahead the walk prefetches each stream in software (kGemvPrefetchBytes), or 0
-// to leave the weights to the hardware prefetchers (KernelChoice::gemv_prefetch, core/isa.h, says
-// which a CPU runs, as for the 32-element formats).
+// kPrefetch: how far ahead the walk prefetches in software (kGemvPrefetchBytes), or 0 to leave the
+// weights to the hardware prefetchers (KernelChoice::gemv_prefetch, core/isa.h, says which a CPU
+// runs, as for the 32-element formats).
 template <size_t SbBytes, StepFn Step, size_t kPrefetch>
-[[gnu::always_inline]] inline void gemv_streams(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+[[gnu::always_inline]] inline void gemv_walk(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t nsb = n / QK_K;
   const size_t group_bytes = static_cast<size_t>(nsb) * SbBytes;
   const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
-  const int seg = groups / 2;
-  for (int g = 0; g < seg; ++g) {
-    const uint8_t* w0 = w + g * group_bytes;
-    const uint8_t* w1 = w + (g + seg) * group_bytes;
-    __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i) {
-      const uint8_t* g0 = w0 + i * SbBytes;
-      const uint8_t* g1 = w1 + i * SbBytes;
-      if constexpr (kPrefetch > 0)
-        for (size_t o = 0; o < SbBytes; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(g0 + kPrefetch + o), _MM_HINT_NTA);
-          _mm_prefetch(reinterpret_cast<const char*>(g1 + kPrefetch + o), _MM_HINT_NTA);
-        }
-      Step(g0, y + i, a00, a01);
-      Step(g1, y + i, a10, a11);
-    }
-    store_pair_rows(a00, out + 4 * g);
-    store_pair_rows(a01, out + 4 * g + 2);
-    store_pair_rows(a10, out + 4 * (g + seg));
-    store_pair_rows(a11, out + 4 * (g + seg) + 2);
-  }
-  for (int g = 2 * seg; g < groups; ++g) {
+  for (int g = 0; g < groups; ++g) {
     const uint8_t* w0 = w + g * group_bytes;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
@@ -257,10 +233,10 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 }  // namespace
 
 void QUANT_FN(gemv_q6_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);
+  gemv_walk<q6k::Kernel::kSbBytes, q6k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);
 }
 void QUANT_FN(gemv_q6_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
-  gemv_streams<q6k::Kernel::kSbBytes, q6k::gemv_step, 0>(n, out, w, groups, act);
+  gemv_walk<q6k::Kernel::kSbBytes, q6k::gemv_step, 0>(n, out, w, groups, act);
 }
 void QUANT_FN(tile_q6_kx4)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   tile<q6k::Kernel>(n, out, out_stride, w, act, act_stride, cols);
