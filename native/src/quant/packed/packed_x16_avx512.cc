@@ -40,7 +40,12 @@ namespace quant {
 namespace {
 
 constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
-constexpr size_t kGemvPrefetchBytes = 1024;
+// How far ahead of each of its streams the GEMV prefetches (prefetchnta, where the CPU's choice
+// has software prefetch): 2 KiB, as the AVX2 copies' (packed_x8_avx2.cc). AMD EPYC Zen 5, decode
+// 1 thread, 64 tokens after 256, alternating processes, 1 KiB -> 2 KiB: 0.5B Q4_0 158-167 ->
+// 168-171 tok/s, 0.5B Q4_K (its 896-column matrices Q5_0) 137-146 -> 144-150, 0.5B Q8_0 84-93 ->
+// 97-100 (bench.matmul 4864 x 896 from DRAM level: the ring's back-to-back copies hide it).
+constexpr size_t kGemvPrefetchBytes = 2048;
 
 // One block of the group's 16 rows as eight unsigned vectors: u[m] lane r = row r's quants
 // 4m..4m+3 (plus the format's offset); d the rows' scales.

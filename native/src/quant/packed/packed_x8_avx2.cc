@@ -38,15 +38,16 @@ namespace quant {
 namespace {
 
 constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
-// How far ahead of each of its four streams the GEMV prefetches (prefetchnta, where the CPU's
-// choice has software prefetch): 1 KiB for Q8_0, 2 KiB for the 4- and 5-bit formats, whose
-// walks are slower per byte (more unpacking) and fell behind DRAM at 1 KiB. AMD EPYC Zen 5,
-// bench.matmul 4864 x 896 from a 256 MiB ring, 1 thread, medians of 100, three alternating rounds,
-// 1 KiB -> 2 KiB, GB/s: FULCRUM_ISA=avx2 Q4_0 34.1-34.7 -> 39.8-41.6, Q5_0 35.1-35.4 -> 39.5-40.0;
-// avxvnni Q4_0 36.6-37.2 -> 35.9-40.8, Q5_0 35.5-36.4 -> 39.8-40.5; Q8_0 avx2 level (39.7-40.6),
-// avxvnni 38.4-40.0 -> 34.5-40.6 (so it keeps 1 KiB). 3 KiB no better than 2; one stream 4.5 KiB
-// ahead (the K-quants' form) and two 2.25 KiB ahead in between.
-constexpr size_t kGemvPrefetchBytes = 1024, kGemvPrefetchNibbleBytes = 2048;
+// How far ahead of each of its streams the GEMV prefetches (prefetchnta, where the CPU's choice
+// has software prefetch): 2 KiB; at 1 KiB the walks fell behind DRAM. AMD EPYC Zen 5, 1 thread,
+// 1 KiB -> 2 KiB: bench.matmul 4864 x 896 from a 256 MiB ring, medians of 100, three alternating
+// rounds, GB/s: FULCRUM_ISA=avx2 Q4_0 34.1-34.7 -> 39.8-41.6, Q5_0 35.1-35.4 -> 39.5-40.0, Q8_0
+// level (39.7-40.6); avxvnni Q4_0 36.6-37.2 -> 35.9-40.8, Q5_0 35.5-36.4 -> 39.8-40.5, Q8_0 38.4-40.0
+// -> 34.5-40.6. Decode (alternating processes, 64 tokens after 256), tok/s: avx2 0.5B Q4_0
+// 128-138 -> 162-169, 0.5B Q8_0 86-88 -> 90-92; avxvnni 0.5B Q4_0 144-147 -> 161-168, 0.5B Q4_K
+// (its 896-column matrices Q5_0) 120-127 -> 133-135, 0.5B Q8_0 88-90 -> 87-94. 3 KiB no better
+// than 2; one stream 4.5 KiB ahead (the K-quants' form) and two 2.25 KiB ahead in between.
+constexpr size_t kGemvPrefetchBytes = 2048;
 
 // One block of the group's 8 rows as eight unsigned vectors: u[m] lane r = row r's quants
 // 4m..4m+3; d the rows' scales.
@@ -350,10 +351,10 @@ void QUANT_FN(arrange_q8_1_sums)(const void* q8, void* dst, int64_t n) {
 }
 
 // Each layout's entry points (tiles/gemm_tile_dispatch.h).
-FULCRUM_PACKED_ENTRY_POINTS(q4_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchNibbleBytes, kPackedTileColsX8Avx2)
-FULCRUM_PACKED_ENTRY_POINTS(q5_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchNibbleBytes, kPackedTileColsX8Avx2)
-FULCRUM_PACKED_ENTRY_POINTS(q4_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_1x8>>, kGemvPrefetchNibbleBytes, kPackedTileColsX8Avx2)
-FULCRUM_PACKED_ENTRY_POINTS(q5_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchNibbleBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q4_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q5_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q4_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q5_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 FULCRUM_PACKED_ENTRY_POINTS(q8_0x8, QUANT_AVX2_LEVEL, Kernel<Q8_0x8>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 
 }  // namespace quant
