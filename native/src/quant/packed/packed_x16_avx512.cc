@@ -40,12 +40,18 @@ namespace quant {
 namespace {
 
 constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
-// How far ahead of each of its streams the GEMV prefetches (prefetchnta, where the CPU's choice
-// has software prefetch): 2 KiB, as the AVX2 copies' (packed_x8_avx2.cc). AMD EPYC Zen 5, decode
-// 1 thread, 64 tokens after 256, alternating processes, 1 KiB -> 2 KiB: 0.5B Q4_0 158-167 ->
-// 168-171 tok/s, 0.5B Q4_K (its 896-column matrices Q5_0) 137-146 -> 144-150, 0.5B Q8_0 84-93 ->
-// 97-100 (bench.matmul 4864 x 896 from DRAM level: the ring's back-to-back copies hide it).
-constexpr size_t kGemvPrefetchBytes = 2048;
+// The GEMV reads one stream (Kernel::kGemvStreams), prefetched this far ahead (prefetchnta, where
+// the CPU's choice has software prefetch), as the AVX-512 K-quants' (packed_k16_avx512.cc). It
+// read up to four (gemm_tile_dispatch.h's rule) 1 KiB ahead each, then 2 KiB. AMD EPYC Zen 5,
+// decode, 1 thread, 64 tokens after 256 (1.3B: 32), alternating processes, tok/s:
+//   4 streams 1 KiB -> 2 KiB: 0.5B Q4_0 158-167 -> 168-171, 0.5B Q4_K (its 896-column matrices
+//   Q5_0) 137-146 -> 144-150, 0.5B Q8_0 84-93 -> 97-100 (bench.matmul 4864 x 896 from DRAM
+//   level: the ring's back-to-back copies hide it);
+//   then -> one stream 4.5 KiB ahead: 0.5B Q4_0 158-159 -> 169-179, 1.3B Q4_0 43.6-46.6 ->
+//   49.4-51.0, 0.5B Q4_K 137-144 -> 149-153, 0.5B Q8_0 level (90-100); 2 threads level or better
+//   (0.5B Q4_0 200-209 -> 209-217, 1.3B Q4_0 57-60 -> 59-61). Two streams 2 KiB ahead each and four
+//   3 KiB ahead measured in between.
+constexpr size_t kGemvPrefetchBytes = 4608;
 
 // One block of the group's 16 rows as eight unsigned vectors: u[m] lane r = row r's quants
 // 4m..4m+3 (plus the format's offset); d the rows' scales.
@@ -164,7 +170,7 @@ struct Kernel {
   static constexpr int64_t kChunkCols = QK8_0;
   static constexpr size_t kChunkBytes = F::kBlockBytes, kActChunkBytes = kActBytes;
   static constexpr int kGroupRows = 16;
-  static constexpr int kGemvStreams = gemv_streams_for(kChunkBytes);
+  static constexpr int kGemvStreams = 1;  // kGemvPrefetchBytes says why
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }
   static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }
