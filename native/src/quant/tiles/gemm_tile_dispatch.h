@@ -123,18 +123,20 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // inside the model; reading several segments of the walk side by side, about 1.1 KiB per step
 // across them (Q4_0: 4 streams of 288 B chunks, Q5_0: 3, Q8_0: 2 of 544 B), reached it
 // (0.5B decode, 1 thread, alternating runs: Q4_0 37 -> 48 tok/s, Q8_0 22.3 -> 24.0; more
-// streams than that lost on Q8_0: 4 gave 20.8). Each kernel says how many streams its GEMV
-// reads (K::kGemvStreams): the AVX2 32-element formats take this rule, gemv_streams_for; the
-// AVX-512 kernels and the AVX2 K-quants read one stream prefetched further ahead, which the Zen 5
-// host draws more from (packed_x16_avx512.cc, packed_k16_avx512.cc and packed_k8_avx2.cc measure it).
-// The outputs are the same bits for any number of streams (packed_gemv_streams).
+// streams than that lost on Q8_0: 4 gave 20.8). That rule (gemv_streams_for) is the walk's
+// where the hardware prefetchers alone feed it (kPrefetchBytes = 0: the Zen 4). With software
+// prefetch each kernel says how many streams its GEMV reads (K::kGemvStreams): the AVX2
+// 32-element formats the same rule; the AVX-512 kernels and the AVX2 K-quants one stream
+// prefetched further ahead, which the Zen 5 host draws more from (packed_x16_avx512.cc,
+// packed_k16_avx512.cc and packed_k8_avx2.cc measure it). The outputs are the same bits for any
+// number of streams (packed_gemv_streams).
 constexpr int gemv_streams_for(size_t chunk_bytes) { return chunk_bytes * 4 <= 1152 ? 4 : chunk_bytes * 3 <= 1152 ? 3 : 2; }
 
 template <class K, size_t kPrefetchBytes>
 void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t chunks = n / K::kChunkCols;
   const size_t group_bytes = static_cast<size_t>(chunks) * K::kChunkBytes;
-  constexpr int kStreams = K::kGemvStreams;
+  constexpr int kStreams = kPrefetchBytes > 0 ? K::kGemvStreams : gemv_streams_for(K::kChunkBytes);
   static_assert(kStreams >= 1, "a GEMV reads at least one stream");
   if (groups >= kStreams) {
     const int seg = groups / kStreams;
