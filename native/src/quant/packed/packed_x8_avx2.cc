@@ -48,6 +48,12 @@ constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
 // (its 896-column matrices Q5_0) 120-127 -> 133-135, 0.5B Q8_0 88-90 -> 87-94. 3 KiB no better
 // than 2; one stream 4.5 KiB ahead (the K-quants' form) and two 2.25 KiB ahead in between.
 constexpr size_t kGemvPrefetchBytes = 2048;
+// Q8_0's GEMV reads one stream 4.5 KiB ahead instead (as the AVX-512 kernels, packed_x16_avx512.cc):
+// decode, 1 thread, alternating processes, tok/s, four streams 2 KiB ahead -> this: avxvnni 0.5B
+// Q8_0 92-95 -> 90-99, 1.3B Q8_0 26.2-26.5 -> 27.1-28.0; avx2 level (0.5B 89-92 / 90-91, 1.3B
+// 26.9-27.5 / 27.4-27.9). The 4- and 5-bit formats lost with one stream (avx2 0.5B Q4_0 147-168 ->
+// 151-163, 0.5B Q4_K 135-138 -> 122-139).
+constexpr size_t kGemvPrefetchQ8_0Bytes = 4608;
 
 // One block of the group's 8 rows as eight unsigned vectors: u[m] lane r = row r's quants
 // 4m..4m+3; d the rows' scales.
@@ -230,6 +236,8 @@ inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
 template <class F>
 struct Unpacked {
   static constexpr size_t kBlockBytes = F::kBlockBytes;
+  // The GEMV's walk: gemm_tile_dispatch.h's rule (four streams for these), kGemvPrefetchBytes ahead.
+  static constexpr int kGemvStreams = gemv_streams_for(kBlockBytes);
   template <int C>
   static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
     if constexpr (C == 1 && F::kHi16) {
@@ -269,6 +277,8 @@ struct Unpacked {
 // tokens' sums fit the 16 ymm registers.
 struct Q8_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q8_0);
+  // The GEMV's walk: one stream kGemvPrefetchQ8_0Bytes ahead (that constant says why).
+  static constexpr int kGemvStreams = 1;
   template <int C>
   static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
     const __m256i* q = reinterpret_cast<const __m256i*>(cw + 16);
@@ -300,7 +310,7 @@ struct Kernel {
   static constexpr int64_t kChunkCols = QK8_0;
   static constexpr size_t kChunkBytes = F::kBlockBytes, kActChunkBytes = kActBytes;
   static constexpr int kGroupRows = 8;
-  static constexpr int kGemvStreams = gemv_streams_for(kChunkBytes);
+  static constexpr int kGemvStreams = F::kGemvStreams;
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }
   static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }
@@ -355,7 +365,7 @@ FULCRUM_PACKED_ENTRY_POINTS(q4_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_0x8>>, 
 FULCRUM_PACKED_ENTRY_POINTS(q5_0x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_0x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 FULCRUM_PACKED_ENTRY_POINTS(q4_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q4_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
 FULCRUM_PACKED_ENTRY_POINTS(q5_1x8, QUANT_AVX2_LEVEL, Kernel<Unpacked<Q5_1x8>>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
-FULCRUM_PACKED_ENTRY_POINTS(q8_0x8, QUANT_AVX2_LEVEL, Kernel<Q8_0x8>, kGemvPrefetchBytes, kPackedTileColsX8Avx2)
+FULCRUM_PACKED_ENTRY_POINTS(q8_0x8, QUANT_AVX2_LEVEL, Kernel<Q8_0x8>, kGemvPrefetchQ8_0Bytes, kPackedTileColsX8Avx2)
 
 }  // namespace quant
 }  // namespace fulcrum
