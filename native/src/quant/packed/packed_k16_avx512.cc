@@ -187,7 +187,7 @@ struct KernelX16 {
   static constexpr int64_t kChunkCols = QK_K;
   static constexpr size_t kChunkBytes = 16 * (kFifthBit ? sizeof(block_q5_K) : sizeof(block_q4_K)), kActChunkBytes = sizeof(block_q8_K);
   static constexpr int kGroupRows = 16;
-  // One stream (gemm_tile_dispatch.h), not the two it read before: on an AMD EPYC Zen 5 the walk
+  // With software prefetch, one stream (gemm_tile_dispatch.h), not the two it read before: on an AMD EPYC Zen 5 the walk
   // of one 2304-byte super-block after another draws more from DRAM. bench.matmul 896 x 4864 Q4_K
   // from a 256 MiB ring, 1 thread, medians of 100, alternating builds: 32.7-34.1 -> 32.6-35.7
   // GB/s; in the model (0.5B Q4_K's ffn_down, 48 tokens after 256) 32.3-32.7 -> 34.9-36.0.

@@ -193,7 +193,7 @@ struct KernelX8 {
   static constexpr int64_t kChunkCols = QK_K;
   static constexpr size_t kChunkBytes = 8 * (kFifthBit ? sizeof(block_q5_K) : sizeof(block_q4_K)), kActChunkBytes = sizeof(block_q8_K);
   static constexpr int kGroupRows = 8;
-  // One stream (gemm_tile_dispatch.h), prefetched 4.5 KiB ahead, not two 1 KiB ahead each: AMD
+  // With software prefetch, one stream (gemm_tile_dispatch.h) 4.5 KiB ahead, not two 1 KiB ahead each: AMD
   // EPYC Zen 5, bench.matmul from a 256 MiB ring, 1 thread, medians of 100 (60 for 2048 x 5632),
   // three alternating rounds, GB/s: FULCRUM_ISA=avx2 Q4_K 896 x 4864 34.1-35.3 -> 34.5-38.1,
   // 2048 x 5632 34.9-35.5 -> 38.6-39.2; avxvnni 33.5-35.1 -> 35.3-37.9 and 34.3-35.2 -> 36.3-38.0;

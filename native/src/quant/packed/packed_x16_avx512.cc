@@ -40,8 +40,8 @@ namespace quant {
 namespace {
 
 constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
-// The GEMV reads one stream (Kernel::kGemvStreams), prefetched this far ahead (prefetchnta, where
-// the CPU's choice has software prefetch), as the AVX-512 K-quants' (packed_k16_avx512.cc). It
+// With software prefetch (the CPU's choice, KernelChoice::gemv_prefetch) the GEMV reads one stream
+// (Kernel::kGemvStreams), prefetched this far ahead (prefetchnta), as the AVX-512 K-quants' (packed_k16_avx512.cc). It
 // read up to four (gemm_tile_dispatch.h's rule) 1 KiB ahead each, then 2 KiB. AMD EPYC Zen 5,
 // decode, 1 thread, 64 tokens after 256 (1.3B: 32), alternating processes, tok/s:
 //   4 streams 1 KiB -> 2 KiB: 0.5B Q4_0 158-167 -> 168-171, 0.5B Q4_K (its 896-column matrices
