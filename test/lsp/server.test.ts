@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { ErrorCodes, LSPErrorCodes } from 'vscode-languageserver-protocol';
+import { ErrorCodes, LSPErrorCodes, ResponseError } from 'vscode-languageserver-protocol';
 import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf/index';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
@@ -174,14 +174,23 @@ describe('LSP server, model loaded by request', { skip }, () => {
     assert.equal(next.items.length, 1, 'the next completion works');
   });
 
-  test('a newer completion supersedes the running one; modelInfo answers meanwhile', async () => {
+  test('two completions sent at once: the first is superseded or already done, the newer one is right; modelInfo answers meanwhile', async () => {
+    const text = 'The dog and the cat went home.';
     const first = lsp.inlineCompletion(STORY_URI, 0, 7);
     const second = lsp.inlineCompletion(STORY_URI, 0, 11);
     const info = lsp.request<ModelInfo>('fulcrum/modelInfo');
-    const err = await rejection(first);
-    assert.equal(err.code, LSPErrorCodes.RequestCancelled);
-    assert.match(err.message, /superseded by a newer completion request/);
-    assert.equal((await second).items[0]?.insertText, await greedy('The dog and the cat went home.'.slice(0, 11), 'The dog and the cat went home.'.slice(11)));
+    // stories260K finishes a completion in a few ms, so on a fast host the first can be done before
+    // the server reads the second (a CI run on a Zen 5 saw that). Either outcome is right here;
+    // 'requests while a long completion runs' checks superseding where the first is sure to be running.
+    const outcome = await first.then((list) => ({ list }), (err: unknown) => ({ err }));
+    if ('err' in outcome) {
+      assert.ok(outcome.err instanceof ResponseError, String(outcome.err));
+      assert.equal(outcome.err.code, LSPErrorCodes.RequestCancelled);
+      assert.match(outcome.err.message, /superseded by a newer completion request/);
+    } else {
+      assert.equal(outcome.list.items[0]?.insertText, await greedy(text.slice(0, 7), text.slice(7)));
+    }
+    assert.equal((await second).items[0]?.insertText, await greedy(text.slice(0, 11), text.slice(11)));
     assert.ok(['ready', 'generating'].includes((await info).state));
   });
 });
