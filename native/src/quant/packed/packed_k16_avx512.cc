@@ -55,7 +55,7 @@ namespace {
 // stream, bench.matmul from a 256 MiB ring, 1 thread, medians of 100, alternating builds, Q4_K
 // 2048 x 5632 / 896 x 4864 GB/s: 1 KiB 34.8-35.9 / 32.4-33.3, 2304 B 36.6-36.8 / -, 4608 B
 // 37.6-38.3 / 36.5-36.6, 6912 B 37.4-37.6 / 35.2-37.0, 9216 B 36.3-36.6 / 33.6-33.8.
-constexpr size_t kGemvPrefetchBytes = 4608;
+constexpr size_t kGemvPrefetchBytes = kOneStreamPrefetchBytes;
 // q4_kx16 / q5_kx16 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit
 // vectors (Q5_K), then the nibble vectors.
 constexpr size_t kDAt = k_rows::d_at(16), kDminAt = k_rows::dmin_at(16), kQhAt = k_rows::qh_at(16);

@@ -44,9 +44,9 @@ namespace quant {
 namespace {
 
 // How far ahead of its one stream the GEMV prefetches (prefetchnta, where the CPU's choice has
-// software prefetch), as the AVX-512 K-quants' (packed_k16_avx512.cc): 4.5 KiB, four Q4_K super-
-// blocks of the 8 rows.
-constexpr size_t kGemvPrefetchBytes = 4608;
+// software prefetch), as the AVX-512 K-quants' (packed_k16_avx512.cc): 4.5 KiB (repack.h), four
+// Q4_K super-blocks of the 8 rows.
+constexpr size_t kGemvPrefetchBytes = kOneStreamPrefetchBytes;
 // q4_kx8 / q5_kx8 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit vectors
 // (Q5_K), then the nibble vectors.
 constexpr size_t kDAt = k_rows::d_at(8), kDminAt = k_rows::dmin_at(8), kQhAt = k_rows::qh_at(8);

@@ -25,7 +25,7 @@ namespace {
 // -> 98.6 tok/s on Zen 4). AMD EPYC Zen 5, bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1
 // thread, medians of 100, three alternating rounds: FULCRUM_ISA=avxvnni 30.6-33.9 -> 36.1-37.2 GB/s
 // (3 KiB 34.1-35.3), avx2 28.2-31.9 -> 30.7-32.2.
-constexpr size_t kGemvPrefetchBytes = 4608;
+constexpr size_t kGemvPrefetchBytes = kOneStreamPrefetchBytes;
 
 inline __m256i bcast16(const int8_t* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 

@@ -41,7 +41,7 @@ namespace {
 
 constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
 // With software prefetch (the CPU's choice, KernelChoice::gemv_prefetch) the GEMV reads one stream
-// (Kernel::kGemvStreams), prefetched this far ahead (prefetchnta), as the AVX-512 K-quants' (packed_k16_avx512.cc). It
+// (Kernel::kGemvStreams), prefetched this far ahead (prefetchnta; repack.h), as the AVX-512 K-quants' (packed_k16_avx512.cc). It
 // read up to four (gemm_tile_dispatch.h's rule) 1 KiB ahead each, then 2 KiB. AMD EPYC Zen 5,
 // decode, 1 thread, 64 tokens after 256 (1.3B: 32), alternating processes, tok/s:
 //   4 streams 1 KiB -> 2 KiB: 0.5B Q4_0 158-167 -> 168-171, 0.5B Q4_K (its 896-column matrices
@@ -51,7 +51,7 @@ constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
 //   49.4-51.0, 0.5B Q4_K 137-144 -> 149-153, 0.5B Q8_0 level (90-100); 2 threads level or better
 //   (0.5B Q4_0 200-209 -> 209-217, 1.3B Q4_0 57-60 -> 59-61). Two streams 2 KiB ahead each and four
 //   3 KiB ahead measured in between.
-constexpr size_t kGemvPrefetchBytes = 4608;
+constexpr size_t kGemvPrefetchBytes = kOneStreamPrefetchBytes;
 
 // One block of the group's 16 rows as eight unsigned vectors: u[m] lane r = row r's quants
 // 4m..4m+3 (plus the format's offset); d the rows' scales.

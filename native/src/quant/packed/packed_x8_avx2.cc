@@ -53,7 +53,7 @@ constexpr size_t kGemvPrefetchBytes = 2048;
 // Q8_0 92-95 -> 90-99, 1.3B Q8_0 26.2-26.5 -> 27.1-28.0; avx2 level (0.5B 89-92 / 90-91, 1.3B
 // 26.9-27.5 / 27.4-27.9). The 4- and 5-bit formats lost with one stream (avx2 0.5B Q4_0 147-168 ->
 // 151-163, 0.5B Q4_K 135-138 -> 122-139).
-constexpr size_t kGemvPrefetchQ8_0Bytes = 4608;
+constexpr size_t kGemvPrefetchQ8_0Bytes = kOneStreamPrefetchBytes;
 
 // One block of the group's 8 rows as eight unsigned vectors: u[m] lane r = row r's quants
 // 4m..4m+3; d the rows' scales.
@@ -146,8 +146,7 @@ struct Q4_0x8 {
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 16); }
 #if defined(__AVXVNNI__)
   static inline BlockW load_hi16(const uint8_t* cw) { return load_nibbles_hi16(cw, cw + 16); }
-  template <bool kSeed = true>
-  static inline __m256i sum_hi16(const BlockW& w, const uint8_t* a) { return vnni_sum_hi16<kSeed>(w, a); }
+  static inline __m256i sum_hi16(const BlockW& w, const uint8_t* a) { return vnni_sum_hi16<true>(w, a); }
 #endif
   // Quants ≤ 15: the eight vpmaddubsw's pair sums add in int16 (8 · 2 · 15 · 127 = 30480).
   // kSeed: from the token's −8·Σy (Q4_0), or from zero (Q4_1).
@@ -240,31 +239,34 @@ struct Unpacked {
   static constexpr int kGemvStreams = gemv_streams_for(kBlockBytes);
   template <int C>
   static inline void block(__m256* acc, const uint8_t* cw, const uint8_t* a, size_t as) {
-    if constexpr (C == 1 && F::kHi16) {
-      // The GEMV (one token) of a format with the in-place high nibbles (load_nibbles_hi16): the
-      // same integer sums, so the same bits as the tile's form, which keeps the shifted nibbles
-      // because its extra shift per token would outweigh the four it saves per block.
-      const BlockW w = F::load_hi16(cw);
+    // The GEMV (one token) of a format with the in-place high nibbles (load_nibbles_hi16) takes
+    // that form: the same integer sums, so the same bits as the tile's, which keeps the shifted
+    // nibbles because its extra shift per token would outweigh the four it saves per block.
+    constexpr bool kHi16 = C == 1 && F::kHi16;
+    const BlockW w = load<kHi16>(cw);
+    __m256 mw;
+    if constexpr (F::kMin) mw = F::mins(cw);
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* ac = a + c * as;
+      acc[c] = scale_block(acc[c], w.d, sum<kHi16>(w, ac), ac);
       if constexpr (F::kMin) {
         float sy;
-        std::memcpy(&sy, a + 36, 4);
-        acc[0] = _mm256_fmadd_ps(F::mins(cw), _mm256_set1_ps(sy), scale_block(acc[0], w.d, F::sum_hi16(w, a), a));
-      } else {
-        acc[0] = scale_block(acc[0], w.d, F::sum_hi16(w, a), a);
+        std::memcpy(&sy, ac + 36, 4);
+        acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sy), acc[c]);
       }
-      return;
     }
-    const BlockW w = F::load(cw);
-    if constexpr (F::kMin) {
-      const __m256 mw = F::mins(cw);
-      for (int c = 0; c < C; ++c) {
-        float sy;
-        std::memcpy(&sy, a + c * as + 36, 4);
-        acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sy), scale_block(acc[c], w.d, F::sum(w, a + c * as), a + c * as));
-      }
-    } else {
-      for (int c = 0; c < C; ++c) acc[c] = scale_block(acc[c], w.d, F::sum(w, a + c * as), a + c * as);
-    }
+  }
+
+ private:
+  template <bool kHi16>
+  static inline BlockW load(const uint8_t* cw) {
+    if constexpr (kHi16) return F::load_hi16(cw);
+    else return F::load(cw);
+  }
+  template <bool kHi16>
+  static inline __m256i sum(const BlockW& w, const uint8_t* a) {
+    if constexpr (kHi16) return F::sum_hi16(w, a);
+    else return F::sum(w, a);
   }
 };
 

@@ -184,6 +184,10 @@ FULCRUM_PACKED_AVX2_DECL(avxvnni)
 // The gemv_*_hwpf variants (every packed format's GEMV has one) are the same walk without
 // software prefetch (KernelChoice::gemv_prefetch says which one a CPU runs; for the AVX-512 Q6_K
 // GEMVs, KernelChoice::q6_k_gemv_prefetch_bytes).
+// With software prefetch, the GEMVs that walk their row groups as one stream (the AVX-512
+// formats, the AVX2-level K-quants, Q6_K and Q8_0) prefetch this far ahead of it: 4.5 KiB (the
+// kernel files have the sweeps; the AVX-512 Q6_K's distance is the CPU's, core/isa.h).
+constexpr size_t kOneStreamPrefetchBytes = 4608;
 // Q4_0, Q5_0 and Q8_0 on AVX-512 in 16-row groups (packed_x16_avx512.cc), over "q8_0 sums"
 // activations whose seeds are −8·Σy (Q4_0), −16·Σy (Q5_0) or −128·Σy (Q8_0), arranged by the
 // AVX2 code (arrange_q8_0_sums*_avx2, which every AVX-512 CPU runs).
