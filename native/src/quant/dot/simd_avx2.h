@@ -80,15 +80,6 @@ static inline __m256i nibbles_32(const uint8_t* p) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
-// Bit b (0..7) of every byte moved to bit 4 (value 16), every other bit cleared: a fifth quant bit
-// put in place for an OR into nibbles (Q5_0, Q5_1, Q5_K). A 16-bit shift by up to 4 either way
-// brings bit 4 of each byte from that same byte; with b known at compile time (an unrolled loop,
-// a constant argument) GCC folds the count into an immediate shift.
-static inline __m256i bit_to_16(__m256i v, int b) {
-  const __m256i s = b <= 4 ? _mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - b)) : _mm256_srl_epi16(v, _mm_cvtsi32_si128(b - 4));
-  return _mm256_and_si256(s, _mm256_set1_epi8(0x10));
-}
-
 // 32 bits (little-endian) -> 32 bytes, byte j = 0xFF where bit j is set, else 0.
 static inline __m256i bits_to_bytes_32(const uint8_t* p) {
   uint32_t x;

@@ -7,12 +7,6 @@ namespace fulcrum {
 namespace quant {
 namespace simd {
 
-// bit_to_16 (simd_avx2.h) on 64 bytes.
-static inline __m512i bit_to_16_512(__m512i v, int b) {
-  const __m512i s = b <= 4 ? _mm512_sll_epi16(v, _mm_cvtsi32_si128(4 - b)) : _mm512_srl_epi16(v, _mm_cvtsi32_si128(b - 4));
-  return _mm512_and_si512(s, _mm512_set1_epi8(0x10));
-}
-
 // Two blocks' 16 packed-nibble bytes -> 64 bytes 0..15 laid out as the blocks' elements:
 // [a low nibbles | a high nibbles | b low | b high], matching two consecutive Q8 blocks.
 static inline __m512i nibbles_2x32(const uint8_t* a, const uint8_t* b) {

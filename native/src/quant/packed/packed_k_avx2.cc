@@ -64,6 +64,29 @@ constexpr Controls kCtl{};
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// A quarter's three pieces for a pair of rows (at b, b + 64, b + 128: repack.h), and its four
+// 6-bit quant vectors, each built when its sub-block runs (all four at once spilled the 16 ymm
+// registers): three are their piece's bits 0-5 (one AND), the fourth the pieces' bits 6-7 (one
+// ANDNOT each by the same mask) shifted down to 0-1, 2-3 and 4-5 and ORed; with only bits 6-7
+// left, a 16-bit shift carries nothing across bytes. 11 operations and one constant, where the
+// GGUF's ql/qh split took 17 and two. AMD EPYC (Zen 5), 1 thread, alternating builds, with the
+// barrier in gemv_step: bench.matmul 896 × 4864 Q6_K from L2/L3, medians of 300,
+// FULCRUM_ISA=avx2 33.6-34.9 -> 37.4-37.9 GB/s, avxvnni 38.6-40.4 -> 45.5-46.8; in the model
+// (0.5B Q4_K_M's Q6_K ffn_down, per-weight GB/s of the decode trace, three rounds) avx2
+// 30.0-31.9 -> 32.7-34.5, avxvnni 33.4-35.7 -> 36.8-38.5. (The layout alone, without the barrier,
+// was slower at avx2, 34 -> 33: the spills below.)
+struct Quarter {
+  __m256i v[3];
+  explicit Quarter(const uint8_t* b) : v{load32(b), load32(b + 64), load32(b + 128)} {}
+  __m256i quant(int k, __m256i m3f) const {
+    if (k < 3) return _mm256_and_si256(v[k], m3f);
+    const __m256i p0 = _mm256_srli_epi16(_mm256_andnot_si256(m3f, v[0]), 6);
+    const __m256i p1 = _mm256_srli_epi16(_mm256_andnot_si256(m3f, v[1]), 4);
+    const __m256i p2 = _mm256_srli_epi16(_mm256_andnot_si256(m3f, v[2]), 2);
+    return _mm256_or_si256(_mm256_or_si256(p0, p1), p2);
+  }
+};
+
 // sum + Σ pairs of (int16 products · scale): vpmaddwd and an int32 add, or one vpdpwssd in the
 // avxvnni copy (the same exact int32 sums, so the same bits). The Q6_K GEMV is bound by its vector
 // arithmetic at AVX2 width. AMD EPYC (Zen 5, 2 vCPUs), FULCRUM_ISA=avxvnni, 1 thread, alternating
@@ -88,7 +111,7 @@ struct Kernel {
   template <int C>
   static void run(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
     const int64_t nsb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i m3f = _mm256_set1_epi8(0x3F);
     __m256 acc[C][2];
     for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
@@ -102,14 +125,10 @@ struct Kernel {
         for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
         for (int q = 0; q < 4; ++q) {
           const int hf = q / 2, p = q % 2, j0 = 8 * hf + p;
-          const uint8_t* b = g + kBodyAt + 192 * q + 32 * pr;
-          const __m256i va = load32(b), vb = load32(b + 64), vh = load32(b + 128);
+          const Quarter qt(g + kBodyAt + 192 * q + 32 * pr);
           for (int k = 0; k < 4; ++k) {
-            // Sub-block j0 + 2k: k = 0, 1 the low nibbles of the quarter's two ql pieces, k = 2, 3
-            // their high nibbles; the top two bits are qh's bit pair k.
-            const __m256i lo = k == 0 ? va : k == 1 ? vb : k == 2 ? _mm256_srli_epi16(va, 4) : _mm256_srli_epi16(vb, 4);
-            const __m256i hi = k == 0 ? _mm256_slli_epi16(vh, 4) : k == 1 ? _mm256_slli_epi16(vh, 2) : k == 2 ? vh : _mm256_srli_epi16(vh, 2);
-            const __m256i qk = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30));
+            // Sub-block j0 + 2k.
+            const __m256i qk = qt.quant(k, m3f);
             const __m256i sk = spread_scale(sc8, kCtl.scale[j0 + 2 * k]);
             for (int c = 0; c < C; ++c) {
               const int8_t* y = reinterpret_cast<const block_q8_K*>(act + c * as)[i].qs + 128 * hf + 16 * p + 32 * k;
@@ -143,7 +162,7 @@ struct Kernel {
 // written on, run<1>'s walk read 7.3-8.1 GB/s from DRAM, 67 % of a read probe, and two streams of
 // this step 8.3-10.7; on the Zen 5 one stream of it 4.5 KiB ahead beats two: kGemvPrefetchBytes.)
 [[gnu::always_inline]] inline void gemv_step(const uint8_t* g, const block_q8_K* yb, __m256& acc0, __m256& acc1) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i m3f = _mm256_set1_epi8(0x3F);
   const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kDAt)));
   const __m256 dy = _mm256_set1_ps(yb->d);
 #pragma GCC unroll 2
@@ -162,13 +181,10 @@ struct Kernel {
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
       const int hf = q / 2, p = q % 2, j0 = 8 * hf + p;
-      const uint8_t* b = g + kBodyAt + 192 * q + 32 * pr;
-      const __m256i va = load32(b), vb = load32(b + 64), vh = load32(b + 128);
+      const Quarter qt(g + kBodyAt + 192 * q + 32 * pr);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const __m256i lo = k == 0 ? va : k == 1 ? vb : k == 2 ? _mm256_srli_epi16(va, 4) : _mm256_srli_epi16(vb, 4);
-        const __m256i hi = k == 0 ? _mm256_slli_epi16(vh, 4) : k == 1 ? _mm256_slli_epi16(vh, 2) : k == 2 ? vh : _mm256_srli_epi16(vh, 2);
-        const __m256i qk = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30));
+        const __m256i qk = qt.quant(k, m3f);
         const int j = j0 + 2 * k;
         const __m256i sk = _mm256_shuffle_epi8(j < 8 ? s07 : s815, load32(kCtl.pick16[j % 8]));
         const int8_t* y = yb->qs + 128 * hf + 16 * p + 32 * k;
@@ -183,6 +199,10 @@ struct Kernel {
     const __m256 dv = _mm256_set_m128(_mm_set1_ps(d4[2 * pr + 1]), _mm_set1_ps(d4[2 * pr]));
     __m256& acc = pr == 0 ? acc0 : acc1;
     acc = _mm256_fmadd_ps(_mm256_mul_ps(dv, dy), _mm256_cvtepi32_ps(total), acc);
+    // The second pair of rows loads the token's activations again: without this barrier GCC
+    // keeps the first pair's sixteen broadcasts for it, which spill to the stack (the avx2
+    // copy's GEMV had 95 stack accesses, now 49; avxvnni 44 -> 11).
+    asm volatile("" ::: "memory");
   }
 }
 

@@ -141,8 +141,9 @@ inline __m256i vnni_sum(const BlockW& w, const uint8_t* a) {
 struct Q4_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_0);
   static constexpr bool kMin = false;
-  // kHi16: the GEMV's form with AVX-VNNI (load_hi16, sum_hi16; Unpacked).
-  static constexpr bool kHi16 = kVnniHi16;
+  // kHi16: the GEMV's form with AVX-VNNI (load_hi16, sum_hi16; Unpacked). kSumGemv: whether the
+  // GEMV has a sum of its own (sum_gemv; Q5_0x8 says why).
+  static constexpr bool kHi16 = kVnniHi16, kSumGemv = false;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 16); }
 #if defined(__AVXVNNI__)
   static inline BlockW load_hi16(const uint8_t* cw) { return load_nibbles_hi16(cw, cw + 16); }
@@ -170,7 +171,7 @@ struct Q4_0x8 {
 // q4_1x8: 160 bytes a block: the rows' d at 0 and m at 16 (f16), then q4_0x8's nibbles (at 32).
 struct Q4_1x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q4_1);
-  static constexpr bool kMin = true, kHi16 = kVnniHi16;
+  static constexpr bool kMin = true, kHi16 = kVnniHi16, kSumGemv = false;
   static inline BlockW load(const uint8_t* cw) { return load_nibbles(cw, cw + 32); }
 #if defined(__AVXVNNI__)
   static inline BlockW load_hi16(const uint8_t* cw) { return load_nibbles_hi16(cw, cw + 32); }
@@ -180,27 +181,54 @@ struct Q4_1x8 {
   static inline __m256i sum(const BlockW& w, const uint8_t* a) { return Q4_0x8::sum<false>(w, a); }
 };
 
-// q5_0x8: 176 bytes a block; at 16 a 32-byte plane of fifth bits (byte 4·r + b holds in bit m
-// the fifth bit of row r's quant 4·m + b), then the nibbles as q4_0x8's at 48. simd::bit_to_16
-// puts vector m's fifth bits in place, as in the piece order's Q5_0.
+// q5_0x8: 176 bytes a block; at 16 a 32-byte plane of the high half's top bits, at 48 four
+// vectors of the low half's five bits and the high half's low three (repack.h). Vector k of the
+// low half is one AND; vector k + 4 is its three bits shifted down and masked, ORed with its two
+// from the plane (shifted to bits 3-4, masked): 24 operations a block where the nibbles and a
+// plane of fifth bits took 35 (a shift and an AND per vector for the fifth bit, an OR, and the
+// nibbles' shifts and ANDs). The GEMV is bound by its vector arithmetic at this width. AMD EPYC
+// (Zen 5), 1 thread, alternating builds: bench.matmul 4864 × 896 from L2/L3, medians of 300,
+// FULCRUM_ISA=avx2 Q5_0 44.1-44.3 -> 53.1-54.8 GB/s, Q5_1 45.9-47.6 -> 56.6-57.2; in the model
+// (0.5B Q4_K_M's ffn_gate, per-weight GB/s of the decode trace, three rounds, with sum_gemv
+// below) avx2 37.0-39.8 -> 40.2-41.7, avxvnni 37.9-38.8 -> 39.9-41.3.
 struct Q5_0x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_0);
-  static constexpr bool kMin = false, kHi16 = false;  // the fifth bit needs the nibbles shifted
-  // The scales at cw, the plane at plane_at, the nibbles at qs.
+  static constexpr bool kMin = false, kHi16 = false;  // five bits: no in-place high half
+  // The scales at cw, the plane at plane_at, the four vectors at qs.
   static inline BlockW load_at(const uint8_t* cw, const uint8_t* plane_at, const uint8_t* qs) {
+    const __m256i m5 = _mm256_set1_epi8(0x1F), m3 = _mm256_set1_epi8(0x07), m18 = _mm256_set1_epi8(0x18);
     const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plane_at));
-    BlockW b = load_nibbles(cw, qs);
-    for (int m = 0; m < 8; ++m) b.u[m] = _mm256_or_si256(b.u[m], simd::bit_to_16(plane, m));
+    // The plane's bits 2k, 2k + 1 at bits 3-4 (16-bit shifts: what crosses bytes is masked off).
+    const __m256i top[4] = {_mm256_slli_epi16(plane, 3), _mm256_slli_epi16(plane, 1), _mm256_srli_epi16(plane, 1), _mm256_srli_epi16(plane, 3)};
+    BlockW b;
+    b.d = load_scales(cw);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+      b.u[k] = _mm256_and_si256(v, m5);
+      b.u[k + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), m3), _mm256_and_si256(top[k], m18));
+    }
     return b;
   }
   static inline BlockW load(const uint8_t* cw) { return load_at(cw, cw + 16, cw + 48); }
-  // Quants ≤ 31: four vpmaddubsw's pair sums fit int16 (4 · 2 · 31 · 127 = 31496): two vpmaddwd.
-  // kSeed: from the token's −16·Σy (Q5_0), or from zero (Q5_1).
+  // kSeed: from the token's −16·Σy (Q5_0), or from zero (Q5_1). With AVX-VNNI the tile takes
+  // vpdpbusd and the GEMV sum_gemv (below).
   template <bool kSeed = true>
   static inline __m256i sum(const BlockW& w, const uint8_t* a) {
 #if defined(__AVXVNNI__)
     return vnni_sum<kSeed>(w, a);
 #else
+    return sum_gemv<kSeed>(w, a);
+#endif
+  }
+  // The GEMV's sum at both levels: vpmaddubsw, int16 adds, two vpmaddwd. Quants ≤ 31: four
+  // vpmaddubsw's pair sums fit int16 (4 · 2 · 31 · 127 = 31496). With AVX-VNNI it is faster than
+  // vnni_sum's two chains of four vpdpbusd for one token, and slower for a tile (the same
+  // integers either way). AMD EPYC (Zen 5), FULCRUM_ISA=avxvnni, bench.matmul 4864 × 896 from
+  // L2/L3, 1 thread, medians of 300, two alternating rounds: GEMV Q5_0 50.1-50.6 -> 53.3-55.0
+  // GB/s, Q5_1 51.6-52.8 -> 56.3-56.8; 64 tokens Q5_0 1895-1930 -> 2191-2201 us (so not there).
+  static constexpr bool kSumGemv = true;
+  template <bool kSeed = true>
+  static inline __m256i sum_gemv(const BlockW& w, const uint8_t* a) {
     __m256i p0 = _mm256_maddubs_epi16(w.u[0], bcast4(a));
     __m256i p1 = _mm256_maddubs_epi16(w.u[4], bcast4(a + 16));
     for (int m = 1; m < 4; ++m) {
@@ -210,18 +238,19 @@ struct Q5_0x8 {
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
     return kSeed ? _mm256_add_epi32(s, bcast4(a + 36)) : s;
-#endif
   }
 };
 
 // q5_1x8: 192 bytes a block: the rows' d at 0 and m at 16 (f16), then q5_0x8's plane (at 32) and
-// nibbles (at 64).
+// vectors (at 64).
 struct Q5_1x8 {
   static constexpr size_t kBlockBytes = 8 * sizeof(block_q5_1);
   static constexpr bool kMin = true, kHi16 = false;
+  static constexpr bool kSumGemv = true;
   static inline BlockW load(const uint8_t* cw) { return Q5_0x8::load_at(cw, cw + 32, cw + 64); }
   static inline __m256 mins(const uint8_t* cw) { return load_scales(cw + 16); }
   static inline __m256i sum(const BlockW& w, const uint8_t* a) { return Q5_0x8::sum<false>(w, a); }
+  static inline __m256i sum_gemv(const BlockW& w, const uint8_t* a) { return Q5_0x8::sum_gemv<false>(w, a); }
 };
 
 inline __m256 scale_block(__m256 acc, __m256 d, __m256i s, const uint8_t* a) {
@@ -248,7 +277,7 @@ struct Unpacked {
     if constexpr (F::kMin) mw = F::mins(cw);
     for (int c = 0; c < C; ++c) {
       const uint8_t* ac = a + c * as;
-      acc[c] = scale_block(acc[c], w.d, sum<kHi16>(w, ac), ac);
+      acc[c] = scale_block(acc[c], w.d, sum<kHi16, C == 1>(w, ac), ac);
       if constexpr (F::kMin) {
         float sy;
         std::memcpy(&sy, ac + 36, 4);
@@ -263,9 +292,10 @@ struct Unpacked {
     if constexpr (kHi16) return F::load_hi16(cw);
     else return F::load(cw);
   }
-  template <bool kHi16>
+  template <bool kHi16, bool kGemv>
   static inline __m256i sum(const BlockW& w, const uint8_t* a) {
     if constexpr (kHi16) return F::sum_hi16(w, a);
+    else if constexpr (kGemv && F::kSumGemv) return F::sum_gemv(w, a);
     else return F::sum(w, a);
   }
 };

@@ -214,17 +214,23 @@ void place_q6_k(uint8_t* s, const block_q6_K* b, int r) {
   for (int q = 0; q < 4; ++q) {
     const int hf = q / 2, p = q % 2;
     uint8_t* piece = s + 64 + 192 * q + 16 * r;
-    std::memcpy(piece, b->ql + 64 * hf + 16 * p, 16);
-    std::memcpy(piece + 64, b->ql + 64 * hf + 32 + 16 * p, 16);
-    std::memcpy(piece + 128, b->qh + 32 * hf + 16 * p, 16);
+    for (int i = 0; i < 16; ++i) {
+      // The quarter's four 6-bit quants of element i (vec_dot_q6_K's q1..q4, k = 0..3).
+      const unsigned a = b->ql[64 * hf + 16 * p + i], c = b->ql[64 * hf + 32 + 16 * p + i], h = b->qh[32 * hf + 16 * p + i];
+      const unsigned v0 = (a & 0x0Fu) | (h & 3u) << 4, v1 = (c & 0x0Fu) | ((h >> 2) & 3u) << 4;
+      const unsigned v2 = (a >> 4) | ((h >> 4) & 3u) << 4, v3 = (c >> 4) | ((h >> 6) & 3u) << 4;
+      piece[i] = static_cast<uint8_t>(v0 | (v3 & 3u) << 6);
+      piece[64 + i] = static_cast<uint8_t>(v1 | ((v3 >> 2) & 3u) << 6);
+      piece[128 + i] = static_cast<uint8_t>(v2 | (v3 >> 4) << 6);
+    }
   }
 }
 
 // The row-group layouts (repack.h: q4_0x16 / q4_1x16 / q5_0x16 / q5_1x16 / q8_0x16 and their x8
 // forms): per group of G rows and block, the rows' scales (Q4_1, Q5_1: then their m), the fifth bits
-// (Q5_0, Q5_1; G = 16: eight 64-bit masks; G = 8: a 32-byte plane), then 4-byte pieces of the
-// rows' quant bytes side by side (XORed with PackedFormat::quant_xor: Q8_0's sign bits flipped
-// for vpdpbusd).
+// (Q5_0, Q5_1; G = 16: eight 64-bit masks; G = 8: a 32-byte plane of top bits), then 4-byte pieces
+// of the rows' quant bytes side by side (XORed with PackedFormat::quant_xor: Q8_0's sign bits
+// flipped for vpdpbusd; G = 8's five-bit formats re-split: repack.h).
 void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, int64_t rows, int64_t nb, uint8_t* scratch) {
   const bool q8 = type == GgmlType::Q8_0, q51 = type == GgmlType::Q5_1, q5 = type == GgmlType::Q5_0 || q51;
   const bool with_m = q51 || type == GgmlType::Q4_1;  // d, m, then the rest
@@ -245,16 +251,31 @@ void repack_row_groups(GgmlType type, int G, uint8_t quant_xor, uint8_t* data, i
         std::memcpy(c + 2 * r, b, 2);  // d: the formats start with it
         if (with_m) std::memcpy(c + 2 * static_cast<size_t>(G) + 2 * r, b + 2, 2);  // m
         const uint8_t* qs = b + qs_in;
+        uint32_t qh = 0;
+        if (q5) std::memcpy(&qh, b + qh_in, 4);
+        if (q5 && G == 8) {
+          // The five-bit x8 form: vector k's byte 4r + i is quant v_k (bits 0-4) and the low three
+          // bits of v_(k+4) (bits 5-7); the plane's byte 4r + i holds v_(k+4)'s top two bits at
+          // bits 2k, 2k + 1 (v_m: row r's quant 4m + i, five bits).
+          for (int i = 0; i < 4; ++i) {
+            uint8_t top = 0;
+            for (int k = 0; k < 4; ++k) {
+              const unsigned lo = (qs[4 * k + i] & 0x0Fu) | (((qh >> (4 * k + i)) & 1u) << 4);
+              const unsigned hi = (qs[4 * k + i] >> 4) | (((qh >> (16 + 4 * k + i)) & 1u) << 4);
+              c[qs_out + piece_stride * k + 4 * r + i] = static_cast<uint8_t>(lo | (hi & 7u) << 5);
+              top = static_cast<uint8_t>(top | (hi >> 3) << (2 * k));
+            }
+            c[scales + 4 * r + i] = top;
+          }
+          continue;
+        }
         for (int k = 0; k < pieces; ++k)
           for (int i = 0; i < 4; ++i) c[qs_out + piece_stride * k + 4 * r + i] = static_cast<uint8_t>(qs[4 * k + i] ^ quant_xor);
         if (!q5) continue;
-        uint32_t qh;
-        std::memcpy(&qh, b + qh_in, 4);
         for (int m = 0; m < 8; ++m)
           for (int i = 0; i < 4; ++i) {
             const unsigned bit = (qh >> (4 * m + i)) & 1u;
-            if (G == 16) c[scales + 8 * m + (4 * r + i) / 8] |= static_cast<uint8_t>(bit << ((4 * r + i) % 8));  // mask m, bit 4r + i
-            else c[scales + 4 * r + i] |= static_cast<uint8_t>(bit << m);                                        // plane byte 4r + i, bit m
+            c[scales + 8 * m + (4 * r + i) / 8] |= static_cast<uint8_t>(bit << ((4 * r + i) % 8));  // mask m, bit 4r + i
           }
       }
     }

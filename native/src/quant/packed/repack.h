@@ -18,11 +18,13 @@
 // Q6_K ("q6_kx4", 840 bytes per super-block of 256 columns):
 //   [0, 64)            row r's 16 int8 scales at 16·r
 //   [64 + 192·q + 64·k + 16·r, +16)  quarter q = 2·hf + p (hf the 128-element half, p 0/1):
-//                      k = 0 row r's ql[64·hf + 16·p, +16), k = 1 its ql[64·hf + 32 + 16·p, +16),
-//                      k = 2 its qh[32·hf + 16·p, +16)
+//                      with v_k' (k' = 0..3) row r's 6-bit quant of element 128·hf + 16·p +
+//                      32·k' + i, byte i of piece k (k = 0..2) is v_k | (two bits of v_3) << 6:
+//                      v_3's bits 0-1 in piece 0, 2-3 in piece 1, 4-5 in piece 2
 //   [832, 840)         the four rows' d (f16)
-// so three 64-byte loads hold four sub-blocks of 16 elements for all four rows (elements
-// 128·hf + 16·p + 32·k' + (0..15), k' = 0..3), with Q8_K activations as they are.
+// so three 64-byte loads hold four sub-blocks of 16 elements for all four rows, with Q8_K
+// activations as they are: three quants are one AND each, the fourth three shifts and a merge
+// (the GGUF's ql/qh split took a shift or two and an AND, OR or vpternlogd per quant).
 //
 // The GEMV and the tile kernel of one ISA compute every (row, token) output with the same
 // integer lane sums, the same float products and fmas in the same order and the same final
@@ -38,8 +40,11 @@
 //   Q4_0: at 2·G, four vectors of 4·G bytes, k = 0..3: byte 4·r + b of vector k is byte 4·k + b
 //         of row r's block (low nibble quant 4k+b, high nibble quant 16+4k+b)
 //   Q5_0: at 2·G the fifth bits, 4·G bytes — G = 16: eight 64-bit masks, bit 4·r + b of mask m
-//         the fifth bit of row r's quant 4·m + b (one masked add each); G = 8: a plane whose byte
-//         4·r + b holds that bit in bit m (a shift and an AND each) — then the nibbles as Q4_0's
+//         the fifth bit of row r's quant 4·m + b (one masked add each), then the nibbles as
+//         Q4_0's; G = 8: the five bits re-split so the low half's quants need one AND and the
+//         high half's five operations (packed_x8_avx2.cc): with v_m row r's quant 4·m + b, byte
+//         4·r + b of the plane holds v_(k+4)'s top two bits at bits 2k, 2k + 1 (k = 0..3), then
+//         four vectors whose byte 4·r + b of vector k is v_k | (v_(k+4) & 7) << 5
 //   Q5_1: at 2·G the rows' m (f16), then at 4·G Q5_0's fifth bits and nibbles (G · 24 bytes)
 //   Q4_1: at 2·G the rows' m (f16), then at 4·G Q4_0's nibbles (G · 20 bytes)
 //   Q8_0: at 2·G, eight vectors of 4·G bytes, m = 0..7: byte 4·r + b of vector m is quant
