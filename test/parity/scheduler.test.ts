@@ -99,3 +99,43 @@ test('speculating requests batched with others (mixed draft and prompt rows) equ
     e.dispose();
   }
 });
+
+test('a foreground prompt alone takes steps sized by its measured speed (same tokens as 64-row steps); a background one, or one sharing steps, keeps 64-row chunks', { skip: skipUnlessShared(MODEL) }, async () => {
+  const prompt = Array.from({ length: 400 }, (_, i) => 1 + ((i * 7919) % 500));
+  const run = async (soloPromptMs: number | undefined, priority: 'foreground' | 'background') => {
+    const e = await Engine.load(MODEL, { threads: 1, contextLength: 512, device: 'cpu' });
+    try {
+      const s = e.scheduler(soloPromptMs === undefined ? {} : { soloPromptMs });
+      const r = await s.submit({ prompt, maxTokens: 8, temperature: 0, priority }).result;
+      // The prompt's steps: all but the 7 decode steps after the token the last prompt step decides.
+      return { tokens: r.text, promptSteps: s.stats.steps - 7, stepRows: s.stats.stepRows };
+    } finally {
+      e.dispose();
+    }
+  };
+  const chunked = await run(0, 'foreground');
+  assert.equal(chunked.promptSteps, Math.ceil(prompt.length / 64), '64-row chunks with soloPromptMs 0');
+  const solo = await run(undefined, 'foreground');
+  // stories260K prefills far faster than 200 ms a step: the first (untimed) step is 64 rows,
+  // the next take the rest up to the native batch of 512.
+  assert.equal(solo.promptSteps, 2, `a 400-token prompt alone in ${solo.promptSteps} steps`);
+  assert.equal(solo.tokens, chunked.tokens, 'the same text as with 64-row steps');
+  assert.equal(solo.stepRows, chunked.stepRows);
+  const background = await run(undefined, 'background');
+  assert.equal(background.promptSteps, Math.ceil(prompt.length / 64), 'a background prompt keeps 64-row chunks');
+  // Sharing the steps with a decoding request: 64-row chunks, whatever the budget.
+  const e = await Engine.load(MODEL, { threads: 1, contextLength: 512, device: 'cpu', maxSequences: 2 });
+  try {
+    const s = e.scheduler();
+    const decoding = s.submit({ prompt: 'Once upon a time', maxTokens: 200, temperature: 0, onlyStopIds: true, stopIds: new Set() });
+    for await (const _ of decoding) break;
+    const stepsBefore = s.stats.steps;
+    const r = await s.submit({ prompt, maxTokens: 1, temperature: 0 }).result;
+    const shared = s.stats.steps - stepsBefore;
+    assert.ok(shared >= Math.ceil(prompt.length / 64), `the prompt beside a decoding request took ${shared} steps`);
+    assert.equal(r.promptTokens, prompt.length);
+    await decoding.result;
+  } finally {
+    e.dispose();
+  }
+});
