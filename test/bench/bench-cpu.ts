@@ -132,14 +132,18 @@ const medianFigure = (results: ChildResult[]): PeerFigure => ({
  * Which decode GEMVs prefetch in software at the ISA the Fulcrum children run: the per-CPU choice,
  * and the AVX-512 Q6_K GEMV's own (core/isa.h KernelChoice::q6_k_gemv_prefetch_bytes) when it differs.
  */
-function prefetchChoice(isa: IsaChoice): { gemv: 'software' | 'hardware'; q6k: 'software' | 'hardware' } {
+type Prefetch = 'software' | 'hardware';
+
+function prefetchChoice(isa: IsaChoice): { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch } {
   const kernels = nativeKernels();
   const childIsa = isa === 'native' ? kernels.isaLevel() : isa;
-  return { gemv: kernels.gemvPrefetch(), q6k: childIsa === 'avx512' ? kernels.gemvPrefetchQ6K() : kernels.gemvPrefetch() };
+  const avx512 = childIsa === 'avx512';
+  return { gemv: kernels.gemvPrefetch(), q6k: avx512 ? kernels.gemvPrefetchQ6K() : kernels.gemvPrefetch(), q5_0: avx512 ? kernels.gemvPrefetchQ5_0() : kernels.gemvPrefetch() };
 }
 
-function formatPrefetch(choice: { gemv: string; q6k: string }): string {
-  return choice.q6k === choice.gemv ? `${choice.gemv} prefetch` : `${choice.gemv} prefetch (Q6_K: ${choice.q6k})`;
+function formatPrefetch(choice: { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch }): string {
+  const own = [['Q6_K', choice.q6k], ['Q5_0', choice.q5_0]].filter(([, p]) => p !== choice.gemv).map(([t, p]) => `${t}: ${p}`);
+  return own.length === 0 ? `${choice.gemv} prefetch` : `${choice.gemv} prefetch (${own.join(', ')})`;
 }
 
 function engineRow(results: ChildResult[]): EngineRow {
@@ -449,7 +453,7 @@ async function main(): Promise<void> {
   const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
-    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetchChoice(isa).q6k, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
+    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetchChoice(isa).q6k, gemvPrefetchQ5_0: prefetchChoice(isa).q5_0, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
     // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
     read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,

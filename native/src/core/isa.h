@@ -46,6 +46,18 @@ struct KernelChoice {
   // 19.8 -> 22.6, 0.5B Q4_K_M 81.0 -> 81.3; 2 threads 1.3B Q4_K 32.8 -> 33.7 (noise).
   // FULCRUM_GEMV_PREFETCH=0|1 overrides the choice (to compare the two).
   bool gemv_prefetch = true;
+  // The AVX-512 Q5_0 decode GEMV's own choice (packed_x16_avx512.cc; at the AVX2 levels Q5_0
+  // follows gemv_prefetch). Zen 4 runs this one walk with software prefetch where the others run
+  // without. Measured there on 2026-12-02 (noisy host, read probe 26-30 GB/s), bench-cpu-ops,
+  // alternating processes, Q5_0 prefetch off -> on with everything else as chosen: 0.5B Q4_K_M
+  // (its gate/up/q/k/v/o are Q5_0) 1 thread 74.3 -> 82.3 tok/s median of 6 pairs (on faster in
+  // 5), its ffn_gate 23.3 -> 26.8 GB/s; 2 threads 90.7 -> 100.2 (4 of 4); 0.5B Q4_K 1 thread
+  // 85.9 -> 96.5 (4 of 4). Turning software prefetch on for every walk there (the 11-30 choice
+  // reversed) measured no better for Q8_0 and Q4_K (bench.matmul 4864 x 896 from a 256 MiB ring,
+  // medians of 5 alternating processes: 26.7 -> 21.8 and 30.1 -> 24.7 GB/s; Q5_0 26.7 -> 29.6),
+  // and worse at FULCRUM_ISA=avx2 (0.5B Q4_K_M 81.3 -> 68.9 tok/s, 9 pairs), so only this walk
+  // changes. FULCRUM_GEMV_PREFETCH sets it with the others; FULCRUM_GEMV_PREFETCH_Q5_0=0|1 alone.
+  bool q5_0_gemv_prefetch = true;
   // How far ahead of its weight stream the AVX-512 Q6_K decode GEMV (packed_k_avx512.cc)
   // prefetches (prefetchnta), in bytes; 0 leaves it to the hardware prefetchers. Its walk is
   // compute-heavy (60 GB/s from L3 on a Zen 5 against Q4_0's 104), and on AMD's AVX-512 cores the

@@ -23,7 +23,8 @@ bool env_switch(const char* name, bool* value) {
 KernelChoice make_choice() {
   KernelChoice c = choose_kernels(cpu_features(), std::getenv("FULCRUM_ISA"));
   bool on = false;
-  if (env_switch("FULCRUM_GEMV_PREFETCH", &on)) c.gemv_prefetch = on;
+  if (env_switch("FULCRUM_GEMV_PREFETCH", &on)) c.gemv_prefetch = c.q5_0_gemv_prefetch = on;
+  if (env_switch("FULCRUM_GEMV_PREFETCH_Q5_0", &on)) c.q5_0_gemv_prefetch = on;
   // On: the CPU's own distance, or 1.5 KiB where it has none.
   if (env_switch("FULCRUM_GEMV_PREFETCH_Q6_K", &on)) c.q6_k_gemv_prefetch_bytes = on ? (c.q6_k_gemv_prefetch_bytes ? c.q6_k_gemv_prefetch_bytes : 1536) : 0;
   // Off only: AMX tiles on a CPU without AMX would fault.

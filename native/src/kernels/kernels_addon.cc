@@ -333,6 +333,10 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
     const bool software = c.isa == Isa::Avx512 ? c.q6_k_gemv_prefetch_bytes > 0 : c.gemv_prefetch;
     return Napi::String::New(i.Env(), software ? "software" : "hardware");
   }));
+  // gemvPrefetchQ5_0() -> the same for the Q5_0 decode GEMV (KernelChoice::q5_0_gemv_prefetch).
+  k.Set("gemvPrefetchQ5_0", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
+    return Napi::String::New(i.Env(), kernel_choice().q5_0_gemv_prefetch ? "software" : "hardware");
+  }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
   exports.Set("kernels", k);
 }

@@ -100,7 +100,7 @@ void register_packed_formats(const KernelChoice& c) {
                       kPackedTileColsX16Avx512);
       g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, 16, arrange_q8_0_sums128_avx2, sw ? gemv_q8_0x16_avx512 : gemv_q8_0x16_hwpf_avx512, tile_q8_0x16_avx512,
                       kPackedTileColsX16Avx512);
-      g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, sw ? gemv_q5_0x16_avx512 : gemv_q5_0x16_hwpf_avx512, tile_q5_0x16_avx512,
+      g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, c.q5_0_gemv_prefetch ? gemv_q5_0x16_avx512 : gemv_q5_0x16_hwpf_avx512, tile_q5_0x16_avx512,
                       kPackedTileColsX16Avx512);
       g_q8_0.quant_xor = 0x80;
       g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, sw ? gemv_q4_kx16_avx512 : gemv_q4_kx16_hwpf_avx512, tile_q4_kx16_avx512,
@@ -115,7 +115,7 @@ void register_packed_formats(const KernelChoice& c) {
   do {                                                                                                                         \
     g_q4_0 = packed(WeightLayout::Q4_0x8, GgmlType::Q4_0, 8, arrange_q8_0_sums8_##isa, sw ? gemv_q4_0x8_##isa : gemv_q4_0x8_hwpf_##isa, tile_q4_0x8_##isa,        \
                     kPackedTileColsX8Avx2);                                                                                     \
-    g_q5_0 = packed(WeightLayout::Q5_0x8, GgmlType::Q5_0, 8, arrange_q8_0_sums16_##isa, sw ? gemv_q5_0x8_##isa : gemv_q5_0x8_hwpf_##isa, tile_q5_0x8_##isa,       \
+    g_q5_0 = packed(WeightLayout::Q5_0x8, GgmlType::Q5_0, 8, arrange_q8_0_sums16_##isa, c.q5_0_gemv_prefetch ? gemv_q5_0x8_##isa : gemv_q5_0x8_hwpf_##isa, tile_q5_0x8_##isa,       \
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q4_1 = packed(WeightLayout::Q4_1x8, GgmlType::Q4_1, 8, arrange_q8_1_sums_##isa, sw ? gemv_q4_1x8_##isa : gemv_q4_1x8_hwpf_##isa, tile_q4_1x8_##isa,        \
                     kPackedTileColsX8Avx2);                                                                                     \
