@@ -310,6 +310,7 @@ export interface NativeKernels {
   amxInt8(): boolean;
   /** The same for the Q6_K decode GEMV, which on AVX-512 has its own per-CPU choice (FULCRUM_GEMV_PREFETCH_Q6_K overrides). */
   gemvPrefetchQ6K(): 'software' | 'hardware';
+  /** The same for the Q5_0 decode GEMV, which at AVX-512 on Zen 4 prefetches in software where the others do not (FULCRUM_GEMV_PREFETCH_Q5_0 overrides). */
   gemvPrefetchQ5_0(): 'software' | 'hardware';
   physicalCores(): number;
 }

@@ -130,7 +130,8 @@ const medianFigure = (results: ChildResult[]): PeerFigure => ({
 
 /**
  * Which decode GEMVs prefetch in software at the ISA the Fulcrum children run: the per-CPU choice,
- * and the AVX-512 Q6_K GEMV's own (core/isa.h KernelChoice::q6_k_gemv_prefetch_bytes) when it differs.
+ * and the AVX-512 Q6_K and Q5_0 GEMVs' own (core/isa.h KernelChoice::q6_k_gemv_prefetch_bytes,
+ * q5_0_gemv_prefetch) when they differ.
  */
 type Prefetch = 'software' | 'hardware';
 
@@ -209,8 +210,9 @@ async function main(): Promise<void> {
   const llamaVariant = llamaCpuVariant(isa);
   const llamaEnv = llamaCppEnvFor(llamaVariant);
   const cpu = hostCpu();
+  const prefetch = prefetchChoice(isa);
   process.stdout.write(`${cpuLine(cpu)}\n` +
-    `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`} with ${formatPrefetch(prefetchChoice(isa))} in the decode GEMVs, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
+    `ISA ${isa}: Fulcrum ${isa === 'native' ? `${nativeKernels().isaLevel()} (its own choice)` : `FULCRUM_ISA=${isa}`} with ${formatPrefetch(prefetch)} in the decode GEMVs, llama.cpp ${llamaVariant ? `libggml-cpu-${llamaVariant}.so only` : 'its own choice of CPU library'}\n`);
   const quick = args.options.has('quick');
   const promptTokens = Number(args.options.get('prompt') ?? (quick ? 64 : 512));
   const genTokens = Number(args.options.get('gen') ?? (quick ? 16 : 128));
@@ -453,7 +455,7 @@ async function main(): Promise<void> {
   const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
-    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetchChoice(isa).q6k, gemvPrefetchQ5_0: prefetchChoice(isa).q5_0, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
+    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetch.q6k, gemvPrefetchQ5_0: prefetch.q5_0, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
     // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
     read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,

@@ -31,7 +31,8 @@ struct KernelChoice {
   // layouts and kernels then run there as on any AVX-512 CPU (the repack and grouped-GEMV tests
   // run that way, so they test those kernels on every AVX-512 host).
   bool amx_int8 = false;
-  // Whether the packed decode GEMVs of the 32-element formats (Q4_0, Q5_0, Q5_1, Q8_0), the AVX2
+  // Whether the packed decode GEMVs of the 32-element formats (Q4_0, Q5_1, Q8_0; Q5_0 has its own
+  // choice below, equal to this one except at AVX-512 on Zen 4), the AVX2
   // K-quants and the AVX-512 Q4_K/Q5_K (16-row groups) prefetch their weights in software
   // (prefetchnta, packed/packed_x*.cc, packed_k_avx2.cc, packed_k16_avx512.cc) or leave it to the
   // hardware prefetchers (the AVX-512 Q6_K GEMV has its own choice below). Software prefetch, except on Zen 4, where it halved what one core drew from
