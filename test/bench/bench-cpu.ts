@@ -135,16 +135,22 @@ const medianFigure = (results: ChildResult[]): PeerFigure => ({
  */
 type Prefetch = 'software' | 'hardware';
 
-function prefetchChoice(isa: IsaChoice): { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch } {
+function prefetchChoice(isa: IsaChoice): { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch; streams: 1 | 4 } {
   const kernels = nativeKernels();
   const childIsa = isa === 'native' ? kernels.isaLevel() : isa;
   const avx512 = childIsa === 'avx512';
-  return { gemv: kernels.gemvPrefetch(), q6k: avx512 ? kernels.gemvPrefetchQ6K() : kernels.gemvPrefetch(), q5_0: avx512 ? kernels.gemvPrefetchQ5_0() : kernels.gemvPrefetch() };
+  return {
+    gemv: kernels.gemvPrefetch(), q6k: avx512 ? kernels.gemvPrefetchQ6K() : kernels.gemvPrefetch(), q5_0: avx512 ? kernels.gemvPrefetchQ5_0() : kernels.gemvPrefetch(),
+    streams: kernels.gemvStreams(),
+  };
 }
 
-function formatPrefetch(choice: { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch }): string {
+function formatPrefetch(choice: { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch; streams: 1 | 4 }): string {
   const own = [['Q6_K', choice.q6k], ['Q5_0', choice.q5_0]].filter(([, p]) => p !== choice.gemv).map(([t, p]) => `${t}: ${p}`);
-  return own.length === 0 ? `${choice.gemv} prefetch` : `${choice.gemv} prefetch (${own.join(', ')})`;
+  const prefetch = own.length === 0 ? `${choice.gemv} prefetch` : `${choice.gemv} prefetch (${own.join(', ')})`;
+  // The stream count only matters to the software-prefetched walks (Q6_K's reads one stream).
+  const softwareWalks = choice.gemv === 'software' || choice.q5_0 === 'software';
+  return softwareWalks ? `${prefetch}, ${choice.streams === 4 ? 'four streams' : "each kernel's own streams"} in the software-prefetched walks` : prefetch;
 }
 
 function engineRow(results: ChildResult[]): EngineRow {
@@ -455,7 +461,7 @@ async function main(): Promise<void> {
   const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
-    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetch.q6k, gemvPrefetchQ5_0: prefetch.q5_0, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
+    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetch.q6k, gemvPrefetchQ5_0: prefetch.q5_0, gemvStreams: prefetch.streams, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
     // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
     read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,

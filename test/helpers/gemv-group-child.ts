@@ -2,7 +2,7 @@
 // one token times groups of repacked matrices through kernels.gemvGroup (one pool run for the
 // whole group, as a decode step runs a layer's Q, K and V) and each matrix alone through
 // kernels.matmul's packed path, at 1-3 threads. Prints one JSON line, with a digest of every
-// output (so a parent can compare runs under different FULCRUM_GEMV_PREFETCH(_Q6_K) settings).
+// output (so a parent can compare runs under different FULCRUM_GEMV_PREFETCH(_Q6_K) and FULCRUM_GEMV_STREAMS settings).
 import { createHash } from 'node:crypto';
 
 import { loadAddon } from '../../engine/native/addon';
@@ -14,6 +14,7 @@ interface Kernels {
   isaLevel(): string;
   gemvPrefetch(): 'software' | 'hardware';
   gemvPrefetchQ6K(): 'software' | 'hardware';
+  gemvStreams(): 1 | 4;
   packedLayout(type: number, rows: number, cols: number): string | null;
 }
 
@@ -95,7 +96,7 @@ function main(): void {
       errors.push((e as Error).message);
     }
   }
-  console.log(JSON.stringify({ isa: k.isaLevel(), prefetch: k.gemvPrefetch(), prefetchQ6K: k.gemvPrefetchQ6K(), digest: digest.digest('hex'), cases, errors }));
+  console.log(JSON.stringify({ isa: k.isaLevel(), prefetch: k.gemvPrefetch(), prefetchQ6K: k.gemvPrefetchQ6K(), streams: k.gemvStreams(), digest: digest.digest('hex'), cases, errors }));
 }
 
 main();

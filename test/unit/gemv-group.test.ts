@@ -48,27 +48,34 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
 }
 
 // Every packed GEMV (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants, at each ISA) comes in
-// two walks, with software prefetch and with the hardware prefetchers alone (core/isa.h
-// KernelChoice::gemv_prefetch and q6_k_gemv_prefetch_bytes, chosen per CPU): prefetching moves bytes,
-// never sums, so both must give the same bits.
+// three walks: software prefetch as four streams, software prefetch as the kernel's own walk
+// (one stream for most), and the hardware prefetchers alone (core/isa.h
+// KernelChoice::gemv_four_streams, gemv_prefetch and q6_k_gemv_prefetch_bytes, chosen per CPU):
+// prefetching and stream order move bytes, never sums, so all must give the same bits.
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
-  test(`the packed GEMVs give the same bits with and without software prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
-    const runs = (['1', '0'] as const).map((prefetch) => {
+  test(`the packed GEMVs give the same bits in every walk: four streams, one, hardware prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
+    const walks = [{ prefetch: '1', streams: '4' }, { prefetch: '1', streams: '1' }, { prefetch: '0', streams: '4' }] as const;
+    const runs = walks.map(({ prefetch, streams }) => {
       const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
-        cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_GEMV_PREFETCH_Q6_K: prefetch, FULCRUM_NO_REPACK: '' },
+        cwd: root,
+        env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_GEMV_PREFETCH_Q6_K: prefetch, FULCRUM_GEMV_STREAMS: streams, FULCRUM_NO_REPACK: '' },
         encoding: 'utf8', timeout: 120_000,
       });
-      assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}, FULCRUM_GEMV_PREFETCH(_Q6_K)=${prefetch}) failed: ${r.stderr}`);
-      return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; prefetch: string; prefetchQ6K: string; digest: string; cases: GemvGroupCase[] };
+      assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}, FULCRUM_GEMV_PREFETCH(_Q6_K)=${prefetch}, FULCRUM_GEMV_STREAMS=${streams}) failed: ${r.stderr}`);
+      return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; prefetch: string; prefetchQ6K: string; streams: number; digest: string; cases: GemvGroupCase[] };
     });
-    const [software, hardware] = runs;
-    assert.equal(software?.prefetch, 'software');
+    const [four, one, hardware] = runs;
+    assert.equal(four?.prefetch, 'software');
+    assert.equal(four?.streams, 4);
+    assert.equal(one?.prefetch, 'software');
+    assert.equal(one?.streams, 1);
     assert.equal(hardware?.prefetch, 'hardware');
-    assert.equal(software?.prefetchQ6K, 'software');
+    assert.equal(four?.prefetchQ6K, 'software');
     assert.equal(hardware?.prefetchQ6K, 'hardware');
-    assert.ok(software!.cases.every((c) => c.packed && c.equal) && hardware!.cases.every((c) => c.packed && c.equal));
-    assert.match(software!.digest, /^[0-9a-f]{64}$/);
-    assert.equal(hardware!.digest, software!.digest, 'the two walks gave different outputs');
+    for (const run of runs) assert.ok(run!.cases.every((c) => c.packed && c.equal));
+    assert.match(four!.digest, /^[0-9a-f]{64}$/);
+    assert.equal(one!.digest, four!.digest, 'one stream and four gave different outputs');
+    assert.equal(hardware!.digest, four!.digest, 'software and hardware prefetch gave different outputs');
   });
 }
 

@@ -116,6 +116,7 @@ KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
   c.gemv_prefetch = !f.amd_zen4;
   c.q5_0_gemv_prefetch = c.gemv_prefetch || (f.amd_zen4 && c.isa == Isa::Avx512);
   c.q6_k_gemv_prefetch_bytes = f.amd_zen5 ? 3072 : f.amd_zen4 ? 1536 : 0;
+  c.gemv_four_streams = !f.amd_zen4;
   return c;
 }
 

@@ -25,6 +25,8 @@ KernelChoice make_choice() {
   bool on = false;
   if (env_switch("FULCRUM_GEMV_PREFETCH", &on)) c.gemv_prefetch = c.q5_0_gemv_prefetch = on;
   if (env_switch("FULCRUM_GEMV_PREFETCH_Q5_0", &on)) c.q5_0_gemv_prefetch = on;
+  // FULCRUM_GEMV_STREAMS=4: the four-stream walks; =1: each kernel's own (one stream, mostly).
+  if (const char* e = std::getenv("FULCRUM_GEMV_STREAMS"); e && (e[0] == '1' || e[0] == '4') && e[1] == 0) c.gemv_four_streams = e[0] == '4';
   // On: the CPU's own distance, or 1.5 KiB where it has none.
   if (env_switch("FULCRUM_GEMV_PREFETCH_Q6_K", &on)) c.q6_k_gemv_prefetch_bytes = on ? (c.q6_k_gemv_prefetch_bytes ? c.q6_k_gemv_prefetch_bytes : 1536) : 0;
   // Off only: AMX tiles on a CPU without AMX would fault.

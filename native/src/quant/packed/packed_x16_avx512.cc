@@ -51,6 +51,8 @@ constexpr size_t kActBytes = kQ8SumsBlockBytes;  // 40
 //   49.4-51.0, 0.5B Q4_K 137-144 -> 149-153, 0.5B Q8_0 level (90-100); 2 threads level or better
 //   (0.5B Q4_0 200-209 -> 209-217, 1.3B Q4_0 57-60 -> 59-61). Two streams 2 KiB ahead each and four
 //   3 KiB ahead measured in between.
+// That is this kernel's own walk (FULCRUM_GEMV_STREAMS=1); CPUs run four streams 2 KiB ahead by
+// default since a 2026-12-02 Zen 5 host drew more that way (core/isa.h KernelChoice::gemv_four_streams).
 constexpr size_t kGemvPrefetchBytes = kOneStreamPrefetchBytes;
 
 // One block of the group's 16 rows as eight unsigned vectors: u[m] lane r = row r's quants

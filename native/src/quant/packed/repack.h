@@ -136,9 +136,11 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
 
 // The kernels (packed_<isa>.cc).
 void gemv_q4_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q4_kx16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q5_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q5_kx16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
@@ -148,10 +150,12 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 // The AVX2 kernels, once per AVX2-level copy (core/isa.h: avx2, and avxvnni built with AVX-VNNI).
 #define FULCRUM_PACKED_AVX2_DECL(isa)                                                                                      \
   void gemv_q4_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q4_kx8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q4_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q5_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_kx8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q5_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q5_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
@@ -164,20 +168,25 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
   void arrange_q8_0_sums128_##isa(const void* q8, void* dst, int64_t n);                                                  \
   void arrange_q8_1_sums_##isa(const void* q8, void* dst, int64_t n);                                                     \
   void gemv_q4_1x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q4_1x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q4_1x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_1x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q5_1x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_1x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q5_1x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q5_1x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q4_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q4_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q4_0x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q5_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q5_0x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void gemv_q8_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q8_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q8_0x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q8_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
@@ -193,26 +202,35 @@ FULCRUM_PACKED_AVX2_DECL(avxvnni)
 // formats, the AVX2-level K-quants, Q6_K and Q8_0) prefetch this far ahead of it: 4.5 KiB (the
 // kernel files have the sweeps; the AVX-512 Q6_K's distance is the CPU's, core/isa.h).
 constexpr size_t kOneStreamPrefetchBytes = 4608;
+// The gemv_*_streams4 variants (every GEMV above with a software-prefetched walk but Q6_K's) read
+// four segments of the walk side by side, each prefetched into L1 (prefetcht0) this far ahead
+// (KernelChoice::gemv_four_streams says which walk a CPU runs; gemm_tile_dispatch.h has why).
+constexpr size_t kFourStreamsPrefetchBytes = 2048;
 // Q4_0, Q5_0 and Q8_0 on AVX-512 in 16-row groups (packed_x16_avx512.cc), over "q8_0 sums"
 // activations whose seeds are −8·Σy (Q4_0), −16·Σy (Q5_0) or −128·Σy (Q8_0), arranged by the
 // AVX2 code (arrange_q8_0_sums*_avx2, which every AVX-512 CPU runs).
 void gemv_q4_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q4_0x16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q4_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 void gemv_q5_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q5_0x16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 void gemv_q4_1x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q4_1x16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q4_1x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_1x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 void gemv_q5_1x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q5_1x16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_1x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_1x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 void gemv_q8_0x16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q8_0x16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q8_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q8_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);

@@ -83,7 +83,7 @@ void packed_tile_any(int cols, int64_t n, float* out, int64_t os, const uint8_t*
 // S row groups at once, one from each of S equal segments of the walk (group g of segment s is
 // group s·seg + g): S weight streams in flight and S independent accumulator chains. Each group's
 // sums run in the same order as alone, so the outputs are the same bits.
-template <class K, int S, size_t kPrefetchBytes>
+template <class K, int S, size_t kPrefetchBytes, int kHint>
 void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const uint8_t* w, int seg, const uint8_t* act) {
   const size_t seg_bytes = static_cast<size_t>(seg) * group_bytes;
   for (int g = 0; g < seg; ++g, w += group_bytes, out += K::kGroupRows) {
@@ -94,7 +94,7 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
       if constexpr (kPrefetchBytes > 0)
         for (int s = 0; s < S; ++s)
           for (size_t o = 0; o < K::kChunkBytes + 32; o += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(cw + s * seg_bytes + kPrefetchBytes + o), _MM_HINT_NTA);
+            _mm_prefetch(reinterpret_cast<const char*>(cw + s * seg_bytes + kPrefetchBytes + o), static_cast<_mm_hint>(kHint));
       for (int s = 0; s < S; ++s) K::chunk(acc[s], cw + s * seg_bytes, act + j * K::kActChunkBytes);
     }
     for (int s = 0; s < S; ++s) K::store(out + static_cast<int64_t>(s) * seg * K::kGroupRows, acc[s]);
@@ -130,17 +130,23 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // prefetched further ahead, which the Zen 5 host draws more from (packed_x16_avx512.cc,
 // packed_k16_avx512.cc and packed_k8_avx2.cc measure it). The outputs are the same bits for any
 // number of streams (packed_gemv_streams).
+//
+// A CPU may instead run every software-prefetched walk as four streams, each prefetched
+// kFourStreamsPrefetchBytes (2 KiB) ahead into L1 (prefetcht0): the gemv_*_streams4 entry points
+// (KernelChoice::gemv_four_streams, core/isa.h, says which walk a CPU runs, and why).
 constexpr int gemv_streams_for(size_t chunk_bytes) { return chunk_bytes * 4 <= 1152 ? 4 : chunk_bytes * 3 <= 1152 ? 3 : 2; }
 
-template <class K, size_t kPrefetchBytes>
+// kStreamsOverride > 0 reads that many streams instead of the kernel's own count; kHint is the
+// prefetch's locality (prefetchnta unless a walk says otherwise).
+template <class K, size_t kPrefetchBytes, int kStreamsOverride = 0, int kHint = _MM_HINT_NTA>
 void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t chunks = n / K::kChunkCols;
   const size_t group_bytes = static_cast<size_t>(chunks) * K::kChunkBytes;
-  constexpr int kStreams = kPrefetchBytes > 0 ? K::kGemvStreams : gemv_streams_for(K::kChunkBytes);
+  constexpr int kStreams = kStreamsOverride > 0 ? kStreamsOverride : kPrefetchBytes > 0 ? K::kGemvStreams : gemv_streams_for(K::kChunkBytes);
   static_assert(kStreams >= 1, "a GEMV reads at least one stream");
   if (groups >= kStreams) {
     const int seg = groups / kStreams;
-    packed_gemv_streams<K, kStreams, kPrefetchBytes>(chunks, group_bytes, out, w, seg, act);
+    packed_gemv_streams<K, kStreams, kPrefetchBytes, kHint>(chunks, group_bytes, out, w, seg, act);
     w += static_cast<size_t>(seg) * kStreams * group_bytes;
     out += static_cast<int64_t>(seg) * kStreams * K::kGroupRows;
     groups -= seg * kStreams;  // the last groups % kStreams, one at a time
@@ -150,7 +156,7 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
     for (int64_t j = 0; j < chunks; ++j) {
       const uint8_t* cw = w + j * K::kChunkBytes;
       if constexpr (kPrefetchBytes > 0)
-        for (size_t o = 0; o < K::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + kPrefetchBytes + o), _MM_HINT_NTA);
+        for (size_t o = 0; o < K::kChunkBytes + 32; o += 64) _mm_prefetch(reinterpret_cast<const char*>(cw + kPrefetchBytes + o), static_cast<_mm_hint>(kHint));
       K::chunk(acc, cw, act + j * K::kActChunkBytes);
     }
     K::store(out, acc);
@@ -162,8 +168,9 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
 }  // namespace fulcrum
 
 // A packed layout's entry points (repack.h), in quant:: of its ISA file: gemv_<name>_<isa> with
-// its software prefetch `prefetch_bytes` ahead, gemv_<name>_hwpf_<isa> with the hardware
-// prefetchers only (KernelChoice::gemv_prefetch), and tile_<name>_<isa>, the prefill tile of up to
+// its software prefetch `prefetch_bytes` ahead, gemv_<name>_streams4_<isa> with four streams
+// prefetched kFourStreamsPrefetchBytes ahead into L1 (KernelChoice::gemv_four_streams),
+// gemv_<name>_hwpf_<isa> with the hardware prefetchers only (KernelChoice::gemv_prefetch), and tile_<name>_<isa>, the prefill tile of up to
 // `tile_cols` tokens. `isa` may be a macro (an AVX2 file's QUANT_AVX2_LEVEL: avx2, or avxvnni in
 // its AVX-VNNI copy): it is expanded before the names are put together.
 #define FULCRUM_PACKED_NAME_(fn, isa) fn##_##isa
@@ -171,6 +178,9 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
 #define FULCRUM_PACKED_ENTRY_POINTS(name, isa, K, prefetch_bytes, tile_cols)                                                      \
   void FULCRUM_PACKED_NAME(gemv_##name, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {            \
     packed_gemv_groups<K, prefetch_bytes>(n, out, w, groups, act);                                                                \
+  }                                                                                                                               \
+  void FULCRUM_PACKED_NAME(gemv_##name##_streams4, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { \
+    packed_gemv_groups<K, kFourStreamsPrefetchBytes, 4, _MM_HINT_T0>(n, out, w, groups, act);                                     \
   }                                                                                                                               \
   void FULCRUM_PACKED_NAME(gemv_##name##_hwpf, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {     \
     packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                             \
