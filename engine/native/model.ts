@@ -312,7 +312,7 @@ export interface NativeKernels {
   gemvPrefetchQ6K(): 'software' | 'hardware';
   /** The same for the Q5_0 decode GEMV, which at AVX-512 on Zen 4 prefetches in software where the others do not (FULCRUM_GEMV_PREFETCH_Q5_0 overrides). */
   gemvPrefetchQ5_0(): 'software' | 'hardware';
-  /** How many streams the software-prefetched packed decode GEMVs (all but Q6_K's) read: 4, or 1 for each kernel's own walk (chosen per CPU, FULCRUM_GEMV_STREAMS=1|4 overrides). */
+  /** How many streams the software-prefetched decode GEMVs of the 32-element formats read: 4, or 1 for the kernel's own walk (chosen per CPU, FULCRUM_GEMV_STREAMS=1|4 overrides). */
   gemvStreams(): 1 | 4;
   physicalCores(): number;
 }

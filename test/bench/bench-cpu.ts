@@ -148,9 +148,9 @@ function prefetchChoice(isa: IsaChoice): { gemv: Prefetch; q6k: Prefetch; q5_0: 
 function formatPrefetch(choice: { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch; streams: 1 | 4 }): string {
   const own = [['Q6_K', choice.q6k], ['Q5_0', choice.q5_0]].filter(([, p]) => p !== choice.gemv).map(([t, p]) => `${t}: ${p}`);
   const prefetch = own.length === 0 ? `${choice.gemv} prefetch` : `${choice.gemv} prefetch (${own.join(', ')})`;
-  // The stream count only matters to the software-prefetched walks (Q6_K's reads one stream).
+  // The stream count only matters to the 32-element formats' software-prefetched walks.
   const softwareWalks = choice.gemv === 'software' || choice.q5_0 === 'software';
-  return softwareWalks ? `${prefetch}, ${choice.streams === 4 ? 'four streams' : "each kernel's own streams"} in the software-prefetched walks` : prefetch;
+  return softwareWalks ? `${prefetch}, ${choice.streams === 4 ? 'four streams' : "each kernel's own streams"} in the 32-element formats' software-prefetched walks` : prefetch;
 }
 
 function engineRow(results: ChildResult[]): EngineRow {

@@ -48,8 +48,8 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
 }
 
 // Every packed GEMV (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants, at each ISA) comes in
-// three walks: software prefetch as four streams, software prefetch as the kernel's own walk
-// (one stream for most), and the hardware prefetchers alone (core/isa.h
+// three walks: software prefetch as four streams (the 32-element formats), software prefetch as
+// the kernel's own walk (one stream for most), and the hardware prefetchers alone (core/isa.h
 // KernelChoice::gemv_four_streams, gemv_prefetch and q6_k_gemv_prefetch_bytes, chosen per CPU):
 // prefetching and stream order move bytes, never sums, so all must give the same bits.
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {

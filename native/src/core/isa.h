@@ -59,26 +59,28 @@ struct KernelChoice {
   // and worse at FULCRUM_ISA=avx2 (0.5B Q4_K_M 81.3 -> 68.9 tok/s, 9 pairs), so only this walk
   // changes. FULCRUM_GEMV_PREFETCH sets it with the others; FULCRUM_GEMV_PREFETCH_Q5_0=0|1 alone.
   bool q5_0_gemv_prefetch = true;
-  // With software prefetch, whether the packed decode GEMVs (all but Q6_K's) read four segments
-  // of their walk side by side, each prefetched 2 KiB ahead into L1 (prefetcht0; the
-  // gemv_*_streams4 entry points, quant/tiles/gemm_tile_dispatch.h), or each kernel's own walk:
-  // one stream 4.5 KiB ahead (prefetchnta) for the AVX-512 formats, the AVX2-level K-quants and
-  // Q8_0, four streams 2 KiB ahead for the other AVX2-level 32-element formats. Same bits either
-  // way. Four streams everywhere but Zen 4 (whose only software-prefetched walk, Q5_0, was
-  // measured as one stream). Measured on 2026-12-02 on a Zen 5 EPYC (family 1Ah, 2 vCPUs, read
-  // probe 30-38 GB/s at 1 thread), in one process alternating the walks every 12 decode tokens
-  // after a 512-token prompt (so a slow moment of the host hits both), medians of 8-10 pairs,
-  // one stream -> four: 1 thread 0.5B Q8_0 50.3 -> 60.0 tok/s (10 of 10 pairs faster), Q4_0
-  // 87.6 -> 103.2 (9/10), Q4_K 83.4 -> 97.5 (9/10), Q4_K_M 77.7 -> 90.1 (10/10), 1.3B Q8_0 15.9
-  // -> 17.7 (6/6); 2 threads 0.5B Q8_0 83.2 -> 106.0 (8/8), Q4_0 155.6 -> 171.9 (8/8), Q4_K
-  // 140.6 -> 136.7 (x1.03 paired, 4/8), Q4_K_M 117.8 -> 122.7 (6/8); FULCRUM_ISA=avx2 1 thread
-  // Q8_0 49.1 -> 60.1 (8/8), Q4_K_M 78.3 -> 81.5 (5/8), Q4_0 (four streams already, NTA -> T0)
-  // 116.7 -> 113.0 (2/8, within the noise). bench.matmul from a 256 MiB ring, 1 thread, 12
-  // alternating rounds: Q8_0 4864 x 896 25.9 -> 32.0 GB/s, 896 x 4864 21.6 -> 30.4; Q4_0 25.7 ->
-  // 29.9 and 19.6 -> 29.9. Against the same walk's four streams with prefetchnta, prefetcht0 was
-  // ahead in all four 0.5B files (1 to 4 %); 1 or 3 KiB ahead, 3 or 8 streams, or prefetcht1 were
-  // no better. (An earlier Zen 5 host measured the one stream ahead of four streams with
-  // prefetchnta, in separate processes: packed_x16_avx512.cc.) FULCRUM_GEMV_STREAMS=1|4 overrides.
+  // With software prefetch, whether the packed decode GEMVs of the 32-element formats (Q4_0, Q4_1,
+  // Q5_0, Q5_1, Q8_0) read four segments of their walk side by side, each prefetched 2 KiB ahead
+  // into L1 (prefetcht0; the gemv_*_streams4 entry points, quant/tiles/gemm_tile_dispatch.h), or
+  // their kernel's own walk: one stream 4.5 KiB ahead (prefetchnta) at AVX-512 and for the
+  // AVX2-level Q8_0, four streams 2 KiB ahead (prefetchnta) for the other AVX2-level formats.
+  // Same bits either way. Four streams everywhere but Zen 4 (whose only software-prefetched walk
+  // there, Q5_0, was measured as one stream). Measured on 2026-12-02 on a Zen 5 EPYC (family 1Ah,
+  // 2 vCPUs, read probe 30-38 GB/s at 1 thread) in one process alternating the walks every 12
+  // decode tokens after a 512-token prompt (a slow moment of the host hits both), medians of
+  // 8-10 pairs, one stream -> four for every packed format: 1 thread 0.5B Q8_0 50.3 -> 60.0 tok/s
+  // (10 of 10 pairs faster), Q4_0 87.6 -> 103.2 (9/10), Q4_K (its 896-column matrices Q5_0) 83.4
+  // -> 97.5 (9/10), Q4_K_M 77.7 -> 90.1 (10/10); 2 threads Q8_0 83.2 -> 106.0 (8/8), Q4_0 155.6
+  // -> 171.9 (8/8); FULCRUM_ISA=avx2 1 thread Q8_0 49.1 -> 60.1 (8/8), Q4_0 (four streams
+  // already, prefetchnta -> t0) 116.7 -> 113.0 (2/8, within the noise). bench.matmul from a
+  // 256 MiB ring, 1 thread, 12 alternating rounds: Q8_0 4864 x 896 25.9 -> 32.0 GB/s, 896 x 4864
+  // 21.6 -> 30.4; Q4_0 25.7 -> 29.9 and 19.6 -> 29.9. Against four streams with prefetchnta,
+  // prefetcht0 was ahead in all four 0.5B files (1-4 %); 1 or 3 KiB ahead, 3 or 8 streams, or
+  // prefetcht1 were no better. The K-quants keep their one stream: four measured 1.3B Q4_K at 2
+  // threads 45-53 -> 36-38 tok/s (1 thread level), and the AVX-512 Q6_K's walk as four streams
+  // 0.80-0.88x at 2 threads. (An earlier Zen 5 host measured one stream ahead of four streams
+  // with prefetchnta, in separate processes: packed_x16_avx512.cc.) FULCRUM_GEMV_STREAMS=1|4
+  // overrides.
   bool gemv_four_streams = true;
   // How far ahead of its weight stream the AVX-512 Q6_K decode GEMV (packed_k_avx512.cc)
   // prefetches (prefetchnta), in bytes; 0 leaves it to the hardware prefetchers. Its walk is

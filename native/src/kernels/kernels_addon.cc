@@ -337,8 +337,8 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("gemvPrefetchQ5_0", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
     return Napi::String::New(i.Env(), kernel_choice().q5_0_gemv_prefetch ? "software" : "hardware");
   }));
-  // gemvStreams() -> how many streams the software-prefetched packed decode GEMVs read: 4 (the
-  // four-stream walks) or 1 (each kernel's own; KernelChoice::gemv_four_streams).
+  // gemvStreams() -> how many streams the software-prefetched decode GEMVs of the 32-element
+  // formats read: 4 (the four-stream walks) or 1 (the kernel's own; KernelChoice::gemv_four_streams).
   k.Set("gemvStreams", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), kernel_choice().gemv_four_streams ? 4 : 1); }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
   exports.Set("kernels", k);

@@ -55,8 +55,9 @@ namespace {
 // stream, bench.matmul from a 256 MiB ring, 1 thread, medians of 100, alternating builds, Q4_K
 // 2048 x 5632 / 896 x 4864 GB/s: 1 KiB 34.8-35.9 / 32.4-33.3, 2304 B 36.6-36.8 / -, 4608 B
 // 37.6-38.3 / 36.5-36.6, 6912 B 37.4-37.6 / 35.2-37.0, 9216 B 36.3-36.6 / 33.6-33.8.
-// That is this kernel's own walk (FULCRUM_GEMV_STREAMS=1); CPUs run four streams 2 KiB ahead by
-// default since a 2026-12-02 Zen 5 host drew more that way (core/isa.h KernelChoice::gemv_four_streams).
+// Four streams 2 KiB ahead (the 32-element formats' walk on most CPUs, core/isa.h
+// KernelChoice::gemv_four_streams) measured worse here: on a Zen 5, 1.3B Q4_K decode at 2 threads
+// 45-53 -> 36-38 tok/s (1 thread level), alternating processes; so the K-quants keep this walk.
 constexpr size_t kGemvPrefetchBytes = kOneStreamPrefetchBytes;
 // q4_kx16 / q5_kx16 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit
 // vectors (Q5_K), then the nibble vectors.

@@ -46,8 +46,6 @@ namespace {
 // How far ahead of its one stream the GEMV prefetches (prefetchnta, where the CPU's choice has
 // software prefetch), as the AVX-512 K-quants' (packed_k16_avx512.cc): 4.5 KiB (repack.h), four
 // Q4_K super-blocks of the 8 rows.
-// That is this kernel's own walk (FULCRUM_GEMV_STREAMS=1); CPUs run four streams 2 KiB ahead by
-// default since a 2026-12-02 Zen 5 host drew more that way (core/isa.h KernelChoice::gemv_four_streams).
 constexpr size_t kGemvPrefetchBytes = kOneStreamPrefetchBytes;
 // q4_kx8 / q5_kx8 offsets (repack.h): d, dmin, the three scale-word planes, the fifth-bit vectors
 // (Q5_K), then the nibble vectors.

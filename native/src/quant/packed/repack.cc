@@ -82,8 +82,9 @@ void register_packed_formats(const KernelChoice& c) {
   const char* no_repack = std::getenv("FULCRUM_NO_REPACK");
   if (no_repack && no_repack[0] == '1') return;
   const bool sw = c.gemv_prefetch;  // the GEMV walks' software prefetch, or none (core/isa.h)
-  // A format's GEMV walk: with software prefetch (`prefetch`), four streams or its own count
-  // (KernelChoice::gemv_four_streams); without, the hardware prefetchers alone.
+  // A 32-element format's GEMV walk: with software prefetch (`prefetch`), four streams or its own
+  // count (KernelChoice::gemv_four_streams); without, the hardware prefetchers alone. (The
+  // K-quants keep their own walk: core/isa.h says why.)
 #define FULCRUM_GEMV_WALK(name, isa, prefetch) \
   ((prefetch) ? (c.gemv_four_streams ? gemv_##name##_streams4_##isa : gemv_##name##_##isa) : gemv_##name##_hwpf_##isa)
   if (c.isa == Isa::Avx512) {
@@ -93,7 +94,7 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX16Avx512);
     g_q5_1 = packed(WeightLayout::Q5_1x16, GgmlType::Q5_1, 16, arrange_q8_1_sums_avx2, FULCRUM_GEMV_WALK(q5_1x16, avx512, sw), tile_q5_1x16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q5_k = packed(WeightLayout::Q5_Kx16, GgmlType::Q5_K, 16, nullptr, FULCRUM_GEMV_WALK(q5_kx16, avx512, sw), tile_q5_kx16_avx512,
+    g_q5_k = packed(WeightLayout::Q5_Kx16, GgmlType::Q5_K, 16, nullptr, sw ? gemv_q5_kx16_avx512 : gemv_q5_kx16_hwpf_avx512, tile_q5_kx16_avx512,
                     kPackedTileColsX16Avx512);
     // With AMX-INT8, the prefill of the others runs on AMX tiles (Q6_K on its GGUF-layout tile)
     // that read the GGUF layout (the AVX-512 GEMV alone would not pay for a second copy): leave
@@ -107,7 +108,7 @@ void register_packed_formats(const KernelChoice& c) {
       g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, FULCRUM_GEMV_WALK(q5_0x16, avx512, c.q5_0_gemv_prefetch), tile_q5_0x16_avx512,
                       kPackedTileColsX16Avx512);
       g_q8_0.quant_xor = 0x80;
-      g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, FULCRUM_GEMV_WALK(q4_kx16, avx512, sw), tile_q4_kx16_avx512,
+      g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, sw ? gemv_q4_kx16_avx512 : gemv_q4_kx16_hwpf_avx512, tile_q4_kx16_avx512,
                       kPackedTileColsX16Avx512);
       g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch_bytes >= 3072 ? gemv_q6_kx4_ahead3k_avx512
                                                                       : c.q6_k_gemv_prefetch_bytes > 0 ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
@@ -127,9 +128,9 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, FULCRUM_GEMV_WALK(q8_0x8, isa, sw), tile_q8_0x8_##isa,     \
                     kPackedTileColsX8Avx2);                                                                                     \
-    g_q4_k = packed(WeightLayout::Q4_Kx8, GgmlType::Q4_K, 8, nullptr, FULCRUM_GEMV_WALK(q4_kx8, isa, sw), tile_q4_kx8_##isa, \
+    g_q4_k = packed(WeightLayout::Q4_Kx8, GgmlType::Q4_K, 8, nullptr, sw ? gemv_q4_kx8_##isa : gemv_q4_kx8_hwpf_##isa, tile_q4_kx8_##isa, \
                     kPackedTileColsQ4_kx8Avx2);                                                                                   \
-    g_q5_k = packed(WeightLayout::Q5_Kx8, GgmlType::Q5_K, 8, nullptr, FULCRUM_GEMV_WALK(q5_kx8, isa, sw), tile_q5_kx8_##isa, \
+    g_q5_k = packed(WeightLayout::Q5_Kx8, GgmlType::Q5_K, 8, nullptr, sw ? gemv_q5_kx8_##isa : gemv_q5_kx8_hwpf_##isa, tile_q5_kx8_##isa, \
                     kPackedTileColsQ5_kx8Avx2);                                                                                   \
     g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, sw ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
                     kPackedTileColsQ6_kAvx2);                                                                                       \

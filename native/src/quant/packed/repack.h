@@ -136,11 +136,9 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
 
 // The kernels (packed_<isa>.cc).
 void gemv_q4_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void gemv_q4_kx16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q5_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
-void gemv_q5_kx16_streams4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
@@ -150,12 +148,10 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 // The AVX2 kernels, once per AVX2-level copy (core/isa.h: avx2, and avxvnni built with AVX-VNNI).
 #define FULCRUM_PACKED_AVX2_DECL(isa)                                                                                      \
   void gemv_q4_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q4_kx8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q4_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q5_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q5_kx8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q5_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q5_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
@@ -202,7 +198,7 @@ FULCRUM_PACKED_AVX2_DECL(avxvnni)
 // formats, the AVX2-level K-quants, Q6_K and Q8_0) prefetch this far ahead of it: 4.5 KiB (the
 // kernel files have the sweeps; the AVX-512 Q6_K's distance is the CPU's, core/isa.h).
 constexpr size_t kOneStreamPrefetchBytes = 4608;
-// The gemv_*_streams4 variants (every GEMV above with a software-prefetched walk but Q6_K's) read
+// The gemv_*_streams4 variants of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) read
 // four segments of the walk side by side, each prefetched into L1 (prefetcht0) this far ahead
 // (KernelChoice::gemv_four_streams says which walk a CPU runs; gemm_tile_dispatch.h has why).
 constexpr size_t kFourStreamsPrefetchBytes = 2048;

@@ -168,9 +168,8 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
 }  // namespace fulcrum
 
 // A packed layout's entry points (repack.h), in quant:: of its ISA file: gemv_<name>_<isa> with
-// its software prefetch `prefetch_bytes` ahead, gemv_<name>_streams4_<isa> with four streams
-// prefetched kFourStreamsPrefetchBytes ahead into L1 (KernelChoice::gemv_four_streams),
-// gemv_<name>_hwpf_<isa> with the hardware prefetchers only (KernelChoice::gemv_prefetch), and tile_<name>_<isa>, the prefill tile of up to
+// its software prefetch `prefetch_bytes` ahead, gemv_<name>_hwpf_<isa> with the hardware
+// prefetchers only (KernelChoice::gemv_prefetch), and tile_<name>_<isa>, the prefill tile of up to
 // `tile_cols` tokens. `isa` may be a macro (an AVX2 file's QUANT_AVX2_LEVEL: avx2, or avxvnni in
 // its AVX-VNNI copy): it is expanded before the names are put together.
 #define FULCRUM_PACKED_NAME_(fn, isa) fn##_##isa
@@ -179,13 +178,17 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
   void FULCRUM_PACKED_NAME(gemv_##name, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {            \
     packed_gemv_groups<K, prefetch_bytes>(n, out, w, groups, act);                                                                \
   }                                                                                                                               \
-  void FULCRUM_PACKED_NAME(gemv_##name##_streams4, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { \
-    packed_gemv_groups<K, kFourStreamsPrefetchBytes, 4, _MM_HINT_T0>(n, out, w, groups, act);                                     \
-  }                                                                                                                               \
   void FULCRUM_PACKED_NAME(gemv_##name##_hwpf, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {     \
     packed_gemv_groups<K, 0>(n, out, w, groups, act);                                                                             \
   }                                                                                                                               \
   void FULCRUM_PACKED_NAME(tile_##name, isa)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act,      \
                                              size_t act_stride, int cols) {                                                       \
     packed_tile_any<K, tile_cols>(cols, n, out, out_stride, w, act, act_stride);                                                  \
+  }
+
+// The 32-element formats' four-stream GEMV, gemv_<name>_streams4_<isa> (repack.h): four streams,
+// each prefetched kFourStreamsPrefetchBytes ahead into L1 (KernelChoice::gemv_four_streams).
+#define FULCRUM_PACKED_STREAMS4_ENTRY_POINT(name, isa, K)                                                                        \
+  void FULCRUM_PACKED_NAME(gemv_##name##_streams4, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { \
+    packed_gemv_groups<K, kFourStreamsPrefetchBytes, 4, _MM_HINT_T0>(n, out, w, groups, act);                                     \
   }
