@@ -164,25 +164,25 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
   void arrange_q8_0_sums128_##isa(const void* q8, void* dst, int64_t n);                                                  \
   void arrange_q8_1_sums_##isa(const void* q8, void* dst, int64_t n);                                                     \
   void gemv_q4_1x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q4_1x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q4_1x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);              \
   void gemv_q4_1x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_1x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q5_1x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q5_1x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_1x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);              \
   void gemv_q5_1x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q5_1x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q4_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q4_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q4_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);              \
   void gemv_q4_0x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q4_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q5_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q5_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q5_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);              \
   void gemv_q5_0x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void gemv_q8_0x8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
-  void gemv_q8_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q8_0x8_streams4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);              \
   void gemv_q8_0x8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q8_0x8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \

@@ -131,9 +131,9 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // packed_k16_avx512.cc and packed_k8_avx2.cc measure it). The outputs are the same bits for any
 // number of streams (packed_gemv_streams).
 //
-// A CPU may instead run every software-prefetched walk as four streams, each prefetched
-// kFourStreamsPrefetchBytes (2 KiB) ahead into L1 (prefetcht0): the gemv_*_streams4 entry points
-// (KernelChoice::gemv_four_streams, core/isa.h, says which walk a CPU runs, and why).
+// The 32-element formats' software-prefetched walks may instead read four streams, each
+// prefetched kFourStreamsPrefetchBytes (2 KiB) ahead into L1 (prefetcht0): the gemv_*_streams4
+// entry points (KernelChoice::gemv_four_streams, core/isa.h, says which walk a CPU runs, and why).
 constexpr int gemv_streams_for(size_t chunk_bytes) { return chunk_bytes * 4 <= 1152 ? 4 : chunk_bytes * 3 <= 1152 ? 3 : 2; }
 
 // kStreamsOverride > 0 reads that many streams instead of the kernel's own count; kHint is the
