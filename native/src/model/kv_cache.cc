@@ -14,6 +14,22 @@
 #include <string>
 
 namespace fulcrum {
+namespace {
+#ifdef MADV_POPULATE_WRITE
+constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kMadvPopulateWrite = 23;  // Linux 5.14's value; older kernels refuse it (EINVAL) and the pages fault in as written
+#endif
+
+// FULCRUM_KV_HUGE_PAGES=0: the host KV region in 4 KiB pages (the constructor says why 2 MiB).
+bool kv_huge_pages() {
+  static const bool on = [] {
+    const char* e = std::getenv("FULCRUM_KV_HUGE_PAGES");
+    return !(e && e[0] == '0' && e[1] == 0);
+  }();
+  return on;
+}
+}  // namespace
 
 KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format)
     : n_layers_(n_layers), context_(context), n_kv_heads_(n_kv_heads), head_dim_(head_dim), page_tokens_(page_tokens), format_(format),
@@ -30,8 +46,8 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   block_bytes_ = 2 * static_cast<uint64_t>(v_offset_);
   k_tables_.assign(static_cast<size_t>(n_layers), std::vector<uint16_t*>(static_cast<size_t>(table_size_), nullptr));
   v_tables_.assign(static_cast<size_t>(n_layers), std::vector<uint16_t*>(static_cast<size_t>(table_size_), nullptr));
-  // Address space for every page of the context, reserved once: only written pages take memory
-  // (the OS commits them on first write), and pages never move. Each layer's pages have fixed
+  // Address space for every page of the context, reserved once: only pages held at some point
+  // take memory (commit_host_pages commits them when first held), and pages never move. Each layer's pages have fixed
   // places, its K pages one after another and then its V pages (host_k_page, host_v_page), so a
   // decode step's walk over a layer's positions is one stream through K and one through V, as
   // bench.attention lays a layer out. Taken in order across layers (layer 0's page 0, layer 1's,
@@ -39,10 +55,21 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   // a new stream: bench.attention, 14 heads of 64 over 2, 1 thread, from DRAM, on a Zen 5 (AMD
   // EPYC, 2 vCPUs), pages contiguous 9.9-10.4 µs at 280 positions and 36.5-36.9 at 1024, the same
   // pages scattered 17.7-18.0 and 56.6-61.1.
-  // Not advised for 2 MiB pages: that made decode attention ≈10 % faster (1.3B, 576 positions:
-  // 11.5 -> 10.5 ms per token) but with this kernel's THP defrag=madvise every first write to a
-  // 2 MiB page stalls on compaction: a 512-token prefill of the 1.3B model spent 312 ms storing
-  // K/V instead of 53.
+  // Advised for 2 MiB pages (transparent huge pages), which commit_host_pages populates when a
+  // page is first held. Attention reads a layer's K and V over every position each token, a new
+  // 4 KiB page every 16 positions of a 128-value head: with 4 KiB pages that walk missed the TLB
+  // every 4 KiB and crossed pages the hardware prefetchers stop at. Measured on the 2-vCPU Zen 5
+  // host (a Firecracker VM), both with the pages populated when held, 512-token prompt then 128
+  // decoded, alternating processes, tok/s, 4 KiB -> 2 MiB: 1.3B Q4_K decode 1 thread 29.5 / 30.2
+  // -> 33.5 / 30.2, 2 threads 54.0 / 53.1 -> 57.4 / 58.6; 0.5B Q4_0 1 thread 129.0 / 129.5 ->
+  // 135.0 / 134.6 (2 threads 186.5 / 208.1 -> 196.5 / 202.6); bench-cpu-ops, 1.3B Q4_K at one
+  // thread: attention 5.9 -> 4.2-4.5 ms a token, store_kv 0.51 -> 0.13 ms; the cold 512-token
+  // prefill at 2 threads 2344 / 2551 -> 2194 / 2423 ms (warm: 2156-2257). An earlier host whose
+  // 4 KiB faults were cheap measured it the other way for prefill (a 2 MiB page's first write
+  // stalled on compaction: 312 ms of the 1.3B's 512-token prefill storing K/V against 53) when
+  // pages were taken at their first write in store_kv. Memory is then committed 2 MiB at a time
+  // per layer and half (K or V): a 0.5B layer's K for 4096 positions is 1 MiB, so its first hold
+  // commits the context's KV. FULCRUM_KV_HUGE_PAGES=0 keeps 4 KiB pages.
   constexpr size_t kHuge = size_t{2} << 20;
   layer_bytes_ = 2 * static_cast<uint64_t>(table_size_) * static_cast<uint64_t>(v_offset_);
   const uint64_t need = static_cast<uint64_t>(n_layers) * layer_bytes_;
@@ -54,6 +81,7 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
                              "); lower the context length");
   region_ = r;
   host_base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHuge - 1) / kHuge * kHuge);
+  if (kv_huge_pages()) ::madvise(host_base_, region_size_ - kHuge, MADV_HUGEPAGE);  // advisory: where THP is off, 4 KiB pages
 }
 
 KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format, Device* device)
@@ -79,6 +107,30 @@ KvCache::~KvCache() {
   if (region_) ::munmap(region_, region_size_);
 }
 
+// Host pages [touched_pages_, pages) of every layer committed in one call per layer and half
+// (MADV_POPULATE_WRITE) instead of one page fault per 4 KiB as store_kv first writes them: on the
+// 2-vCPU AMD EPYC (Zen 5) host, a Firecracker VM, a first write costs 12 µs a 4 KiB page against
+// 0.7 µs populated in bulk (plus 5.5 µs at the first access: the hypervisor's own mapping). The
+// 1.3B's K and V rows of a token are 48 such pages, and a head-major page crosses into new 4 KiB
+// pages for all its heads at once, every 16 positions: 32 faults in one layer's store_kv, ~400
+// µs, long enough that the other thread went to sleep and had to be woken for the attention.
+// Measured, 1.3B Q4_K, 512-token prompt then 128 decoded, alternating processes: decode 1 thread
+// 30.2 / 31.8 / 29.9 -> 30.9 / 32.2 / 32.8 tok/s, 2 threads 55.9 / 51.1 / 52.7 -> 56.3 / 54.3 (a
+// third run hit a slow moment of the host: 38.2); prefill at 2 threads 206 / 198 / 205 -> 217 /
+// 201 / 211 tok/s. Kernels before 5.14 refuse the advice (EINVAL) and the pages fault in as before.
+void KvCache::commit_host_pages(int64_t pages) {
+  if (pages <= touched_pages_) return;
+  constexpr uintptr_t kOsPage = 4096;
+  for (int64_t l = 0; l < n_layers_; ++l)
+    for (uint8_t* (KvCache::*at)(int64_t, int64_t) const : {&KvCache::host_k_page, &KvCache::host_v_page}) {
+      const uintptr_t b = reinterpret_cast<uintptr_t>((this->*at)(l, touched_pages_)) / kOsPage * kOsPage;
+      const uintptr_t e = (reinterpret_cast<uintptr_t>((this->*at)(l, pages)) + kOsPage - 1) / kOsPage * kOsPage;
+      ::madvise(reinterpret_cast<void*>(b), e - b, kMadvPopulateWrite);  // advisory: a refusal leaves the pages to fault in
+    }
+  touched_pages_ = pages;
+  allocated_.store(touched_pages_ * n_layers_, std::memory_order_relaxed);
+}
+
 void KvCache::hold(int64_t n_positions) {
   const int64_t want = std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_);
   if (!device_) {
@@ -91,11 +143,8 @@ void KvCache::hold(int64_t n_positions) {
         v_tables_[li][slot] = reinterpret_cast<uint16_t*>(host_v_page(l, p));
       }
       held_pages_.store(p + 1, std::memory_order_relaxed);
-      if (p + 1 > touched_pages_) {
-        touched_pages_ = p + 1;
-        allocated_.store(touched_pages_ * n_layers_, std::memory_order_relaxed);
-      }
     }
+    commit_host_pages(want);
     return;
   }
   for (int64_t p = held_pages_.load(std::memory_order_relaxed); p < want; ++p) {

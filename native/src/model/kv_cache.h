@@ -7,7 +7,9 @@
 // Each layer has a page table with a slot per page of the context; no page exists at load.
 // Pages are taken when positions are about to be written. On the host each page slot has a fixed
 // place in an address range reserved at construction for the whole context, a layer's K pages
-// one after another and then its V pages (the OS commits memory only where pages are written);
+// one after another and then its V pages, in 2 MiB pages where the kernel gives them (a page's
+// memory is committed when it is first held, commit_host_pages, 2 MiB at a time per layer and
+// half; the byte counts below are of the cache's own pages);
 // clearing positions empties their slots and the memory stays for the next hold. A device cache
 // allocates its pages from the device and returns cleared ones to a free list, taken first. So
 // memory follows the positions held and steady-state generation allocates nothing. Pages are
@@ -111,7 +113,8 @@ class KvCache {
   // after its table_size_ K pages (2 MiB aligned at the start).
   uint8_t* host_base_ = nullptr;
   uint64_t layer_bytes_ = 0;
-  int64_t touched_pages_ = 0;  // host page slots ever held (their memory stays committed)
+  int64_t touched_pages_ = 0;  // host page slots ever held: committed, and their memory stays committed
+  void commit_host_pages(int64_t pages);
   uint8_t* host_k_page(int64_t layer, int64_t page) const {
     return host_base_ + static_cast<uint64_t>(layer) * layer_bytes_ + static_cast<uint64_t>(page) * v_offset_;
   }
