@@ -81,7 +81,9 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
                              "); lower the context length");
   region_ = r;
   host_base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHuge - 1) / kHuge * kHuge);
+#ifdef MADV_HUGEPAGE
   if (kv_huge_pages()) ::madvise(host_base_, region_size_ - kHuge, MADV_HUGEPAGE);  // advisory: where THP is off, 4 KiB pages
+#endif
 }
 
 KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format, Device* device)
@@ -120,13 +122,17 @@ KvCache::~KvCache() {
 // 201 / 211 tok/s. Kernels before 5.14 refuse the advice (EINVAL) and the pages fault in as before.
 void KvCache::commit_host_pages(int64_t pages) {
   if (pages <= touched_pages_) return;
-  constexpr uintptr_t kOsPage = 4096;
-  for (int64_t l = 0; l < n_layers_; ++l)
-    for (uint8_t* (KvCache::*at)(int64_t, int64_t) const : {&KvCache::host_k_page, &KvCache::host_v_page}) {
-      const uintptr_t b = reinterpret_cast<uintptr_t>((this->*at)(l, touched_pages_)) / kOsPage * kOsPage;
-      const uintptr_t e = (reinterpret_cast<uintptr_t>((this->*at)(l, pages)) + kOsPage - 1) / kOsPage * kOsPage;
-      ::madvise(reinterpret_cast<void*>(b), e - b, kMadvPopulateWrite);  // advisory: a refusal leaves the pages to fault in
-    }
+  // [from, to) widened to whole 4 KiB pages; advisory: a refusal leaves the pages to fault in.
+  const auto populate = [](const uint8_t* from, const uint8_t* to) {
+    constexpr uintptr_t kOsPage = 4096;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(from) / kOsPage * kOsPage;
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(to) + kOsPage - 1) / kOsPage * kOsPage;
+    ::madvise(reinterpret_cast<void*>(b), e - b, kMadvPopulateWrite);
+  };
+  for (int64_t l = 0; l < n_layers_; ++l) {
+    populate(host_k_page(l, touched_pages_), host_k_page(l, pages));
+    populate(host_v_page(l, touched_pages_), host_v_page(l, pages));
+  }
   touched_pages_ = pages;
   allocated_.store(touched_pages_ * n_layers_, std::memory_order_relaxed);
 }
