@@ -70,29 +70,19 @@ KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t 
   // pages were taken at their first write in store_kv. Memory is then committed 2 MiB at a time
   // per layer and half (K or V): a 0.5B layer's K for 4096 positions is 1 MiB, so its first hold
   // commits the context's KV. FULCRUM_KV_HUGE_PAGES=0 keeps 4 KiB pages.
-  constexpr size_t kHuge = size_t{2} << 20;
   layer_bytes_ = 2 * static_cast<uint64_t>(table_size_) * static_cast<uint64_t>(v_offset_);
   const uint64_t need = static_cast<uint64_t>(n_layers) * layer_bytes_;
-  region_size_ = static_cast<size_t>((need + kHuge - 1) / kHuge * kHuge) + kHuge;
-  void* r = ::mmap(nullptr, region_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (r == MAP_FAILED)
-    throw std::runtime_error("KV cache: cannot reserve " + std::to_string(region_size_) + " bytes of address space for " +
-                             std::to_string(context) + " positions × " + std::to_string(n_layers) + " layers (" + std::strerror(errno) +
+  host_ = HugeRegion(static_cast<size_t>(need), kv_huge_pages());
+  if (!host_.ok())
+    throw std::runtime_error("KV cache: cannot reserve " + std::to_string(need) + " bytes of address space for " +
+                             std::to_string(context) + " positions × " + std::to_string(n_layers) + " layers (" + std::strerror(host_.error()) +
                              "); lower the context length");
-  region_ = r;
-  host_base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHuge - 1) / kHuge * kHuge);
-#ifdef MADV_HUGEPAGE
-  if (kv_huge_pages()) ::madvise(host_base_, region_size_ - kHuge, MADV_HUGEPAGE);  // advisory: where THP is off, 4 KiB pages
-#endif
 }
 
 KvCache::KvCache(int64_t n_layers, int64_t context, int64_t n_kv_heads, int64_t head_dim, int64_t page_tokens, KvFormat format, Device* device)
     : KvCache(n_layers, context, n_kv_heads, head_dim, page_tokens, format) {
   if (!device) return;
-  ::munmap(region_, region_size_);  // device pages: the host range is not used
-  region_ = nullptr;
-  region_size_ = 0;
-  host_base_ = nullptr;
+  host_.release();  // device pages: the host range is not used
   device_ = device;
   // Device pages only: their allocations per slot, and a free list where every page the context
   // can need fits, so releasing never allocates.
@@ -106,7 +96,6 @@ KvCache::~KvCache() {
       for (void* b : layer) device_->free(b);
     for (void* b : free_) device_->free(b);
   }
-  if (region_) ::munmap(region_, region_size_);
 }
 
 // Host pages [touched_pages_, pages) of every layer committed in one call per layer and half

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/huge_region.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 
@@ -107,16 +108,14 @@ class KvCache {
   std::vector<std::vector<void*>> blocks_;  // device caches only (a host page's place is fixed)
   std::vector<void*> free_;  // device caches only: capacity for every page of the context, reserved up front
   Device* device_ = nullptr;  // page source when not the reserved range
-  void* region_ = nullptr;   // the reserved address range (mmap), region_size_ bytes
-  size_t region_size_ = 0;
-  // Host pages: layer l's K page p at host_base_ + l·layer_bytes_ + p·v_offset_, its V pages
-  // after its table_size_ K pages (2 MiB aligned at the start).
-  uint8_t* host_base_ = nullptr;
+  // Host pages: layer l's K page p at host_.base() + l·layer_bytes_ + p·v_offset_, its V pages
+  // after its table_size_ K pages (2 MiB aligned at the start). Empty for a device cache.
+  HugeRegion host_;
   uint64_t layer_bytes_ = 0;
   int64_t touched_pages_ = 0;  // host page slots ever held: committed, and their memory stays committed
   void commit_host_pages(int64_t pages);
   uint8_t* host_k_page(int64_t layer, int64_t page) const {
-    return host_base_ + static_cast<uint64_t>(layer) * layer_bytes_ + static_cast<uint64_t>(page) * v_offset_;
+    return host_.base() + static_cast<uint64_t>(layer) * layer_bytes_ + static_cast<uint64_t>(page) * v_offset_;
   }
   uint8_t* host_v_page(int64_t layer, int64_t page) const {
     return host_k_page(layer, page) + static_cast<uint64_t>(table_size_) * v_offset_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/huge_region.h"
 #include "core/mapped_file.h"
 #include "device/device.h"
 #include "exec/executor.h"
@@ -422,20 +423,12 @@ class Model {
   const std::vector<Op>& prefill_program_ops() const { return !has_prefill_ ? other_empty_ : prefill_active_ ? ops_ : other_.ops; }
   void relocate_matmul_weights();
 
-  // Anonymous, huge-page-advised copy of the matmul weights (see relocate_matmul_weights).
-  struct Arena {
-    void* base = nullptr;
-    size_t size = 0;
-    Arena() = default;
-    Arena(const Arena&) = delete;
-    Arena& operator=(const Arena&) = delete;
-    ~Arena();
-  };
 
   ModelConfig cfg_;
   const ArchVariant* variant_ = nullptr;
   std::unique_ptr<MappedFile> file_;
-  Arena arena_;
+  // Anonymous, huge-page-advised copy of the matmul weights (see relocate_matmul_weights).
+  HugeRegion weight_arena_;
   std::map<std::string, TensorEntry> table_;
   std::vector<std::unique_ptr<Weight>> weights_;
   Weight token_embd_, output_, output_norm_;

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <set>
 #include <stdexcept>
@@ -114,10 +113,6 @@ MoeWeights Model::moe_weights(const Layer& L, Loc loc) const {
   return mw;
 }
 
-Model::Arena::~Arena() {
-  if (base) ::munmap(base, size);
-}
-
 // Decode streams every matmul weight once per token, so it runs at the speed the memory system
 // delivers those bytes. Page-cache pages of the mapped file sit behind 4 KiB page-table entries
 // (a TLB miss every 4 KiB); a copy in anonymous memory advised for transparent huge pages is
@@ -129,18 +124,13 @@ void Model::relocate_matmul_weights() {
     for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down, &L.router, &L.gate_exps, &L.up_exps, &L.down_exps})
       if (w->data) ws.push_back(w);  // (no gate in an ungated FFN, no dense FFN in an MoE one)
   ws.push_back(&output_);
-  constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
+  constexpr size_t kAlign = 64;
   size_t total = 0;
   for (Weight* w : ws) total += (w->row_bytes * static_cast<size_t>(w->rows) + kAlign - 1) / kAlign * kAlign;
-  const size_t size = (total + kHuge - 1) / kHuge * kHuge + kHuge;
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return;  // not fatal: the weights stay in the file mapping
-  arena_.base = p;
-  arena_.size = size;
-  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
-#ifdef MADV_HUGEPAGE
-  ::madvise(base, size - kHuge, MADV_HUGEPAGE);
-#endif
+  HugeRegion arena(total, true);
+  if (!arena.ok()) return;  // not fatal: the weights stay in the file mapping
+  weight_arena_ = std::move(arena);
+  uint8_t* base = weight_arena_.base();
   // pread copies from the page cache in the kernel, without faulting the file mapping in 4 KiB
   // at a time; the mapped bytes are the fallback when the file cannot be read that way.
   const uint8_t* file_base = file_->range(0, 0, "file start");
