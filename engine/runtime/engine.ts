@@ -8,6 +8,7 @@ import { GgmlType } from '../model/ggml-types';
 import { readHparams, type ModelHparams } from '../model/hparams';
 import { layerSummaries, summarizeModel } from '../model/summary';
 import { createTokenizer, type Tokenizer } from '../model/tokenizer';
+import { nativeOpTable } from '../native/op-table';
 import { createNativeModel, type NativeDeviceStats, type NativeModel, type NativeOpTiming } from '../native/model';
 import { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 import { Sampler } from './sampler';
@@ -35,16 +36,11 @@ export interface EngineSchedulerOptions extends SchedulerOptions {
   online?: LiveDeciderOptions & { off?: boolean };
 }
 import { StepFeedback, type SequenceStep } from './feedback';
+import { PROMPT_CHUNK, PromptSpeed, SOLO_PROMPT_MS } from './prompt-steps';
 import { formatBytesPerElement, shapeFromGguf } from '../model/shape';
 import { cpuForThreads } from './devices';
 import type { NativeCompiledOp } from '../native/model';
 
-/**
- * Tokens per evalAsync call while a generation's prompt is prefilled: small enough that an
- * abort is noticed within a fraction of a second on CPU, large enough that the per-call cost
- * (one worker-thread hop) stays negligible.
- */
-export const PREFILL_CHUNK = 64;
 // Where the native configuration, the thread default and the prefill batch live (the benchmark and
 // the profiler's calibration need them without the whole engine).
 export { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
@@ -529,7 +525,7 @@ export class Engine {
         // The KV is gone with the placement: rebuild the positions before `pos` on the CPU.
         const before = this.kvTokens.slice(0, pos);
         if (!this.deviceFailed(e)) throw e;
-        for (let p = 0; p < before.length; p += PREFILL_CHUNK) await model.evalAsync(Int32Array.from(before.slice(p, p + PREFILL_CHUNK)), p);
+        for (let p = 0; p < before.length; p += PROMPT_CHUNK) await model.evalAsync(Int32Array.from(before.slice(p, p + PROMPT_CHUNK)), p);
         this.kvTokens.push(...before);
         return model.evalAsync(tokens, pos, all, out);
       }
@@ -560,6 +556,19 @@ export class Engine {
     return this.native;
   }
 
+  /** The prompt speed of the engine's own prefill (generate, logits): sizes its steps. */
+  private readonly promptSpeed = new PromptSpeed();
+  /** The native steps of the last prefill, in order: rows and the positions before them. */
+  private promptSteps: { rows: number; context: number }[] = [];
+
+  /**
+   * The native steps the last generate() or logits() ran its prompt in (each traced as one step),
+   * in order: their rows and the context before them.
+   */
+  lastPromptSteps(): readonly { rows: number; context: number }[] {
+    return this.promptSteps;
+  }
+
   /** Brings the KV cache to `tokens` (reusing the common prefix) and returns the last logits. */
   private async prefill(tokens: number[], signal?: AbortSignal): Promise<Float32Array> {
     const model = this.model();
@@ -572,10 +581,20 @@ export class Engine {
     model.clearKv(pos);
     this.kvTokens.length = pos;
     let logits: Float32Array | undefined;
+    // Steps as the scheduler sizes a foreground prompt's (prompt-steps.ts): an abort is seen
+    // within about SOLO_PROMPT_MS, and a long prompt is not cut into steps that each stream the
+    // weights again for a few rows.
+    const maxRows = Math.min(PREFILL_BATCH, this.contextLength);
+    // The native model cuts an evaluation into steps of the rows its scratch holds: 64 on a device.
+    const nativeRows = model.deviceStats ? Math.min(maxRows, nativeOpTable().deviceStepRows) : maxRows;
+    this.promptSteps = [];
     while (pos < tokens.length) {
       if (signal?.aborted) break;
-      const chunk = tokens.slice(pos, pos + PREFILL_CHUNK);
+      const chunk = tokens.slice(pos, pos + this.promptSpeed.nextRows(SOLO_PROMPT_MS, maxRows));
+      const t0 = performance.now();
       logits = await this.evalTokens(chunk, pos);
+      this.promptSpeed.observe(chunk.length, performance.now() - t0);
+      for (let r = 0; r < chunk.length; r += nativeRows) this.promptSteps.push({ rows: Math.min(nativeRows, chunk.length - r), context: pos + r });
       this.kvTokens.push(...chunk);
       pos += chunk.length;
     }

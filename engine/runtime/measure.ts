@@ -10,7 +10,8 @@ import type { Plan } from '../plan/types';
 import type { TraceEvent } from '../plan/sim-types';
 import { benchTokens } from './bench';
 import { cpuForThreads } from './devices';
-import { PREFILL_CHUNK, type Engine } from './engine';
+import type { Engine } from './engine';
+import { PROMPT_CHUNK } from './prompt-steps';
 import { nativeOpTable } from '../native/op-table';
 import { joinPlanOps, measuredChromeTrace, stepBreakdown, type MeasuredPlanOp } from './trace';
 
@@ -73,8 +74,9 @@ export async function measureRun(engine: Engine, opts: { promptTokens?: number; 
     engine.setTracing(false);
   }
   const steps = [...new Set(trace.events.map((e) => e.step))].sort((a, b) => a - b);
-  // Prompt steps: evaluations of PREFILL_CHUNK tokens, and on a device its steps of deviceStepRows.
-  const prefill = Math.ceil(promptTokens / Math.min(PREFILL_CHUNK, nativeOpTable().deviceStepRows));
+  // Prompt steps: a background prompt runs in steps of PROMPT_CHUNK rows (the scheduler sizes only
+  // foreground prompts by their speed), and on a device in steps of at most deviceStepRows.
+  const prefill = Math.ceil(promptTokens / Math.min(PROMPT_CHUNK, nativeOpTable().deviceStepRows));
   // The first decode step warms caches after the prompt; the rest are averaged.
   const decode = steps.slice(prefill + 1);
   const b = stepBreakdown(trace, decode.length ? decode : steps.slice(prefill), hp.nLayers);

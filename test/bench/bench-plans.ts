@@ -22,7 +22,7 @@ import { readHparams } from '../../engine/model/hparams';
 import { getProfile } from '../../engine/profile/profiler';
 import { nativeKernels } from '../../engine/native/model';
 import { parseBytes } from '../../engine/plan/api';
-import { Engine, PREFILL_CHUNK } from '../../engine/runtime/engine';
+import { Engine } from '../../engine/runtime/engine';
 import { defaultLinkGBps } from '../../engine/runtime/devices';
 import { stepBreakdown, type StepBreakdown } from '../../engine/runtime/trace';
 import { argmax } from '../../engine/runtime/sampler';
@@ -87,7 +87,9 @@ async function main(): Promise<void> {
       const t0 = performance.now();
       let logits = await engine.logits(tokens);
       const prefillMs = performance.now() - t0;
-      const chunks = Math.ceil(prompt / PREFILL_CHUNK);
+      // The prompt's native steps as the engine ran them (their rows grow once its speed is known).
+      const promptSteps = [...engine.lastPromptSteps()];
+      const chunks = promptSteps.length;
       for (let i = 0; i < gen; i++) {
         tokens.push(argmax(logits));
         logits = await engine.logits(tokens);
@@ -109,7 +111,7 @@ async function main(): Promise<void> {
       const fold = (samples: ReturnType<StepFeedback['samples']>) => { correction.fold(samples); own.fold(samples); };
       if (typeof hw === 'object') {
         const fb = new StepFeedback(shape, hw, { correction });
-        ids.slice(0, Math.floor(chunks / 2)).forEach((s, i) => fold(fb.samples(trace, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
+        ids.slice(0, Math.floor(chunks / 2)).forEach((s, i) => fold(fb.samples(trace, s, [promptSteps[i]!], 1)));
         learn.forEach((s, i) => fold(fb.samples(trace, s, [{ rows: 1, context: prompt + i }], 1)));
       }
       // The prompt's classes (rows 9-64 and 65+) see one step per chunk, too few for their factor
@@ -117,17 +119,19 @@ async function main(): Promise<void> {
       // (other tokens, so no prefix is reused), at most EXTRA_PROMPTS, until each has minSteps.
       if (typeof hw === 'object') {
         const fb = new StepFeedback(shape, hw, { correction });
-        const promptKeys = (t: ReturnType<Engine['takeTrace']>, stepIds: number[]) => new Set(stepIds.flatMap((s, i) => fb.samples(t, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1).map((x) => x.key)));
+        const promptKeys = (t: ReturnType<Engine['takeTrace']>, stepIds: number[], stepsRun: readonly { rows: number; context: number }[]) =>
+          new Set(stepIds.flatMap((s, i) => fb.samples(t, s, [stepsRun[i]!], 1).map((x) => x.key)));
         const short = (keys: Set<string>) => [...keys].filter((k) => correction.stepsOf(k) < correction.options.minSteps);
-        let keys = promptKeys(trace, ids.slice(0, chunks));
+        let keys = promptKeys(trace, ids.slice(0, chunks), promptSteps);
         for (let extra = 1; extra <= EXTRA_PROMPTS && short(keys).length > 0; extra++) {
           const more = Array.from({ length: prompt }, (_, i) => 1 + ((i * 7919 + extra * 104729) % (nVocab - 1)));
           engine.setTracing(true);
           await engine.logits(more);
           const t = engine.takeTrace();
-          const sids = [...new Set(t.events.map((e) => e.step))].sort((x, y) => x - y).slice(0, chunks);
-          sids.forEach((s, i) => fold(fb.samples(t, s, [{ rows: Math.min(PREFILL_CHUNK, prompt - i * PREFILL_CHUNK), context: i * PREFILL_CHUNK }], 1)));
-          keys = promptKeys(t, sids);
+          const moreSteps = [...engine.lastPromptSteps()];
+          const sids = [...new Set(t.events.map((e) => e.step))].sort((x, y) => x - y).slice(0, moreSteps.length);
+          sids.forEach((s, i) => fold(fb.samples(t, s, [moreSteps[i]!], 1)));
+          keys = promptKeys(t, sids, moreSteps);
           extraPrompts++;
         }
       }

@@ -100,6 +100,39 @@ test('speculating requests batched with others (mixed draft and prompt rows) equ
   }
 });
 
+test("the engine's own prefill (logits, generate) sizes its steps as the scheduler does: 64 rows until timed, then what fits; the same logits as 64-row steps", { skip: skipUnlessShared(MODEL) }, async () => {
+  const prompt = Array.from({ length: 400 }, (_, i) => 1 + ((i * 7919) % 500));
+  const e = await Engine.load(MODEL, { threads: 1, contextLength: 512, device: 'cpu' });
+  let grown: Float32Array;
+  try {
+    grown = await e.logits(prompt);
+    // 64 untimed rows, then whole 64-row multiples as the measured speed fits 200 ms (stories260K:
+    // hundreds of rows; how many depends on the machine's moment), the last step the remainder.
+    const steps = e.lastPromptSteps();
+    assert.deepEqual(steps[0], { rows: 64, context: 0 });
+    steps.forEach((s, i) => {
+      assert.equal(s.context, i === 0 ? 0 : steps[i - 1]!.context + steps[i - 1]!.rows, JSON.stringify(steps));
+      if (i < steps.length - 1) assert.equal(s.rows % 64, 0, JSON.stringify(steps));
+    });
+    assert.equal(steps.reduce((n, s) => n + s.rows, 0), prompt.length);
+    assert.ok(steps.length < Math.ceil(prompt.length / 64), `stories260K's 400-token prompt in ${steps.length} steps: ${JSON.stringify(steps)}`);
+  } finally {
+    e.dispose();
+  }
+  // 64-row steps: the prompt reached 64 tokens at a time (each call evaluates only its new tokens).
+  const small = await Engine.load(MODEL, { threads: 1, contextLength: 512, device: 'cpu' });
+  try {
+    let chunked = new Float32Array(0);
+    for (let n = 64; n < prompt.length + 64; n += 64) {
+      chunked = await small.logits(prompt.slice(0, Math.min(n, prompt.length)));
+      assert.ok(small.lastPromptSteps().every((s) => s.rows <= 64), JSON.stringify(small.lastPromptSteps()));
+    }
+    assert.deepEqual(chunked, grown, 'the last logits of the prompt, bit for bit');
+  } finally {
+    small.dispose();
+  }
+});
+
 test('a foreground prompt alone takes steps sized by its measured speed (same tokens as 64-row steps); a background one, or one sharing steps, keeps 64-row chunks', { skip: skipUnlessShared(MODEL) }, async () => {
   const prompt = Array.from({ length: 400 }, (_, i) => 1 + ((i * 7919) % 500));
   const run = async (soloPromptMs: number | undefined, priority: 'foreground' | 'background') => {

@@ -41,6 +41,7 @@ import { StopStringFilter } from '../stop-strings';
 import type { SamplingOptions, StopReason } from '../types';
 import { type LayerRange, type LiveDecider, type LiveStats, countIteration, emptyLiveStats } from './online';
 import { PREFILL_BATCH } from '../native-config';
+import { PROMPT_CHUNK, PromptSpeed, promptRowsFitting, SOLO_PROMPT_MS } from '../prompt-steps';
 
 export interface ServeRequest extends SamplingOptions {
   /** Prompt text, or token ids (then addBos/parseSpecial do not apply). */
@@ -220,10 +221,6 @@ export interface SchedulerOptions {
   onStepError?: (e: unknown) => boolean;
 }
 
-const PROMPT_CHUNK = 64;
-const DEFAULT_SOLO_PROMPT_MS = 200;
-/** Steps of at least this many prompt rows time the prompt speed (smaller ones cost more a row). */
-const TIMED_PROMPT_ROWS = 32;
 /**
  * A step that verifies drafts returns every row's logits (the native step has one switch for all
  * its rows), so the LM head runs on every prompt row too: prompt chunks beside drafts are capped
@@ -240,8 +237,8 @@ export class Scheduler {
   private readonly maxQueue: number;
   private readonly stepRows: number;
   private readonly soloPromptMs: number;
-  /** Milliseconds a prompt row took in the last prompt-only steps (a running mean), once timed. */
-  private promptRowMs: number | undefined;
+  /** The prompt speed of the last prompt-only steps, once timed (sizes a foreground prompt's steps). */
+  private readonly promptSpeed = new PromptSpeed();
   private readonly onStepError: ((e: unknown) => boolean) | undefined;
   private admissions = 0;
   /** NEO/APEX deciding per iteration, when the engine's plan is one of theirs (setOnline). */
@@ -263,7 +260,7 @@ export class Scheduler {
     this.onStepError = opts.onStepError;
     this.maxQueue = opts.maxQueue ?? 256;
     this.stepRows = Math.max(1, opts.stepRows ?? 64);
-    this.soloPromptMs = Math.max(0, opts.soloPromptMs ?? DEFAULT_SOLO_PROMPT_MS);
+    this.soloPromptMs = Math.max(0, opts.soloPromptMs ?? SOLO_PROMPT_MS);
     this.stats = { running: 0, queued: 0, slots: this.slots.length, requests: 0, completed: 0, cancelled: 0, failed: 0, promptTokens: 0, reusedTokens: 0, generatedTokens: 0, steps: 0, stepRows: 0 };
   }
 
@@ -572,9 +569,8 @@ export class Scheduler {
       this.stats.steps++;
       const stepRows = inputs.reduce((n, i) => n + i.tokens.length, 0);
       this.stats.stepRows += stepRows;
-      if (stepRows >= TIMED_PROMPT_ROWS && inputs.every((i) => i.slot.running && i.slot.running.pos < i.slot.running.prompt.length && !i.partial)) {
-        const rowMs = (performance.now() - stepStart) / stepRows;
-        this.promptRowMs = this.promptRowMs === undefined ? rowMs : 0.5 * this.promptRowMs + 0.5 * rowMs;
+      if (inputs.every((i) => i.slot.running && i.slot.running.pos < i.slot.running.prompt.length && !i.partial)) {
+        this.promptSpeed.observe(stepRows, performance.now() - stepStart);
       }
       const nVocab = wantAll ? logits.length && inputs.length ? logits[0]!.length / inputs[0]!.tokens.length : 0 : 0;
       if (!wantAll) this.nVocab ??= logits.find((l) => l.length > 0)?.length;
@@ -644,11 +640,10 @@ export class Scheduler {
    * is an ordinary chunk.
    */
   private soloRows(stepping: readonly Slot[], decodingInputs: number, layers: Map<number, LayerRange>): number {
-    if (this.soloPromptMs <= 0 || this.promptRowMs === undefined || this.online || decodingInputs > 0 || layers.size > 0 || stepping.length !== 1) return 0;
+    if (this.soloPromptMs <= 0 || this.promptSpeed.rowMs === undefined || this.online || decodingInputs > 0 || layers.size > 0 || stepping.length !== 1) return 0;
     const r = stepping[0]!.running!;
     if (r.req.priority === 'background' || r.pos >= r.prompt.length) return 0;
-    const fit = Math.floor(this.soloPromptMs / this.promptRowMs / PROMPT_CHUNK) * PROMPT_CHUNK;
-    const rows = Math.min(PREFILL_BATCH, this.contextLength, fit);
+    const rows = promptRowsFitting(this.soloPromptMs, this.promptSpeed.rowMs, Math.min(PREFILL_BATCH, this.contextLength));
     return rows > this.stepRows && rows > PROMPT_CHUNK ? rows : 0;
   }
 
