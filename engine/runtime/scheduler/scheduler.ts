@@ -16,9 +16,10 @@
 //   step in all, so a long prompt does not hold up the other requests' decoding for long. A
 //   foreground prompt alone (no other request running, no per-iteration plan) takes bigger
 //   steps, as many rows as the measured prompt speed fits in `soloPromptMs` (a multiple of 64, up
-//   to the native batch; the rule is runtime/prompt-steps.ts, which the engine's own prefill shares): a step re-reads every weight, and on CPU 64-row steps prefilled 10-16 %
-//   slower than 256-512 (0.5B Q8_0, 2 threads, 960 tokens: 1121-1174 against 1266-1320 tok/s on an
-//   AMD EPYC Zen 5). A request arriving meanwhile waits at most that step, and a keystroke's next
+//   to the native batch; the rule is runtime/prompt-steps.ts, which the engine's own prefill
+//   shares): a step re-reads every weight, and on CPU 64-row steps prefilled 10-16 % slower than
+//   256-512 (0.5B Q8_0, 2 threads, 960 tokens: 1121-1174 against 1266-1320 tok/s on an AMD EPYC
+//   Zen 5). A request arriving meanwhile waits at most that step, and a keystroke's next
 //   completion reuses what the step evaluated.
 // - Slot choice: among free slots, the longest shared prefix wins, then the least recently used
 //   (never-used first), so each recently edited document keeps its KV while others come and go.
