@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <immintrin.h>
 
@@ -124,7 +125,8 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // across them (Q4_0: 4 streams of 288 B chunks, Q5_0: 3, Q8_0: 2 of 544 B), reached it
 // (0.5B decode, 1 thread, alternating runs: Q4_0 37 -> 48 tok/s, Q8_0 22.3 -> 24.0; more
 // streams than that lost on Q8_0: 4 gave 20.8). That rule (gemv_streams_for) is the walk's
-// where the hardware prefetchers alone feed it (kPrefetchBytes = 0: the Zen 4). With software
+// where the hardware prefetchers alone feed it (kPrefetchBytes = 0: the Zen 4), unless the
+// kernel says otherwise (K::kHwpfStreams, HwpfStreams below). With software
 // prefetch each kernel says how many streams its GEMV reads (K::kGemvStreams): the AVX2
 // 32-element formats the same rule; the AVX-512 kernels and the AVX2 K-quants one stream
 // prefetched further ahead, which the Zen 5 host draws more from (packed_x16_avx512.cc,
@@ -136,13 +138,26 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // entry points (KernelChoice::gemv_four_streams, core/isa.h, says which walk a CPU runs, and why).
 constexpr int gemv_streams_for(size_t chunk_bytes) { return chunk_bytes * 4 <= 1152 ? 4 : chunk_bytes * 3 <= 1152 ? 3 : 2; }
 
+// The streams of a walk the hardware prefetchers alone feed: the kernel's kHwpfStreams where it
+// has one (the 32-element formats' row groups read one, at AVX-512 and at the AVX2 levels:
+// packed_x16_avx512.cc and packed_x8_avx2.cc measure it on the Zen 4, the one CPU that runs these
+// walks), else gemv_streams_for (the K-quants' two).
+template <class K, class = void>
+struct HwpfStreams {
+  static constexpr int value = gemv_streams_for(K::kChunkBytes);
+};
+template <class K>
+struct HwpfStreams<K, std::void_t<decltype(K::kHwpfStreams)>> {
+  static constexpr int value = K::kHwpfStreams;
+};
+
 // kStreamsOverride > 0 reads that many streams instead of the kernel's own count; kHint is the
 // prefetch's locality (prefetchnta unless a walk says otherwise).
 template <class K, size_t kPrefetchBytes, int kStreamsOverride = 0, int kHint = _MM_HINT_NTA>
 void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t chunks = n / K::kChunkCols;
   const size_t group_bytes = static_cast<size_t>(chunks) * K::kChunkBytes;
-  constexpr int kStreams = kStreamsOverride > 0 ? kStreamsOverride : kPrefetchBytes > 0 ? K::kGemvStreams : gemv_streams_for(K::kChunkBytes);
+  constexpr int kStreams = kStreamsOverride > 0 ? kStreamsOverride : kPrefetchBytes > 0 ? K::kGemvStreams : HwpfStreams<K>::value;
   static_assert(kStreams >= 1, "a GEMV reads at least one stream");
   if (groups >= kStreams) {
     const int seg = groups / kStreams;
