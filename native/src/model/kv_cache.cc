@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 
 #include <sys/mman.h>

@@ -423,7 +423,6 @@ class Model {
   const std::vector<Op>& prefill_program_ops() const { return !has_prefill_ ? other_empty_ : prefill_active_ ? ops_ : other_.ops; }
   void relocate_matmul_weights();
 
-
   ModelConfig cfg_;
   const ArchVariant* variant_ = nullptr;
   std::unique_ptr<MappedFile> file_;
