@@ -45,8 +45,8 @@ struct KernelChoice {
   // AVX2 K-quant GEMVs on the Zen 4 (FULCRUM_ISA=avx2), alternating processes, medians of 6,
   // 1 thread: 1.3B Q4_K decode 26.5 -> 28.1 tok/s (every run above every run), 1.3B Q4_K_M
   // 19.8 -> 22.6, 0.5B Q4_K_M 81.0 -> 81.3; 2 threads 1.3B Q4_K 32.8 -> 33.7 (noise).
-  // Without software prefetch the 32-element formats' walks read one stream, the K-quants' two
-  // (quant/tiles/gemm_tile_dispatch.h, HwpfStreams; measured on the Zen 4 on 2026-12-02).
+  // Without software prefetch every packed format's walk reads one stream (measured on the Zen 4
+  // on 2026-12-02: quant/tiles/gemm_tile_dispatch.h).
   // FULCRUM_GEMV_PREFETCH=0|1 overrides the choice (to compare the two).
   bool gemv_prefetch = true;
   // The AVX-512 Q5_0 decode GEMV's own choice (packed_x16_avx512.cc; at the AVX2 levels Q5_0

@@ -213,9 +213,10 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
     });
     return;
   }
-  // Claims of at least 4 groups: the GEMV reads four groups side by side (gemm_tile_dispatch.h:
-  // chunks of 3 groups of 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0
-  // at 2 threads; tapering to 2 groups measured 187 -> 171 tok/s, same-process A/B).
+  // Claims of at least 4 groups: the four-stream walks read four groups side by side, and every
+  // claim starts a walk's streams and prefetch over (gemm_tile_dispatch.h: chunks of 3 groups of
+  // 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0 at 2 threads; tapering
+  // to 2 groups measured 187 -> 171 tok/s, same-process A/B).
   const int64_t taper_unit = std::max<int64_t>(4, unit);
   TaperedCounter counter(total, decode_chunk(total, taper_unit, nth), taper_unit, nth);
   pool.run([&](int, int) {

@@ -194,6 +194,8 @@ struct KernelX16 {
   // of one 2304-byte super-block after another draws more from DRAM. bench.matmul 896 x 4864 Q4_K
   // from a 256 MiB ring, 1 thread, medians of 100, alternating builds: 32.7-34.1 -> 32.6-35.7
   // GB/s; in the model (0.5B Q4_K's ffn_down, 48 tokens after 256) 32.3-32.7 -> 34.9-36.0.
+  // Without software prefetch (the Zen 4) one stream as well (it read two there before:
+  // gemm_tile_dispatch.h has the measurements).
   static constexpr int kGemvStreams = 1;
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }

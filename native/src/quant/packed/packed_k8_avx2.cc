@@ -198,6 +198,8 @@ struct KernelX8 {
   // three alternating rounds, GB/s: FULCRUM_ISA=avx2 Q4_K 896 x 4864 34.1-35.3 -> 34.5-38.1,
   // 2048 x 5632 34.9-35.5 -> 38.6-39.2; avxvnni 33.5-35.1 -> 35.3-37.9 and 34.3-35.2 -> 36.3-38.0;
   // Q5_K 2048 x 5632 level (31-33). (One stream 1 KiB ahead was slower: avx2 35 -> 33.5.)
+  // Without software prefetch (the Zen 4) one stream as well (it read two there before:
+  // gemm_tile_dispatch.h has the measurements).
   static constexpr int kGemvStreams = 1;
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }

@@ -343,13 +343,13 @@ struct Kernel {
   static constexpr size_t kChunkBytes = F::kBlockBytes, kActChunkBytes = kActBytes;
   static constexpr int kGroupRows = 8;
   static constexpr int kGemvStreams = F::kGemvStreams;
-  // Without software prefetch (the Zen 4, KernelChoice::gemv_prefetch) one stream, not the four
-  // of gemv_streams_for (every 8-row 32-element format), measured on a 2-vCPU Zen 3. 2-vCPU Zen 4 at
+  // Without software prefetch (the Zen 4, KernelChoice::gemv_prefetch) the walk reads one stream
+  // (gemm_tile_dispatch.h), not the four of gemv_streams_for (every 8-row 32-element format) it
+  // read before, measured on a 2-vCPU Zen 3. 2-vCPU Zen 4 at
   // FULCRUM_ISA=avx2, decode after 512 tokens in one process, the walk switched every other step
   // (packed_x16_avx512.cc has the AVX-512 side), median step time one stream / four: 0.5B Q4_0
   // 1 thread 0.82 / 0.84 / 0.94, 2 threads 1.02 / 0.93 / 0.97; 0.5B Q8_0 1T 0.93 / 0.74 / 0.98, 2T
   // 0.91 / 0.96 / 1.01; 1.3B Q4_0 1T 0.86 / 0.96, 2T 0.89 / 0.96; 0.5B Q4_K (its Q5_0) 0.96 / 0.94.
-  static constexpr int kHwpfStreams = 1;
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }
   static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }

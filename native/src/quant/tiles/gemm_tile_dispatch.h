@@ -7,7 +7,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include <immintrin.h>
 
@@ -124,32 +123,35 @@ void packed_gemv_streams(int64_t chunks, size_t group_bytes, float* out, const u
 // inside the model; reading several segments of the walk side by side, about 1.1 KiB per step
 // across them (Q4_0: 4 streams of 288 B chunks, Q5_0: 3, Q8_0: 2 of 544 B), reached it
 // (0.5B decode, 1 thread, alternating runs: Q4_0 37 -> 48 tok/s, Q8_0 22.3 -> 24.0; more
-// streams than that lost on Q8_0: 4 gave 20.8). That rule (gemv_streams_for) is the walk's
-// where the hardware prefetchers alone feed it (kPrefetchBytes = 0: the Zen 4), unless the
-// kernel says otherwise (K::kHwpfStreams, HwpfStreams below). With software
+// streams than that lost on Q8_0: 4 gave 20.8): gemv_streams_for below. With software
 // prefetch each kernel says how many streams its GEMV reads (K::kGemvStreams): the AVX2
-// 32-element formats the same rule; the AVX-512 kernels and the AVX2 K-quants one stream
+// 32-element formats that rule; the AVX-512 kernels and the AVX2 K-quants one stream
 // prefetched further ahead, which the Zen 5 host draws more from (packed_x16_avx512.cc,
 // packed_k16_avx512.cc and packed_k8_avx2.cc measure it). The outputs are the same bits for any
 // number of streams (packed_gemv_streams).
+//
+// Where the hardware prefetchers alone feed the walk (kPrefetchBytes = 0: the Zen 4, the one CPU
+// whose choice that is) every kernel's GEMV reads one stream. Measured on a 2-vCPU Zen 4 (family
+// 19h model 11h) in one process, decode after 512 tokens, the walk switched step by step in a
+// Thue-Morse order (plain alternation let a step-parity effect of the host into one side),
+// medians of the op trace's time in that format's matmuls a step:
+//   - the 32-element formats (gemv_streams_for's 2-4 streams before): packed_x16_avx512.cc and
+//     packed_x8_avx2.cc have the figures;
+//   - the K-quants (Q4_K, Q5_K; two streams before), one stream / two, 2 threads: AVX-512 Q4_K
+//     0.85-0.97 (nine runs: the 0.5B Q4_K's ffn_down, the 1.3B Q4_K's and Q4_K_M's Q4_K
+//     matrices; the whole step 0.91-1.02), Q5_K 0.86-0.97 (four, Q5_K_M files),
+//     FULCRUM_ISA=avx2 Q4_K 0.90-0.96 (six; the step 0.94-1.00). 1 thread, it depends on what the
+//     host gives at the moment: 0.79-0.92 while the two-stream walk drew little (the 0.5B's
+//     ffn_down at 10-14 GB/s), 1.01-1.22 while it drew much (16-25 GB/s); over 17 AVX-512 runs
+//     geometric mean 0.97, over 6 AVX2 runs 1.01, Q5_K 0.91-1.13. The same walk on both sides of
+//     the switch (six control runs): 0.97-1.08.
+//   Three streams, or one with software prefetch 1.5, 4.5 or 9 KiB ahead (prefetchnta), or four
+//   2 KiB ahead into L1, were no better for the Q4_K (three streams 1.06-1.16 at both counts).
 //
 // The 32-element formats' software-prefetched walks may instead read four streams, each
 // prefetched kFourStreamsPrefetchBytes (2 KiB) ahead into L1 (prefetcht0): the gemv_*_streams4
 // entry points (KernelChoice::gemv_four_streams, core/isa.h, says which walk a CPU runs, and why).
 constexpr int gemv_streams_for(size_t chunk_bytes) { return chunk_bytes * 4 <= 1152 ? 4 : chunk_bytes * 3 <= 1152 ? 3 : 2; }
-
-// The streams of a walk the hardware prefetchers alone feed: the kernel's kHwpfStreams where it
-// has one (the 32-element formats' row groups read one, at AVX-512 and at the AVX2 levels:
-// packed_x16_avx512.cc and packed_x8_avx2.cc measure it on the Zen 4, the one CPU that runs these
-// walks), else gemv_streams_for (the K-quants' two).
-template <class K, class = void>
-struct HwpfStreams {
-  static constexpr int value = gemv_streams_for(K::kChunkBytes);
-};
-template <class K>
-struct HwpfStreams<K, std::void_t<decltype(K::kHwpfStreams)>> {
-  static constexpr int value = K::kHwpfStreams;
-};
 
 // kStreamsOverride > 0 reads that many streams instead of the kernel's own count; kHint is the
 // prefetch's locality (prefetchnta unless a walk says otherwise).
@@ -157,7 +159,7 @@ template <class K, size_t kPrefetchBytes, int kStreamsOverride = 0, int kHint = 
 void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   const int64_t chunks = n / K::kChunkCols;
   const size_t group_bytes = static_cast<size_t>(chunks) * K::kChunkBytes;
-  constexpr int kStreams = kStreamsOverride > 0 ? kStreamsOverride : kPrefetchBytes > 0 ? K::kGemvStreams : HwpfStreams<K>::value;
+  constexpr int kStreams = kStreamsOverride > 0 ? kStreamsOverride : kPrefetchBytes > 0 ? K::kGemvStreams : 1;
   static_assert(kStreams >= 1, "a GEMV reads at least one stream");
   if (groups >= kStreams) {
     const int seg = groups / kStreams;
