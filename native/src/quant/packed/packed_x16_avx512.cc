@@ -173,14 +173,15 @@ struct Kernel {
   static constexpr size_t kChunkBytes = F::kBlockBytes, kActChunkBytes = kActBytes;
   static constexpr int kGroupRows = 16;
   static constexpr int kGemvStreams = 1;  // kGemvPrefetchBytes says why
-  // Without software prefetch (the Zen 4, KernelChoice::gemv_prefetch) the walk reads one stream
-  // too (gemm_tile_dispatch.h), not the four (Q4_0; Q4_1, Q5_0, Q5_1: three; Q8_0: two) of
-  // gemv_streams_for it read before, measured on a 2-vCPU Zen 3. 2-vCPU Zen 4 (AMD EPYC, family 19h model 11h), decode after 512 tokens in one process, the walk
-  // switched every other step (so a slow moment of this noisy host hits both), median step time
-  // one stream / the rule's: 0.5B Q4_0 1 thread 0.89-1.00 (five processes, median 0.96), 2 threads
-  // 0.95-1.01 (0.97); 0.5B Q8_0 1T 0.93 / 1.03 / 0.93, 2T 0.96 / 0.97 / 0.99; 1.3B Q8_0 1T 0.95 / 0.93,
-  // 2T 0.98 / 0.98; 1.3B Q4_0 0.99 / 0.98; the Q4_K models (their 896-column matrices Q5_0) level.
-  // The same switch between the rule's walk and itself: 1T 0.97-1.01, 2T 1.01-1.02.
+  // Without software prefetch (the Zen 4, KernelChoice::gemv_prefetch) the walk reads one stream too
+  // (gemm_tile_dispatch.h), not the four (Q4_0; Q4_1, Q5_0, Q5_1: three; Q8_0: two) of
+  // gemv_streams_for it read before, measured on a 2-vCPU Zen 3. 2-vCPU Zen 4 (AMD EPYC, family 19h
+  // model 11h), decode after 512 tokens in one process, the walk switched every other step (so a slow
+  // moment of this noisy host hits both), median step time one stream / the rule's: 0.5B Q4_0 1
+  // thread 0.89-1.00 (five processes, median 0.96), 2 threads 0.95-1.01 (0.97); 0.5B Q8_0 1T 0.93 /
+  // 1.03 / 0.93, 2T 0.96 / 0.97 / 0.99; 1.3B Q8_0 1T 0.95 / 0.93, 2T 0.98 / 0.98; 1.3B Q4_0 0.99 /
+  // 0.98; the Q4_K models (their 896-column matrices Q5_0) level. The same switch between the rule's
+  // walk and itself: 1T 0.97-1.01, 2T 1.01-1.02.
   using Acc = __m512;
   static Acc zero() { return _mm512_setzero_ps(); }
   static void chunk(Acc& acc, const uint8_t* cw, const uint8_t* a) { chunk_tile<1>(&acc, cw, a, 0); }
