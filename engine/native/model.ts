@@ -306,14 +306,16 @@ export interface NativeKernels {
   isaLevel(): 'scalar' | 'avx2' | 'avxvnni' | 'avx512';
   /** Whether the packed decode GEMVs prefetch weights in software or leave it to the CPU (chosen per CPU, FULCRUM_GEMV_PREFETCH overrides). */
   gemvPrefetch(): 'software' | 'hardware';
-  /** Whether this process's Q8_0/Q4_0/Q5_0/Q4_K prefill runs on AMX-INT8 tiles (an AMX CPU at avx512; FULCRUM_AMX=0 turns it off). */
+  /** Whether this process's prefill of the 16-row groups (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K) runs on AMX-INT8 tiles (an AMX CPU at avx512; FULCRUM_AMX=0 turns it off). */
   amxInt8(): boolean;
   /** The same for the Q6_K decode GEMV, which on AVX-512 has its own per-CPU choice (FULCRUM_GEMV_PREFETCH_Q6_K overrides). */
-  gemvPrefetchQ6K(): 'software' | 'hardware';
+  gemvPrefetchQ6K(level?: 'scalar' | 'avx2' | 'avxvnni' | 'avx512'): 'software' | 'hardware';
   /** The same for the Q5_0 decode GEMV, which at AVX-512 on Zen 4 prefetches in software where the others do not (FULCRUM_GEMV_PREFETCH_Q5_0 overrides). */
   gemvPrefetchQ5_0(): 'software' | 'hardware';
   /** How many streams the software-prefetched decode GEMVs of the 32-element formats read: 4, or 1 for the kernel's own walk (chosen per CPU, FULCRUM_GEMV_STREAMS=1|4 overrides). */
   gemvStreams(): 1 | 4;
+  /** How many streams the software-prefetched Q4_K / Q5_K decode GEMVs read: 2 (Intel CPUs), or 1, their own walk (FULCRUM_GEMV_K_STREAMS=1|2 overrides). */
+  gemvStreamsK(): 1 | 2;
   physicalCores(): number;
 }
 

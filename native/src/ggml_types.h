@@ -19,6 +19,7 @@ struct CpuFeatures {
   // AMD family 19h with AVX-512: Zen 4 (Zen 3, the same family, has no AVX-512); family 1Ah
   // with AVX-512: Zen 5.
   bool amd_zen4 = false, amd_zen5 = false;
+  bool intel = false;  // "GenuineIntel"
 };
 
 // What the CPU and OS support, detected once (cpuid + OS XSAVE support). Kernels do not read it:

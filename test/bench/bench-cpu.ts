@@ -134,23 +134,26 @@ const medianFigure = (results: ChildResult[]): PeerFigure => ({
  * q5_0_gemv_prefetch) when they differ.
  */
 type Prefetch = 'software' | 'hardware';
+interface PrefetchChoice { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch; streams: 1 | 4; streamsK: 1 | 2 }
 
-function prefetchChoice(isa: IsaChoice): { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch; streams: 1 | 4 } {
+function prefetchChoice(isa: IsaChoice): PrefetchChoice {
   const kernels = nativeKernels();
   const childIsa = isa === 'native' ? kernels.isaLevel() : isa;
   const avx512 = childIsa === 'avx512';
   return {
-    gemv: kernels.gemvPrefetch(), q6k: avx512 ? kernels.gemvPrefetchQ6K() : kernels.gemvPrefetch(), q5_0: avx512 ? kernels.gemvPrefetchQ5_0() : kernels.gemvPrefetch(),
-    streams: kernels.gemvStreams(),
+    gemv: kernels.gemvPrefetch(), q6k: kernels.gemvPrefetchQ6K(childIsa as 'avx2' | 'avxvnni' | 'avx512'), q5_0: avx512 ? kernels.gemvPrefetchQ5_0() : kernels.gemvPrefetch(),
+    streams: kernels.gemvStreams(), streamsK: kernels.gemvStreamsK(),
   };
 }
 
-function formatPrefetch(choice: { gemv: Prefetch; q6k: Prefetch; q5_0: Prefetch; streams: 1 | 4 }): string {
+function formatPrefetch(choice: PrefetchChoice): string {
   const own = [['Q6_K', choice.q6k], ['Q5_0', choice.q5_0]].filter(([, p]) => p !== choice.gemv).map(([t, p]) => `${t}: ${p}`);
   const prefetch = own.length === 0 ? `${choice.gemv} prefetch` : `${choice.gemv} prefetch (${own.join(', ')})`;
   // The stream count only matters to the 32-element formats' software-prefetched walks.
   const softwareWalks = choice.gemv === 'software' || choice.q5_0 === 'software';
-  return softwareWalks ? `${prefetch}, ${choice.streams === 4 ? 'four streams' : "each kernel's own streams"} in the 32-element formats' software-prefetched walks` : prefetch;
+  if (!softwareWalks) return prefetch;
+  const walks = `${choice.streams === 4 ? 'four streams' : "each kernel's own streams"} in the 32-element formats' software-prefetched walks`;
+  return choice.gemv === 'software' ? `${prefetch}, ${walks}, ${choice.streamsK === 2 ? 'two streams' : 'one stream'} in Q4_K's and Q5_K's` : `${prefetch}, ${walks}`;
 }
 
 function engineRow(results: ChildResult[]): EngineRow {
@@ -461,7 +464,7 @@ async function main(): Promise<void> {
   const out = path.join(resultsDir, `bench-cpu-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(out, `${JSON.stringify({
     cpu: { model: cpu.model, flags_sha256: cpu.flagsHash, logical_cpus: cpu.logicalCpus, flags: cpu.flags },
-    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetch.q6k, gemvPrefetchQ5_0: prefetch.q5_0, gemvStreams: prefetch.streams, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
+    isa: kernels.isaLevel(), gemvPrefetch: kernels.gemvPrefetch(), gemvPrefetchQ6K: prefetch.q6k, gemvPrefetchQ5_0: prefetch.q5_0, gemvStreams: prefetch.streams, gemvStreamsK: prefetch.streamsK, isaChoice: isa, llamaCpuVariant: llamaVariant ?? 'auto', promptTokens, genTokens, contextSize, kvFormat, runs,
     // Per thread count (a row's read_bandwidth_bytes_per_s is its `best`).
     read_probe_spread_bytes_per_s: Object.fromEntries(threadList.map((t) => [`${t}T`, {
       best: bandwidth.get(t), around_runs_median: probeSpread.get(t)?.median, around_runs_lowest: probeSpread.get(t)?.min,

@@ -15,6 +15,7 @@ interface Kernels {
   gemvPrefetch(): 'software' | 'hardware';
   gemvPrefetchQ6K(): 'software' | 'hardware';
   gemvStreams(): 1 | 4;
+  gemvStreamsK(): 1 | 2;
   packedLayout(type: number, rows: number, cols: number): string | null;
 }
 
@@ -96,7 +97,7 @@ function main(): void {
       errors.push((e as Error).message);
     }
   }
-  console.log(JSON.stringify({ isa: k.isaLevel(), prefetch: k.gemvPrefetch(), prefetchQ6K: k.gemvPrefetchQ6K(), streams: k.gemvStreams(), digest: digest.digest('hex'), cases, errors }));
+  console.log(JSON.stringify({ isa: k.isaLevel(), prefetch: k.gemvPrefetch(), prefetchQ6K: k.gemvPrefetchQ6K(), streams: k.gemvStreams(), streamsK: k.gemvStreamsK(), digest: digest.digest('hex'), cases, errors }));
 }
 
 main();

@@ -28,6 +28,7 @@ import type { NativeModel } from '../../engine/native/model';
 import { placementCases } from '../helpers/placements';
 import { argmax } from '../../engine/runtime/sampler';
 import { vulkanProbe } from '../../engine/hardware/vulkan-profile';
+import { cpuinfoFlags } from '../../engine/hardware/fingerprint';
 import { tempDir } from '../helpers/shared';
 import { checkModel, CTX, deviceComparison, exact, POLICIES, withinDeviceTolerance } from '../helpers/policy-runs';
 import { loadReference } from './llama-cpp-ref';
@@ -37,6 +38,13 @@ const RELATIVE_TOLERANCE = 1e-3;
 const SWEEP_FIRST_BOUND = 1e-6;
 const SWEEP_EVENT_BOUND = 5e-2;
 const SWEEP_MAX_EVENTS = 3;
+// On a CPU with AMX-INT8, llama.cpp puts F16 weights in its AMX buffer type, whose F16 matmul
+// keeps the activations in f32 (ggml-cpu/amx/mmq.cpp) where Fulcrum, as llama.cpp's own CPU type
+// traits elsewhere, rounds them to f16 (test/parity/synthetic.test.ts): the one-token prompt then
+// differs by the activations' f16 rounding, not by float summation order. Measured on a 2-vCPU
+// Intel Xeon with AMX (2026-12-03): qwen3 F16 5.35e-4, gemma F16 7.31e-5.
+const PEER_F16_KEEPS_F32 = cpuinfoFlags()?.has('amx_int8') ?? false;
+const AMX_F16_FIRST_BOUND = RELATIVE_TOLERANCE;
 
 interface Case {
   label: string;
@@ -111,7 +119,8 @@ for (const c of ARCHITECTURE_CASES) {
         const max = Math.max(...rel);
         t.diagnostic(`${c.label}: prefixes 1..${rel.length}: one token ${rel[0]!.toExponential(2)}, max ${max.toExponential(2)}` +
           (onsets.length ? `; rounding events start at ${onsets.map((e) => e.n).join(', ')}` : ''));
-        assert.ok(rel[0]! < (c.firstBound ?? SWEEP_FIRST_BOUND), `one-token relative logit difference ${rel[0]}`);
+        const firstBound = c.spec.weightType === GgmlType.F16 && PEER_F16_KEEPS_F32 ? AMX_F16_FIRST_BOUND : (c.firstBound ?? SWEEP_FIRST_BOUND);
+        assert.ok(rel[0]! < firstBound, `one-token relative logit difference ${rel[0]} (bound ${firstBound})`);
         assert.ok(onsets.length <= SWEEP_MAX_EVENTS, `${onsets.length} rounding events (at ${onsets.map((e) => e.n).join(', ')})`);
         assert.ok(max < SWEEP_EVENT_BOUND, `relative logit difference ${max}`);
 

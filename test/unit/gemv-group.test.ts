@@ -48,34 +48,37 @@ for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
 }
 
 // Every packed GEMV (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants, at each ISA) comes in
-// three walks: software prefetch as four streams (the 32-element formats), software prefetch as
-// the kernel's own walk (one stream for most), and the hardware prefetchers alone (core/isa.h
-// KernelChoice::gemv_four_streams, gemv_prefetch and q6_k_gemv_prefetch_bytes, chosen per CPU):
-// prefetching and stream order move bytes, never sums, so all must give the same bits.
+// several walks: software prefetch as four streams (the 32-element formats) or two (Q4_K, Q5_K),
+// software prefetch as the kernel's own walk (one stream for most), and the hardware prefetchers
+// alone (core/isa.h KernelChoice::gemv_four_streams, k_gemv_two_streams, gemv_prefetch and
+// q6_k_gemv_prefetch_bytes, chosen per CPU): prefetching and stream order move bytes, never
+// sums, so all must give the same bits.
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {
-  test(`the packed GEMVs give the same bits in every walk: four streams, one, hardware prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
-    const walks = [{ prefetch: '1', streams: '4' }, { prefetch: '1', streams: '1' }, { prefetch: '0', streams: '4' }] as const;
-    const runs = walks.map(({ prefetch, streams }) => {
+  test(`the packed GEMVs give the same bits in every walk: several streams, one, hardware prefetch (FULCRUM_ISA=${isa})`, { skip: quantIsas().includes(isa) ? false : `this CPU does not run ${isa}` }, () => {
+    const walks = [{ prefetch: '1', streams: '4', kStreams: '2' }, { prefetch: '1', streams: '1', kStreams: '1' }, { prefetch: '0', streams: '4', kStreams: '2' }] as const;
+    const runs = walks.map(({ prefetch, streams, kStreams }) => {
       const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
         cwd: root,
-        env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_GEMV_PREFETCH_Q6_K: prefetch, FULCRUM_GEMV_STREAMS: streams, FULCRUM_NO_REPACK: '' },
+        env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_GEMV_PREFETCH: prefetch, FULCRUM_GEMV_PREFETCH_Q6_K: prefetch, FULCRUM_GEMV_STREAMS: streams, FULCRUM_GEMV_K_STREAMS: kStreams, FULCRUM_NO_REPACK: '' },
         encoding: 'utf8', timeout: 120_000,
       });
-      assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}, FULCRUM_GEMV_PREFETCH(_Q6_K)=${prefetch}, FULCRUM_GEMV_STREAMS=${streams}) failed: ${r.stderr}`);
-      return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; prefetch: string; prefetchQ6K: string; streams: number; digest: string; cases: GemvGroupCase[] };
+      assert.equal(r.status, 0, `child (FULCRUM_ISA=${isa}, FULCRUM_GEMV_PREFETCH(_Q6_K)=${prefetch}, FULCRUM_GEMV_STREAMS=${streams}, FULCRUM_GEMV_K_STREAMS=${kStreams}) failed: ${r.stderr}`);
+      return JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { isa: string; prefetch: string; prefetchQ6K: string; streams: number; streamsK: number; digest: string; cases: GemvGroupCase[] };
     });
-    const [four, one, hardware] = runs;
-    assert.equal(four?.prefetch, 'software');
-    assert.equal(four?.streams, 4);
+    const [several, one, hardware] = runs;
+    assert.equal(several?.prefetch, 'software');
+    assert.equal(several?.streams, 4);
+    assert.equal(several?.streamsK, 2);
     assert.equal(one?.prefetch, 'software');
     assert.equal(one?.streams, 1);
+    assert.equal(one?.streamsK, 1);
     assert.equal(hardware?.prefetch, 'hardware');
-    assert.equal(four?.prefetchQ6K, 'software');
+    assert.equal(several?.prefetchQ6K, 'software');
     assert.equal(hardware?.prefetchQ6K, 'hardware');
     for (const run of runs) assert.ok(run!.cases.every((c) => c.packed && c.equal));
-    assert.match(four!.digest, /^[0-9a-f]{64}$/);
-    assert.equal(one!.digest, four!.digest, 'one stream and four gave different outputs');
-    assert.equal(hardware!.digest, four!.digest, 'software and hardware prefetch gave different outputs');
+    assert.match(several!.digest, /^[0-9a-f]{64}$/);
+    assert.equal(one!.digest, several!.digest, 'one stream and several gave different outputs');
+    assert.equal(hardware!.digest, several!.digest, 'software and hardware prefetch gave different outputs');
   });
 }
 

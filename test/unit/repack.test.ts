@@ -94,18 +94,21 @@ test('avxvnni gives avx2\'s bits on the packed and the vec_dot path', { skip: qu
   });
 });
 
-// On a CPU with AMX-INT8 the process's own choice at avx512: the formats the AMX tiles read
-// (Q4_0, Q5_0, Q8_0, Q4_K) and Q6_K stay in the GGUF layout, Q4_1, Q5_1 and Q5_K (no AMX tile) are
-// repacked; the repacked ones still equal vec_dot.
-test('with AMX-INT8 the AMX-tiled formats stay in the GGUF layout and Q4_1/Q5_1/Q5_K are repacked', { skip: quantIsas().includes('avx512') ? false : 'this CPU does not run avx512' }, (t) => {
+// On a CPU with AMX-INT8 the process's own choice at avx512: every format stays in its row groups,
+// and the 16-row groups' prefill tiles run on AMX (packed_x16_amx_avx512.cc,
+// packed_k16_amx_avx512.cc). They must give the AVX-512 kernels' bits: each token's outputs in a
+// batch are the bits of its decode GEMV alone, and the same bits as with AMX off.
+test('with AMX-INT8 the row groups\' AMX tiles give the AVX-512 kernels\' bits', { skip: quantIsas().includes('avx512') ? false : 'this CPU does not run avx512' }, (t) => {
   const out = runIsa('avx512', true);
   if (!out.amx) {
     t.skip('this CPU has no AMX-INT8 (or the process was told not to use it)');
     return;
   }
-  for (const c of out.cases) {
-    const label = `${c.type} ${c.rows}x${c.cols}`;
-    if (c.type === 'Q4_1' || c.type === 'Q5_1' || c.type === 'Q5_K') assertRepacked(c, 'avx512', label);
-    else assert.equal(c.layout, null, `${label} must stay in the GGUF layout for the AMX tiles`);
-  }
+  const noAmx = outputs.get('avx512') ?? runIsa('avx512');
+  assert.equal(out.cases.length, noAmx.cases.length);
+  out.cases.forEach((c, i) => {
+    const label = `${c.type} ${c.rows}x${c.cols} nTokens=${c.nTokens} threads=${c.threads}`;
+    assertRepacked(c, 'avx512', label);
+    assert.equal(c.packedBits, noAmx.cases[i]!.packedBits, `${label}: with AMX the packed outputs differ from the AVX-512 kernels'`);
+  });
 });

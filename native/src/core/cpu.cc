@@ -58,6 +58,7 @@ CpuFeatures detect() {
   const unsigned family = ((l1.a >> 8) & 0xf) + (((l1.a >> 8) & 0xf) == 0xf ? (l1.a >> 20) & 0xff : 0);
   f.amd_zen4 = amd && family == 0x19 && f.avx512f;
   f.amd_zen5 = amd && family == 0x1A && f.avx512f;
+  f.intel = l0.b == 0x756e6547 && l0.d == 0x49656e69 && l0.c == 0x6c65746e;  // "GenuineIntel"
   return f;
 }
 
@@ -117,6 +118,8 @@ KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
   c.q5_0_gemv_prefetch = c.gemv_prefetch || (f.amd_zen4 && c.isa == Isa::Avx512);
   c.q6_k_gemv_prefetch_bytes = f.amd_zen5 ? 3072 : f.amd_zen4 ? 1536 : 0;
   c.gemv_four_streams = !f.amd_zen4;
+  c.k_gemv_two_streams = f.intel;
+  c.q6_k_avx2_gemv_prefetch = c.gemv_prefetch && !f.intel;
   return c;
 }
 

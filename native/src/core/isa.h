@@ -25,9 +25,9 @@ bool isa_runs_on(Isa isa, const CpuFeatures& f);
 
 struct KernelChoice {
   Isa isa = Isa::Scalar;
-  // AMX-INT8 prefill tiles for Q8_0/Q4_0/Q5_0/Q4_K; only with isa Avx512 (so FULCRUM_ISA=avx2 or
-  // avxvnni turns them off too). With them, those formats and Q6_K stay in the GGUF layout
-  // (quant/packed/repack.cc). FULCRUM_AMX=0 turns them off on an AMX CPU: the AVX-512 row-group
+  // AMX-INT8 prefill tiles: Q4_K's over the GGUF layout (which Q4_K and Q6_K then keep), the
+  // 32-element formats' over their 16-row groups (quant/packed/repack.cc); only with isa Avx512
+  // (so FULCRUM_ISA=avx2 or avxvnni turns them off too) and once the process holds the tile state. FULCRUM_AMX=0 turns them off on an AMX CPU: the AVX-512 row-group
   // layouts and kernels then run there as on any AVX-512 CPU (the repack and grouped-GEMV tests
   // run that way, so they test those kernels on every AVX-512 host).
   bool amx_int8 = false;
@@ -105,6 +105,26 @@ struct KernelChoice {
   // ahead and 40 % slower at 2 KiB. FULCRUM_GEMV_PREFETCH_Q6_K=0|1 overrides the choice (1: the
   // CPU's distance, or 1536 where it has none).
   int q6_k_gemv_prefetch_bytes = 0;
+  // With software prefetch, whether the Q4_K and Q5_K decode GEMVs (q4_kx16 / q5_kx16 at AVX-512,
+  // q4_kx8 / q5_kx8 at the AVX2 levels) read two segments of their walk side by side, each
+  // prefetched 2 KiB ahead into L1 (prefetcht0; the gemv_*_streams2 entry points), or their own
+  // one stream 4.5 KiB ahead (prefetchnta). Two streams on Intel CPUs. There the one-stream
+  // prefetchnta walk drew a third of the read bandwidth: its prefetches go to L1 alone and do not
+  // start the L2 streamer, so no more than L1's fill buffers are in flight. 2-vCPU Intel Xeon
+  // (AMX, avx512; read probe ~20 GB/s at 1 thread, ~40 at 2) on 2026-12-03, bench.matmul Q4_K
+  // from a 256 MiB ring, 1 / 2 threads, 5632 x 2048 and 1024 x 4864, GB/s: one stream
+  // prefetchnta 5.7-6.2 / 11.4-12.1; the same walk prefetcht0 13.0-13.8 / 22.7-27.3, prefetcht1
+  // 12.6-13.0 / 23.1-25.3; hardware prefetch only 12.1-13.9 / 22.0-27.5; four streams prefetcht0
+  // 2 KiB ahead 16.1-17.3 / 24.5-29.3; two streams 2 KiB ahead 15.5-16.4 / 28.2-30.9 (the
+  // GGUF-layout Q4_K GEMV these groups replaced there: 11.8-14.1 / 22.1-27.1). FULCRUM_GEMV_K_STREAMS=1|2
+  // overrides.
+  bool k_gemv_two_streams = false;
+  // Whether the AVX2-level Q6_K decode GEMV (q6_kx4, packed_k_avx2.cc: one stream prefetchnta)
+  // prefetches in software: where the others do, except on Intel CPUs, for the reason above. The
+  // same Intel Xeon at FULCRUM_ISA=avx2, bench.matmul Q6_K 5632 x 2048 from a 256 MiB ring,
+  // 1 / 2 threads: software 7.1-7.3 / 12.0-13.6 GB/s, hardware 12.0 / 23.0 (from L3: 8.7 against
+  // 23.1). FULCRUM_GEMV_PREFETCH and FULCRUM_GEMV_PREFETCH_Q6_K set it with the others.
+  bool q6_k_avx2_gemv_prefetch = true;
 };
 
 // The best choice for `f`, capped by `cap` (FULCRUM_ISA's value, or null for no cap).

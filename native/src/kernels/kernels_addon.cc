@@ -323,14 +323,19 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("gemvPrefetch", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
     return Napi::String::New(i.Env(), kernel_choice().gemv_prefetch ? "software" : "hardware");
   }));
-  // amxInt8() -> whether this process's prefill tiles of Q8_0/Q4_0/Q5_0/Q4_K run on AMX-INT8
-  // (KernelChoice::amx_int8: an AMX CPU at avx512, unless FULCRUM_AMX=0).
+  // amxInt8() -> whether this process's prefill tiles of the 16-row groups (and of Q8_0/Q4_0/Q5_0/
+  // Q4_K left in the GGUF layout) run on AMX-INT8 (KernelChoice::amx_int8: an AMX CPU at avx512,
+  // unless FULCRUM_AMX=0).
   k.Set("amxInt8", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Boolean::New(i.Env(), kernel_choice().amx_int8); }));
-  // gemvPrefetchQ6K() -> the same for the AVX-512 Q6_K decode GEMV (KernelChoice::q6_k_gemv_prefetch_bytes;
-  // at the AVX2 levels Q6_K follows gemvPrefetch()).
+  // gemvPrefetchQ6K(level?) -> the same for the Q6_K decode GEMV at this process's ISA level, or at
+  // `level` ('avx512': KernelChoice::q6_k_gemv_prefetch_bytes; the AVX2 levels:
+  // q6_k_avx2_gemv_prefetch), for a parent that runs children at another level.
   k.Set("gemvPrefetchQ6K", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
     const KernelChoice& c = kernel_choice();
-    const bool software = c.isa == Isa::Avx512 ? c.q6_k_gemv_prefetch_bytes > 0 : c.gemv_prefetch;
+    Isa level = c.isa;
+    if (i.Length() > 0 && i[0].IsString() && !isa_from_name(i[0].As<Napi::String>().Utf8Value().c_str(), &level))
+      throw Napi::RangeError::New(i.Env(), "gemvPrefetchQ6K: level must be scalar, avx2, avxvnni or avx512");
+    const bool software = level == Isa::Avx512 ? c.q6_k_gemv_prefetch_bytes > 0 : c.q6_k_avx2_gemv_prefetch;
     return Napi::String::New(i.Env(), software ? "software" : "hardware");
   }));
   // gemvPrefetchQ5_0() -> the same for the Q5_0 decode GEMV (KernelChoice::q5_0_gemv_prefetch).
@@ -340,6 +345,9 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   // gemvStreams() -> how many streams the software-prefetched decode GEMVs of the 32-element
   // formats read: 4 (the four-stream walks) or 1 (the kernel's own; KernelChoice::gemv_four_streams).
   k.Set("gemvStreams", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), kernel_choice().gemv_four_streams ? 4 : 1); }));
+  // gemvStreamsK() -> how many streams the software-prefetched Q4_K / Q5_K decode GEMVs read: 2 or
+  // 1 (their own walk; KernelChoice::k_gemv_two_streams).
+  k.Set("gemvStreamsK", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), kernel_choice().k_gemv_two_streams ? 2 : 1); }));
   k.Set("physicalCores", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Number::New(i.Env(), physical_cores()); }));
   exports.Set("kernels", k);
 }

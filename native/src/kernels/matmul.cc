@@ -261,8 +261,8 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   const int64_t groups = rows / G;
   // Work is handed out in chunks of whole groups from a shared counter (as in matmul_prepared):
   // multiples of 16 rows (16 / group_rows groups, at least one), so threads never share a cache
-  // line of y; about 32 KiB of weights per chunk, which stay in L1/L2 while the token blocks pass
-  // over them.
+  // line of y; about pf.claim_bytes of weights per chunk, which stay in L1/L2 while the token
+  // blocks pass over them.
   const int64_t unit = std::max<int64_t>(1, 16 / G);
   const int64_t tc = pf.tile_cols;
   // Row group g over tokens [tb, te), tc tokens a tile. Every output is one tile's sum over all
@@ -296,7 +296,10 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
     });
     return;
   }
-  const int64_t group_block = std::max<int64_t>(unit, std::min<int64_t>(16, static_cast<int64_t>((32 << 10) / group_bytes)) / unit * unit);
+  // Claims of about pf.claim_bytes of weights (at most 16 groups), which every token block reads
+  // while they stay in L1 or L2 (repack.h).
+  const int64_t group_block =
+      std::max<int64_t>(unit, std::min<int64_t>(16, static_cast<int64_t>(pf.claim_bytes / group_bytes)) / unit * unit);
   ChunkCounter counter(groups, group_block);
   pool.run([&](int, int) {
     for (;;) {

@@ -228,6 +228,8 @@ using Q5Kx8 = KernelX8<true>;
 // The entry points (tiles/gemm_tile_dispatch.h).
 FULCRUM_PACKED_ENTRY_POINTS(q4_kx8, QUANT_AVX2_LEVEL, Q4Kx8, kGemvPrefetchBytes, kPackedTileColsQ4_kx8Avx2)
 FULCRUM_PACKED_ENTRY_POINTS(q5_kx8, QUANT_AVX2_LEVEL, Q5Kx8, kGemvPrefetchBytes, kPackedTileColsQ5_kx8Avx2)
+FULCRUM_PACKED_STREAMS2_ENTRY_POINT(q4_kx8, QUANT_AVX2_LEVEL, Q4Kx8)
+FULCRUM_PACKED_STREAMS2_ENTRY_POINT(q5_kx8, QUANT_AVX2_LEVEL, Q5Kx8)
 
 }  // namespace quant
 }  // namespace fulcrum

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <cstring>
 #include <strings.h>
+#include <utility>
 
 #include "quant/formats/blocks.h"
 #include "quant/formats/quant_impl.h"
@@ -87,32 +88,41 @@ void register_packed_formats(const KernelChoice& c) {
   // K-quants keep their own walk: core/isa.h says why.)
 #define FULCRUM_GEMV_WALK(name, isa, prefetch) \
   ((prefetch) ? (c.gemv_four_streams ? gemv_##name##_streams4_##isa : gemv_##name##_##isa) : gemv_##name##_hwpf_##isa)
+  // A K-quant's (Q4_K, Q5_K): with software prefetch its own one stream, or two
+  // (KernelChoice::k_gemv_two_streams); without, the hardware prefetchers alone.
+#define FULCRUM_K_GEMV_WALK(name, isa) \
+  (sw ? (c.k_gemv_two_streams ? gemv_##name##_streams2_##isa : gemv_##name##_##isa) : gemv_##name##_hwpf_##isa)
   if (c.isa == Isa::Avx512) {
-    // Q4_1, Q5_1 and Q5_K have no AMX tiles, and unpacked no prefill tiles at all (one vec_dot
-    // per output): packed on every AVX-512 CPU.
     g_q4_1 = packed(WeightLayout::Q4_1x16, GgmlType::Q4_1, 16, arrange_q8_1_sums_avx2, FULCRUM_GEMV_WALK(q4_1x16, avx512, sw), tile_q4_1x16_avx512,
                     kPackedTileColsX16Avx512);
     g_q5_1 = packed(WeightLayout::Q5_1x16, GgmlType::Q5_1, 16, arrange_q8_1_sums_avx2, FULCRUM_GEMV_WALK(q5_1x16, avx512, sw), tile_q5_1x16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q5_k = packed(WeightLayout::Q5_Kx16, GgmlType::Q5_K, 16, nullptr, sw ? gemv_q5_kx16_avx512 : gemv_q5_kx16_hwpf_avx512, tile_q5_kx16_avx512,
+    g_q5_k = packed(WeightLayout::Q5_Kx16, GgmlType::Q5_K, 16, nullptr, FULCRUM_K_GEMV_WALK(q5_kx16, avx512), tile_q5_kx16_avx512,
                     kPackedTileColsX16Avx512);
-    // With AMX-INT8, the prefill of the others runs on AMX tiles (Q6_K on its GGUF-layout tile)
-    // that read the GGUF layout (the AVX-512 GEMV alone would not pay for a second copy): leave
-    // them unpacked.
-    if (!c.amx_int8) {
-      // The 32-element formats in 16-row groups, one block a chunk (packed_x16_avx512.cc).
-      g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, 16, arrange_q8_0_sums8_avx2, FULCRUM_GEMV_WALK(q4_0x16, avx512, sw), tile_q4_0x16_avx512,
-                      kPackedTileColsX16Avx512);
-      g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, 16, arrange_q8_0_sums128_avx2, FULCRUM_GEMV_WALK(q8_0x16, avx512, sw), tile_q8_0x16_avx512,
-                      kPackedTileColsX16Avx512);
-      g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, FULCRUM_GEMV_WALK(q5_0x16, avx512, c.q5_0_gemv_prefetch), tile_q5_0x16_avx512,
-                      kPackedTileColsX16Avx512);
-      g_q8_0.quant_xor = 0x80;
-      g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, sw ? gemv_q4_kx16_avx512 : gemv_q4_kx16_hwpf_avx512, tile_q4_kx16_avx512,
-                      kPackedTileColsX16Avx512);
-      g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch_bytes >= 3072 ? gemv_q6_kx4_ahead3k_avx512
-                                                                      : c.q6_k_gemv_prefetch_bytes > 0 ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
-                      tile_q6_kx4_avx512, kPackedTileColsQ6_kAvx512);
+    // The 32-element formats in 16-row groups, one block a chunk (packed_x16_avx512.cc).
+    g_q4_0 = packed(WeightLayout::Q4_0x16, GgmlType::Q4_0, 16, arrange_q8_0_sums8_avx2, FULCRUM_GEMV_WALK(q4_0x16, avx512, sw), tile_q4_0x16_avx512,
+                    kPackedTileColsX16Avx512);
+    g_q8_0 = packed(WeightLayout::Q8_0x16, GgmlType::Q8_0, 16, arrange_q8_0_sums128_avx2, FULCRUM_GEMV_WALK(q8_0x16, avx512, sw), tile_q8_0x16_avx512,
+                    kPackedTileColsX16Avx512);
+    g_q5_0 = packed(WeightLayout::Q5_0x16, GgmlType::Q5_0, 16, arrange_q8_0_sums16_avx2, FULCRUM_GEMV_WALK(q5_0x16, avx512, c.q5_0_gemv_prefetch), tile_q5_0x16_avx512,
+                    kPackedTileColsX16Avx512);
+    g_q8_0.quant_xor = 0x80;
+    g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, FULCRUM_K_GEMV_WALK(q4_kx16, avx512), tile_q4_kx16_avx512,
+                    kPackedTileColsX16Avx512);
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch_bytes >= 3072 ? gemv_q6_kx4_ahead3k_avx512
+                                                                    : c.q6_k_gemv_prefetch_bytes > 0 ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
+                    tile_q6_kx4_avx512, kPackedTileColsQ6_kAvx512);
+    // With AMX-INT8 the 16-row groups' prefill runs on AMX tiles over the same layouts
+    // (packed_x16_amx_avx512.cc, packed_k16_amx_avx512.cc), with the same bits; the decode GEMVs
+    // stay. (Q6_K's 4-row groups have no AMX tile.)
+    if (c.amx_int8) {
+      for (auto [pf, tile] : {std::pair{&g_q4_0, tile_q4_0x16_amx}, std::pair{&g_q4_1, tile_q4_1x16_amx}, std::pair{&g_q5_0, tile_q5_0x16_amx},
+                              std::pair{&g_q5_1, tile_q5_1x16_amx}, std::pair{&g_q8_0, tile_q8_0x16_amx}, std::pair{&g_q4_k, tile_q4_kx16_amx},
+                              std::pair{&g_q5_k, tile_q5_kx16_amx}}) {
+        pf->tile = tile;
+        pf->tile_cols = kPackedTileColsX16Amx;
+        pf->claim_bytes = 256 << 10;
+      }
     }
   } else if (c.isa == Isa::Avx2 || c.isa == Isa::AvxVnni) {
     // The two AVX2-level copies (core/isa.h) have the same kernels under their own names.
@@ -128,17 +138,18 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsX8Avx2);                                                                                     \
     g_q8_0 = packed(WeightLayout::Q8_0x8, GgmlType::Q8_0, 8, arrange_q8_0_sums128_##isa, FULCRUM_GEMV_WALK(q8_0x8, isa, sw), tile_q8_0x8_##isa,     \
                     kPackedTileColsX8Avx2);                                                                                     \
-    g_q4_k = packed(WeightLayout::Q4_Kx8, GgmlType::Q4_K, 8, nullptr, sw ? gemv_q4_kx8_##isa : gemv_q4_kx8_hwpf_##isa, tile_q4_kx8_##isa, \
+    g_q4_k = packed(WeightLayout::Q4_Kx8, GgmlType::Q4_K, 8, nullptr, FULCRUM_K_GEMV_WALK(q4_kx8, isa), tile_q4_kx8_##isa, \
                     kPackedTileColsQ4_kx8Avx2);                                                                                   \
-    g_q5_k = packed(WeightLayout::Q5_Kx8, GgmlType::Q5_K, 8, nullptr, sw ? gemv_q5_kx8_##isa : gemv_q5_kx8_hwpf_##isa, tile_q5_kx8_##isa, \
+    g_q5_k = packed(WeightLayout::Q5_Kx8, GgmlType::Q5_K, 8, nullptr, FULCRUM_K_GEMV_WALK(q5_kx8, isa), tile_q5_kx8_##isa, \
                     kPackedTileColsQ5_kx8Avx2);                                                                                   \
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, sw ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_avx2_gemv_prefetch ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
                     kPackedTileColsQ6_kAvx2);                                                                                       \
   } while (0)
     if (c.isa == Isa::AvxVnni) FULCRUM_PACKED_AVX2(avxvnni);
     else FULCRUM_PACKED_AVX2(avx2);
 #undef FULCRUM_PACKED_AVX2
 #undef FULCRUM_GEMV_WALK
+#undef FULCRUM_K_GEMV_WALK
     // vpdpbusd's unsigned operand where the CPU has AVX-VNNI (packed_x8_avx2.cc).
     if (c.isa == Isa::AvxVnni) g_q8_0.quant_xor = 0x80;
   }

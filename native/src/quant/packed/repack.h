@@ -118,6 +118,14 @@ struct PackedFormat {
   // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
   void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
   int tile_cols = 0;
+  // Prefill (more tokens than one token block): weight bytes per claim of row groups, which every
+  // token block's tiles read in turn (kernels/matmul.cc). 32 KiB keeps them in L1 for the
+  // register tiles; the AMX tiles take 256 KiB from L2, so that a token block's activations,
+  // which every group's tile loads again, come from L1 for more groups. 2-vCPU Intel Xeon (AMX),
+  // bench.matmul 512 tokens, 1 / 2 threads, 32 -> 256 KiB: Q8_0 4864 x 896 296-303 -> 467-468 /
+  // 531-537 -> 831-843 GFLOP/s, Q4_K 4864 x 1024 275-295 -> 346-357 / 529-536 -> 629-650, Q4_K
+  // 1024 x 4864 284-290 -> 323-342 / 461-554 -> 602-616 (512 KiB level with 256).
+  size_t claim_bytes = 32 << 10;
   // The row-group layouts' Q8_0: the byte each quant is XORed with when repacked (0x80: stored
   // + 128, unsigned for vpdpbusd; 0: as stored, signed).
   uint8_t quant_xor = 0;
@@ -137,9 +145,11 @@ void repack_rows(const PackedFormat& pf, uint8_t* data, int64_t rows, int64_t co
 // The kernels (packed_<isa>.cc).
 void gemv_q4_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q4_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q4_kx16_streams2_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q4_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q5_kx16_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q5_kx16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q5_kx16_streams2_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q6_kx4_ahead3k_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
@@ -149,10 +159,12 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
 #define FULCRUM_PACKED_AVX2_DECL(isa)                                                                                      \
   void gemv_q4_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q4_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
+  void gemv_q4_kx8_streams2_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);               \
   void tile_q4_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q5_kx8_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
   void gemv_q5_kx8_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
+  void gemv_q5_kx8_streams2_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);               \
   void tile_q5_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q6_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
@@ -231,6 +243,17 @@ void gemv_q8_0x16_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int group
 void tile_q8_0x16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride,
                          int cols);
 constexpr size_t kQ8SumsBlockBytes = 40;
+// The 16-row groups' prefill tiles on AMX-INT8 (packed_x16_amx_avx512.cc, Q4_K and Q5_K
+// packed_k16_amx_avx512.cc): the same layouts and activations, up to kPackedTileColsX16Amx tokens
+// a call, the same bits as the AVX-512 GEMVs.
+void tile_q4_0x16_amx(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void tile_q4_1x16_amx(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void tile_q5_0x16_amx(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void tile_q5_1x16_amx(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void tile_q8_0x16_amx(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void tile_q4_kx16_amx(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+void tile_q5_kx16_amx(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
+constexpr int kPackedTileColsX16Amx = 32;
 // AVX-512 Q6_K (q6_kx4): 8 tokens a tile. It was 4; bench.matmul 5632 x 2048 from L3, 1 thread,
 // Zen 4, alternating builds, 4 -> 8: 8 tokens 1211-1212 -> 1097-1107 µs, 32 4959-5000 -> 4438-4441
 // (6 tokens a tile 142 µs a token, 8 137, 4 148).

@@ -5,29 +5,8 @@
 #include "quant/tiles/gemm_tiles.h"
 #include "quant/formats/quant_impl.h"
 
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 namespace fulcrum {
 namespace quant {
-
-namespace {
-
-// Linux hands out the AMX tile state (8 KiB of XSAVE area) only to processes that ask for it;
-// without this, the first tile instruction faults. Process-wide and idempotent.
-bool amx_request_permission() {
-#if defined(__linux__) && defined(SYS_arch_prctl)
-  constexpr long kArchReqXcompPerm = 0x1023;
-  constexpr long kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-  return false;
-#endif
-}
-
-}  // namespace
 
 void register_gemm_tiles(TypeTraits* table, const KernelChoice& c) {
   struct Tile {
@@ -91,8 +70,9 @@ void register_gemm_tiles(TypeTraits* table, const KernelChoice& c) {
   if (c.isa == Isa::Avx512) {
     install(avx512, avx512 + sizeof(avx512) / sizeof(avx512[0]));
     install_gemv(gemv_avx512, gemv_avx512 + sizeof(gemv_avx512) / sizeof(gemv_avx512[0]));
-    // AMX-INT8 (only reported with the full AVX-512 level, so FULCRUM_ISA=avx2 turns it off).
-    if (c.amx_int8 && amx_request_permission()) {
+    // AMX-INT8 (only chosen with the full AVX-512 level, so FULCRUM_ISA=avx2 turns it off, and
+    // only once the process holds the tile state: core/kernel_select.cc).
+    if (c.amx_int8) {
       const Tile amx[] = {
           {GgmlType::Q8_0, gemm_tile_q8_0_amx, kTileRowsAmx, kTileColsAmx},
           {GgmlType::Q4_0, gemm_tile_q4_0_amx, kTileRowsAmx, kTileColsAmx},

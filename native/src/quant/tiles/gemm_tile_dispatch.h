@@ -203,8 +203,14 @@ void packed_gemv_groups(int64_t n, float* out, const uint8_t* w, int groups, con
     packed_tile_any<K, tile_cols>(cols, n, out, out_stride, w, act, act_stride);                                                  \
   }
 
-// The 32-element formats' four-stream GEMV, gemv_<name>_streams4_<isa> (repack.h): four streams,
-// each prefetched kFourStreamsPrefetchBytes ahead into L1 (KernelChoice::gemv_four_streams).
+// The K-quants' two-stream GEMV, gemv_<name>_streams2_<isa> (KernelChoice::k_gemv_two_streams), and
+// the 32-element formats' four-stream one, gemv_<name>_streams4_<isa> (KernelChoice::gemv_four_streams):
+// that many streams, each prefetched kFourStreamsPrefetchBytes ahead into L1 (repack.h).
+#define FULCRUM_PACKED_STREAMS2_ENTRY_POINT(name, isa, K)                                                                        \
+  void FULCRUM_PACKED_NAME(gemv_##name##_streams2, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { \
+    packed_gemv_groups<K, kFourStreamsPrefetchBytes, 2, _MM_HINT_T0>(n, out, w, groups, act);                                     \
+  }
+
 #define FULCRUM_PACKED_STREAMS4_ENTRY_POINT(name, isa, K)                                                                        \
   void FULCRUM_PACKED_NAME(gemv_##name##_streams4, isa)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { \
     packed_gemv_groups<K, kFourStreamsPrefetchBytes, 4, _MM_HINT_T0>(n, out, w, groups, act);                                     \
