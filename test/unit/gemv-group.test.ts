@@ -20,10 +20,9 @@ import type { GemvGroupCase } from '../helpers/gemv-group-child';
 const root = path.resolve(__dirname, '..', '..');
 const child = path.join(root, 'test', 'helpers', 'gemv-group-child.ts');
 
-// The row-group layouts on every AVX-512 host: with AMX-INT8 a process leaves Q4_0/Q5_0/Q8_0/
-// Q4_K/Q6_K in the GGUF layout for the AMX tiles (core/isa.h KernelChoice::amx_int8), and only
-// packed matrices are grouped. Set before this process loads the addon (its kernel choice is
-// made once, at load); the children inherit it.
+// The AVX-512 kernels on every AVX-512 host, AMX or not (the decode GEMVs are the same with
+// AMX-INT8; its prefill tiles are tested against these in test/unit/repack.test.ts). Set before
+// this process loads the addon (its kernel choice is made once, at load); the children inherit it.
 process.env.FULCRUM_AMX = '0';
 
 for (const isa of ['avx2', 'avxvnni', 'avx512'] as const) {

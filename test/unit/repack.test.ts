@@ -24,9 +24,9 @@ interface ChildOut {
   unpackable: { rows: number; cols: number; layout: string | null }[];
 }
 
-// FULCRUM_AMX=0: on a CPU with AMX-INT8 the process leaves the AMX-tiled formats in the GGUF
-// layout (core/isa.h KernelChoice::amx_int8); these tests are about the row-group layouts, which
-// such a CPU runs with AMX off. `amx` runs the process's own choice.
+// FULCRUM_AMX=0: the AVX-512 prefill tiles on every AVX-512 host, AMX or not (with AMX-INT8 the
+// 16-row groups' prefill runs on AMX tiles, which the last test compares with these). `amx` runs
+// the process's own choice.
 function runIsa(isa: string, amx = false): ChildOut {
   const r = spawnSync(process.execPath, ['--import', 'tsx', child], {
     cwd: root, env: { ...process.env, FULCRUM_ISA: isa, FULCRUM_NO_REPACK: '', FULCRUM_AMX: amx ? '' : '0' }, encoding: 'utf8', timeout: 120_000,

@@ -14,8 +14,8 @@
 // batch (what exact speculation needs), and these formats stay in their row groups on AMX CPUs,
 // where the decode GEMV reads them best.
 //
-// The process must hold the AMX tile state
-// (KernelChoice::amx_int8 says it does: core/kernel_select.cc asked for it).
+// The process must hold the AMX tile state (KernelChoice::amx_int8 says it does:
+// core/kernel_select.cc asked for it).
 #pragma GCC target("amx-tile,amx-int8")
 #include <type_traits>
 
