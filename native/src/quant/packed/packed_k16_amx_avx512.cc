@@ -29,27 +29,7 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-constexpr int kHalf = 16;  // tokens of one A / C tile
 constexpr size_t kQsOffset = offsetof(block_q8_K, qs);
-
-// tmm0 / tmm1: the sub-block sums of tokens 0..15 / 16..31 (a row a token, 16 int32 = the
-// group's rows); tmm2 / tmm3: those tokens' sub-block quants (32 bytes a token); tmm4: the group's
-// sub-block (8 rows of the 16 rows' 4-byte quant groups).
-TileConfig config_for(int cols) {
-  TileConfig cfg;
-  const int lo = cols < kHalf ? cols : kHalf, hi = cols - lo;
-  cfg.rows[0] = cfg.rows[2] = static_cast<uint8_t>(lo);
-  cfg.colsb[0] = 64;
-  cfg.colsb[2] = 32;
-  if (hi > 0) {
-    cfg.rows[1] = cfg.rows[3] = static_cast<uint8_t>(hi);
-    cfg.colsb[1] = 64;
-    cfg.colsb[3] = 32;
-  }
-  cfg.rows[4] = 32 / 4;
-  cfg.colsb[4] = 64;
-  return cfg;
-}
 
 // Sub-block j's scale of each row (scale_of<J> at run time: the sums are exact either way).
 inline __m512i scale_at(const Scales& s, int j) {
@@ -85,7 +65,7 @@ inline void chunk_amx(const uint8_t* cw, const Scales& s, const uint8_t* a, size
       _mm512_store_si512(wq[1] + 64 * k, _mm512_and_si512(hi, m4));
     }
   }
-  const int lo = cols < kHalf ? cols : kHalf;
+  const int lo = cols < kRowGroupHalf ? cols : kRowGroupHalf;
   for (int h = 0; h < 2; ++h) {
     const int j = 2 * Ch + h;
     const uint8_t* aq = a + kQsOffset + 32 * j;
@@ -94,7 +74,7 @@ inline void chunk_amx(const uint8_t* cw, const Scales& s, const uint8_t* a, size
     _tile_zero(0);
     _tile_dpbsud(0, 2, 4);
     if constexpr (kTwoHalves) {
-      _tile_loadd(3, aq + kHalf * as, static_cast<long>(as));
+      _tile_loadd(3, aq + kRowGroupHalf * as, static_cast<long>(as));
       _tile_zero(1);
       _tile_dpbsud(1, 3, 4);
     }
@@ -103,7 +83,7 @@ inline void chunk_amx(const uint8_t* cw, const Scales& s, const uint8_t* a, size
     add_scaled(isum, sums, 0, lo, sc);
     if constexpr (kTwoHalves) {
       _tile_stored(1, sums, 64);
-      add_scaled(isum, sums, kHalf, cols, sc);
+      add_scaled(isum, sums, kRowGroupHalf, cols, sc);
     }
   }
 }
@@ -112,12 +92,12 @@ template <bool kFifthBit, bool kTwoHalves>
 void amx_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   constexpr size_t kSuperBlockBytes = 16 * (kFifthBit ? sizeof(block_q5_K) : sizeof(block_q4_K));
   alignas(64) uint8_t wq[2][512];
-  alignas(64) int32_t sums[kHalf][16];
-  __m512i isum[2 * kHalf];
-  __m512 acc[2 * kHalf];
+  alignas(64) int32_t sums[kRowGroupHalf][16];
+  __m512i isum[2 * kRowGroupHalf];
+  __m512 acc[2 * kRowGroupHalf];
   for (int c = 0; c < cols; ++c) acc[c] = _mm512_setzero_ps();
   const int64_t super_blocks = n / QK_K;
-  const TileConfigScope tiles(config_for(cols));  // the thread's previous configuration returns on exit
+  const TileConfigScope tiles(row_group_tiles(cols));  // the thread's previous configuration returns on exit
   for (int64_t i = 0; i < super_blocks; ++i) {
     const uint8_t* cw = w + i * kSuperBlockBytes;
     const uint8_t* a = act + i * sizeof(block_q8_K);
@@ -137,7 +117,7 @@ void amx_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t
 template <bool kFifthBit>
 void amx_tile(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   if (cols <= 0 || cols > kPackedTileColsX16Amx) return;
-  if (cols > kHalf) amx_walk<kFifthBit, true>(n, out, out_stride, w, act, act_stride, cols);
+  if (cols > kRowGroupHalf) amx_walk<kFifthBit, true>(n, out, out_stride, w, act, act_stride, cols);
   else amx_walk<kFifthBit, false>(n, out, out_stride, w, act, act_stride, cols);
 }
 

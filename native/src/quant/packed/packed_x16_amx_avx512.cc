@@ -29,27 +29,6 @@ namespace fulcrum {
 namespace quant {
 namespace {
 
-constexpr int kHalf = 16;  // tokens of one A / C tile
-
-// tmm0 / tmm1: the block sums of tokens 0..15 / 16..31 (a row a token, 16 int32 = the group's
-// rows); tmm2 / tmm3: those tokens' block quants (a row a token, 32 bytes); tmm4: the group's
-// block (8 rows of the 16 rows' 4-byte quant groups).
-TileConfig config_for(int cols) {
-  TileConfig cfg;
-  const int lo = cols < kHalf ? cols : kHalf, hi = cols - lo;
-  cfg.rows[0] = cfg.rows[2] = static_cast<uint8_t>(lo);
-  cfg.colsb[0] = 64;
-  cfg.colsb[2] = QK8_0;
-  if (hi > 0) {
-    cfg.rows[1] = cfg.rows[3] = static_cast<uint8_t>(hi);
-    cfg.colsb[1] = 64;
-    cfg.colsb[3] = QK8_0;
-  }
-  cfg.rows[4] = QK8_0 / 4;
-  cfg.colsb[4] = 64;
-  return cfg;
-}
-
 // The group's block at cw into tile 4: Q8_0's stored vectors as they are, the others' unpacked
 // vectors through `buf`.
 template <class F>
@@ -80,10 +59,10 @@ inline void fold_block(__m512* acc, const int32_t (*sums)[16], int c0, int c1, c
 template <class F, bool kTwoHalves>
 void amx_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   alignas(64) uint8_t wbuf[8 * 64];
-  alignas(64) int32_t sums[kHalf][16];
-  __m512 acc[2 * kHalf];
+  alignas(64) int32_t sums[kRowGroupHalf][16];
+  __m512 acc[2 * kRowGroupHalf];
   for (int c = 0; c < cols; ++c) acc[c] = _mm512_setzero_ps();
-  const int lo = cols < kHalf ? cols : kHalf;
+  const int lo = cols < kRowGroupHalf ? cols : kRowGroupHalf;
   const int64_t blocks = n / QK8_0;
   for (int64_t j = 0; j < blocks; ++j) {
     const uint8_t* cw = w + j * F::kBlockBytes;
@@ -95,7 +74,7 @@ void amx_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t
     _tile_zero(0);
     _tile_dpbsud(0, 2, 4);
     if constexpr (kTwoHalves) {
-      _tile_loadd(3, a + kHalf * as, static_cast<long>(as));
+      _tile_loadd(3, a + kRowGroupHalf * as, static_cast<long>(as));
       _tile_zero(1);
       _tile_dpbsud(1, 3, 4);
     }
@@ -105,7 +84,7 @@ void amx_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t
     fold_block<F>(acc, sums, 0, lo, a, as, d, mw);
     if constexpr (kTwoHalves) {
       _tile_stored(1, sums, 64);
-      fold_block<F>(acc, sums, kHalf, cols, a, as, d, mw);
+      fold_block<F>(acc, sums, kRowGroupHalf, cols, a, as, d, mw);
     }
   }
   for (int c = 0; c < cols; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
@@ -114,8 +93,8 @@ void amx_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t
 template <class F>
 void amx_tile(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {
   if (cols <= 0 || cols > kPackedTileColsX16Amx) return;
-  const TileConfigScope tiles(config_for(cols));  // the thread's previous configuration returns on exit
-  if (cols > kHalf) amx_walk<F, true>(n, out, out_stride, w, act, act_stride, cols);
+  const TileConfigScope tiles(row_group_tiles(cols));  // the thread's previous configuration returns on exit
+  if (cols > kRowGroupHalf) amx_walk<F, true>(n, out, out_stride, w, act, act_stride, cols);
   else amx_walk<F, false>(n, out, out_stride, w, act, act_stride, cols);
 }
 

@@ -20,6 +20,28 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// The row groups' AMX prefill tiles (packed/packed_x16_amx_avx512.cc, packed_k16_amx_avx512.cc),
+// one 16-row group × up to 32 tokens, 32 elements (a block, or a K-quant's sub-block) a step:
+// tmm0 / tmm1 the sums of tokens 0..15 / 16..31 (a row a token, 16 int32 = the group's rows);
+// tmm2 / tmm3 those tokens' 32 quants (a row a token); tmm4 the group's 32 quants (8 rows of the
+// 16 rows' 4-byte groups, AMX's B layout).
+constexpr int kRowGroupHalf = 16;  // tokens of one A / C tile
+inline TileConfig row_group_tiles(int cols) {
+  TileConfig cfg;
+  const int lo = cols < kRowGroupHalf ? cols : kRowGroupHalf, hi = cols - lo;
+  cfg.rows[0] = cfg.rows[2] = static_cast<uint8_t>(lo);
+  cfg.colsb[0] = 64;
+  cfg.colsb[2] = 32;
+  if (hi > 0) {
+    cfg.rows[1] = cfg.rows[3] = static_cast<uint8_t>(hi);
+    cfg.colsb[1] = 64;
+    cfg.colsb[3] = 32;
+  }
+  cfg.rows[4] = 32 / 4;
+  cfg.colsb[4] = 64;
+  return cfg;
+}
+
 // Makes `cfg` the thread's tile configuration for the scope of one kernel call, and leaves the
 // thread as another AMX user needs it: llama.cpp's ggml configures its tiles once per thread and
 // never again, and node's worker threads may run both, so a configuration someone else left is
