@@ -239,6 +239,12 @@ export interface NativeModel {
   /** Forget KV positions ≥ fromPos (of sequence `seq`, default 0). */
   clearKv(fromPos: number, seq?: number): void;
   /**
+   * Commits the host memory of sequence `seq`'s KV (default 0) for positions [0, positions),
+   * clamped to the context, before an evaluation writes them (its first hold would); holds nothing.
+   * kvBytesReserved counts it.
+   */
+  prepareKv(positions: number, seq?: number): void;
+  /**
    * Moves KV positions [from, to) of sequence `seq` by `delta`, re-rotating the keys; its held
    * positions then reach at least to + delta. Host KV only: throws for KV on a device or KVPR.
    */

@@ -9,6 +9,7 @@ import { readHparams, type ModelHparams } from '../model/hparams';
 import { layerSummaries, summarizeModel } from '../model/summary';
 import { createTokenizer, type Tokenizer } from '../model/tokenizer';
 import { nativeOpTable } from '../native/op-table';
+import { DEFAULT_PROMPT_BUDGET } from '../completion/budget';
 import { createNativeModel, type NativeDeviceStats, type NativeModel, type NativeOpTiming } from '../native/model';
 import { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 import { Sampler } from './sampler';
@@ -45,6 +46,11 @@ import type { NativeCompiledOp } from '../native/model';
 // the profiler's calibration need them without the whole engine).
 export { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 const DEFAULT_CONTEXT_CAP = 4096;
+/**
+ * KV positions of sequence 0 committed at load (LoadOptions.prepareKvPositions): a completion
+ * with the default prompt budget and the 64 tokens it generates by default (completer.ts).
+ */
+const FIRST_REQUEST_KV_POSITIONS = DEFAULT_PROMPT_BUDGET + 64;
 /** Numbers of traced events kept for a tracing caller while feedback takes the native trace (native/src/model/model.h's limit). */
 const RETAINED_TRACE_LIMIT = 4 << 20;
 /** Most live-decider iterations kept for one takeTrace() (a long untaken trace must not grow without bound). */
@@ -107,6 +113,8 @@ export class Engine {
     }
     const threads = opts.threads ?? defaultThreads();
     if (!Number.isInteger(threads) || threads < 1 || threads > 512) throw new EngineError(`threads must be an integer in [1, 512], got ${threads}`);
+    const prepareKvPositions = Math.min(contextLength, opts.prepareKvPositions ?? FIRST_REQUEST_KV_POSITIONS);
+    if (!Number.isInteger(prepareKvPositions) || prepareKvPositions < 0) throw new EngineError(`prepareKvPositions must be a non-negative integer, got ${opts.prepareKvPositions}`);
     // Cheap part of the weight check (engine/model/gguf/check.ts): float tensors up to 32 MiB each
     // (norms, biases, small embeddings); `fulcrum inspect --check` reads every tensor.
     const damaged = findNonFiniteTensors(file, { tensors: file.tensors.filter((t) => t.type === GgmlType.F32 || t.type === GgmlType.F16 || t.type === GgmlType.BF16), maxBytes: LOAD_CHECK_MAX_TENSOR_BYTES });
@@ -149,6 +157,9 @@ export class Engine {
       native.dispose();
       throw e;
     }
+    // The first request's KV memory is committed now, not inside its latency (Model::prepare_kv
+    // has the measurement): sequence 0 is the slot a first request takes (scheduler.ts).
+    native.prepareKv(prepareKvPositions, 0);
     if (contextLength > hp.contextLength) {
       // Allowed (RoPE extrapolates somewhat), but past its training length a model's output degrades: say so, as llama.cpp does.
       execution = { ...execution, notes: [`context ${contextLength} is longer than the ${hp.contextLength} positions the model was trained with; expect degraded output past ${hp.contextLength}`, ...execution.notes] };
@@ -460,6 +471,11 @@ export class Engine {
   /** KV cache bytes held by every sequence (host and device pages). */
   kvBytesInUse(): number {
     return this.model().kvBytesInUse;
+  }
+
+  /** KV cache bytes committed (held pages, cleared ones kept, and those prepared at load). */
+  kvBytesReserved(): number {
+    return this.model().kvBytesReserved;
   }
 
   /** Device memory in use and its peak (null on the CPU). */

@@ -51,6 +51,12 @@ export interface LoadOptions extends ExecutionOptions {
   /** Sequences with their own KV that one step may carry (multi-sequence steps); default 1. */
   maxSequences?: number;
   /**
+   * KV positions of sequence 0 whose memory is committed at load, so the first request does not
+   * pay for it (Model::prepare_kv); default a default completion's (prompt budget + 64), clamped
+   * to the context; 0: none.
+   */
+  prepareKvPositions?: number;
+  /**
    * Short steps whose last one took at most this many ms run on the JS thread instead of a worker
    * thread (engine/runtime/inline-steps.ts; default INLINE_STEP_BUDGET_MS, 0: always the worker).
    */

@@ -13,7 +13,7 @@ import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf';
 import { readHparams } from '../../engine/model/hparams';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
-import { nativeConfig } from '../../engine/runtime/engine';
+import { Engine, nativeConfig } from '../../engine/runtime/engine';
 import { createNativeModel, type NativeModel } from '../../engine/native/model';
 import { tempDir } from '../helpers/shared';
 import { evalPieces as evalPiecesOf, kvTestTokens as tokens } from '../helpers/kv-eval';
@@ -178,4 +178,60 @@ test('kv cache: after clearKv, re-evaluation over reused pages equals a fresh ru
 test('kv cache: a page size outside [8, 4096] is refused with its name', () => {
   assert.throws(() => load(4), /kv_page_tokens = 4 is outside \[8, 4096\]/);
   assert.throws(() => load(5000), /kv_page_tokens = 5000 is outside \[8, 4096\]/);
+});
+
+test('kv cache: prepareKv commits pages ahead of their first write without holding them, and changes no result', () => {
+  const P = 64;
+  const perPage = N_LAYERS * pageBytes(P);
+  const prepared = load(P);
+  const plain = load(P);
+  try {
+    prepared.prepareKv(130);
+    assert.equal(prepared.kvBytesReserved, 3 * perPage, 'the pages of positions 0..129 are committed');
+    assert.equal(prepared.kvBytesInUse, 0, 'none is held');
+    assert.equal(prepared.nPast, 0);
+    prepared.prepareKv(10); // less than committed: nothing changes
+    assert.equal(prepared.kvBytesReserved, 3 * perPage);
+    prepared.prepareKv(100_000); // clamped to the context
+    assert.equal(prepared.kvBytesReserved, Math.ceil(CONTEXT / P) * perPage);
+    const toks = tokens(200, 31);
+    const got = evalPieces(prepared, toks, 0, [150, 1, 49]);
+    const want = evalPieces(plain, toks, 0, [150, 1, 49]);
+    assertSameLogits(got, want, 'prepared against plain');
+    assert.equal(prepared.kvBytesInUse, plain.kvBytesInUse, 'the evaluation holds the same pages');
+    assert.equal(prepared.kvBytesReserved, Math.ceil(CONTEXT / P) * perPage, 'and commits nothing more');
+    assert.throws(() => prepared.prepareKv(-1), /prepareKv: positions -1 is negative/);
+    assert.throws(() => prepared.prepareKv(10, 3), /prepareKv: sequence 3 is outside \[0, 1\)/);
+    assert.throws(() => (prepared.prepareKv as (p: unknown) => void)('10'), /prepareKv\(positions: number, seq\?: number\)/);
+  } finally {
+    prepared.dispose();
+    plain.dispose();
+  }
+});
+
+test('kv cache: Engine.load commits the first request\'s KV (a default completion\'s positions), prepareKvPositions sets how many', async () => {
+  const P = 64;
+  const perPage = N_LAYERS * pageBytes(P);
+  const byDefault = await Engine.load(MODEL, { threads: 1, contextLength: 2048, device: 'cpu', feedback: false });
+  try {
+    // A default completion: the 1024-token prompt budget and 64 generated tokens, 17 pages.
+    assert.equal(byDefault.kvBytesReserved(), Math.ceil((1024 + 64) / P) * perPage);
+    assert.equal(byDefault.kvBytesInUse(), 0);
+  } finally {
+    byDefault.dispose();
+  }
+  const short = await Engine.load(MODEL, { threads: 1, contextLength: CONTEXT, device: 'cpu', feedback: false });
+  try {
+    assert.equal(short.kvBytesReserved(), Math.ceil(CONTEXT / P) * perPage, 'clamped to the context');
+  } finally {
+    short.dispose();
+  }
+  const none = await Engine.load(MODEL, { threads: 1, contextLength: CONTEXT, device: 'cpu', feedback: false, prepareKvPositions: 0 });
+  try {
+    assert.equal(none.kvBytesReserved(), 0);
+  } finally {
+    none.dispose();
+  }
+  await assert.rejects(Engine.load(MODEL, { threads: 1, contextLength: CONTEXT, device: 'cpu', prepareKvPositions: -5 }), /prepareKvPositions must be a non-negative integer, got -5/);
+  await assert.rejects(Engine.load(MODEL, { threads: 1, contextLength: CONTEXT, device: 'cpu', prepareKvPositions: 1.5 }), /prepareKvPositions must be a non-negative integer, got 1.5/);
 });

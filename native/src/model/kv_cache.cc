@@ -125,6 +125,11 @@ void KvCache::commit_host_pages(int64_t pages) {
   allocated_.store(touched_pages_ * n_layers_, std::memory_order_relaxed);
 }
 
+void KvCache::commit(int64_t n_positions) {
+  if (device_ || n_positions <= 0) return;
+  commit_host_pages(std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_));
+}
+
 void KvCache::hold(int64_t n_positions) {
   const int64_t want = std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_);
   if (!device_) {

@@ -58,6 +58,10 @@ class KvCache {
   // Empties the slots of the pages that hold only positions ≥ from_pos (a device cache's pages go
   // to its free list).
   void release_from(int64_t from_pos);
+  // Commits the host memory of the pages for positions [0, n_positions) (clamped to the context)
+  // without holding them, as their first hold would (commit_host_pages); nothing for a device
+  // cache, whose pages are allocated when held. Model::prepare_kv says why.
+  void commit(int64_t n_positions);
   // Moves positions [from, to) to [from + delta, to + delta) in every layer (pages held first),
   // rotating each K by delta positions with `rope` (RoPE is a rotation: R(p + d) = R(d)·R(p)), so
   // cached keys read as if computed at their new positions (llama-server's --cache-reuse). V moves

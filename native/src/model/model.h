@@ -201,6 +201,9 @@ class Model {
   bool build_layer_steps();
   // Forgets KV positions ≥ from_pos of sequence `seq`.
   void clear_kv(int64_t from_pos, int32_t seq = 0);
+  // Commits the host memory of sequence `seq`'s KV for positions [0, positions) (clamped to the
+  // context) ahead of the evaluation that will write them (KvCache::commit); holds nothing.
+  void prepare_kv(int64_t positions, int32_t seq = 0);
   // Moves sequence `seq`'s KV positions [from, to) by `delta` (keys re-rotated, see
   // KvCache::shift); its held positions then reach at least to + delta. Host KV only: a sequence
   // with KV on a device, or KVPR's saved rows, throws (the caller evaluates instead).

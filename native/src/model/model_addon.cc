@@ -290,7 +290,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "Model",
                        {InstanceMethod("eval", &ModelWrap::Eval), InstanceMethod("evalAsync", &ModelWrap::EvalAsync),
-                        InstanceMethod("clearKv", &ModelWrap::ClearKv), InstanceMethod("shiftKv", &ModelWrap::ShiftKv), InstanceMethod("dispose", &ModelWrap::Dispose),
+                        InstanceMethod("clearKv", &ModelWrap::ClearKv), InstanceMethod("prepareKv", &ModelWrap::PrepareKv), InstanceMethod("shiftKv", &ModelWrap::ShiftKv), InstanceMethod("dispose", &ModelWrap::Dispose),
                         InstanceMethod("opProfile", &ModelWrap::OpProfile),
                         InstanceMethod("setPlacement", &ModelWrap::SetPlacement),
                         InstanceMethod("evalBatch", &ModelWrap::EvalBatch),
@@ -408,6 +408,15 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "clearKv(fromPos: number)");
     Shared& s = acquire(info.Env());
     held(info.Env(), s, [&] { s.model->clear_kv(info[0].As<Napi::Number>().Int64Value(), info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0); });
+    return info.Env().Undefined();
+  }
+
+  // prepareKv(positions, seq?): see Model::prepare_kv.
+  Napi::Value PrepareKv(const Napi::CallbackInfo& info) {
+    if (info.Length() < 1 || !info[0].IsNumber() || (info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsNumber()))
+      throw Napi::TypeError::New(info.Env(), "prepareKv(positions: number, seq?: number)");
+    Shared& s = acquire(info.Env());
+    held(info.Env(), s, [&] { s.model->prepare_kv(info[0].As<Napi::Number>().Int64Value(), info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0); });
     return info.Env().Undefined();
   }
 
