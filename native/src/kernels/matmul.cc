@@ -264,13 +264,16 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   // line of y; about pf.claim_bytes of weights per chunk, which stay in L1/L2 while the token
   // blocks pass over them.
   const int64_t unit = std::max<int64_t>(1, 16 / G);
-  const int64_t tc = pf.tile_cols;
+  // Few tokens may have their own tile (PackedFormat::few_tile), with the same bits.
+  const bool few = n_tokens < pf.few_tokens;
+  const auto tile = few ? pf.few_tile : pf.tile;
+  const int64_t tc = few ? pf.few_tile_cols : pf.tile_cols;
   // Row group g over tokens [tb, te), tc tokens a tile. Every output is one tile's sum over all
   // columns, so how groups and tokens are handed out never changes a bit.
   auto tiles = [&](int64_t g, int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; t += tc)
-      pf.tile(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
-              static_cast<int>(std::min(tc, te - t)));
+      tile(cols, y + t * y_stride + g * G, y_stride, wb + static_cast<size_t>(g) * group_bytes, ab + t * a_stride, a_stride,
+           static_cast<int>(std::min(tc, te - t)));
   };
   // Token blocks of up to 32 rows whose arranged activations stay within ~256 KiB (half of a Zen 3
   // L2): every row group of a chunk re-reads them.
@@ -299,7 +302,7 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   // Claims of about pf.claim_bytes of weights (at most 16 groups), which every token block reads
   // while they stay in L1 or L2 (repack.h).
   const int64_t group_block =
-      std::max<int64_t>(unit, std::min<int64_t>(16, static_cast<int64_t>(pf.claim_bytes / group_bytes)) / unit * unit);
+      std::max<int64_t>(unit, std::min<int64_t>(16, static_cast<int64_t>((few ? pf.few_claim_bytes : pf.claim_bytes) / group_bytes)) / unit * unit);
   ChunkCounter counter(groups, group_block);
   pool.run([&](int, int) {
     for (;;) {

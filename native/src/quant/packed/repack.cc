@@ -114,11 +114,23 @@ void register_packed_formats(const KernelChoice& c) {
                     tile_q6_kx4_avx512, kPackedTileColsQ6_kAvx512);
     // With AMX-INT8 the 16-row groups' prefill runs on AMX tiles over the same layouts
     // (packed_x16_amx_avx512.cc, packed_k16_amx_avx512.cc), with the same bits; the decode GEMVs
-    // stay. (Q6_K's 4-row groups have no AMX tile.)
+    // stay. (Q6_K's 4-row groups have no AMX tile.) Calls of fewer than kAmxMinTokens tokens (a
+    // speculative step's drafts, a few decoding sequences) keep the register tiles: 2-vCPU Intel
+    // Xeon (AMX), bench.matmul from DRAM (256 MiB ring), 2 threads, AMX / register tiles, µs:
+    //   Q4_0 4864 x 896   2 tokens 212 / 129, 4 220 / 162, 8 248 / 193, 12 261 / 228, 16 289 / 283, 24 335 / 434
+    //   Q5_0 4864 x 896   2 249 / 151, 4 236 / 159, 8 319 / 199, 12 276 / 284, 16 291 / 299, 24 396 / 450
+    //   Q8_0 4864 x 896   4 216 / 210, 8 236 / 241, 12 263 / 305, 16 322 / 337, 32 445 / 583
+    //   Q4_K 4864 x 1024  4 224 / 149, 8 253 / 211, 12 293 / 295, 16 391 / 358, 32 672 / 659
+    // (1 thread, Q4_0 2 tokens: 367 / 199, the one-token GEMV 143.)
+    constexpr int kAmxMinTokens = 16;
     if (c.amx_int8) {
       for (auto [pf, tile] : {std::pair{&g_q4_0, tile_q4_0x16_amx}, std::pair{&g_q4_1, tile_q4_1x16_amx}, std::pair{&g_q5_0, tile_q5_0x16_amx},
                               std::pair{&g_q5_1, tile_q5_1x16_amx}, std::pair{&g_q8_0, tile_q8_0x16_amx}, std::pair{&g_q4_k, tile_q4_kx16_amx},
                               std::pair{&g_q5_k, tile_q5_kx16_amx}}) {
+        pf->few_tile = pf->tile;
+        pf->few_tile_cols = pf->tile_cols;
+        pf->few_tokens = kAmxMinTokens;
+        pf->few_claim_bytes = pf->claim_bytes;
         pf->tile = tile;
         pf->tile_cols = kPackedTileColsX16Amx;
         pf->claim_bytes = 256 << 10;

@@ -118,6 +118,14 @@ struct PackedFormat {
   // out[c·out_stride + r] for one row group × `cols` (1..tile_cols) tokens act + c·act_stride.
   void (*tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
   int tile_cols = 0;
+  // Calls of fewer than few_tokens tokens run few_tile (few_tile_cols tokens a call) instead of
+  // tile; 0: tile for every count. The AMX tiles' set-up (tile loads and stores, a float step of
+  // all 16 token rows per block) is the same for 2 tokens as for 16, so below that the register
+  // tiles they displaced are faster (repack.cc has the measurement); both give the same bits.
+  void (*few_tile)(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) = nullptr;
+  int few_tile_cols = 0;
+  int few_tokens = 0;
+  size_t few_claim_bytes = 0;  // claim_bytes for few_tile
   // Prefill (more tokens than one token block): weight bytes per claim of row groups, which every
   // token block's tiles read in turn (kernels/matmul.cc). 32 KiB keeps them in L1 for the
   // register tiles; the AMX tiles take 256 KiB from L2, so that a token block's activations,
