@@ -116,7 +116,8 @@ KernelChoice choose_kernels(const CpuFeatures& f, const char* cap) {
   c.amx_int8 = c.isa == Isa::Avx512 && f.amx_int8;
   c.gemv_prefetch = !f.amd_zen4;
   c.q5_0_gemv_prefetch = c.gemv_prefetch || (f.amd_zen4 && c.isa == Isa::Avx512);
-  c.q6_k_gemv_prefetch_bytes = f.amd_zen5 ? 3072 : f.amd_zen4 ? 1536 : 0;
+  c.q6_k_gemv_prefetch_bytes = f.amd_zen5 ? 3072 : f.amd_zen4 || f.intel ? 1536 : 0;
+  c.q6_k_gemv_prefetch_l1 = f.intel;
   c.gemv_four_streams = !f.amd_zen4;
   c.k_gemv_two_streams = f.intel;
   c.q6_k_avx2_gemv_prefetch = c.gemv_prefetch && !f.intel;

@@ -105,6 +105,15 @@ struct KernelChoice {
   // ahead and 40 % slower at 2 KiB. FULCRUM_GEMV_PREFETCH_Q6_K=0|1 overrides the choice (1: the
   // CPU's distance, or 1536 where it has none).
   int q6_k_gemv_prefetch_bytes = 0;
+  // Whether those prefetches go to L1 (prefetcht0) instead of prefetchnta: on Intel CPUs, whose
+  // prefetchnta fills L1 alone and keeps few lines in flight (k_gemv_two_streams below). 2-vCPU
+  // Intel Xeon (AMX) on 2026-12-03, bench.matmul Q6_K 896 x 4864 and 4864 x 1024 from a 256 MiB
+  // ring, 1 / 2 threads, GB/s: hardware prefetch only 11.2-11.7 / 18.8-20.9, prefetchnta 1.5 KiB
+  // ahead 7.7-7.8 / 13.9-14.0, prefetcht0 1.5 KiB ahead 13.6-13.8 / 23.9-24.8, 3 KiB 13.1 /
+  // 24.2-24.8 (from L2 the kernel runs at 32.7 at 1 thread: it is partly bound by its arithmetic).
+  // The AVX2-level Q6_K GEMV gained nothing from prefetcht0 there (1 thread 9.7 against 11.1-11.3
+  // with the hardware alone, 2 threads 19.5-19.6 against 18.2-18.8).
+  bool q6_k_gemv_prefetch_l1 = false;
   // With software prefetch, whether the Q4_K and Q5_K decode GEMVs (q4_kx16 / q5_kx16 at AVX-512,
   // q4_kx8 / q5_kx8 at the AVX2 levels) read two segments of their walk side by side, each
   // prefetched 2 KiB ahead into L1 (prefetcht0; the gemv_*_streams2 entry points), or their own

@@ -66,12 +66,13 @@ constexpr Controls kCtl{};
 
 inline __m512i spread_scale(__m512i sc8, const uint8_t* ctl) { return _mm512_srai_epi16(_mm512_shuffle_epi8(sc8, _mm512_load_si512(ctl)), 8); }
 
-// kAhead: bytes ahead of each stream's super-block the walk prefetches (prefetchnta), 0 for none.
+// kAhead: bytes ahead of each stream's super-block the walk prefetches (with kHint: prefetchnta,
+// or prefetcht0 on Intel, KernelChoice::q6_k_gemv_prefetch_l1), 0 for none.
 // On the Zen 4 (AVX-512, 2 vCPUs), bench.matmul 896 x 4864 Q6_K from a 256 MiB ring, 1 thread,
 // alternating processes, 5 rounds: none 19.8-25.2 GB/s, 512 B 24.9-25.7, 1 KiB 26.2-27.6,
 // 1.5 KiB 27.7-29.7 (one slow round 19.2), 2 KiB 26.3-29.2 (read probe 27-30); from L3 37.7
 // against 37.4 (the prefetches' own cost). On a Zen 5 3 KiB (core/isa.h has the sweep).
-template <size_t kAhead>
+template <size_t kAhead, int kHint = _MM_HINT_NTA>
 struct KernelT {
   static constexpr size_t kSbBytes = 4 * sizeof(block_q6_K);  // 840: one super-block of four rows
 
@@ -86,7 +87,7 @@ struct KernelT {
     for (int64_t i = 0; i < nsb; ++i) {
       const uint8_t* g = w + i * kSbBytes;
       if constexpr (kAhead > 0) {
-        for (size_t line = 0; line < kSbBytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kAhead + line), _MM_HINT_NTA);
+        for (size_t line = 0; line < kSbBytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kAhead + line), static_cast<_mm_hint>(kHint));
       }
       const __m512i sc8 = _mm512_loadu_si512(g);
       const __m512i sc_lo = spread_scale(sc8, kCtl.scales_lo), sc_hi = spread_scale(sc8, kCtl.scales_hi);
@@ -137,6 +138,7 @@ struct KernelT {
 using Kernel = KernelT<0>;
 using PrefetchingKernel = KernelT<1536>;
 using FarPrefetchingKernel = KernelT<3072>;
+using L1PrefetchingKernel = KernelT<1536, _MM_HINT_T0>;
 
 }  // namespace q6k
 
@@ -173,6 +175,9 @@ void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, con
 }
 void gemv_q6_kx4_ahead3k_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv<q6k::FarPrefetchingKernel>(n, out, w, groups, act);
+}
+void gemv_q6_kx4_l1_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv<q6k::L1PrefetchingKernel>(n, out, w, groups, act);
 }
 void gemv_q6_kx4_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) { gemv<q6k::Kernel>(n, out, w, groups, act); }
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols) {

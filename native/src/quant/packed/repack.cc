@@ -109,7 +109,8 @@ void register_packed_formats(const KernelChoice& c) {
     g_q8_0.quant_xor = 0x80;
     g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, FULCRUM_K_GEMV_WALK(q4_kx16, avx512), tile_q4_kx16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch_bytes >= 3072 ? gemv_q6_kx4_ahead3k_avx512
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch_bytes > 0 && c.q6_k_gemv_prefetch_l1 ? gemv_q6_kx4_l1_avx512
+                                                                    : c.q6_k_gemv_prefetch_bytes >= 3072 ? gemv_q6_kx4_ahead3k_avx512
                                                                     : c.q6_k_gemv_prefetch_bytes > 0 ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
                     tile_q6_kx4_avx512, kPackedTileColsQ6_kAvx512);
     // With AMX-INT8 the 16-row groups' prefill runs on AMX tiles over the same layouts
