@@ -9,7 +9,6 @@ import { readHparams, type ModelHparams } from '../model/hparams';
 import { layerSummaries, summarizeModel } from '../model/summary';
 import { createTokenizer, type Tokenizer } from '../model/tokenizer';
 import { nativeOpTable } from '../native/op-table';
-import { DEFAULT_PROMPT_BUDGET } from '../completion/budget';
 import { createNativeModel, type NativeDeviceStats, type NativeModel, type NativeOpTiming } from '../native/model';
 import { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './native-config';
 import { Sampler } from './sampler';
@@ -48,9 +47,11 @@ export { defaultThreads, EngineError, nativeConfig, PREFILL_BATCH } from './nati
 const DEFAULT_CONTEXT_CAP = 4096;
 /**
  * KV positions of sequence 0 committed at load (LoadOptions.prepareKvPositions): a completion
- * with the default prompt budget and the 64 tokens it generates by default (completer.ts).
+ * with the default prompt budget (1024, completion/budget.ts) and the 64 tokens it generates by
+ * default (completer.ts). Spelled out: the runtime does not import the completion room, which
+ * stands on it; kv-cache.test.ts holds the two to this sum.
  */
-const FIRST_REQUEST_KV_POSITIONS = DEFAULT_PROMPT_BUDGET + 64;
+export const FIRST_REQUEST_KV_POSITIONS = 1024 + 64;
 /** Numbers of traced events kept for a tracing caller while feedback takes the native trace (native/src/model/model.h's limit). */
 const RETAINED_TRACE_LIMIT = 4 << 20;
 /** Most live-decider iterations kept for one takeTrace() (a long untaken trace must not grow without bound). */

@@ -13,7 +13,9 @@ import { GgmlType } from '../../engine/model/ggml-types';
 import { readGguf } from '../../engine/model/gguf';
 import { readHparams } from '../../engine/model/hparams';
 import { writeSyntheticModel } from '../../engine/model/synthetic';
-import { Engine, nativeConfig } from '../../engine/runtime/engine';
+import { DEFAULT_PROMPT_BUDGET } from '../../engine/completion/budget';
+import { DEFAULT_MAX_TOKENS } from '../../engine/completion/completer';
+import { Engine, FIRST_REQUEST_KV_POSITIONS, nativeConfig } from '../../engine/runtime/engine';
 import { createNativeModel, type NativeModel } from '../../engine/native/model';
 import { tempDir } from '../helpers/shared';
 import { evalPieces as evalPiecesOf, kvTestTokens as tokens } from '../helpers/kv-eval';
@@ -215,7 +217,8 @@ test('kv cache: Engine.load commits the first request\'s KV (a default completio
   const byDefault = await Engine.load(MODEL, { threads: 1, contextLength: 2048, device: 'cpu', feedback: false });
   try {
     // A default completion: the 1024-token prompt budget and 64 generated tokens, 17 pages.
-    assert.equal(byDefault.kvBytesReserved(), Math.ceil((1024 + 64) / P) * perPage);
+    assert.equal(FIRST_REQUEST_KV_POSITIONS, DEFAULT_PROMPT_BUDGET + DEFAULT_MAX_TOKENS, 'the runtime\'s figure follows the completion defaults');
+    assert.equal(byDefault.kvBytesReserved(), Math.ceil(FIRST_REQUEST_KV_POSITIONS / P) * perPage);
     assert.equal(byDefault.kvBytesInUse(), 0);
   } finally {
     byDefault.dispose();
