@@ -63,6 +63,10 @@ function main(): void {
     // 258 or 257 groups, not a whole number of units, cut once per thread (small group).
     { label: 'Q6_K with a 16-row Q4_0 (a group space that ends inside a unit)', cols: 1024, items: [{ type: Q6_K, rows: 1024 }, { type: Q4_0, rows: 16 }] },
     { label: 'four small Q4_0 (inline)', cols: 256, items: [{ type: Q4_0, rows: 32 }, { type: Q4_0, rows: 64 }, { type: Q4_0, rows: 32 }, { type: Q4_0, rows: 16 }] },
+    // A MoE decode step's pass (model/moe.cc): the gate and up of 8 experts, 16 matrices of one
+    // input (Q4_K, 3.1 MiB: the tapering claims), and a full pass of 32 small ones.
+    { label: 'MoE gate/up of 8 Q4_K experts', cols: 1024, items: Array.from({ length: 16 }, () => ({ type: Q4_K, rows: 384 })) },
+    { label: '32 Q8_0 experts (a full pass)', cols: 256, items: Array.from({ length: 32 }, (_, i) => ({ type: Q8_0, rows: 32 * (1 + (i % 3)) })) },
   ];
   const cases: GemvGroupCase[] = [];
   const digest = createHash('sha256');
@@ -89,7 +93,7 @@ function main(): void {
   const w = quantize(Q4_0, values(32 * 256, 3, 0.1));
   const x = values(256, 4, 1);
   const w31 = quantize(Q4_0, values(31 * 256, 5, 0.1));  // 31 rows: no whole row group, not repacked
-  for (const bad of [[], Array(5).fill({ type: Q4_0, weights: w, rows: 32 }), [{ type: Q4_0, weights: w.subarray(1), rows: 32 }], [{ type: Q4_0, weights: w31, rows: 31 }]]) {
+  for (const bad of [[], Array(33).fill({ type: Q4_0, weights: w, rows: 32 }), [{ type: Q4_0, weights: w.subarray(1), rows: 32 }], [{ type: Q4_0, weights: w31, rows: 31 }]]) {
     try {
       k.gemvGroup(bad, x, 2);
       errors.push('no error');

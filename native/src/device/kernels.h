@@ -25,6 +25,7 @@ namespace fulcrum {
 namespace quant {
 struct PackedFormat;
 }
+class CpuKernels;
 
 // Conversions of a row op's output rows into matmul activation formats, made while each row is
 // still in L1 (compile's fuse pass folds a Convert op into the RmsNorm / LayerNorm / GLU before
@@ -99,6 +100,10 @@ class Kernels {
   virtual void embed(GgmlType type, const uint8_t* table, size_t row_bytes, const int32_t* tokens, int64_t n, float* out, int64_t width, float scale) = 0;
   // x = tanh(x / cap) · cap for n floats.
   virtual void softcap(float* x, int64_t n, float cap) = 0;
+
+  // These kernels as the CPU's, for the host-only passes an op may take on them (a MoE decode
+  // step's experts in one grouped GEMV pass, model/moe.cc); nullptr on a device's own kernels.
+  virtual CpuKernels* as_cpu() { return nullptr; }
 
   // A device runs what the calling lane recorded and waits for it; the CPU has run it already.
   virtual void sync() = 0;

@@ -108,20 +108,20 @@ Napi::Value Matmul(const Napi::CallbackInfo& info) {
 }
 
 // gemvGroup(items: {type, weights: Uint8Array, rows}[], x: Float32Array, threads) -> Float32Array[]:
-// one token's products with 1..4 matrices of x.length columns, each repacked as the model's load
-// copy is, in one grouped pass (gemv_packed_group) — what a decode step runs for a layer's Q, K, V.
+// one token's products with 1..32 matrices of x.length columns, each repacked as the model's load
+// copy is, in one grouped pass (gemv_packed_group) — what a decode step runs for a layer's Q, K, V, or a MoE token's experts.
 Napi::Value GemvGroup(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsArray()) throw Napi::TypeError::New(env, "gemvGroup: items must be an array");
   Napi::Array arr = info[0].As<Napi::Array>();
   const int n = static_cast<int>(arr.Length());
-  if (n < 1 || n > kMaxGemvGroup) throw Napi::RangeError::New(env, "gemvGroup: 1 to " + std::to_string(kMaxGemvGroup) + " items, got " + std::to_string(n));
+  if (n < 1 || n > kMaxGemvItems) throw Napi::RangeError::New(env, "gemvGroup: 1 to " + std::to_string(kMaxGemvItems) + " items, got " + std::to_string(n));
   Napi::Float32Array x = f32_arg(info, 1, "x");
   const int threads = static_cast<int>(int_arg(info, 2, "threads", 1, 256));
   const int64_t cols = static_cast<int64_t>(x.ElementLength());
   std::vector<std::vector<uint8_t>> weights(static_cast<size_t>(n)), acts(static_cast<size_t>(n));
   std::vector<Napi::Float32Array> ys;
-  PackedGemv items[kMaxGemvGroup];
+  PackedGemv items[kMaxGemvItems];
   for (int i = 0; i < n; ++i) {
     Napi::Value v = arr.Get(static_cast<uint32_t>(i));
     if (!v.IsObject()) throw Napi::TypeError::New(env, "gemvGroup: items[" + std::to_string(i) + "] must be an object");

@@ -146,15 +146,15 @@ void matmul_prepared(ThreadPool& pool, GgmlType wtype, const void* w, int64_t ro
 }
 
 void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
-  if (n < 1 || n > kMaxGemvGroup) throw std::invalid_argument("gemv_packed_group: 1 to " + std::to_string(kMaxGemvGroup) + " matrices, got " + std::to_string(n));
+  if (n < 1 || n > kMaxGemvItems) throw std::invalid_argument("gemv_packed_group: 1 to " + std::to_string(kMaxGemvItems) + " matrices, got " + std::to_string(n));
   // Each matrix's arranged activations (repack.h): per calling thread and slot, grown once.
-  thread_local std::vector<uint8_t> arranged[kMaxGemvGroup];
-  const uint8_t* act[kMaxGemvGroup];
-  size_t group_bytes[kMaxGemvGroup];
+  thread_local std::vector<uint8_t> arranged[kMaxGemvItems];
+  const uint8_t* act[kMaxGemvItems];
+  size_t group_bytes[kMaxGemvItems];
   // Matrix i's row groups are [start[i], start[i] + groups[i]) of one index space, each start a
   // multiple of 16 rows' worth of groups, so no claim's boundary makes two threads share a cache
   // line of one y (the padding is claimed and skipped).
-  int64_t start[kMaxGemvGroup + 1], groups[kMaxGemvGroup];
+  int64_t start[kMaxGemvItems + 1], groups[kMaxGemvItems];
   int64_t unit = 1;
   size_t bytes = 0;
   start[0] = 0;

@@ -60,13 +60,18 @@ struct PackedGemv {
   const void* act = nullptr;
   float* y = nullptr;
 };
+// The most ops of a layer compile groups into one pass (Q, K and V; gate and up).
 constexpr int kMaxGemvGroup = 4;
+// The most matrices one pass takes: a MoE decode step's gate and up of 16 experts (model/moe.cc
+// runs more in several passes).
+constexpr int kMaxGemvItems = 32;
 
-// One token's products with up to kMaxGemvGroup matrices in one pool run: the row groups of all of
-// them are claimed from one counter. Matrices that read the same input (a layer's Q, K and V; its
-// gate and up) then cost one dispatch and one join instead of one each, and the small K and V
-// projections are shared out with Q's rows instead of running on the caller alone. Each output is
-// the bits matmul_packed gives it (the same GEMV over the same rows: only the split differs).
+// One token's products with up to kMaxGemvItems matrices in one pool run: the row groups of all
+// of them are claimed from one counter. Matrices that read the same input (a layer's Q, K and V;
+// its gate and up; a MoE token's experts) then cost one dispatch and one join instead of one each,
+// and the small K and V projections are shared out with Q's rows instead of running on the caller
+// alone. Each output is the bits matmul_packed gives it (the same GEMV over the same rows: only
+// the split differs).
 void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n);
 
 // Convenience for one-off callers (profiler microbenchmarks, tests): converts x into

@@ -73,6 +73,12 @@ class MoeFfn {
   // The routing from router scores (logits_, overwritten by probabilities): each token's experts
   // and weights, each expert's members (token * n_used + slot), and the lane's index lists.
   void route(int64_t rows);
+  // The experts of a step, one at a time over the tokens routed to each (gather, gate and up,
+  // SwiGLU, down, scatter), on any lane's kernels.
+  void run_experts(Kernels& kn, const MoeBuffers& b, const MoeWeights& w, const float* h, int64_t rows);
+  // A decode token's experts on the CPU (packed weights): gates and ups in one grouped GEMV pass,
+  // downs in another; the same bits as run_experts.
+  void run_decode_grouped(CpuKernels& kn, const MoeBuffers& b, const MoeWeights& w, const float* h);
 
   MoeShape shape_;
   int64_t max_rows_ = 0;
@@ -86,6 +92,7 @@ class MoeFfn {
   std::vector<float> xg_, g_, u_, y_, ys_;  // the CPU lanes' scratch (host_buffers)
   std::vector<uint8_t> act_in_, act_ff_, act_router_;
   std::vector<uint64_t> expert_tokens_;
+  bool group_decode_ = true;  // FULCRUM_NO_GEMV_GROUPS=1 at reserve: decode tokens take run_experts
 };
 
 }  // namespace fulcrum

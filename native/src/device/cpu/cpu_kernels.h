@@ -37,6 +37,7 @@ class CpuKernels final : public Kernels {
   void softcap(float* x, int64_t n, float cap) override;
   // One decode token's products with several packed matrices in one pool run (gemv_packed_group).
   void gemv_group(const PackedGemv* items, int n);
+  CpuKernels* as_cpu() override { return this; }
   void sync() override {}
   void discard() override {}
 
