@@ -91,13 +91,23 @@ template <bool kFifthBit, int C, int Ch>
   }
   const __m512i sc0 = scale_of<2 * Ch>(s);
   for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch), sc0));
-  for (int k = 0; k < 8; ++k) {
-    const __m512i v = _mm512_srli_epi16(_mm512_loadu_si512(q + 64 * k), 4);
-    if constexpr (kFifthBit) w[k] = with_fifth_bit<3 - 2 * Ch>(v, _mm512_loadu_si512(qh + 64 * k), m4, m10);
-    else w[k] = _mm512_and_si512(v, m4);
-  }
   const __m512i sc1 = scale_of<2 * Ch + 1>(s);
-  for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch + 32), sc1));
+  if constexpr (kFifthBit) {
+    for (int k = 0; k < 8; ++k) {
+      const __m512i v = _mm512_srli_epi16(_mm512_loadu_si512(q + 64 * k), 4);
+      w[k] = with_fifth_bit<3 - 2 * Ch>(v, _mm512_loadu_si512(qh + 64 * k), m4, m10);
+    }
+    for (int c = 0; c < C; ++c) sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch + 32), sc1));
+  } else {
+    // The high nibbles where they are (16 × the nibble, at most 240: still an unsigned byte), so
+    // the sub-block's sum is 16 × its sum, exactly (at most 32·240·128 in a lane); one arithmetic
+    // shift of that sum per token replaces a shift of each of the eight weight vectors, which on
+    // Intel share port 0 with vpdpbusd and vpmulld. The same exact int32 sums, so the same bits.
+    const __m512i mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    for (int k = 0; k < 8; ++k) w[k] = _mm512_and_si512(_mm512_loadu_si512(q + 64 * k), mf0);
+    for (int c = 0; c < C; ++c)
+      sum[c] = _mm512_add_epi32(sum[c], _mm512_mullo_epi32(_mm512_srai_epi32(sub_block_sum(w, y[c]->qs + 64 * Ch + 32), 4), sc1));
+  }
 }
 
 // One super-block of the group (cw) for C tokens (y[c]: each token's Q8_K block) into their
