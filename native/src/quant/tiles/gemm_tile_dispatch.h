@@ -51,20 +51,34 @@ void gemv_any(int64_t n, float* out, const void* w, size_t w_row_bytes, int rows
   }
 }
 
+// How far ahead the tile walk prefetches at least. A speculative step's few tokens (PackedFormat::
+// few_tile, one token block: matmul_packed) read every weight once from memory through this
+// walk, one contiguous run of groups a claim, and K::kTileAhead chunks alone (576 B for Q4_0's
+// 16-row chunks, 1088 for Q8_0's) kept too few lines in flight. bench.matmul 4864 x 1024 from a
+// 256 MiB ring, 2 threads, medians of 61, three alternating rounds, Intel Xeon (AMX host; the
+// register tiles below 16 tokens), kTileAhead chunks -> at least 2 KiB: Q4_0 2 tokens 142-153 ->
+// 118-126 µs, 5 tokens 179-187 -> 148-149; Q5_0 5 tokens 195-212 -> 173-184; Q8_0 5 tokens
+// 255-277 -> 246-265, 2 tokens level; Q4_K (2304 B already) level; 4 KiB no better than 2. At
+// FULCRUM_ISA=avx2 (8-row chunks): Q4_0 5 tokens 218-245 -> 181-182, 2 tokens 160-163 -> 139-140;
+// Q8_0 5 tokens 317-322 -> 299-315; Q4_K 199-219 -> 190-195. Prefill's later token blocks read
+// the group from L2, where the prefetch costs its instructions only.
+constexpr size_t kTileMinAheadBytes = 2048;
+
 // The packed kernels' tile: one row group × C tokens, chunk after chunk in column order
 // (K::chunk_tile<C>: the chunk's weights unpacked once serve the C tokens from registers), each
-// chunk K::kTileAhead chunks ahead prefetched into L1, from L2 where the previous token tile over
-// this group left it or, for the first token tile, from memory. (The GEMV walks below take
-// K::chunk, one token's step.)
+// chunk max(K::kTileAhead chunks, kTileMinAheadBytes) ahead prefetched into L1, from L2 where the
+// previous token tile over this group left it or, for the first token tile, from memory. (The
+// GEMV walks below take K::chunk, one token's step.)
 template <class K, int C>
 void packed_tile_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
+  constexpr size_t kAhead = K::kTileAhead * K::kChunkBytes > kTileMinAheadBytes ? K::kTileAhead * K::kChunkBytes : kTileMinAheadBytes;
   typename K::Acc acc[C];
   for (int c = 0; c < C; ++c) acc[c] = K::zero();
   const int64_t chunks = n / K::kChunkCols;
   for (int64_t j = 0; j < chunks; ++j) {
     const uint8_t* cw = w + j * K::kChunkBytes;
     for (size_t o = 0; o < K::kChunkBytes + 32; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(cw + K::kTileAhead * K::kChunkBytes + o), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cw + kAhead + o), _MM_HINT_T0);
     K::template chunk_tile<C>(acc, cw, act + j * K::kActChunkBytes, as);
   }
   for (int c = 0; c < C; ++c) K::store(out + c * os, acc[c]);
