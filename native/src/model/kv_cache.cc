@@ -127,11 +127,13 @@ void KvCache::commit_host_pages(int64_t pages) {
 
 void KvCache::commit(int64_t n_positions) {
   if (device_ || n_positions <= 0) return;
-  commit_host_pages(std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_));
+  commit_host_pages(pages_for(n_positions));
 }
 
+int64_t KvCache::pages_for(int64_t n_positions) const { return std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_); }
+
 void KvCache::hold(int64_t n_positions) {
-  const int64_t want = std::min(table_size_, (n_positions + page_tokens_ - 1) / page_tokens_);
+  const int64_t want = pages_for(n_positions);
   if (!device_) {
     // Host pages have fixed places (the constructor): holding one is filling its slot.
     for (int64_t p = held_pages_.load(std::memory_order_relaxed); p < want; ++p) {

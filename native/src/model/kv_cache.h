@@ -118,6 +118,8 @@ class KvCache {
   uint64_t layer_bytes_ = 0;
   int64_t touched_pages_ = 0;  // host page slots ever held: committed, and their memory stays committed
   void commit_host_pages(int64_t pages);
+  // The pages that hold positions [0, n_positions), at most the table's.
+  int64_t pages_for(int64_t n_positions) const;
   uint8_t* host_k_page(int64_t layer, int64_t page) const {
     return host_.base() + static_cast<uint64_t>(layer) * layer_bytes_ + static_cast<uint64_t>(page) * v_offset_;
   }

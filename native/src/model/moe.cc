@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <cstdlib>
 
 #include "device/cpu/cpu_kernels.h"
