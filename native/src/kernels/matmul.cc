@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -223,6 +224,11 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
     int64_t g0, g1;
     while (counter.claim(&g0, &g1)) run_range(g0, g1);
   });
+}
+
+bool gemv_groups_enabled() {
+  const char* e = std::getenv("FULCRUM_NO_GEMV_GROUPS");
+  return !(e && e[0] == '1');
 }
 
 void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* w, int64_t rows, int64_t cols, const void* act,

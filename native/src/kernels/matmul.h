@@ -74,6 +74,11 @@ constexpr int kMaxGemvItems = 32;
 // the split differs).
 void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n);
 
+// Whether decode may group its GEMVs into such passes (compile's Q/K/V and gate/up, a MoE token's
+// experts): FULCRUM_NO_GEMV_GROUPS=1 turns every grouping off, to compare against the ungrouped
+// matmuls. Read when asked (at compile and at load), never per step.
+bool gemv_groups_enabled();
+
 // Convenience for one-off callers (profiler microbenchmarks, tests): converts x into
 // scratch, then multiplies. y is n_tokens × rows. Throws std::invalid_argument when wtype is not
 // supported or cols is not a multiple of the block size.

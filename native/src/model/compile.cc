@@ -4,7 +4,6 @@
 // recomputation of a prefix), and the events (cross-lane dependencies) that order it all.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <stdexcept>
@@ -731,7 +730,7 @@ void Model::group_gemvs() {
     return true;
   };
   for (Op& op : ops_) op.gemv_group = 0;
-  if (const char* e = std::getenv("FULCRUM_NO_GEMV_GROUPS"); e && e[0] == '1') return;
+  if (!gemv_groups_enabled()) return;
   for (size_t i = 0; i < ops_.size(); ++i) {
     const Op& op = ops_[i];
     if (op.kind != OpKind::MatMul || !op.packed || op.loc != Loc::Host || op.lane != Lane::Cpu || op.part != 0 || op.act_type == GgmlType::F32) continue;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "device/cpu/cpu_kernels.h"
 #include "device/device.h"
@@ -45,8 +44,7 @@ void MoeFfn::reserve(const MoeShape& shape, const MoeWeights& w, int64_t rows) {
   // (the grouped pass converts the token for gate and up side by side when their formats differ)
   act_in_.assign(std::max({converted_bytes(tin, E, rows), converted_bytes(tin2, E, rows), converted_bytes(tin, E, 1) + converted_bytes(tin2, E, 1)}), 0);
   act_ff_.assign(converted_bytes(type_traits(w.down.type).vec_dot_type, F, slots), 0);
-  const char* off = std::getenv("FULCRUM_NO_GEMV_GROUPS");
-  group_decode_ = !(off && off[0] == '1');
+  group_decode_ = gemv_groups_enabled();
   act_router_.assign(converted_bytes(type_traits(w.router_type).vec_dot_type, E, rows), 0);
   expert_tokens_.assign(static_cast<size_t>(X), 0);
 }
@@ -203,22 +201,20 @@ void MoeFfn::run_decode_grouped(CpuKernels& kn, const MoeBuffers& b, const MoeWe
     }
     kn.gemv_group(items, n);
   }
-  const size_t ff_bytes = td == GgmlType::F32 ? 0 : converted_bytes(td, F, 1);
+  // (packed weights read quantized activations: each SwiGLU row is converted for its down as it is made)
+  const size_t ff_bytes = converted_bytes(td, F, 1);
   for (int64_t s = 0; s < K; ++s) {
     RowConverts cv;
-    if (ff_bytes) {
-      cv.n = 1;
-      cv.type[0] = td;
-      cv.dst[0] = b.act_ff + static_cast<size_t>(s) * ff_bytes;
-    }
+    cv.n = 1;
+    cv.type[0] = td;
+    cv.dst[0] = b.act_ff + static_cast<size_t>(s) * ff_bytes;
     kn.swiglu(b.g + s * F, b.u + s * F, 1, F, cv);
   }
   for (int64_t s0 = 0; s0 < K; s0 += kMaxGemvItems) {
     const int64_t s1 = std::min(K, s0 + kMaxGemvItems);
     int n = 0;
     for (int64_t s = s0; s < s1; ++s) {
-      const void* act = ff_bytes ? static_cast<const void*>(b.act_ff + static_cast<size_t>(s) * ff_bytes) : b.g + s * F;
-      items[n++] = PackedGemv{w.down.packed, w.down.expert(sel[s]), E, F, act, b.y + s * E};
+      items[n++] = PackedGemv{w.down.packed, w.down.expert(sel[s]), E, F, b.act_ff + static_cast<size_t>(s) * ff_bytes, b.y + s * E};
     }
     kn.gemv_group(items, n);
   }

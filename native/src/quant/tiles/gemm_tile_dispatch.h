@@ -5,6 +5,7 @@
 // Include only from the gemm_* / gemv_* / packed_* ISA files; everything here has
 // internal linkage (ODR rule: no shared inline ISA code).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -71,7 +72,7 @@ constexpr size_t kTileMinAheadBytes = 2048;
 // GEMV walks below take K::chunk, one token's step.)
 template <class K, int C>
 void packed_tile_walk(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as) {
-  constexpr size_t kAhead = K::kTileAhead * K::kChunkBytes > kTileMinAheadBytes ? K::kTileAhead * K::kChunkBytes : kTileMinAheadBytes;
+  constexpr size_t kAhead = std::max<size_t>(K::kTileAhead * K::kChunkBytes, kTileMinAheadBytes);
   typename K::Acc acc[C];
   for (int c = 0; c < C; ++c) acc[c] = K::zero();
   const int64_t chunks = n / K::kChunkCols;
