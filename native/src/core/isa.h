@@ -112,7 +112,9 @@ struct KernelChoice {
   // ahead 7.7-7.8 / 13.9-14.0, prefetcht0 1.5 KiB ahead 13.6-13.8 / 23.9-24.8, 3 KiB 13.1 /
   // 24.2-24.8 (from L2 the kernel runs at 32.7 at 1 thread: it is partly bound by its arithmetic).
   // The AVX2-level Q6_K GEMV gained nothing from prefetcht0 there (1 thread 9.7 against 11.1-11.3
-  // with the hardware alone, 2 threads 19.5-19.6 against 18.2-18.8).
+  // with the hardware alone, 2 threads 19.5-19.6 against 18.2-18.8). On Intel both levels read two
+  // streams instead (k_gemv_two_streams below); this one-stream walk is theirs at
+  // FULCRUM_GEMV_K_STREAMS=1.
   bool q6_k_gemv_prefetch_l1 = false;
   // With software prefetch, whether the Q4_K and Q5_K decode GEMVs (q4_kx16 / q5_kx16 at AVX-512,
   // q4_kx8 / q5_kx8 at the AVX2 levels) read two segments of their walk side by side, each
@@ -125,11 +127,19 @@ struct KernelChoice {
   // prefetchnta 5.7-6.2 / 11.4-12.1; the same walk prefetcht0 13.0-13.8 / 22.7-27.3, prefetcht1
   // 12.6-13.0 / 23.1-25.3; hardware prefetch only 12.1-13.9 / 22.0-27.5; four streams prefetcht0
   // 2 KiB ahead 16.1-17.3 / 24.5-29.3; two streams 2 KiB ahead 15.5-16.4 / 28.2-30.9 (the
-  // GGUF-layout Q4_K GEMV these groups replaced there: 11.8-14.1 / 22.1-27.1). FULCRUM_GEMV_K_STREAMS=1|2
-  // overrides.
+  // GGUF-layout Q4_K GEMV these groups replaced there: 11.8-14.1 / 22.1-27.1).
+  // Q6_K's 4-row groups (q6_kx4, at every ISA) take the same two-stream walk (gemv_q6_kx4_streams2)
+  // where this is set and the GEMVs prefetch in software. The same Xeon, later that day,
+  // bench.matmul Q6_K 896 x 4864 and 4864 x 1024 from a 256 MiB ring, medians of 101, alternating
+  // processes, 1 / 2 threads, GB/s: AVX-512, one stream prefetcht0 1.5 KiB ahead (below)
+  // 12.4-13.7 / 23.6-25.5 -> two streams 15.3-16.1 / 26.1-29.3 (three or four streams no better,
+  // two with the hardware prefetchers alone 10.2-11.2 / 18.2-20.2); FULCRUM_ISA=avx2, the
+  // hardware prefetchers alone (q6_k_avx2_gemv_prefetch below) 10.9-11.1 / 19.3-20.0 -> 14.1-15.1
+  // / 27.3-28.1 (AVX-512 Q4_0 896 x 4864 read 16.8 / 29.4 then). FULCRUM_GEMV_K_STREAMS=1|2 overrides.
   bool k_gemv_two_streams = false;
   // Whether the AVX2-level Q6_K decode GEMV (q6_kx4, packed_k_avx2.cc: one stream prefetchnta)
-  // prefetches in software: where the others do, except on Intel CPUs, for the reason above. The
+  // prefetches its one stream in software: where the others do, except on Intel CPUs, for the
+  // reason above (there it reads two streams, k_gemv_two_streams, when the GEMVs prefetch). The
   // same Intel Xeon at FULCRUM_ISA=avx2, bench.matmul Q6_K 5632 x 2048 from a 256 MiB ring,
   // 1 / 2 threads: software 7.1-7.3 / 12.0-13.6 GB/s, hardware 12.0 / 23.0 (from L3: 8.7 against
   // 23.1). FULCRUM_GEMV_PREFETCH and FULCRUM_GEMV_PREFETCH_Q6_K set it with the others.

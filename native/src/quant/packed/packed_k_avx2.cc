@@ -4,7 +4,7 @@
 //
 // The 6-bit values and scales of one sub-block are built just before the tokens use them (one at a
 // time, not four), and serve a tile of up to 8 tokens (kPackedTileColsQ6_kAvx2). Its GEMV
-// (q6k::gemv_step in gemv_walk) reads one stream.
+// (q6k::gemv_step in gemv_walk) reads one stream, or two on Intel CPUs (gemv_walk_two_streams).
 // vpmaddwd by the scales and int32 adds give the same integer sums as vpdpwssd, and the float
 // steps are the AVX-512 kernel's: both ISAs give the same bits.
 // (Q4_K and Q5_K ran here in the same 4-row frame, q4_kx4 / q5_kx4, until the 8-row groups of
@@ -235,6 +235,37 @@ template <size_t SbBytes, StepFn Step, size_t kPrefetch>
   }
 }
 
+// Two streams (KernelChoice::k_gemv_two_streams, core/isa.h, which has the figures): the walk's
+// first and second halves side by side, group g beside group seg + g, each prefetched
+// kFourStreamsPrefetchBytes ahead into L1 (prefetcht0); an odd last group alone. Each group's
+// steps are its own, in its order: the same bits as the one-stream walk.
+template <size_t SbBytes, StepFn Step>
+[[gnu::always_inline]] inline void gemv_walk_two_streams(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  const int64_t nsb = n / QK_K;
+  const size_t group_bytes = static_cast<size_t>(nsb) * SbBytes;
+  const block_q8_K* y = reinterpret_cast<const block_q8_K*>(act);
+  const int seg = groups / 2;
+  const size_t seg_bytes = static_cast<size_t>(seg) * group_bytes;
+  for (int g = 0; g < seg; ++g) {
+    const uint8_t* w0 = w + g * group_bytes;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      const uint8_t* g0 = w0 + i * SbBytes;
+      for (size_t o = 0; o < SbBytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(g0 + kFourStreamsPrefetchBytes + o), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(g0 + seg_bytes + kFourStreamsPrefetchBytes + o), _MM_HINT_T0);
+      }
+      Step(g0, y + i, a0, a1);
+      Step(g0 + seg_bytes, y + i, b0, b1);
+    }
+    store_pair_rows(a0, out + 4 * g);
+    store_pair_rows(a1, out + 4 * g + 2);
+    store_pair_rows(b0, out + 4 * (seg + g));
+    store_pair_rows(b1, out + 4 * (seg + g) + 2);
+  }
+  if (groups > 2 * seg) gemv_walk<SbBytes, Step, 0>(n, out + 4 * (2 * seg), w + 2 * seg_bytes, groups - 2 * seg, act);
+}
+
 template <class K>
 void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* act, size_t as, int cols) {
   switch (cols) {
@@ -254,6 +285,9 @@ void tile(int64_t n, float* out, int64_t os, const uint8_t* w, const uint8_t* ac
 
 void QUANT_FN(gemv_q6_kx4)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv_walk<q6k::Kernel::kSbBytes, q6k::gemv_step, kGemvPrefetchBytes>(n, out, w, groups, act);
+}
+void QUANT_FN(gemv_q6_kx4_streams2)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
+  gemv_walk_two_streams<q6k::Kernel::kSbBytes, q6k::gemv_step>(n, out, w, groups, act);
 }
 void QUANT_FN(gemv_q6_kx4_hwpf)(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act) {
   gemv_walk<q6k::Kernel::kSbBytes, q6k::gemv_step, 0>(n, out, w, groups, act);

@@ -162,6 +162,7 @@ void tile_q5_kx16_avx512(int64_t n, float* out, int64_t out_stride, const uint8_
 void gemv_q6_kx4_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q6_kx4_ahead3k_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q6_kx4_l1_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
+void gemv_q6_kx4_streams2_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void gemv_q6_kx4_hwpf_avx512(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);
 void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, int cols);
 // The AVX2 kernels, once per AVX2-level copy (core/isa.h: avx2, and avxvnni built with AVX-VNNI).
@@ -177,6 +178,7 @@ void tile_q6_kx4_avx512(int64_t n, float* out, int64_t out_stride, const uint8_t
   void tile_q5_kx8_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
   void gemv_q6_kx4_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                        \
+  void gemv_q6_kx4_streams2_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);               \
   void gemv_q6_kx4_hwpf_##isa(int64_t n, float* out, const uint8_t* w, int groups, const uint8_t* act);                   \
   void tile_q6_kx4_##isa(int64_t n, float* out, int64_t out_stride, const uint8_t* w, const uint8_t* act, size_t act_stride, \
                          int cols);                                                                                       \
