@@ -153,7 +153,7 @@ function formatPrefetch(choice: PrefetchChoice): string {
   const softwareWalks = choice.gemv === 'software' || choice.q5_0 === 'software';
   if (!softwareWalks) return prefetch;
   const walks = `${choice.streams === 4 ? 'four streams' : "each kernel's own streams"} in the 32-element formats' software-prefetched walks`;
-  return choice.gemv === 'software' ? `${prefetch}, ${walks}, ${choice.streamsK === 2 ? 'two streams' : 'one stream'} in Q4_K's and Q5_K's` : `${prefetch}, ${walks}`;
+  return choice.gemv === 'software' ? `${prefetch}, ${walks}, ${choice.streamsK === 2 ? 'two streams' : 'one stream'} in Q4_K's, Q5_K's and Q6_K's` : `${prefetch}, ${walks}`;
 }
 
 function engineRow(results: ChildResult[]): EngineRow {

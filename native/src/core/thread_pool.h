@@ -75,16 +75,16 @@ class ChunkCounter {
   std::atomic<int64_t> next_{0};
 };
 
-// Decode's claims of [0, n): `chunk` while much is left, then about 1/(2·threads) of what is left,
+// Decode's claims of [0, n): `chunk` while much is left, then about 1/split of what is left,
 // down to `unit` (every claim a multiple of it but the last). A GEMV's fixed claims leave the
 // caller waiting at the join for the other thread's last whole chunk; shrinking claims end
 // both threads within a few small claims of each other. (Measured with the pool instrumented, 0.5B
 // Q4_0 at 2 threads: the caller's wait at a join 2.28 µs with fixed claims, 1.20-1.57 tapered.)
-// One compare-exchange a claim.
+// kernels/matmul.cc decode_claims chooses chunk and split. One compare-exchange a claim.
 class TaperedCounter {
  public:
-  TaperedCounter(int64_t n, int64_t chunk, int64_t unit, int threads)
-      : n_(n), chunk_(chunk < 1 ? 1 : chunk), unit_(unit < 1 ? 1 : unit), split_(2 * static_cast<int64_t>(threads < 1 ? 1 : threads)) {}
+  TaperedCounter(int64_t n, int64_t chunk, int64_t unit, int split)
+      : n_(n), chunk_(chunk < 1 ? 1 : chunk), unit_(unit < 1 ? 1 : unit), split_(split < 1 ? 1 : split) {}
   bool claim(int64_t* begin, int64_t* end) {
     int64_t b = next_.load(std::memory_order_relaxed);
     for (;;) {

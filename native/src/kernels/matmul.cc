@@ -32,16 +32,35 @@ constexpr size_t kInlineDecodeBytes = 192 << 10;
 // claims, which also let a thread that starts late take less.
 constexpr size_t kOneCutDecodeBytes = 2 << 20;
 
-// Decode's chunk of [0, n) (rows or row groups) for nth threads: about 8 chunks a thread, a
-// multiple of `unit`; one chunk at one thread. (The packed GEMVs' claims start at this size and
-// shrink toward the end, TaperedCounter.) Claims that shrink from a full share (each thread
-// streaming one long run of rows) measured no faster on the 2-vCPU Zen 3 over a whole model, and a
-// worker that is descheduled right after claiming a half share holds the join for all of it, not
-// a sixteenth; only groups under kOneCutDecodeBytes, where the restarts dominate, are cut once.
+// Decode's chunk of [0, n) rows for nth threads in the GGUF-layout path (matmul_prepared): about
+// 8 chunks a thread, a multiple of `unit`; one chunk at one thread.
 int64_t decode_chunk(int64_t n, int64_t unit, int nth) {
   if (nth == 1) return n;
   const int64_t per = n / (nth * 8);
   return std::max(unit, (per + unit - 1) / unit * unit);
+}
+
+// The packed walks' claims of [0, n) row groups when a token's (or a few tokens') reads of every
+// weight are what they wait on: gemv_packed_group's groups of kOneCutDecodeBytes or more, and a
+// few tokens' tiles (matmul_packed). At one thread one claim; at nth a first claim of 3/4 of a
+// thread's even share, then 1/nth of what is left a claim (half at 2 threads), down to `unit`: a
+// thread streams long runs, and the last claims are small enough for both threads to end
+// together. They were claims of n / (8·nth) at most, tapering by 1/(2·nth) of what was left (~20
+// claims a matrix at 2 threads, chosen on a Zen 3 where claims shrinking from a full share
+// measured no faster); every claim starts a walk's streams and its prefetch over, and on the
+// 2-vCPU Intel Xeon (AMX) that cost ~10 % of the read rate. There, bench.matmul from a 256 MiB
+// ring, 2 threads, medians of 201, three alternating rounds, GB/s: Q4_0 4864 x 896 28.2-29.2 ->
+// 32.3-32.6, 896 x 4864 28.4-30.9 -> 31.8-32.4; Q5_0 4864 x 896 28.3-28.4 -> 31.0-33.2; Q4_K
+// 4864 x 1024 25.5-25.9 -> 28.7-28.8, 2048 x 5632 26.1-28.1 -> 28.6-28.8; Q6_K 4864 x 1024
+// 25.1-28.0 -> 29.3-30.1; Q8_0 level (29.3-31.8 -> 29.6-31.9). First claims of 1/4 or 7/16 of the
+// matrix (2 threads) measured like 3/8, one cut per thread 0-10 % below. In the model (one-token
+// steps after a 512-token prompt, medians of 100, alternating processes): 0.5B Q4_0 9.11 / 9.19 /
+// 9.37 -> 8.76 / 8.59 / 9.24 ms, Q4_K_M 12.45 / 12.12 / 12.68 -> 12.38 / 11.99 / 11.71, 1.3B
+// Q4_K 37.82 / 36.16 / 36.27 -> 35.37 / 34.93 / 35.39.
+TaperedCounter decode_claims(int64_t n, int64_t unit, int nth) {
+  if (nth <= 1) return TaperedCounter(n, n, unit, 1);
+  const int64_t first = std::max(unit, n * 3 / (4 * static_cast<int64_t>(nth)) / unit * unit);
+  return TaperedCounter(n, first, unit, nth);
 }
 
 }  // namespace
@@ -219,7 +238,7 @@ void gemv_packed_group(ThreadPool& pool, const PackedGemv* items, int n) {
   // 16 rows, one stream, were 141-148 tok/s against 170-173 on 0.5B Q4_0 at 2 threads; tapering
   // to 2 groups measured 187 -> 171 tok/s, same-process A/B).
   const int64_t taper_unit = std::max<int64_t>(4, unit);
-  TaperedCounter counter(total, decode_chunk(total, taper_unit, nth), taper_unit, nth);
+  TaperedCounter counter = decode_claims(total, taper_unit, nth);
   pool.run([&](int, int) {
     int64_t g0, g1;
     while (counter.claim(&g0, &g1)) run_range(g0, g1);
@@ -287,8 +306,8 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
   if (n_tokens <= token_block) {
     // A few tokens, one token block (a speculative step's drafts, a batch of decoding sequences,
     // a prompt's last piece), still read every weight once, and that read is what they wait on:
-    // row groups are handed out as the decode GEMV hands them out, in tapering claims of long contiguous runs
-    // (~20 claims a matrix at 2 threads), not in the 32 KiB chunks below, which alternate between
+    // row groups are handed out as the decode GEMV hands them out, in tapering claims of long
+    // contiguous runs (decode_claims), not in the 32 KiB chunks below, which alternate between
     // the threads (~145 claims of one shared counter on the 0.5B FFN). bench.matmul 4864 x 896,
     // 2 threads, cold (256 MiB ring), alternating runs on the Zen 4: Q8_0 2 tokens 167 -> 141 µs,
     // 3 174 -> 138, 5 182-205 -> 148-171, 8 206-251 -> 167-177, 16 381 -> 300-325, 32 577 -> 506-533;
@@ -297,7 +316,7 @@ void matmul_packed(ThreadPool& pool, const quant::PackedFormat& pf, const void* 
     // compute-bound there). One thread walks the same groups in the same order either way (level).
     const int nth = pool.size();
     const int64_t taper_unit = std::max<int64_t>(4, unit);
-    TaperedCounter claims(groups, decode_chunk(groups, taper_unit, nth), taper_unit, nth);
+    TaperedCounter claims = decode_claims(groups, taper_unit, nth);
     pool.run([&](int, int) {
       int64_t g0, g1;
       while (claims.claim(&g0, &g1))
