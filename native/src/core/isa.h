@@ -146,6 +146,14 @@ struct KernelChoice {
   bool q6_k_avx2_gemv_prefetch = true;
 };
 
+// Whether the Q6_K decode GEMV (q6_kx4) reads the two-stream walk (gemv_q6_kx4_streams2): where
+// k_gemv_two_streams is set and its level prefetches in software (AVX-512: a
+// q6_k_gemv_prefetch_bytes; the AVX2 levels: gemv_prefetch). repack.cc registers the walk by it;
+// kernels_addon.cc reports it.
+inline bool q6_k_gemv_two_streams(const KernelChoice& c, bool avx512) {
+  return c.k_gemv_two_streams && (avx512 ? c.q6_k_gemv_prefetch_bytes > 0 : c.gemv_prefetch);
+}
+
 // The best choice for `f`, capped by `cap` (FULCRUM_ISA's value, or null for no cap).
 KernelChoice choose_kernels(const CpuFeatures& f, const char* cap);
 

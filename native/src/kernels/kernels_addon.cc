@@ -329,14 +329,14 @@ void InitKernels(Napi::Env env, Napi::Object exports) {
   k.Set("amxInt8", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::Boolean::New(i.Env(), kernel_choice().amx_int8); }));
   // gemvPrefetchQ6K(level?) -> the same for the Q6_K decode GEMV at this process's ISA level, or at
   // `level` ('avx512': KernelChoice::q6_k_gemv_prefetch_bytes; the AVX2 levels:
-  // q6_k_avx2_gemv_prefetch, or the two-stream walk where the GEMVs prefetch and
-  // k_gemv_two_streams is set), for a parent that runs children at another level.
+  // q6_k_avx2_gemv_prefetch, or the two-stream walk, q6_k_gemv_two_streams), for a parent that
+  // runs children at another level.
   k.Set("gemvPrefetchQ6K", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
     const KernelChoice& c = kernel_choice();
     Isa level = c.isa;
     if (i.Length() > 0 && i[0].IsString() && !isa_from_name(i[0].As<Napi::String>().Utf8Value().c_str(), &level))
       throw Napi::RangeError::New(i.Env(), "gemvPrefetchQ6K: level must be scalar, avx2, avxvnni or avx512");
-    const bool software = level == Isa::Avx512 ? c.q6_k_gemv_prefetch_bytes > 0 : c.q6_k_avx2_gemv_prefetch || (c.gemv_prefetch && c.k_gemv_two_streams);
+    const bool software = level == Isa::Avx512 ? c.q6_k_gemv_prefetch_bytes > 0 : c.q6_k_avx2_gemv_prefetch || q6_k_gemv_two_streams(c, false);
     return Napi::String::New(i.Env(), software ? "software" : "hardware");
   }));
   // gemvPrefetchQ5_0() -> the same for the Q5_0 decode GEMV (KernelChoice::q5_0_gemv_prefetch).

@@ -109,7 +109,7 @@ void register_packed_formats(const KernelChoice& c) {
     g_q8_0.quant_xor = 0x80;
     g_q4_k = packed(WeightLayout::Q4_Kx16, GgmlType::Q4_K, 16, nullptr, FULCRUM_K_GEMV_WALK(q4_kx16, avx512), tile_q4_kx16_avx512,
                     kPackedTileColsX16Avx512);
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.q6_k_gemv_prefetch_bytes > 0 && c.k_gemv_two_streams ? gemv_q6_kx4_streams2_avx512
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, q6_k_gemv_two_streams(c, true) ? gemv_q6_kx4_streams2_avx512
                                                                     : c.q6_k_gemv_prefetch_bytes > 0 && c.q6_k_gemv_prefetch_l1 ? gemv_q6_kx4_l1_avx512
                                                                     : c.q6_k_gemv_prefetch_bytes >= 3072 ? gemv_q6_kx4_ahead3k_avx512
                                                                     : c.q6_k_gemv_prefetch_bytes > 0 ? gemv_q6_kx4_avx512 : gemv_q6_kx4_hwpf_avx512,
@@ -156,7 +156,7 @@ void register_packed_formats(const KernelChoice& c) {
                     kPackedTileColsQ4_kx8Avx2);                                                                                   \
     g_q5_k = packed(WeightLayout::Q5_Kx8, GgmlType::Q5_K, 8, nullptr, FULCRUM_K_GEMV_WALK(q5_kx8, isa), tile_q5_kx8_##isa, \
                     kPackedTileColsQ5_kx8Avx2);                                                                                   \
-    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, c.gemv_prefetch && c.k_gemv_two_streams ? gemv_q6_kx4_streams2_##isa : c.q6_k_avx2_gemv_prefetch ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
+    g_q6_k = packed(WeightLayout::Q6_Kx4, GgmlType::Q6_K, 4, nullptr, q6_k_gemv_two_streams(c, false) ? gemv_q6_kx4_streams2_##isa : c.q6_k_avx2_gemv_prefetch ? gemv_q6_kx4_##isa : gemv_q6_kx4_hwpf_##isa, tile_q6_kx4_##isa, \
                     kPackedTileColsQ6_kAvx2);                                                                                       \
   } while (0)
     if (c.isa == Isa::AvxVnni) FULCRUM_PACKED_AVX2(avxvnni);
