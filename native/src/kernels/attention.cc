@@ -137,6 +137,23 @@ inline int64_t page_ahead(const uint16_t* const* pages, int64_t p, int64_t last_
 // 1 thread 51-54 -> 56 µs at 2048 positions, 2 threads 38 -> 44.
 constexpr int64_t kNearAhead = 4096, kNearRunBytes = 64 << 10;
 
+// Where a thread's run in a page is that long and holds two or more of its units, decode reads it
+// as two streams side by side: the units split in two halves, each half walked in its own order
+// in chunks of kStreamChunkRows positions, a chunk of one half then one of the other, and each
+// row prefetched kStreamAheadRows rows on in its own stream. On Intel one stream's prefetches keep
+// too few lines in flight (gemv's k_gemv_two_streams, for the same reason): a second stream in
+// another part of the page gives the L2 streamer a second page to run ahead on. Every head still
+// sees its positions in increasing order and its scores in whole kq blocks (16 positions), so the
+// bits do not change. bench.attention from DRAM (256 MiB ring), medians of 200, 2-vCPU Intel Xeon
+// (AVX-512, AMX), three alternating rounds, 1 / 2 threads, GB/s: 16 heads of 128 over 16 (MHA,
+// the 1.3B), 576 positions 13.2-13.5 / 25.9-26.9 -> 15.6-15.8 / 28.0-29.3, 1024 positions
+// 12.5-12.9 / 25.8-26.5 -> 14.4-14.9 / 27.7-29.2; 16 over 8 (Qwen3's shape) 9.4-11.1 / 19.7-20.0
+// -> 12.9-13.3 / 21.4-22.1. The prefetch distance is the half chunk: a chunk or more ahead
+// (4 KiB, the one-stream distance) measured no better than one stream (13.0-13.4 / 25.8-26.3 at
+// 576), chunks of 8 rows with 4 rows ahead like these, 32 or 64 rows below them. Shorter runs
+// (the 0.5B's 14 heads over 2: 8 or 16 KiB) keep one stream: two measured 0-6 % slower there.
+constexpr int64_t kStreamChunkRows = 16, kStreamAheadRows = 8;
+
 }  // namespace
 
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_t n_tokens, int64_t pos0,
@@ -261,16 +278,40 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
     const int64_t last_page = (n_kv - 1) / P;
     const int64_t run_heads = b < e ? (e - 1) / parts - b / parts + 1 : 0;  // the KV heads of units [b, e) (unit_heads)
     const bool near = run_heads * P * rb >= kNearRunBytes;
-    const auto ahead_of = [&](const uint16_t* const* pages, int64_t p) { return near ? kNearAhead : page_ahead(pages, p, last_page); };
+    const int64_t streams = near && e - b >= 2 ? 2 : 1;
+    const auto ahead_of = [&](const uint16_t* const* pages, int64_t p) {
+      if (!near) return page_ahead(pages, p, last_page);
+      return streams == 2 ? kStreamAheadRows * rb : kNearAhead;
+    };
+    // Calls fn(u, c0, cn) for each unit u of [b, e) and chunk [c0, c0 + cn) of a run of n
+    // positions, in the walk's order: one stream, each unit's run whole, unit after unit; two
+    // streams (kStreamChunkRows), stream st's units [b + st·(e-b)/2, b + (st+1)·(e-b)/2) a chunk
+    // at a time, the two streams' chunks alternating.
+    const auto walk_units = [&](int64_t n, auto&& fn) {
+      if (streams == 1) {
+        for (int64_t u = b; u < e; ++u) fn(u, int64_t{0}, n);
+        return;
+      }
+      const int64_t chunks = (n + kStreamChunkRows - 1) / kStreamChunkRows;
+      const int64_t mid = b + (e - b) / 2;
+      const int64_t steps = std::max(mid - b, e - mid) * chunks;
+      for (int64_t k = 0; k < steps; ++k)
+        for (const int64_t u0 : {b, mid}) {
+          const int64_t u = u0 + k / chunks;
+          if (u >= (u0 == b ? mid : e)) continue;
+          const int64_t c0 = (k % chunks) * kStreamChunkRows;
+          fn(u, c0, std::min(kStreamChunkRows, n - c0));
+        }
+    };
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
       const int64_t ahead = ahead_of(kv.k, p);
-      for (int64_t u = b; u < e; ++u) {
+      walk_units(n, [&](int64_t u, int64_t c0, int64_t cn) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
-        if (nq <= 0) continue;
-        const uint8_t* kr = reinterpret_cast<const uint8_t*>(kv.k[p]) + (g * P + off) * rb;
-        rk.kq(n, kr, qrows + h0 * nt * hd, nt * nq, s.scale, sc.scores.data() + h0 * nt * ld + t, ld, ahead);
-      }
+        if (nq <= 0) return;
+        const uint8_t* kr = reinterpret_cast<const uint8_t*>(kv.k[p]) + (g * P + off + c0) * rb;
+        rk.kq(cn, kr, qrows + h0 * nt * hd, nt * nq, s.scale, sc.scores.data() + h0 * nt * ld + t + c0, ld, ahead);
+      });
     });
     for (int64_t u = b; u < e; ++u) {
       int64_t g, h0, nq;
@@ -290,18 +331,18 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, int64_
     for_page_runs(P, 0, n_kv, [&](int64_t t, int64_t n, int64_t p, int64_t off) {
       const int64_t n_first = pos0 + 1 - t;  // positions of this run the first token sees
       const int64_t ahead = ahead_of(kv.v, p);
-      for (int64_t u = b; u < e; ++u) {
+      walk_units(n, [&](int64_t u, int64_t c0, int64_t cn) {
         int64_t g, h0, nq;
         unit_heads(u, &g, &h0, &nq);
-        if (nq <= 0) continue;
-        const uint8_t* vr = reinterpret_cast<const uint8_t*>(kv.v[p]) + (g * P + off) * rb;
-        const float* su = sc.scores.data() + h0 * nt * ld + t;
+        if (nq <= 0) return;
+        const uint8_t* vr = reinterpret_cast<const uint8_t*>(kv.v[p]) + (g * P + off + c0) * rb;
+        const float* su = sc.scores.data() + h0 * nt * ld + t + c0;
         float* ou = out + h0 * hd;
         for (int64_t i = 0; i < nt; ++i) {
-          const int64_t m = std::min(n, n_first + i);
+          const int64_t m = std::min(cn, n_first + i - c0);  // the chunk's positions token i sees
           if (m > 0) rk.pv(m, vr, su + i * nq * ld, nq, ld, ou + i * qrow, work, ahead);
         }
-      }
+      });
     });
   });
 }
